@@ -1,0 +1,5 @@
+"""CLI commands (trace)."""
+
+
+def register(cli):
+    """Add this module's commands to the top-level group."""

@@ -1,0 +1,42 @@
+"""Shared test helpers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+AZURE_TRACE = SHARED / "traces" / "azure_llm_2023_code.csv"
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture
+def azure_trace() -> Path:
+    if not AZURE_TRACE.exists():
+        pytest.skip("shared/traces/azure_llm_2023_code.csv is not beside the checkout")
+    return AZURE_TRACE
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return REPO / "fixtures"
+
+
+@pytest.fixture
+def copy_fixture(tmp_path):
+    """Copy a fixture directory into tmp_path so a test may damage it."""
+
+    def _copy(name: str) -> Path:
+        src = REPO / "fixtures" / name
+        dst = tmp_path / name
+        shutil.copytree(src, dst)
+        return dst
+
+    return _copy
