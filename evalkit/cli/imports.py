@@ -1,5 +1,63 @@
-"""CLI commands (imports)."""
+"""CLI commands (imports): ``evalkit import vllm-bench`` and ``evalkit import table``."""
+
+from __future__ import annotations
+
+import click
+
+from evalkit.interop.summary_table import import_summary_table
+from evalkit.interop.vllm_bench import import_vllm_bench
+from evalkit.runlog.schema import ROLES
+
+
+@click.group("import")
+def import_group():
+    """Write results from other tools as evalkit runs (backend 'import')."""
+
+
+@import_group.command("vllm-bench")
+@click.argument("result_json", type=click.Path(dir_okay=False))
+@click.option("--out", "runs_dir", required=True, type=click.Path(file_okay=False),
+              help="Run store to write the run into.")
+@click.option("--merges", type=click.Path(dir_okay=False), default=None,
+              help="CSV/JSON of merge windows (start_s, end_s); omit only for --role no_sync.")
+@click.option("--merge-clock", type=click.Choice(["relative", "absolute"]), default="relative",
+              show_default=True,
+              help="relative: merge times are s from the first request's send; absolute: "
+                   "on the bench client's perf_counter clock (as start_times).")
+@click.option("--policy", required=True)
+@click.option("--seed", required=True, type=int)
+@click.option("--regime", default="default", show_default=True)
+@click.option("--role", type=click.Choice(ROLES), default="policy", show_default=True)
+@click.option("--draw", type=int, default=None, help="Draw index (matched_random only).")
+@click.option("--matched-to", default=None, help="Reference policy (matched_random only).")
+@click.option("--slo-e2e", "slo_e2e_s", required=True, type=float, help="End-to-end SLO, s.")
+@click.option("--slo-ttft", "slo_ttft_s", type=float, default=None, help="TTFT SLO, s.")
+@click.option("--slo-tpot", "slo_tpot_s", type=float, default=None, help="TPOT SLO, s.")
+@click.option("--merge-duration", "merge_duration_s", type=float, default=None,
+              help="Nominal merge duration D, s (default: median merge window length).")
+@click.option("--min-gap", "min_gap_s", type=float, default=None, help="Corridor min gap, s.")
+@click.option("--max-gap", "max_gap_s", type=float, default=None, help="Corridor max gap, s.")
+@click.option("--horizon", "horizon_s", type=float, default=None,
+              help="End of the observed span, s (default: last request end).")
+@click.option("--oracle/--no-oracle", default=False, show_default=True)
+@click.option("--run-id", default=None, help="Default: REGIME-POLICY[-ROLE]-sSEED[-dDRAW].")
+@click.option("--trace-name", default=None, help="Default: dataset_name of the result.")
+def vllm_bench_cmd(result_json, runs_dir, **kwargs):
+    """Import a `vllm bench serve --save-result --save-detailed` RESULT_JSON as one run."""
+    path = import_vllm_bench(result_json, runs_dir, **kwargs)
+    click.echo(f"wrote {path}")
+
+
+@import_group.command("table")
+@click.argument("summary", type=click.Path(dir_okay=False))
+@click.option("--out", "runs_dir", required=True, type=click.Path(file_okay=False),
+              help="Run store to write the runs into.")
+def table_cmd(summary, runs_dir):
+    """Write a per-run SUMMARY table (CSV/Parquet) as runs with synthesised requests."""
+    paths = import_summary_table(summary, runs_dir)
+    click.echo(f"wrote {len(paths)} runs to {runs_dir} (requests synthesised from the table)")
 
 
 def register(cli):
     """Add this module's commands to the top-level group."""
+    cli.add_command(import_group)

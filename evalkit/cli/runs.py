@@ -1,5 +1,105 @@
-"""CLI commands (runs)."""
+"""CLI commands on run directories: ``evalkit validate`` and ``evalkit summarize``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from evalkit.errors import InputError
+
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
+SHORT_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "n_requests", "n_failed",
+                 "violation_rate", "v_ci_low", "v_ci_high", "goodput_rate", "p95_s",
+                 "k_total", "k_observed", "exposure_requests", "exposure_time",
+                 "arrival_rate_achieved")
+
+
+def _write_table(df: pd.DataFrame, fmt: str, out: Path) -> None:
+    """Write atomically: a temporary file in the target directory, then rename."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    try:
+        if fmt == "csv":
+            df.to_csv(tmp, index=False)
+        elif fmt == "parquet":
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_json(tmp, orient="records", indent=2)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _choose_format(out: Path | None, fmt: str | None) -> str | None:
+    if fmt is not None:
+        return fmt
+    if out is None:
+        return None
+    if out.suffix.lower() not in FORMATS:
+        raise InputError(f"cannot tell the output format from the extension {out.suffix!r}",
+                         file=str(out), fix="use .csv, .parquet or .json, or pass --format")
+    return FORMATS[out.suffix.lower()]
+
+
+@click.command("validate")
+@click.argument("runs_dir", type=click.Path(path_type=Path))
+def validate_cmd(runs_dir: Path):
+    """Check every run under RUNS_DIR against the run-log format (exit 0 valid, 2 otherwise)."""
+    from evalkit.runlog.validate import validate_runs
+
+    report = validate_runs(runs_dir)
+    for problem in report.problems:
+        click.echo(problem.format())
+    click.echo(report.summary_line())
+    if not report.ok:
+        sys.exit(2)
+
+
+@click.command("summarize")
+@click.argument("runs_dir", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Write the table here (.csv, .parquet or .json).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "json"]), default=None,
+              help="Output format (default: from --out's extension; a readable table otherwise).")
+@click.option("--include-incomplete", is_flag=True,
+              help="Also summarise runs marked complete: false (never for audits).")
+@click.option("--wide", is_flag=True, help="Print every column in the readable table.")
+def summarize_cmd(runs_dir: Path, out: Path | None, fmt: str | None, include_incomplete: bool,
+                  wide: bool):
+    """One row per run: V with its Clopper–Pearson CI, latency, K, exposure, load."""
+    from evalkit.runlog.summary import summarize_runs
+
+    fmt = _choose_format(out, fmt)
+    if out is None and fmt == "parquet":
+        raise InputError("Parquet cannot be printed", column="--format",
+                         fix="pass --out table.parquet")
+    df = summarize_runs(runs_dir, include_incomplete=include_incomplete)
+    for run in df.attrs.get("excluded", []):
+        click.echo(f"excluded: {run} (incomplete run)", err=True)
+    for line in df.attrs.get("warnings", []):
+        click.echo(line, err=True)
+    if out is not None:
+        _write_table(df, fmt, out)
+        click.echo(f"wrote {len(df)} run(s) to {out}", err=True)
+    elif fmt == "csv":
+        click.echo(df.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        click.echo(df.to_json(orient="records", indent=2))
+    else:
+        shown = df if wide else df.loc[:, list(SHORT_COLUMNS)]
+        with pd.option_context("display.width", 200, "display.max_columns", None,
+                               "display.float_format", "{:.4g}".format):
+            click.echo(shown.to_string(index=False))
 
 
 def register(cli):
     """Add this module's commands to the top-level group."""
+    cli.add_command(validate_cmd)
+    cli.add_command(summarize_cmd)

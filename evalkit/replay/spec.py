@@ -35,6 +35,8 @@ class ReplaySpec:
     max_gap_s: float | None = None       # default: h_max * inner_step_s
     slo: dict = field(default_factory=lambda: {"e2e_s": 10.0, "ttft_s": None, "tpot_s": None})
     backend_config: dict = field(default_factory=dict)   # backend-specific knobs (requested)
+    policy_seed: int | None = None       # seed of the policy's Generator (default: derived)
+    future_requests: object | None = None  # oracles only: DataFrame(arrival_s, end_s)
 
     def gaps(self) -> tuple[float, float]:
         lo = self.min_gap_s if self.min_gap_s is not None else self.h_min * self.inner_step_s

@@ -174,9 +174,9 @@ def read_run(run_dir: str | os.PathLike, *, validate: bool = True) -> Run:
     if validate:
         from evalkit.runlog.validate import validate_run
 
-        problems = validate_run(run_dir)
-        if problems:
-            raise problems[0].as_error()
+        errors = [p for p in validate_run(run_dir) if p.severity == "error"]
+        if errors:
+            raise errors[0].as_error()
     meta = read_meta(run_dir)
     tables = {}
     for name in TABLES:

@@ -1,0 +1,241 @@
+"""Campaign assembly: one run table, paired per seed into claims.
+
+A campaign comes from a runs directory (``evalkit.runlog.summary.summarize_runs``; request
+and merge logs stay on disk and are read lazily for Phi, psi and effect-size transfer) or
+from a per-run summary table (:mod:`evalkit.audit.summary_table`).  Incomplete runs are
+listed as excluded and never audited.
+
+A *claim* is a (regime, policy) pair of ``role = policy`` runs.  Per seed it is paired with
+that seed's matched-random draws (``matched_to`` the policy, or a generic draw from a summary
+table) and the seed's no-sync run.  Nothing is dropped silently: missing baselines become
+failed checks naming the runs that are missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evalkit.errors import InputError
+from evalkit.audit.summary_table import is_summary_table, read_summary_table
+
+RUN_COLUMNS = (
+    "run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend", "oracle",
+    "trace_realisation", "violation_rate", "n_requests", "k_observed", "exposure_requests",
+    "exposure_time", "arrival_rate_achieved", "prompt_tokens_total", "output_tokens_total",
+    "step_rate", "merge_duration_s", "horizon_s", "span_start_s", "span_end_s",
+)
+
+
+@dataclass
+class Campaign:
+    source: str                          # "runs" | "summary"
+    input_name: str                      # base name of the input (no absolute paths)
+    runs: pd.DataFrame                   # RUN_COLUMNS (+ whatever the summary gave), one row a run
+    summary: pd.DataFrame | None         # full summarize_runs output (runs dir only)
+    runs_dir: Path | None
+    excluded: list[dict] = field(default_factory=list)   # {run_id, reason}
+    notes: list[str] = field(default_factory=list)
+    _dirs: dict = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict)
+
+    @property
+    def has_logs(self) -> bool:
+        return self.source == "runs"
+
+    def table(self, run_id: str, name: str) -> pd.DataFrame:
+        """A run's ``requests`` / ``merges`` table (runs-dir campaigns only), cached."""
+        from evalkit.runlog.io import read_table
+
+        key = (run_id, name)
+        if key not in self._cache:
+            if run_id not in self._dirs:
+                raise InputError(f"no run directory for run {run_id}", column="run_id",
+                                 fix="audit a runs directory to use request/merge logs")
+            self._cache[key] = read_table(self._dirs[run_id], name)
+        return self._cache[key]
+
+    def row(self, run_id: str) -> pd.Series:
+        return self.runs.loc[self.runs.run_id == run_id].iloc[0]
+
+
+def load_campaign(input_path: str | Path) -> Campaign:
+    path = Path(input_path)
+    if not path.exists():
+        raise InputError("input does not exist", file=str(path),
+                         fix="pass a runs directory or a summary table (.csv/.parquet)")
+    if path.is_dir():
+        return _from_runs_dir(path)
+    if is_summary_table(path):
+        runs, notes = read_summary_table(path)
+        runs = _standardise(runs)
+        return Campaign(source="summary", input_name=path.name, runs=runs, summary=None,
+                        runs_dir=None, notes=notes)
+    raise InputError("input is neither a runs directory nor a summary table", file=str(path),
+                     fix="pass a directory of runs or a .csv/.parquet summary table")
+
+
+def _standardise(runs: pd.DataFrame) -> pd.DataFrame:
+    runs = runs.copy()
+    for col in RUN_COLUMNS:
+        if col not in runs.columns:
+            runs[col] = np.nan
+    runs["seed"] = runs["seed"].astype(int)
+    for col in ("draw", "violation_rate", "n_requests", "k_observed"):
+        runs[col] = pd.to_numeric(runs[col].astype(object).where(runs[col].notna(), np.nan),
+                                  errors="raise").astype(float)
+    runs["oracle"] = runs["oracle"].fillna(False).astype(bool)
+    runs["regime"] = runs["regime"].fillna("default").astype(str)
+    for col in ("matched_to", "backend", "trace_realisation"):
+        runs[col] = runs[col].astype(object).where(runs[col].notna(), None)
+    return runs.sort_values(["regime", "role", "policy", "seed", "draw", "run_id"],
+                            na_position="first", kind="mergesort").reset_index(drop=True)
+
+
+def _from_runs_dir(path: Path) -> Campaign:
+    from evalkit.runlog.io import iter_run_dirs, read_meta
+    from evalkit.runlog.summary import summarize_runs
+
+    dirs = iter_run_dirs(path)
+    if not dirs:
+        raise InputError("no runs found (no run.json below this directory)", file=path.name,
+                         fix="pass the directory that holds the run directories")
+    excluded, run_dirs = [], {}
+    for run_dir in dirs:
+        meta = read_meta(run_dir)
+        run_id = str(meta.get("run_id", run_dir.name))
+        if not meta.get("complete", False):
+            reason = "incomplete run" + (f": {meta['error']}" if meta.get("error") else "")
+            excluded.append({"run_id": run_id, "reason": reason})
+        else:
+            run_dirs[run_id] = run_dir
+    summary = summarize_runs(path)
+    if summary is None or len(summary) == 0:
+        raise InputError("no complete runs to audit", file=path.name,
+                         fix="rerun the incomplete runs listed by 'evalkit validate'")
+    summary = summary[summary["complete"].astype(bool)] if "complete" in summary else summary
+    known = {e["run_id"] for e in excluded}
+    excluded += [{"run_id": str(r), "reason": "incomplete run"}
+                 for r in summary.attrs.get("excluded", []) if str(r) not in known]
+    runs = summary.copy()
+    if "k_observed" not in runs and "k_total" in runs:
+        runs["k_observed"] = runs["k_total"]
+    runs = _standardise(runs)
+    notes = [f"validation warning: {w}" for w in summary.attrs.get("warnings", [])]
+    for run_id in runs.run_id:
+        if run_id not in run_dirs:
+            raise InputError(f"summary lists run {run_id} without a complete run directory",
+                             file=path.name, column="run_id", fix="rerun 'evalkit validate'")
+    unmatched = runs[(runs.role == "matched_random") & runs.matched_to.notna()]
+    policies = set(runs.loc[runs.role == "policy", "policy"])
+    orphans = sorted(set(unmatched.matched_to) - policies)
+    if orphans:
+        notes.append("matched-random draws matched to policies with no policy runs (not "
+                      "audited): " + ", ".join(orphans))
+    return Campaign(source="runs", input_name=path.name, runs=runs, summary=summary,
+                    runs_dir=path, excluded=sorted(excluded, key=lambda e: e["run_id"]),
+                    notes=notes, _dirs=run_dirs)
+
+
+# ---------------------------------------------------------------------------------- claims
+
+@dataclass
+class SeedPair:
+    """One seed of a claim: the policy run and its baselines."""
+
+    seed: int
+    policy_run: str
+    v_policy: float
+    k_policy: float
+    realisation: str | None
+    draws: pd.DataFrame                 # matched-random rows serving this policy and seed
+    no_sync: pd.Series | None
+
+    @property
+    def v_mr(self) -> float:
+        return float(self.draws.violation_rate.mean()) if len(self.draws) else float("nan")
+
+    @property
+    def d(self) -> float:
+        return self.v_mr - self.v_policy
+
+
+@dataclass
+class ClaimData:
+    regime: str
+    policy: str
+    policy_runs: pd.DataFrame
+    pairs: list[SeedPair]
+    generic_draws: bool                 # some draws had no matched_to (summary tables)
+
+    @property
+    def seeds(self) -> list[int]:
+        return [p.seed for p in self.pairs]
+
+    @property
+    def paired(self) -> list[SeedPair]:
+        """Seeds with a policy run and at least one matched-random draw."""
+        return [p for p in self.pairs if len(p.draws)]
+
+    @property
+    def oracle(self) -> bool:
+        return bool(self.policy_runs.oracle.any())
+
+    def per_seed_table(self) -> pd.DataFrame:
+        rows = []
+        for p in self.pairs:
+            mr = p.draws.violation_rate
+            rows.append({
+                "seed": p.seed, "policy_run": p.policy_run, "v_policy": p.v_policy,
+                "k_policy": p.k_policy, "n_draws": len(p.draws),
+                "v_mr_mean": p.v_mr, "v_mr_min": float(mr.min()) if len(mr) else np.nan,
+                "v_mr_max": float(mr.max()) if len(mr) else np.nan,
+                "v_no_sync": float(p.no_sync.violation_rate) if p.no_sync is not None else np.nan,
+                "d": p.d,
+            })
+        return pd.DataFrame(rows)
+
+
+def assemble_claims(campaign: Campaign) -> list[ClaimData]:
+    """One :class:`ClaimData` per (regime, policy) with ``role = policy`` runs, sorted."""
+    runs = campaign.runs
+    claims = []
+    policy_runs = runs[runs.role == "policy"]
+    for (regime, policy), group in policy_runs.groupby(["regime", "policy"], sort=True):
+        dupes = group[group.seed.duplicated(keep=False)]
+        if len(dupes):
+            seed = int(dupes.seed.iloc[0])
+            raise InputError(
+                f"regime {regime}, policy {policy}: several policy runs for seed {seed} ("
+                + ", ".join(sorted(dupes[dupes.seed == seed].run_id)) + ")",
+                file=campaign.input_name, column="seed",
+                fix="one policy run per (regime, policy, seed); put repeats in another regime")
+        in_regime = runs[runs.regime == regime]
+        mr = in_regime[(in_regime.role == "matched_random")
+                       & ((in_regime.matched_to == policy) | in_regime.matched_to.isna())]
+        ns = in_regime[in_regime.role == "no_sync"]
+        pairs = []
+        for rec in group.sort_values("seed").itertuples(index=False):
+            seed = int(rec.seed)
+            ns_seed = ns[ns.seed == seed]
+            if len(ns_seed) > 1:
+                raise InputError(f"regime {regime}: several no-sync runs for seed {seed} ("
+                                 + ", ".join(sorted(ns_seed.run_id)) + ")",
+                                 file=campaign.input_name, column="seed",
+                                 fix="one no-sync run per regime and seed")
+            pairs.append(SeedPair(
+                seed=seed, policy_run=rec.run_id, v_policy=float(rec.violation_rate),
+                k_policy=float(rec.k_observed) if pd.notna(rec.k_observed) else np.nan,
+                realisation=rec.trace_realisation,
+                draws=mr[mr.seed == seed].sort_values(["draw", "run_id"], na_position="first"),
+                no_sync=ns_seed.iloc[0] if len(ns_seed) else None))
+        claims.append(ClaimData(regime=str(regime), policy=str(policy), policy_runs=group,
+                                pairs=pairs, generic_draws=bool(mr.matched_to.isna().any())))
+    if not claims:
+        raise InputError("no policy runs to audit (every run is a baseline)",
+                         file=campaign.input_name, column="role",
+                         fix="include runs with role = policy")
+    return claims

@@ -1,0 +1,307 @@
+"""Protocol files: the claim hierarchy and its thresholds as TOML data.
+
+A protocol names the tiers in order, the checks each tier requires, and every threshold
+(alpha, alternative, seeds, load-match tolerances, the eps_cal rule, ...).  The bundled
+``diloco-slo`` protocol ships as package data (``evalkit/audit/protocols/``) and, for
+readers of the repository, as ``protocols/diloco-slo.toml``.
+
+A malformed file raises :class:`~evalkit.errors.InputError` naming the key and its line:
+tomllib reports the line of a syntax error; for a semantic error the key is looked up in
+the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+
+from evalkit.errors import InputError
+
+BUILTIN_PACKAGE = "evalkit.audit.protocols"
+DEFAULT_PROTOCOL = "diloco-slo"
+KNOWN_TIERS = ("harness", "sidecar_transfer", "matched_budget", "placement_gain",
+               "calibrated", "deployable")
+ALTERNATIVES = ("greater", "two-sided")
+MULTIPLICITY = ("holm", "none")
+
+# Parameters each check accepts: name -> (python types, default).  Every check also takes
+# ``description`` (str) and ``on_not_evaluable`` ("block" | "note").
+_LIST = (list,)
+_NUM = (int, float)
+CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {
+    "fixed_cadence_baseline": {"policies": (_LIST, ["fixed_h"]),
+                               "harness_backends": (_LIST, ["sim"])},
+    "deferral_baseline": {"policies": (_LIST, ["pressure_gate", "random_deferral"]),
+                          "harness_backends": (_LIST, ["sim"])},
+    "transfer_ci_excludes_one": {"mechanism": ((str,), "sync"),
+                                 "harness_backends": (_LIST, ["sim"]),
+                                 "real_backends": (_LIST, ["torch", "vllm"])},
+    "transfer_not_contaminated": {"mechanism": ((str,), "sync"),
+                                  "harness_backends": (_LIST, ["sim"]),
+                                  "real_backends": (_LIST, ["torch", "vllm"])},
+    "matched_random_present": {"min_draws": ((int,), 1)},
+    "k_match": {"max_abs_diff": ((int,), 0)},
+    "pairing_real": {},
+    "enough_seeds": {"min_seeds": ((int,), 5)},
+    "gain_significant": {},
+    "no_sync_present": {},
+    "load_match": {"tolerances": ((dict,), {})},
+    "psi_fit": {"min_runs": ((int,), 6)},
+    "gain_exceeds_calibration_error": {"multiplier": (_NUM, 2.0),
+                                       "eps_source": ((str,), "in_sample")},
+    "not_oracle": {},
+    "real_sidecar": {"real_backends": (_LIST, ["torch", "vllm"])},
+}
+_CHOICES = {("gain_exceeds_calibration_error", "eps_source"): ("in_sample", "loso"),
+            ("transfer_ci_excludes_one", "mechanism"): ("sync",),
+            ("transfer_not_contaminated", "mechanism"): ("sync",)}
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    name: str
+    claim: str
+    skip_if_not_evaluable: bool
+    checks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    description: str
+    on_not_evaluable: str            # "block" | "note"
+    params: dict = field(default_factory=dict)
+
+    def __getitem__(self, key):
+        return self.params[key]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    version: int
+    description: str
+    alpha: float
+    alternative: str
+    multiplicity: str
+    n_resamples: int
+    bootstrap_resamples: int
+    tiers: tuple[TierSpec, ...]
+    checks: dict
+    source: str                      # "builtin:<name>" or the file's base name
+    sha256: str
+
+    def tier(self, name: str) -> TierSpec:
+        for tier in self.tiers:
+            if tier.name == name:
+                return tier
+        raise InputError(f"tier '{name}' is not in protocol '{self.name}'", column="tier",
+                         fix="use one of: " + ", ".join(t.name for t in self.tiers))
+
+    @property
+    def tier_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tiers)
+
+    def with_alpha(self, alpha: float | None) -> "Protocol":
+        if alpha is None:
+            return self
+        if not 0 < float(alpha) < 1:
+            raise InputError(f"alpha must lie in (0, 1), got {alpha}", column="alpha",
+                             fix="pass e.g. --alpha 0.05")
+        return replace(self, alpha=float(alpha))
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "version": self.version, "source": self.source,
+            "sha256": self.sha256, "alpha": self.alpha, "alternative": self.alternative,
+            "multiplicity": self.multiplicity,
+            "tiers": [{"name": t.name, "claim": t.claim, "checks": list(t.checks),
+                       "skip_if_not_evaluable": t.skip_if_not_evaluable} for t in self.tiers],
+            "checks": {n: {"description": c.description, "on_not_evaluable": c.on_not_evaluable,
+                           **c.params} for n, c in sorted(self.checks.items())},
+        }
+
+
+def builtin_protocols() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files(BUILTIN_PACKAGE).iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def load_protocol(spec: str | Path | None = None) -> Protocol:
+    """Load a protocol by bundled name (``diloco-slo``) or by path to a TOML file."""
+    spec = DEFAULT_PROTOCOL if spec is None else spec
+    path = Path(spec)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise InputError("protocol file does not exist", file=str(path),
+                             fix="pass a TOML protocol file or a bundled name: "
+                             + ", ".join(builtin_protocols()))
+        return parse_protocol(path.read_text(), source=path.name, file=str(path))
+    name = str(spec)
+    if name not in builtin_protocols():
+        raise InputError(f"unknown protocol '{name}'", column="protocol",
+                         fix="use a bundled name (" + ", ".join(builtin_protocols())
+                         + ") or a path to a .toml file")
+    text = resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.toml").read_text()
+    return parse_protocol(text, source=f"builtin:{name}", file=f"{name}.toml")
+
+
+def find_key_line(text: str, dotted: str) -> int | None:
+    """1-based line where the dotted key (``tiers.harness.checks``) is defined, or None."""
+    parts = dotted.split(".")
+    header_re = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+    current: list[str] = []
+    best = None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        match = header_re.match(line)
+        if match:
+            current = [p.strip().strip('"\'') for p in match.group(1).split(".")]
+            if current == parts:
+                return lineno
+            continue
+        key_match = re.match(r"^\s*([A-Za-z0-9_\-\"'.]+)\s*=", line)
+        if not key_match:
+            continue
+        key = [p.strip().strip('"\'') for p in key_match.group(1).split(".")]
+        full = current + key
+        if full == parts:
+            return lineno
+        if best is None and full == parts[:len(full)] and len(full) < len(parts):
+            best = lineno          # an inline table that holds the key
+    if best is not None:
+        return best
+    if len(parts) > 1:            # the table the missing key belongs in
+        return find_key_line(text, ".".join(parts[:-1]))
+    return None
+
+
+class _Parser:
+    def __init__(self, text: str, file: str):
+        self.text = text
+        self.file = file
+
+    def fail(self, key: str, message: str, fix: str):
+        line = find_key_line(self.text, key)
+        where = f"{self.file}:{line}" if line else self.file
+        raise InputError(message + (f" (line {line})" if line else ""), file=where,
+                         column=key, fix=fix)
+
+    def get(self, table: dict, prefix: str, key: str, types, default=..., choices=None):
+        dotted = f"{prefix}.{key}" if prefix else key
+        if key not in table:
+            if default is ...:
+                self.fail(dotted, "required key is missing", f"add '{key} = ...'")
+            return default
+        value = table[key]
+        if isinstance(value, bool) and bool not in types:
+            self.fail(dotted, f"expected {'/'.join(t.__name__ for t in types)}, got a boolean",
+                      "give a value of the right type")
+        if not isinstance(value, types):
+            self.fail(dotted, f"expected {'/'.join(t.__name__ for t in types)}, "
+                      f"got {type(value).__name__}", "give a value of the right type")
+        if choices is not None and value not in choices:
+            self.fail(dotted, f"invalid value {value!r}", "use one of: " + ", ".join(choices))
+        return value
+
+    def no_unknown(self, table: dict, prefix: str, allowed):
+        for key in table:
+            if key not in allowed:
+                dotted = f"{prefix}.{key}" if prefix else key
+                self.fail(dotted, "unknown key", "remove it or use one of: "
+                          + ", ".join(sorted(allowed)))
+
+
+def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
+    """Validate protocol TOML text and build a :class:`Protocol`."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        where = f"{file}:{line.group(1)}" if line else file
+        raise InputError(f"not valid TOML: {exc}", file=where,
+                         fix="repair the TOML syntax at that line") from exc
+    p = _Parser(text, file)
+    p.no_unknown(data, "", ("protocol", "tiers", "checks"))
+    head = p.get(data, "", "protocol", (dict,))
+    p.no_unknown(head, "protocol", ("name", "version", "description", "alpha", "alternative",
+                                    "multiplicity", "n_resamples", "bootstrap_resamples",
+                                    "tier_order"))
+    alpha = float(p.get(head, "protocol", "alpha", _NUM))
+    if not 0 < alpha < 1:
+        p.fail("protocol.alpha", f"alpha must lie in (0, 1), got {alpha}", "e.g. alpha = 0.05")
+    n_resamples = p.get(head, "protocol", "n_resamples", (int,), 20000)
+    if n_resamples < 100:
+        p.fail("protocol.n_resamples", "n_resamples must be at least 100", "e.g. 20000")
+    boot = p.get(head, "protocol", "bootstrap_resamples", (int,), 2000)
+    if boot < 100:
+        p.fail("protocol.bootstrap_resamples", "bootstrap_resamples must be at least 100",
+               "e.g. 2000")
+    order = p.get(head, "protocol", "tier_order", _LIST)
+    tiers_table = p.get(data, "", "tiers", (dict,))
+    checks_table = p.get(data, "", "checks", (dict,))
+    positions = [KNOWN_TIERS.index(t) if t in KNOWN_TIERS else -1 for t in order]
+    for name, pos in zip(order, positions):
+        if pos < 0:
+            p.fail("protocol.tier_order", f"unknown tier {name!r}",
+                   "tiers are: " + ", ".join(KNOWN_TIERS))
+    if positions != sorted(set(positions)) or not order:
+        p.fail("protocol.tier_order", "tiers must be distinct, non-empty and in hierarchy order",
+               "order: " + ", ".join(KNOWN_TIERS))
+    p.no_unknown(tiers_table, "tiers", order)
+    tiers = []
+    used_checks: list[str] = []
+    for name in order:
+        prefix = f"tiers.{name}"
+        tier = p.get(tiers_table, "tiers", name, (dict,))
+        p.no_unknown(tier, prefix, ("claim", "skip_if_not_evaluable", "checks"))
+        checks = p.get(tier, prefix, "checks", _LIST)
+        for check in checks:
+            if check not in CHECK_PARAMS:
+                p.fail(f"{prefix}.checks", f"unknown check {check!r}",
+                       "checks are: " + ", ".join(sorted(CHECK_PARAMS)))
+            if check in used_checks:
+                p.fail(f"{prefix}.checks", f"check {check!r} is listed in two tiers",
+                       "list each check once")
+            used_checks.append(check)
+        tiers.append(TierSpec(name=name, claim=p.get(tier, prefix, "claim", (str,)),
+                              skip_if_not_evaluable=p.get(tier, prefix, "skip_if_not_evaluable",
+                                                          (bool,), False),
+                              checks=tuple(checks)))
+    p.no_unknown(checks_table, "checks", used_checks)
+    checks = {}
+    for name in used_checks:
+        prefix = f"checks.{name}"
+        table = checks_table.get(name, {})
+        if not isinstance(table, dict):
+            p.fail(prefix, "expected a table", f"write [checks.{name}]")
+        params_spec = CHECK_PARAMS[name]
+        p.no_unknown(table, prefix, ("description", "on_not_evaluable", *params_spec))
+        params = {}
+        for key, (types, default) in params_spec.items():
+            params[key] = p.get(table, prefix, key, types, default,
+                                choices=_CHOICES.get((name, key)))
+        if name == "load_match":
+            for tol_name, tol in params["tolerances"].items():
+                if isinstance(tol, bool) or not isinstance(tol, _NUM) or tol < 0:
+                    p.fail(f"{prefix}.tolerances.{tol_name}",
+                           "tolerance must be a non-negative number", "e.g. 0.02")
+        checks[name] = CheckSpec(
+            name=name, description=p.get(table, prefix, "description", (str,), name),
+            on_not_evaluable=p.get(table, prefix, "on_not_evaluable", (str,), "block",
+                                   choices=("block", "note")),
+            params=params)
+    return Protocol(
+        name=p.get(head, "protocol", "name", (str,)),
+        version=p.get(head, "protocol", "version", (int,), 1),
+        description=p.get(head, "protocol", "description", (str,), ""),
+        alpha=alpha,
+        alternative=p.get(head, "protocol", "alternative", (str,), "two-sided",
+                          choices=ALTERNATIVES),
+        multiplicity=p.get(head, "protocol", "multiplicity", (str,), "holm",
+                           choices=MULTIPLICITY),
+        n_resamples=n_resamples, bootstrap_resamples=boot, tiers=tuple(tiers), checks=checks,
+        source=source, sha256=hashlib.sha256(text.encode()).hexdigest())

@@ -1,0 +1,165 @@
+"""Read a per-run summary table (CSV or Parquet) into the audit's run table.
+
+What reviewers often have when a paper releases only per-seed results.  Columns:
+
+required  ``policy``, ``seed``, ``violation_rate``
+optional  ``role``, ``draw``, ``regime``, ``n_requests``, ``K``, ``oracle``,
+          ``no_sync_violation_rate``, ``matched_to``, ``backend``, ``trace_realisation``
+
+* ``role`` defaults to ``policy``; rows whose policy is ``matched_random`` / ``no_sync`` take
+  those roles.  A ``matched_random`` row whose policy names another policy is a draw matched
+  to that policy.
+* A matched-random row without ``matched_to`` serves every policy of its regime: the table
+  then vouches that K matches (the report says so).
+* ``no_sync_violation_rate`` on any row gives the no-sync V of that (regime, seed).
+* ``oracle`` accepts true/false (also 1/0, yes/no).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evalkit.errors import InputError
+
+REQUIRED = ("policy", "seed", "violation_rate")
+OPTIONAL = ("role", "draw", "regime", "n_requests", "K", "oracle", "no_sync_violation_rate",
+            "matched_to", "backend", "trace_realisation")
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f", ""}
+
+
+def is_summary_table(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in (".csv", ".parquet", ".pq")
+
+
+def _read(path: Path) -> tuple[pd.DataFrame, int]:
+    """The table and the offset from a 0-based row index to the line/row number users see."""
+    try:
+        if path.suffix.lower() == ".csv":
+            return pd.read_csv(path, dtype=str, keep_default_na=False), 2
+        return pd.read_parquet(path), 1
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise InputError(f"cannot read the summary table ({exc})", file=path.name,
+                         fix="pass a CSV with a header row or a Parquet file") from exc
+
+
+def _blank(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value)) or (
+        isinstance(value, str) and value.strip() == "")
+
+
+def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
+    """Rows in the audit's run-table layout, and notes on how the table was read."""
+    path = Path(path)
+    table, offset = _read(path)
+    table.columns = [str(c).strip() for c in table.columns]
+    for col in REQUIRED:
+        if col not in table.columns:
+            raise InputError("summary table lacks a required column", file=path.name, column=col,
+                             fix="required columns: " + ", ".join(REQUIRED))
+    if table.empty:
+        raise InputError("summary table has no rows", file=path.name,
+                         fix="add one row per run (policy, seed, violation_rate)")
+    notes = []
+    ignored = [c for c in table.columns if c not in REQUIRED + OPTIONAL]
+    if ignored:
+        notes.append("summary table columns not used by the audit: " + ", ".join(ignored))
+
+    def bad(i, col, message, fix):
+        raise InputError(f"row {i + offset}: {message}", file=path.name, column=col, fix=fix)
+
+    def number(i, col, value, *, integer=False, lo=None, hi=None, allow_blank=False):
+        if _blank(value):
+            if allow_blank:
+                return np.nan
+            bad(i, col, "value is missing", "fill in every required value")
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            bad(i, col, f"not a number: {value!r}", "write a plain number")
+        if not np.isfinite(x):
+            bad(i, col, f"not a finite number: {value!r}", "write a finite number")
+        if integer and x != int(x):
+            bad(i, col, f"not an integer: {value!r}", "write a whole number")
+        if (lo is not None and x < lo) or (hi is not None and x > hi):
+            bad(i, col, f"{x} is outside [{lo}, {hi}]",
+                "violation rates are shares in [0, 1], not percentages")
+        return int(x) if integer else x
+
+    def text(value, default=None):
+        return default if _blank(value) else str(value).strip()
+
+    rows = []
+    no_sync_given: dict[tuple[str, int], tuple[float, int]] = {}
+    for i, rec in enumerate(table.to_dict("records")):
+        policy = text(rec["policy"])
+        if policy is None:
+            bad(i, "policy", "value is missing", "name the policy of every row")
+        seed = number(i, "seed", rec["seed"], integer=True)
+        regime = text(rec.get("regime"), "default")
+        role = text(rec.get("role"))
+        matched_to = text(rec.get("matched_to"))
+        if policy in ("matched_random", "no_sync"):
+            if role not in (None, policy):
+                bad(i, "role", f"role {role!r} contradicts policy {policy!r}",
+                    f"set role to {policy} or leave it empty")
+            role = policy
+        role = role or "policy"
+        if role not in ("policy", "matched_random", "no_sync"):
+            bad(i, "role", f"unknown role {role!r}", "use policy, matched_random or no_sync")
+        if role == "matched_random" and policy != "matched_random":
+            if matched_to not in (None, policy):
+                bad(i, "matched_to", f"draw names policy {policy!r} but matched_to {matched_to!r}",
+                    "make them agree")
+            matched_to, policy = policy, "matched_random"
+        if role == "no_sync":
+            policy = "no_sync"
+        oracle_text = text(rec.get("oracle"), "false").lower()
+        if oracle_text not in _TRUE | _FALSE:
+            bad(i, "oracle", f"cannot read {rec.get('oracle')!r} as true/false",
+                "write true or false")
+        k = number(i, "K", rec.get("K"), integer=True, lo=0, allow_blank=True)
+        n_req = number(i, "n_requests", rec.get("n_requests"), integer=True, lo=1,
+                       allow_blank=True)
+        draw = number(i, "draw", rec.get("draw"), integer=True, lo=0, allow_blank=True)
+        v = number(i, "violation_rate", rec["violation_rate"], lo=0, hi=1)
+        ns = number(i, "no_sync_violation_rate", rec.get("no_sync_violation_rate"), lo=0, hi=1,
+                    allow_blank=True)
+        if not np.isnan(ns):
+            key = (regime, seed)
+            if key in no_sync_given and not np.isclose(no_sync_given[key][0], ns):
+                bad(i, "no_sync_violation_rate",
+                    f"{ns} contradicts {no_sync_given[key][0]} on row {no_sync_given[key][1]} "
+                    f"(regime {regime}, seed {seed})", "one no-sync V per regime and seed")
+            no_sync_given.setdefault(key, (ns, i + offset))
+        rows.append({
+            "run_id": f"{path.name}:row{i + offset}", "role": role, "policy": policy,
+            "seed": seed, "draw": draw, "matched_to": matched_to, "regime": regime,
+            "backend": text(rec.get("backend")), "oracle": oracle_text in _TRUE,
+            "trace_realisation": text(rec.get("trace_realisation")),
+            "violation_rate": v, "n_requests": n_req, "k_observed": k,
+        })
+    runs = pd.DataFrame(rows)
+    for (regime, seed), (ns, line) in sorted(no_sync_given.items()):
+        explicit = runs[(runs.role == "no_sync") & (runs.regime == regime) & (runs.seed == seed)]
+        if len(explicit):
+            if not np.allclose(explicit.violation_rate, ns):
+                raise InputError(f"row {line}: no_sync_violation_rate {ns} contradicts the "
+                                 f"no_sync row(s) of regime {regime}, seed {seed}",
+                                 file=path.name, column="no_sync_violation_rate",
+                                 fix="one no-sync V per regime and seed")
+            continue
+        runs.loc[len(runs)] = {
+            "run_id": f"{path.name}:row{line}:no_sync", "role": "no_sync", "policy": "no_sync",
+            "seed": seed, "draw": np.nan, "matched_to": None, "regime": regime, "backend": None,
+            "oracle": False, "trace_realisation": None, "violation_rate": ns,
+            "n_requests": np.nan, "k_observed": 0}
+    if "matched_to" in table.columns or (runs.role == "matched_random").any():
+        generic = runs[(runs.role == "matched_random") & runs.matched_to.isna()]
+        if len(generic):
+            notes.append("matched-random rows without matched_to serve every policy of their "
+                         "regime; the table vouches that their K matches each policy's K")
+    return runs, notes

@@ -1,0 +1,368 @@
+"""The simulated backend (``--backend sim``): continuous-batching server + co-located trainer.
+
+An event loop over iteration boundaries: between events the running batch is constant, so
+the loop jumps over whole runs of identical decode iterations (``k`` iterations of length
+τ at once) and stops only where something changes — an arrival that can be admitted, a
+completion, an inner-step boundary of the trainer (where the policy is asked and signals
+are sampled) or a merge start/end (where the slowdown changes).  Defaults and their sources:
+:mod:`evalkit.replay.backends.sim_model`.
+
+Decision-time state is causal: at a trainer event at time ``t_e`` the policy sees the
+queue as of the last iteration boundary at or before ``t_e`` and the arrivals up to ``t_e``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+
+import numpy as np
+import pandas as pd
+
+from evalkit.replay.backends.sim_model import SimConfig
+from evalkit.replay.policies.base import DecisionState, Policy
+from evalkit.replay.policies.context import derived_seed, make_context, policy_seed
+from evalkit.replay.spec import ReplaySpec, RunOutput
+
+_INF = math.inf
+
+
+def replay(spec: ReplaySpec, trace, policy: Policy, *, progress=None) -> RunOutput:
+    cfg = SimConfig.from_dict(spec.backend_config)
+    req = trace.requests
+    arrival = req["arrival_s"].to_numpy(dtype=float)
+    prompt = req["prompt_tokens"].to_numpy(dtype=np.int64)
+    output = req["output_tokens"].to_numpy(dtype=np.int64)
+    seeds = {"sim_send_jitter": derived_seed(spec.seed, "sim", "send"),
+             "sim_trainer": derived_seed(spec.seed, "sim", "trainer"),
+             "policy": policy_seed(spec)}
+    rng_send = np.random.default_rng(seeds["sim_send_jitter"])
+    sent = arrival + rng_send.uniform(0.0, cfg.send_jitter_s, size=len(arrival))
+    ctx = make_context(spec, trace, policy)
+    policy.reset(ctx)
+    sim = _Simulation(spec, cfg, sent, prompt, output, policy, seeds["sim_trainer"])
+    sim.run()
+    requests = pd.DataFrame({
+        "request_id": req["request_id"].to_numpy(dtype=np.int64), "arrival_s": arrival,
+        "sent_s": sent, "first_token_s": sim.first_token, "end_s": sim.end,
+        "prompt_tokens": prompt, "output_tokens": output, "ok": sim.ok,
+        "error": pd.array(sim.error, dtype=object)})
+    train_f, merge_f = cfg.slowdowns()
+    effective = dict(cfg.as_dict(), slowdown_training=train_f, slowdown_merge=merge_f,
+                     merge_duration_s=spec.merge_duration_s, h_min=spec.h_min,
+                     h_max=spec.h_max, min_gap_s=spec.gaps()[0], max_gap_s=spec.gaps()[1],
+                     horizon_s=spec.horizon_s, inner_step_s=spec.inner_step_s)
+    steps = sim.steps_frame()
+    inner = float(np.mean(steps["end_s"] - steps["start_s"])) if len(steps) else spec.inner_step_s
+    notes = []
+    if sim.n_failed:
+        notes.append(f"{sim.n_failed} requests failed (KV capacity or drain limit)")
+    return RunOutput(requests=requests, merges=sim.merges_frame(), steps=steps,
+                     signals=sim.signals_frame(), decisions=sim.decisions_frame(),
+                     effective=effective, rng_seeds=seeds, inner_step_s=inner, notes=notes)
+
+
+class _Simulation:
+    def __init__(self, spec: ReplaySpec, cfg: SimConfig, sent, prompt, output, policy,
+                 trainer_seed: int):
+        self.spec, self.cfg, self.policy = spec, cfg, policy
+        order = np.argsort(sent, kind="stable")
+        self.order = order
+        self.sent = sent[order]
+        self.prompt = prompt[order].tolist()
+        self.output = output[order].tolist()
+        n = len(sent)
+        self.n = n
+        self._first = np.full(n, np.nan)
+        self._end = np.full(n, np.nan)
+        self._error: list = [None] * n
+        self.n_failed = 0
+        self.train_f, self.merge_f = cfg.slowdowns()
+        self.slow = self.train_f
+        # trainer
+        rng = np.random.default_rng(trainer_seed)
+        n_steps = int(spec.horizon_s / spec.inner_step_s * 1.2) + spec.h_max + 16
+        sigma = cfg.step_jitter_cv
+        self.step_dur = (spec.inner_step_s * np.exp(rng.normal(-sigma**2 / 2, sigma, n_steps))
+                         ).tolist()
+        g = np.arange(n_steps + 1)
+        self.loss = (2.2 + 2.8 * (1.0 + g / 300.0) ** -0.5
+                     + rng.normal(0.0, 0.01, n_steps + 1)).tolist()
+        self.planned = policy.planned_starts is not None
+        self.plan = ([] if not self.planned else
+                     sorted(float(x) for x in np.asarray(policy.planned_starts)))
+        self.plan_scores = list(getattr(policy, "planned_scores", [None] * len(self.plan)))
+        self.never = bool(getattr(policy, "never_merges", False))
+        self.rows_steps: list = []
+        self.rows_signals: list = []
+        self.rows_decisions: list = []
+        self.rows_merges: list = []
+
+    # ------------------------------------------------------------------ results
+    @property
+    def first_token(self):
+        out = np.empty(self.n)
+        out[self.order] = self._first
+        return out
+
+    @property
+    def end(self):
+        out = np.empty(self.n)
+        out[self.order] = self._end
+        return out
+
+    @property
+    def ok(self):
+        out = np.empty(self.n, dtype=bool)
+        out[self.order] = ~np.isnan(self._end)
+        return out
+
+    @property
+    def error(self):
+        out = [None] * self.n
+        for pos, idx in enumerate(self.order):
+            out[idx] = self._error[pos]
+        return out
+
+    def steps_frame(self):
+        cols = ["step", "start_s", "end_s", "loss", "tokens"]
+        return pd.DataFrame(self.rows_steps, columns=cols).astype(
+            {"step": "int64", "tokens": "int64"})
+
+    def merges_frame(self):
+        cols = ["merge_idx", "start_s", "end_s", "inner_step", "bytes", "forced"]
+        return pd.DataFrame(self.rows_merges, columns=cols).astype(
+            {"merge_idx": "int64", "inner_step": "int64", "bytes": "int64", "forced": bool})
+
+    def signals_frame(self):
+        cols = ["t_s", "queue_waiting", "queue_running", "pressure", "kv_used_frac", "in_merge"]
+        return pd.DataFrame(self.rows_signals, columns=cols).astype(
+            {"queue_waiting": "int64", "queue_running": "int64", "in_merge": bool})
+
+    def decisions_frame(self):
+        rows = self.rows_decisions
+        base = ["t_s", "step", "action", "score"]
+        if not rows:
+            return pd.DataFrame({c: pd.Series(dtype=float if c in ("t_s", "score") else
+                                              ("int64" if c == "step" else object))
+                                 for c in base})
+        df = pd.DataFrame(rows)
+        extra = [c for c in df.columns if c not in base]
+        df = df[base + extra]
+        df["score"] = pd.to_numeric(df["score"], errors="coerce").astype(float)
+        return df
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        spec, cfg = self.spec, self.cfg
+        sent, prompt, output = self.sent, self.prompt, self.output
+        n = self.n
+        max_run = int(cfg.max_batch)
+        budget = int(cfg.prefill_budget_tokens)
+        kv_cap = int(cfg.kv_capacity_tokens)
+        base, per_seq, per_tok = cfg.iter_base_s, cfg.decode_per_seq_s, cfg.prefill_per_token_s
+        first, end, err = self._first, self._end, self._error
+        sent_list = sent.tolist()
+        t_stop = spec.horizon_s + cfg.drain_limit_s
+
+        # trainer state
+        self.horizon = float(spec.horizon_s)
+        self.D = float(spec.merge_duration_s)
+        self.g = 0                       # global inner steps done
+        self.j = 0                       # steps since the last merge
+        self.seg_t = 0.0                 # start of the current inner step
+        self.merge_end = None            # end time of the merge in progress
+        self.last_merge_end = None
+        self.loss_at_merge = self.loss[0]
+        self.plan_i = 0
+        self.next_step_end = self.step_dur[0]
+        self.tr_next = self._next_trainer_event()
+        self.sent_list = sent.tolist()
+
+        t, G = 0.0, 0
+        head = 0                          # next request to admit (FIFO); waiting = [head, na)
+        na = 0                            # arrivals moved in so far
+        running: list = []                # heap of (target_iteration, pos)
+        heappush, heappop, ceil = heapq.heappush, heapq.heappop, math.ceil
+        kv_used = 0
+        done = 0
+        slow, tr_next = self.slow, self.tr_next
+        next_arr = sent_list[0] if n else _INF
+
+        while done < n:
+            if t > t_stop:
+                for _, pos in running:
+                    err[pos] = "not completed within the drain limit"
+                for pos in range(head, n):
+                    err[pos] = "not completed within the drain limit"
+                self.n_failed += len(running) + (n - head)
+                break
+            n_run = len(running)
+            # ---- admission at boundary t
+            if head < na and n_run < max_run:
+                tokens, first_pos = 0, head
+                while head < na and n_run < max_run:
+                    p = prompt[head]
+                    need = p + output[head]
+                    if need > kv_cap:
+                        err[head] = f"request needs {need} KV tokens > capacity {kv_cap}"
+                        self.n_failed += 1
+                        done += 1
+                        head += 1
+                        first_pos = head if tokens == 0 else first_pos
+                        continue
+                    if kv_used + need > kv_cap or (tokens and tokens + p > budget):
+                        break
+                    tokens += p
+                    kv_used += need
+                    n_run += 1
+                    head += 1
+                if head > first_pos and tokens:
+                    m = max(1, -(-tokens // budget))
+                    t_new = t + slow * (m * (base + per_seq * n_run) + per_tok * tokens)
+                    G += m
+                    if t_new >= tr_next:
+                        self._trainer_until(t_new, head, na, n_run, kv_used, t)
+                        slow, tr_next = self.slow, self.tr_next
+                    t = t_new
+                    for pos in range(first_pos, head):
+                        if err[pos] is not None:
+                            continue
+                        first[pos] = t
+                        if output[pos] <= 1:
+                            end[pos] = t
+                            kv_used -= prompt[pos] + output[pos]
+                            done += 1
+                        else:
+                            heappush(running, (G + output[pos] - 1, pos))
+                    while running and running[0][0] <= G:
+                        pos = heappop(running)[1]
+                        end[pos] = t
+                        kv_used -= prompt[pos] + output[pos]
+                        done += 1
+                    while next_arr <= t:
+                        na += 1
+                        next_arr = sent_list[na] if na < n else _INF
+                    continue
+            # ---- decode or idle
+            if running:
+                tau = slow * (base + per_seq * n_run)
+                k = running[0][0] - G
+                t_ev = tr_next
+                if head == na and n_run < max_run and next_arr < t_ev:   # admissible arrival
+                    t_ev = next_arr
+                if t_ev < _INF:
+                    k_ev = ceil((t_ev - t) / tau - 1e-12)
+                    if k_ev < k:
+                        k = k_ev if k_ev > 1 else 1
+                t_new = t + k * tau
+                G += k
+                if t_new >= tr_next:
+                    self._trainer_until(t_new, head, na, n_run, kv_used, t)
+                    slow, tr_next = self.slow, self.tr_next
+                t = t_new
+                while running and running[0][0] <= G:
+                    pos = heappop(running)[1]
+                    end[pos] = t
+                    kv_used -= prompt[pos] + output[pos]
+                    done += 1
+            else:
+                t_new = next_arr if next_arr < tr_next else tr_next
+                if t_new == _INF:
+                    break
+                if t_new < t:
+                    t_new = t
+                if t_new >= tr_next:
+                    self._trainer_until(t_new, head, na, 0, kv_used, t)
+                    slow, tr_next = self.slow, self.tr_next
+                t = t_new
+            while next_arr <= t:
+                na += 1
+                next_arr = sent_list[na] if na < n else _INF
+        # trainer steps until the horizon even if serving drained early
+        self._trainer_until(self.horizon, head, na, 0, kv_used, t)
+
+    # ------------------------------------------------------------------ trainer
+    def _next_trainer_event(self) -> float:
+        if self.merge_end is not None:
+            return self.merge_end
+        nxt = self.next_step_end
+        if self.planned and self.plan_i < len(self.plan):
+            nxt = min(nxt, self.plan[self.plan_i])
+        return nxt if nxt <= self.horizon else _INF
+
+    def _trainer_until(self, t_limit, head, na, n_running, kv_used, t_boundary):
+        """Process every trainer event at or before ``t_limit``.
+
+        Queue state seen by the policy is that of the boundary ``t_boundary`` (<= event).
+        """
+        while True:
+            te = self.tr_next = self._next_trainer_event()
+            if te > t_limit:
+                return
+            if self.merge_end is not None:                 # merge ends
+                self.merge_end = None
+                self.last_merge_end = te
+                self.slow = self.train_f
+                self.seg_t = te
+                self.j = 0
+                self.loss_at_merge = self.loss[self.g]
+                self.next_step_end = te + self.step_dur[self.g]
+                continue
+            if self.planned and self.plan_i < len(self.plan) and self.plan[self.plan_i] <= \
+                    self.next_step_end:
+                self._start_merge(te, forced=False)
+                score = self.plan_scores[self.plan_i] if self.plan_i < len(self.plan_scores) \
+                    else None
+                self.rows_decisions.append({"t_s": te, "step": self.j, "action": "merge",
+                                            "score": score, "planned": True})
+                self.plan_i += 1
+                continue
+            # an inner step ends at te
+            self.rows_steps.append((self.g, self.seg_t, te, self.loss[self.g + 1],
+                                    self.cfg.tokens_per_step))
+            self.g += 1
+            self.j += 1
+            self.seg_t = te
+            self.next_step_end = te + self.step_dur[self.g]
+            n_arr = bisect.bisect_right(self.sent_list, te)
+            waiting = n_arr - head
+            waiting = max(0, waiting)
+            cfg = self.cfg
+            pressure = min(1.0, max(kv_used / cfg.kv_capacity_tokens,
+                                    (n_running + waiting) / cfg.max_batch))
+            self.rows_signals.append((te, waiting, n_running, pressure,
+                                      kv_used / cfg.kv_capacity_tokens, False))
+            if self.planned or self.never or te + self.D > self.horizon:
+                continue
+            spec = self.spec
+            if self.j >= spec.h_max:
+                self._start_merge(te, forced=True)
+                self.rows_decisions.append({"t_s": te, "step": self.j, "action": "forced",
+                                            "score": None})
+                continue
+            if self.j < spec.h_min:
+                continue
+            state = DecisionState(
+                t_s=te, steps_since_merge=self.j, total_steps=self.g,
+                merges_done=len(self.rows_merges), last_merge_end_s=self.last_merge_end,
+                inner_step_s=spec.inner_step_s, queue_waiting=waiting,
+                queue_running=n_running, pressure=pressure,
+                loss_drop=self.loss_at_merge - self.loss[self.g],
+                tokens_since_sync=self.j * cfg.tokens_per_step,
+                staleness_s=te - (self.last_merge_end or 0.0),
+                recent_arrivals=self.sent[:n_arr])
+            d = self.policy.decide(state)
+            row = {"t_s": te, "step": self.j, "action": "merge" if d.merge else "defer",
+                   "score": d.score}
+            row.update(d.info)
+            self.rows_decisions.append(row)
+            if d.merge:
+                self._start_merge(te, forced=False)
+
+    def _start_merge(self, te, forced):
+        self.rows_merges.append((len(self.rows_merges), te, te + self.D, self.g,
+                                 self.cfg.merge_bytes, forced))
+        self.merge_end = te + self.D
+        self.slow = self.merge_f

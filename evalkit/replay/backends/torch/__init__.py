@@ -1,0 +1,55 @@
+"""The real torch backend: DiLoCo learners + a torch serving sidecar + an open-loop client.
+
+``replay(spec, trace, policy, *, progress=None) -> RunOutput``.  Knobs come from
+``spec.backend_config`` (see :mod:`evalkit.replay.backends.torch.config`); requested and
+effective values end up in ``RunOutput.effective``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from evalkit.errors import InputError
+from evalkit.replay.spec import RunOutput
+
+from .config import resolve
+from .coordinator import Server, run_replay
+from .procs import Managed, free_port, port_in_use
+
+
+def prepare(spec, backend: str) -> dict:
+    from .models import resolve_config
+    cfg = resolve(dict(spec.backend_config), backend=backend)
+    cfg["_trainer_model"] = resolve_config(cfg["trainer_model"])
+    cfg["_server_model"] = resolve_config(cfg["server_model"])
+    cfg["trainer_model_effective"] = dict(cfg["_trainer_model"])
+    return cfg
+
+
+def start_sidecar(cfg: dict, log_dir: str) -> Server:
+    port = cfg["sidecar_port"]
+    if port is None:
+        port = free_port()
+    elif port_in_use(int(port)):
+        raise InputError(f"port {port} on 127.0.0.1 is in use", column="backend_config.sidecar_port",
+                         fix="free the port or leave sidecar_port unset to pick a free one")
+    scfg = {"model": cfg["_server_model"], "device": cfg["server_device"],
+            "dtype": cfg["server_dtype"], "threads": cfg["server_threads"],
+            "max_batch": cfg["max_batch"], "model_name": cfg["model_name"], "seed": 12345}
+    path = os.path.join(log_dir, "sidecar.json")
+    with open(path, "w") as f:
+        json.dump(scfg, f)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(cfg["server_threads"]))
+    proc = Managed("sidecar", [sys.executable, "-m", "evalkit.replay.backends.torch.sidecar",
+                               "--port", str(port), "--config", path],
+                   env=env, log_path=os.path.join(log_dir, "sidecar.log"))
+    return Server(f"http://127.0.0.1:{port}", cfg["model_name"], "sidecar", proc,
+                  {"sidecar_port": int(port), "server_model_effective": cfg["_server_model"]})
+
+
+def replay(spec, trace, policy, *, progress=None) -> RunOutput:
+    cfg = prepare(spec, "torch")
+    return run_replay(spec, trace, policy, cfg=cfg, start_server=start_sidecar,
+                      progress=progress)

@@ -1,0 +1,540 @@
+"""Orchestration shared by the torch and vllm backends.
+
+Order: serving engine healthy -> warm-up and capacity probe -> learners built and warm ->
+replay clock ``t0`` -> open-loop client, metrics scraper, policy decisions (this process)
+-> client drained -> trainer stopped -> engine stopped.  Anything that dies mid-run ends
+the run as incomplete with the error; every child is killed by process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Listener
+
+import numpy as np
+import pandas as pd
+
+from evalkit.errors import InputError
+from evalkit.replay.backends.torch import client as cl
+from evalkit.replay.backends.torch.procs import Managed, free_port
+from evalkit.replay.backends.torch.trainer import CONTINUE, MERGE, STOP
+from evalkit.replay.policies.base import Corridor, DecisionState, RunContext
+from evalkit.replay.spec import RunOutput
+
+
+class RunAborted(Exception):
+    pass
+
+
+@dataclass
+class Server:
+    base_url: str
+    model: str
+    kind: str                       # "sidecar" | "vllm" | "endpoint"
+    proc: Managed | None = None
+    info: dict = field(default_factory=dict)
+
+
+class LiveState:
+    """Signals shared between the asyncio side (client, scraper) and the policy thread."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.running = 0
+        self.waiting = 0
+        self.arrivals: list[float] = []
+
+    def update_queue(self, running: int, waiting: int) -> None:
+        with self.lock:
+            self.running, self.waiting = running, waiting
+
+    def add_arrival(self, t: float) -> None:
+        with self.lock:
+            self.arrivals.append(t)
+
+    def n_arrivals(self) -> int:
+        return len(self.arrivals)
+
+    def snapshot(self):
+        with self.lock:
+            return self.running, self.waiting, np.asarray(self.arrivals, dtype=float)
+
+
+def _say(progress, msg: str) -> None:
+    if progress is None:
+        return
+    if hasattr(progress, "set_postfix_str"):
+        progress.set_postfix_str(msg)
+    elif callable(progress):
+        progress(msg)
+
+
+async def wait_healthy(server: Server, timeout_s: float) -> None:
+    """Poll ``/health`` until 200; fail early if the launched process exits."""
+    import aiohttp
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    async with aiohttp.ClientSession() as s:
+        while time.monotonic() < deadline:
+            if server.proc is not None and server.proc.poll() is not None:
+                raise InputError(f"{server.kind} exited with code {server.proc.poll()} while "
+                                 f"starting: {server.proc.log_tail()}",
+                                 column="backend_config", fix="see the log above")
+            try:
+                async with s.get(server.base_url + "/health",
+                                 timeout=aiohttp.ClientTimeout(total=2)) as r:
+                    if r.status == 200:
+                        return
+                    last = f"HTTP {r.status}"
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            await asyncio.sleep(0.25)
+    raise InputError(f"{server.kind} at {server.base_url} not healthy after {timeout_s:g} s "
+                     f"({last})", column="backend_config.endpoint",
+                     fix="check the URL / that the server is running, or raise "
+                         "backend_config.startup_timeout_s")
+
+
+async def check_model(server: Server) -> None:
+    import aiohttp
+    async with aiohttp.ClientSession() as s:
+        try:
+            async with s.get(server.base_url + "/v1/models",
+                             timeout=aiohttp.ClientTimeout(total=10)) as r:
+                body = await r.json()
+        except Exception as exc:
+            raise InputError(f"cannot list models at {server.base_url}/v1/models: {exc}",
+                             column="backend_config.endpoint",
+                             fix="point endpoint at an OpenAI-compatible server") from exc
+    names = [m.get("id") for m in body.get("data", [])]
+    if server.model not in names:
+        raise InputError(f"model {server.model!r} not served at {server.base_url}; "
+                         f"available: {names}", column="backend_config.model",
+                         fix=f"use one of {names}")
+
+
+async def probe_capacity(server: Server, requests: pd.DataFrame, cfg: dict, seed: int) -> dict:
+    """Saturate the engine with ``max_batch`` median requests: tokens/s it sustains."""
+    import aiohttp
+    n = int(cfg["max_batch"])
+    med_p = int(np.median(requests["prompt_tokens"])) if len(requests) else 16
+    med_o = max(2, int(np.median(requests["output_tokens"])) if len(requests) else 16)
+    probe = pd.DataFrame({"request_id": np.arange(n) + 10**9, "arrival_s": np.zeros(n),
+                          "prompt_tokens": np.full(n, med_p), "output_tokens": np.full(n, med_o)})
+    bodies, _ = cl.request_bodies(probe, server.model, seed,
+                                  max_prompt_tokens=cfg["max_prompt_tokens"])
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        warm = cl.make_records(probe.iloc[:1])
+        await cl.open_loop(s, server.base_url, warm, bodies[:1], time.monotonic(),
+                           timeout_s=float(cfg["request_timeout_s"]))
+        if not warm[0].ok:
+            raise InputError(f"warm-up request to {server.base_url} failed: {warm[0].error}",
+                             column="backend_config", fix="check the serving engine")
+        recs = cl.make_records(probe)
+        t = time.monotonic()
+        await cl.open_loop(s, server.base_url, recs, bodies, t,
+                           timeout_s=float(cfg["request_timeout_s"]))
+        elapsed = time.monotonic() - t
+    tokens = sum(r.tokens_received for r in recs if r.ok)
+    ttft = [r.first_token_s for r in recs if r.first_token_s is not None]
+    return {"probe_requests": n, "probe_prompt_tokens": med_p, "probe_output_tokens": med_o,
+            "capacity_tokens_per_s": tokens / elapsed if elapsed > 0 else float("nan"),
+            "capacity_requests_per_s": (tokens / med_o) / elapsed if elapsed > 0 else float("nan"),
+            "probe_elapsed_s": elapsed,
+            "single_request_s": float(warm[0].end_s or float("nan")),
+            "probe_ttft_median_s": float(np.median(ttft)) if ttft else float("nan")}
+
+
+class Trainer:
+    """N learner processes plus the policy loop that answers rank 0 at every step."""
+
+    def __init__(self, spec, policy, cfg: dict, log_dir: str, live: LiveState, on_fail):
+        self.spec, self.policy, self.cfg, self.live, self.on_fail = spec, policy, cfg, live, on_fail
+        self.key = secrets.token_bytes(16)
+        self.listener = Listener(("127.0.0.1", 0), authkey=self.key)
+        self.procs: list[Managed] = []
+        self.steps, self.merges, self.decisions = [], [], []
+        self.ready: dict | None = None
+        self.stop_requested = threading.Event()
+        self.finished = threading.Event()
+        self.error: str | None = None
+        self.conn = None
+        cfg_path = os.path.join(log_dir, "trainer.json")
+        tcfg = {"model": cfg["_trainer_model"], "device": cfg["trainer_device"],
+                "dtype": cfg["trainer_dtype"], "dist_backend": cfg["dist_backend"],
+                "dist_timeout_s": cfg["dist_timeout_s"], "threads": cfg["trainer_threads"],
+                "seed": int(spec.seed), "batch": cfg["batch"], "seq_len": cfg["seq_len"],
+                "inner_lr": cfg["inner_lr"], "outer_lr": cfg["outer_lr"],
+                "outer_momentum": cfg["outer_momentum"], "warmup_steps": cfg["warmup_steps"],
+                "merge_min_s": cfg["merge_min_s"], "checkpoint_dir": cfg["checkpoint_dir"],
+                "digest": cfg["digest"]}
+        with open(cfg_path, "w") as f:
+            json.dump(tcfg, f)
+        master = free_port()
+        for rank in range(int(cfg["n_learners"])):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(cfg["n_learners"]),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master),
+                       EVALKIT_COORD_PORT=str(self.listener.address[1]),
+                       EVALKIT_COORD_KEY=self.key.hex(), PYTHONUNBUFFERED="1",
+                       OMP_NUM_THREADS=str(cfg["trainer_threads"]))
+            self.procs.append(Managed(f"learner:{rank}", [
+                sys.executable, "-m", "evalkit.replay.backends.torch.trainer", cfg_path],
+                env=env, log_path=os.path.join(log_dir, f"learner{rank}.log")))
+
+    # -- start-up ------------------------------------------------------------------------
+    def wait_ready(self, timeout_s: float) -> dict:
+        box: dict = {}
+
+        def accept():
+            try:
+                box["conn"] = self.listener.accept()
+                box["msg"] = box["conn"].recv()
+            except Exception as exc:  # listener closed
+                box["err"] = exc
+        th = threading.Thread(target=accept, daemon=True)
+        th.start()
+        deadline = time.monotonic() + timeout_s
+        while th.is_alive() and time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise InputError(f"trainer {p.name} exited with code {p.poll()} during "
+                                     f"start-up: {p.log_tail()}",
+                                     column="backend_config.trainer_model",
+                                     fix="see the learner log; check the model and device")
+            th.join(0.2)
+        if th.is_alive() or "msg" not in box:
+            raise InputError(f"trainer not ready after {timeout_s:g} s",
+                             column="backend_config.startup_timeout_s",
+                             fix="raise startup_timeout_s or use a smaller trainer_model")
+        self.conn, self.ready = box["conn"], box["msg"]
+        return self.ready
+
+    def start(self, t0: float, ctx: RunContext, no_sync: bool, planned: bool) -> None:
+        self.t0, self.ctx, self.no_sync, self.planned = t0, ctx, no_sync, planned
+        self.conn.send({"type": "go", "t0": t0})
+        self.thread = threading.Thread(target=self._serve, name="policy", daemon=True)
+        self.thread.start()
+
+    # -- the policy loop -----------------------------------------------------------------
+    def _serve(self) -> None:
+        since, total, tokens_since = 0, 0, 0
+        last_start: float | None = None
+        last_end: float | None = None
+        loss_s: float | None = None
+        loss_at_merge: float | None = None
+        pending_forced: list[bool] = []
+        span0, span1 = self.ctx.span
+        lo, hi = self.ctx.corridor.min_gap_s, self.ctx.corridor.max_gap_s
+        cap = float(self.cfg["pressure_capacity"])
+        try:
+            while True:
+                msg = self.conn.recv()
+                kind = msg["type"]
+                if kind == "done":
+                    break
+                if kind == "merge":
+                    msg["forced"] = pending_forced.pop(0) if pending_forced else False
+                    self.merges.append(msg)
+                    last_end = msg["end_s"]
+                    continue
+                self.steps.append({k: msg[k] for k in ("step", "start_s", "end_s", "loss", "tokens")})
+                since, total = since + 1, total + 1
+                tokens_since += int(msg["tokens"])
+                loss_s = msg["loss"] if loss_s is None else 0.9 * loss_s + 0.1 * msg["loss"]
+                if loss_at_merge is None:
+                    loss_at_merge = loss_s
+                t = time.monotonic() - self.t0
+                action, label, score = CONTINUE, None, None
+                running = waiting = 0
+                if self.stop_requested.is_set():
+                    action = STOP
+                elif not self.no_sync and span0 <= t <= span1:
+                    ref = last_start if last_start is not None else span0
+                    running, waiting, arrivals = self.live.snapshot()
+                    forced = not self.planned and (since >= self.ctx.corridor.h_max
+                                                   or t - ref >= hi)
+                    if forced:
+                        action, label, score = MERGE, "forced", None
+                    elif since >= self.ctx.corridor.h_min and (last_start is None or t - last_start >= lo):
+                        state = DecisionState(
+                            t_s=t, steps_since_merge=since, total_steps=total,
+                            merges_done=len(self.merges) + len(pending_forced),
+                            last_merge_end_s=last_end, inner_step_s=self.ctx.inner_step_s,
+                            queue_waiting=waiting, queue_running=running,
+                            pressure=min(1.0, (running + waiting) / cap),
+                            loss_drop=float(loss_at_merge - loss_s),
+                            tokens_since_sync=tokens_since,
+                            staleness_s=t - (last_end if last_end is not None else 0.0),
+                            recent_arrivals=arrivals)
+                        d = self.policy.decide(state)
+                        action = MERGE if d.merge else CONTINUE
+                        label, score = ("merge" if d.merge else "defer"), d.score
+                    if since >= self.ctx.corridor.h_min or forced:
+                        if action == MERGE or label == "defer":
+                            self.decisions.append({
+                                "t_s": t, "step": since, "action": label,
+                                "score": None if score is None else float(score),
+                                "total_steps": total, "queue_running": running,
+                                "queue_waiting": waiting})
+                    if action == MERGE:
+                        pending_forced.append(label == "forced")
+                        since, tokens_since, last_start, loss_at_merge = 0, 0, t, loss_s
+                self.conn.send({"action": action})
+        except (EOFError, OSError) as exc:
+            self._fail(f"trainer rank 0 connection lost ({type(exc).__name__})")
+        except Exception as exc:
+            self._fail(f"policy loop failed: {type(exc).__name__}: {exc}")
+            try:
+                self.conn.send({"action": STOP})
+            except Exception:
+                pass
+        finally:
+            self.finished.set()
+
+    def _fail(self, text: str) -> None:
+        if self.error is None:
+            self.error = text
+            self.on_fail(text)
+
+    def dead(self) -> Managed | None:
+        return next((p for p in self.procs if p.poll() is not None), None)
+
+    def stop(self, timeout_s: float) -> None:
+        self.stop_requested.set()
+        if hasattr(self, "thread"):
+            self.thread.join(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        for p in self.procs:
+            while p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.close()
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.stop(grace_s=2.0)
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(rows) if rows else pd.DataFrame({c: [] for c in columns})
+
+
+def run_replay(spec, trace, policy, *, cfg: dict, start_server, progress=None) -> RunOutput:
+    """Run one replay; ``start_server(cfg, log_dir) -> Server`` brings up the engine."""
+    tmp = None
+    log_dir = cfg["log_dir"]
+    if log_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="evalkit-replay-")
+        log_dir = tmp.name
+    os.makedirs(log_dir, exist_ok=True)
+    server = None
+    held: dict = {}
+    try:
+        server = start_server(cfg, log_dir)
+        return _run(spec, trace, policy, cfg, server, log_dir, progress,
+                    lambda t: held.setdefault("trainer", t))
+    finally:
+        if "trainer" in held:
+            held["trainer"].close()
+        if server is not None and server.proc is not None:
+            server.proc.stop(grace_s=3.0)
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _run(spec, trace, policy, cfg, server, log_dir, progress, keep_trainer) -> RunOutput:
+    effective = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    effective.update({"base_url": server.base_url, "served_model": server.model,
+                      "server_kind": server.kind, **server.info})
+    requests = trace.requests.sort_values("arrival_s").reset_index(drop=True)
+    live = LiveState()
+    failure: dict = {}
+    loop_box: dict = {}
+
+    def on_fail(text):
+        failure.setdefault("error", text)
+        loop, ev = loop_box.get("loop"), loop_box.get("event")
+        if loop is not None:
+            loop.call_soon_threadsafe(ev.set)
+
+    # learners import and warm up while the engine starts (both take a while)
+    _say(progress, f"starting {cfg['n_learners']} learners")
+    trainer = Trainer(spec, policy, cfg, log_dir, live, on_fail)
+    keep_trainer(trainer)
+    _say(progress, f"waiting for {server.kind} at {server.base_url}")
+    asyncio.run(wait_healthy(server, float(cfg["startup_timeout_s"])))
+    asyncio.run(check_model(server))
+    ready = trainer.wait_ready(float(cfg["startup_timeout_s"]))
+    effective.update({"warmup_inner_step_s": ready["warmup_step_s"],
+                      "trainer_n_params": ready["n_params"],
+                      "tokens_per_step": ready["tokens_per_step"],
+                      "pids": {"server": server.proc.pid if server.proc else None,
+                               "learners": [p.pid for p in trainer.procs]}})
+
+    _say(progress, "probing serving capacity")
+    cap = asyncio.run(probe_capacity(server, requests, cfg, spec.seed))
+    effective.update(cap)
+    effective["capacity_note"] = "measured after start-up with the trainer idle"
+    notes: list[str] = []
+    span_t = max(float(spec.horizon_s), float(requests["arrival_s"].max()) if len(requests) else 0)
+    offered = float(requests["output_tokens"].sum()) / span_t if span_t > 0 else 0.0
+    effective["offered_tokens_per_s"] = offered
+    effective["offered_requests_per_s"] = len(requests) / span_t if span_t > 0 else 0.0
+    if offered > float(cfg["capacity_margin"]) * cap["capacity_tokens_per_s"]:
+        text = (f"the trace offers {offered:.1f} output tokens/s "
+                f"({effective['offered_requests_per_s']:.2f} req/s) but the engine sustained "
+                f"{cap['capacity_tokens_per_s']:.1f} tokens/s "
+                f"({cap['capacity_requests_per_s']:.2f} req/s of median size) with "
+                f"max_batch={cfg['max_batch']}")
+        if cfg["capacity_check"]:
+            raise InputError(text, column="backend_config.capacity_check",
+                             fix="lower the trace rate, raise max_batch, use a smaller "
+                                 "server_model, or set capacity_check = false to overload")
+        notes.append("overloaded: " + text)
+
+    no_sync = spec.role == "no_sync" or getattr(policy, "role", "") == "no_sync"
+    lo, hi = spec.gaps()
+    corridor = Corridor(int(spec.h_min), int(spec.h_max), lo, hi)
+    first = float(requests["arrival_s"].min()) if len(requests) else 0.0
+    span = (first, float(spec.horizon_s) - float(spec.merge_duration_s))
+    draw = 0 if spec.draw is None else int(spec.draw)
+    rng = np.random.default_rng([int(spec.seed), draw])
+    future = None
+    if getattr(policy, "oracle", False):
+        per_tok = 1.0 / max(1e-9, cap["capacity_tokens_per_s"] / max(1, cfg["max_batch"]))
+        future = requests.assign(expected_end_s=requests["arrival_s"]
+                                 + requests["output_tokens"] * per_tok)
+    ctx = RunContext(seed=int(spec.seed), rng=rng, merge_duration_s=float(spec.merge_duration_s),
+                     corridor=corridor, span=span, horizon_s=float(spec.horizon_s),
+                     inner_step_s=float(ready["warmup_step_s"]), future_requests=future,
+                     reference_k=spec.reference_k, reference_run_id=spec.reference_run_id,
+                     extra={"backend": spec.backend})
+    policy.reset(ctx)
+    planned = getattr(policy, "planned_starts", None) is not None
+    bodies, truncated = cl.request_bodies(requests, server.model, spec.seed,
+                                          max_prompt_tokens=cfg["max_prompt_tokens"])
+    effective["prompts_truncated"] = truncated
+    if truncated:
+        notes.append(f"{truncated} prompts truncated to {cfg['max_prompt_tokens']} tokens")
+    recs = cl.make_records(requests)
+    signal_rows: list[dict] = []
+
+    async def main():
+        import aiohttp
+        loop_box["loop"], loop_box["event"] = asyncio.get_running_loop(), asyncio.Event()
+        if "error" in failure:
+            loop_box["event"].set()
+        t0 = time.monotonic() + 0.5
+        trainer.start(t0, ctx, no_sync, planned)
+        _say(progress, f"replaying {len(recs)} requests over {span_t:.0f} s")
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+            client = asyncio.ensure_future(cl.open_loop(
+                session, server.base_url, recs, bodies, t0,
+                timeout_s=float(cfg["request_timeout_s"]),
+                on_send=lambda r: live.add_arrival(r.arrival_s)))
+            scraper = asyncio.ensure_future(cl.scrape_loop(
+                session, server.base_url + "/metrics", t0, float(cfg["scrape_interval_s"]),
+                live, signal_rows))
+            watch = asyncio.ensure_future(_watch(trainer, server, cfg, t0, on_fail))
+            failed = asyncio.ensure_future(loop_box["event"].wait())
+            await asyncio.wait({client, failed}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (client, scraper, watch, failed):
+                task.cancel()
+            await asyncio.gather(client, scraper, watch, failed, return_exceptions=True)
+        return t0
+
+    asyncio.run(main())
+    if "error" not in failure:
+        _say(progress, "stopping the trainer")
+        trainer.stop(float(cfg["stop_timeout_s"]))
+        if not trainer.finished.is_set():
+            failure.setdefault("error", "trainer did not stop within stop_timeout_s")
+        bad = [p for p in trainer.procs if p.proc.returncode not in (0, None)]
+        if bad and "error" not in failure:
+            failure["error"] = f"{bad[0].name} exited with code {bad[0].proc.returncode}"
+    else:
+        trainer.close()
+    return _output(spec, cfg, requests, recs, trainer, signal_rows, effective, notes,
+                   failure.get("error"), ready)
+
+
+async def _watch(trainer: Trainer, server: Server, cfg, t0: float, on_fail) -> None:
+    fault = cfg["fault"]
+    while True:
+        t = time.monotonic() - t0
+        if fault is not None and t >= float(fault["at_s"]):
+            target = server.proc if fault["target"] == "sidecar" else next(
+                (p for p in trainer.procs if p.name == fault["target"]), None)
+            if target is not None:
+                target.kill(signal.SIGKILL)
+            fault = None
+        dead = trainer.dead()
+        if dead is not None:
+            on_fail(f"{dead.name} exited with code {dead.poll()} at t={t:.1f} s: "
+                    f"{dead.log_tail(600)}")
+            return
+        if server.proc is not None and server.proc.poll() is not None:
+            on_fail(f"{server.kind} exited with code {server.proc.poll()} at t={t:.1f} s")
+            return
+        await asyncio.sleep(0.1)
+
+
+def _output(spec, cfg, requests, recs, trainer, signal_rows, effective, notes, error,
+            ready) -> RunOutput:
+    req = cl.records_frame(recs, token_times=bool(cfg["store_token_times"]))
+    merges = _frame(trainer.merges, ["start_s", "end_s", "inner_step", "bytes"])
+    merges.insert(0, "merge_idx", np.arange(len(merges), dtype=np.int64))
+    if len(merges):
+        merges["duration_s"] = merges["end_s"] - merges["start_s"]
+        merges = merges.rename(columns={"digests_before": "param_digests_before",
+                                        "digests_after": "param_digests_after"})
+        merges = merges.drop(columns=["type"], errors="ignore")
+    steps = _frame(trainer.steps, ["step", "start_s", "end_s", "loss", "tokens"])
+    signals = _frame(signal_rows, ["t_s", "queue_running", "queue_waiting", "scrape_ok"])
+    for c in ("queue_running", "queue_waiting"):
+        signals[c] = pd.to_numeric(signals[c], errors="coerce").astype(float)
+    decisions = _frame(trainer.decisions, ["t_s", "step", "action", "score"])
+    if len(decisions):
+        decisions["score"] = pd.to_numeric(decisions["score"], errors="coerce").astype(float)
+    lag = req["send_lag_s"].to_numpy(dtype=float)
+    lag = lag[np.isfinite(lag)]
+    p99 = float(np.quantile(lag, 0.99)) if lag.size else float("nan")
+    effective.update({
+        "send_lag_p50_s": float(np.quantile(lag, 0.5)) if lag.size else None,
+        "send_lag_p99_s": p99, "send_lag_max_s": float(lag.max()) if lag.size else None,
+        "client_keeps_up": bool(lag.size == 0 or p99 <= float(cfg["max_send_lag_p99_s"])),
+        "requests_failed": int((~req["ok"]).sum()),
+        "merges": int(len(merges)), "inner_steps": int(len(steps)),
+        "scrapes": int(len(signals)),
+        "scrapes_ok": int(signals["scrape_ok"].sum()) if len(signals) else 0,
+    })
+    if len(merges):
+        effective["merge_duration_mean_s"] = float(merges["duration_s"].mean())
+    if not effective["client_keeps_up"]:
+        notes.append(f"client could not keep up: p99 send lag {p99 * 1e3:.1f} ms > "
+                     f"{float(cfg['max_send_lag_p99_s']) * 1e3:.0f} ms")
+        if error is None and p99 > float(cfg["send_lag_fail_s"]):
+            error = f"client fell behind the trace: p99 send lag {p99:.2f} s"
+    step_s = None
+    if len(steps):
+        step_s = float(np.median(steps["end_s"] - steps["start_s"]))
+    return RunOutput(requests=req, merges=merges, steps=steps, signals=signals,
+                     decisions=decisions, effective=effective,
+                     rng_seeds={"trainer": int(spec.seed), "policy": int(spec.seed),
+                                "policy_draw": 0 if spec.draw is None else int(spec.draw),
+                                "prompts": int(spec.seed)},
+                     inner_step_s=step_s, complete=error is None, error=error, notes=notes)

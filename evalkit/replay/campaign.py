@@ -1,0 +1,318 @@
+"""Campaign files (TOML) and the job plan they expand to.
+
+A campaign (see ``examples/*.toml``)::
+
+    regime = "bursty"               # runs are only compared within one regime
+    seeds = 10                      # or a list [0, 1, ...]
+    matched_random_draws = 5        # per (policy, seed)
+    horizon_s = 600.0
+    merge_duration_s = 8.0
+    inner_step_s = 0.5              # converts the corridor (steps) to seconds
+    h_min = 128
+    h_max = 512
+    [slo]      e2e_s = ..., ttft_s = ..., tpot_s = ...
+    [trace]    generator = "square_wave" + its parameters, prompt_tokens/output_tokens specs
+               | path = "..." (+ format, start_s, end_s, time_scale)
+    [backend]  name = "sim"; [backend.config] ... backend settings
+    [[policies]] name = "...", label = "...", params = {...}, draws = N
+
+:func:`plan_campaign` expands it into :class:`Job` s with dependencies: per seed a no-sync run;
+each policy run (``calibrated_offline`` also needs the no-sync run's request intervals and,
+with ``k_from``, the K of another policy's run); then the matched-random draws of each policy
+run, whose K is that run's observed K.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.errors import InputError
+from evalkit.replay.policies import POLICIES, get_policy
+from evalkit.replay.spec import ReplaySpec
+
+TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
+            "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
+            "slo", "trace", "backend", "policies"}
+SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
+TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort"}
+TRACE_GEN_KEYS = {"generator", "prompt_tokens", "output_tokens", "name"}
+BACKEND_KEYS = {"name", "config"}
+POLICY_KEYS = {"name", "label", "params", "draws"}
+_LABEL = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    label: str
+    name: str
+    params: dict
+    draws: int
+
+
+@dataclass
+class Campaign:
+    path: Path | None
+    regime: str
+    seeds: list[int]
+    draws: int
+    horizon_s: float
+    merge_duration_s: float
+    inner_step_s: float
+    h_min: int
+    h_max: int
+    min_gap_s: float | None
+    max_gap_s: float | None
+    slo: dict
+    trace: dict
+    backend: str
+    backend_config: dict
+    policies: list[PolicyEntry]
+    text: str = ""
+    description: str = ""
+
+    def spec(self, run_id: str, seed: int, **kw) -> ReplaySpec:
+        return ReplaySpec(run_id=run_id, seed=seed, regime=self.regime, backend=self.backend,
+                          merge_duration_s=self.merge_duration_s, horizon_s=self.horizon_s,
+                          inner_step_s=self.inner_step_s, h_min=self.h_min, h_max=self.h_max,
+                          min_gap_s=self.min_gap_s, max_gap_s=self.max_gap_s,
+                          slo=dict(self.slo), backend_config=dict(self.backend_config), **kw)
+
+    def fingerprint(self) -> str:
+        """Hash of everything that shapes a run (not the file's path or comments)."""
+        payload = {k: getattr(self, k) for k in (
+            "regime", "horizon_s", "merge_duration_s", "inner_step_s", "h_min", "h_max",
+            "min_gap_s", "max_gap_s", "slo", "trace", "backend", "backend_config")}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()
+                              ).hexdigest()[:16]
+
+
+@dataclass
+class Job:
+    run_id: str
+    kind: str                       # "no_sync" | "policy" | "matched_random"
+    seed: int
+    policy: PolicyEntry | None = None
+    draw: int | None = None
+    depends_on: list[str] = field(default_factory=list)
+    k_from_run: str | None = None   # run whose observed K this job needs
+    intervals_from_run: str | None = None   # no-sync run whose request intervals it needs
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def _line_of(text: str, key: str) -> int | None:
+    pat = re.compile(rf"^\s*(\[+\s*)?{re.escape(key)}\s*(=|\]|\.)", re.M)
+    m = pat.search(text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _err(path, text, key, message, fix, *, where=None):
+    line = _line_of(text, key)
+    loc = f" (line {line})" if line else ""
+    return InputError(f"{message}{loc}", file=str(path) if path else None,
+                      column=f"{where}.{key}" if where else key, fix=fix)
+
+
+def _unknown(path, text, table: dict, valid: set, where: str | None):
+    for key in table:
+        if key not in valid:
+            raise _err(path, text, key, f"unknown key {key!r}"
+                       + (f" in [{where}]" if where else ""),
+                       f"valid keys: {', '.join(sorted(valid))}", where=where)
+
+
+def _num(path, text, table, key, *, kind=float, default=None, positive=True, where=None):
+    if key not in table:
+        if default is None:
+            raise _err(path, text, key, f"missing required key {key!r}",
+                       f"add {key} = <number>", where=where)
+        return default
+    v = table[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and
+                                                                 not float(v).is_integer()):
+        raise _err(path, text, key, f"{key} must be {'an integer' if kind is int else 'a number'}"
+                   f", got {v!r}", f"write {key} = <number>", where=where)
+    if positive and not v > 0:
+        raise _err(path, text, key, f"{key} must be > 0, got {v}", f"use {key} > 0",
+                   where=where)
+    return kind(v)
+
+
+def load_campaign(path) -> Campaign:
+    path = Path(path)
+    if not path.exists():
+        raise InputError("campaign file not found", file=str(path), fix="check the path")
+    text = path.read_text()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"malformed TOML: {exc}", file=str(path),
+                         fix="fix the syntax at the line given") from None
+    return parse_campaign(data, path=path, text=text)
+
+
+def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> Campaign:
+    _unknown(path, text, data, TOP_KEYS, None)
+    regime = data.get("regime")
+    if not isinstance(regime, str) or not _LABEL.match(regime):
+        raise _err(path, text, "regime", f"regime must be a plain name, got {regime!r}",
+                   'write regime = "bursty" (letters, digits, _ . -)')
+    seeds = data.get("seeds")
+    if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds > 0:
+        seeds = list(range(seeds))
+    if (not isinstance(seeds, list) or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+            or len(set(seeds)) != len(seeds)):
+        raise _err(path, text, "seeds", f"seeds must be a count or a list of distinct "
+                   f"non-negative integers, got {seeds!r}", "write seeds = 10 or [0, 1, 2]")
+    draws = _num(path, text, data, "matched_random_draws", kind=int, default=5, positive=False)
+    horizon = _num(path, text, data, "horizon_s")
+    D = _num(path, text, data, "merge_duration_s", default=8.0)
+    step = _num(path, text, data, "inner_step_s", default=0.5)
+    h_min = _num(path, text, data, "h_min", kind=int, default=128)
+    h_max = _num(path, text, data, "h_max", kind=int, default=512)
+    min_gap = _num(path, text, data, "min_gap_s") if "min_gap_s" in data else None
+    max_gap = _num(path, text, data, "max_gap_s") if "max_gap_s" in data else None
+
+    slo = data.get("slo", {})
+    if not isinstance(slo, dict):
+        raise _err(path, text, "slo", "[slo] must be a table", "write [slo] e2e_s = 10.0")
+    _unknown(path, text, slo, SLO_KEYS, "slo")
+    slo_out = {"e2e_s": _num(path, text, slo, "e2e_s", where="slo"),
+               "ttft_s": _num(path, text, slo, "ttft_s", where="slo") if "ttft_s" in slo else None,
+               "tpot_s": _num(path, text, slo, "tpot_s", where="slo") if "tpot_s" in slo else None}
+
+    trace = data.get("trace")
+    if not isinstance(trace, dict):
+        raise _err(path, text, "trace", "missing [trace] table",
+                   'add [trace] with generator = "..." or path = "..."')
+    trace = _parse_trace(trace, path, text, horizon)
+
+    backend = data.get("backend", {"name": "sim"})
+    if not isinstance(backend, dict):
+        raise _err(path, text, "backend", "[backend] must be a table", 'write [backend] name = "sim"')
+    _unknown(path, text, backend, BACKEND_KEYS, "backend")
+    backend_name = backend.get("name", "sim")
+    from evalkit.replay.runner import BACKENDS
+    if backend_name not in BACKENDS:
+        raise _err(path, text, "name", f"unknown backend {backend_name!r}",
+                   f"use one of {', '.join(BACKENDS)}", where="backend")
+    backend_config = backend.get("config", {})
+    if backend_name == "sim":
+        from evalkit.replay.backends.sim_model import SimConfig
+        try:
+            SimConfig.from_dict(backend_config)
+        except InputError as exc:
+            raise _err(path, text, exc.column or "config", exc.message, exc.fix,
+                       where="backend.config") from None
+
+    raw_policies = data.get("policies")
+    if not isinstance(raw_policies, list) or not raw_policies:
+        raise _err(path, text, "policies", "no [[policies]] given",
+                   'add [[policies]] name = "fixed_h" ...')
+    policies, labels = [], set()
+    for entry in raw_policies:
+        _unknown(path, text, entry, POLICY_KEYS, "policies")
+        name = entry.get("name")
+        if name not in POLICIES or name in ("no_sync", "matched_random"):
+            valid = [p for p in POLICIES if p not in ("no_sync", "matched_random")]
+            raise _err(path, text, "name", f"unknown or reserved policy {name!r} (no_sync and "
+                       "matched_random runs are added automatically)",
+                       f"use one of: {', '.join(valid)}", where="policies")
+        label = entry.get("label", name)
+        if not isinstance(label, str) or not _LABEL.match(label) or label in labels \
+                or label in ("no_sync",) or label.startswith("mr-"):
+            raise _err(path, text, "label", f"policy label {label!r} is invalid or repeated",
+                       "give each policy a unique plain label", where="policies")
+        labels.add(label)
+        params = entry.get("params", {})
+        if not isinstance(params, dict):
+            raise _err(path, text, "params", "params must be a table",
+                       "write params = { H = 256 }", where="policies")
+        try:
+            get_policy(name, **params)
+        except InputError as exc:
+            raise _err(path, text, exc.column or "params", exc.message, exc.fix,
+                       where=f"policies.{label}") from None
+        n_draws = _num(path, text, entry, "draws", kind=int, default=draws, positive=False) \
+            if "draws" in entry else draws
+        policies.append(PolicyEntry(label, name, dict(params), n_draws))
+    for pe in policies:
+        k_from = pe.params.get("k_from")
+        if k_from is not None and k_from not in labels - {pe.label}:
+            raise _err(path, text, "k_from", f"policy {pe.label!r}: k_from={k_from!r} is not "
+                       "another policy of this campaign",
+                       f"use one of {', '.join(sorted(labels - {pe.label}))}",
+                       where="policies.params")
+        if pe.name == "calibrated_offline" and k_from is None and pe.params.get("k") is None:
+            raise _err(path, text, "k_from", f"policy {pe.label!r} needs K",
+                       "set params = { k_from = \"wa\" } or { k = 3 }", where="policies.params")
+    camp = Campaign(path=path, regime=regime, seeds=seeds, draws=draws, horizon_s=horizon,
+                    merge_duration_s=D, inner_step_s=step, h_min=h_min, h_max=h_max,
+                    min_gap_s=min_gap, max_gap_s=max_gap, slo=slo_out, trace=trace,
+                    backend=backend_name, backend_config=dict(backend_config),
+                    policies=policies, text=text, description=str(data.get("description", "")))
+    from evalkit.replay.runner import check_spec
+    check_spec(camp.spec("check", 0), source=str(path) if path else None)
+    return camp
+
+
+def _parse_trace(trace: dict, path, text, horizon) -> dict:
+    if ("generator" in trace) == ("path" in trace):
+        raise _err(path, text, "trace", "[trace] needs exactly one of generator = ... or "
+                   "path = ...", "pick a generator or a trace file")
+    if "path" in trace:
+        _unknown(path, text, trace, TRACE_FILE_KEYS, "trace")
+        return dict(trace)
+    from evalkit.replay.traces import ARRIVALS
+    kind = trace["generator"]
+    if kind not in ARRIVALS:
+        raise _err(path, text, "generator", f"unknown trace generator {kind!r}",
+                   f"use one of {', '.join(ARRIVALS)}", where="trace")
+    out = dict(trace)
+    out.setdefault("duration_s", horizon)
+    return out
+
+
+# ----------------------------------------------------------------------------- planning
+
+def run_ids(regime: str, label: str, seed: int, draw: int | None = None) -> str:
+    if label == "no_sync":
+        return f"{regime}__no_sync__s{seed}"
+    if draw is None:
+        return f"{regime}__{label}__s{seed}"
+    return f"{regime}__mr-{label}__s{seed}__d{draw}"
+
+
+def plan_campaign(camp: Campaign) -> list[Job]:
+    """All jobs, in an order that respects dependencies (references before their draws)."""
+    jobs: list[Job] = []
+    by_label = {p.label: p for p in camp.policies}
+    for seed in camp.seeds:
+        ns = run_ids(camp.regime, "no_sync", seed)
+        jobs.append(Job(ns, "no_sync", seed))
+        order = sorted(camp.policies, key=lambda p: p.params.get("k_from") is not None)
+        for pe in order:
+            rid = run_ids(camp.regime, pe.label, seed)
+            deps, k_from_run, intervals = [], None, None
+            if pe.name == "calibrated_offline":
+                intervals = ns
+                deps.append(ns)
+            k_from = pe.params.get("k_from")
+            if k_from is not None:
+                k_from_run = run_ids(camp.regime, by_label[k_from].label, seed)
+                deps.append(k_from_run)
+            jobs.append(Job(rid, "policy", seed, pe, depends_on=deps, k_from_run=k_from_run,
+                            intervals_from_run=intervals))
+        for pe in camp.policies:
+            ref = run_ids(camp.regime, pe.label, seed)
+            for d in range(pe.draws):
+                jobs.append(Job(run_ids(camp.regime, pe.label, seed, d), "matched_random",
+                                seed, pe, draw=d, depends_on=[ref], k_from_run=ref,
+                                intervals_from_run=None))
+    return jobs

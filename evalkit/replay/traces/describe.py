@@ -1,0 +1,142 @@
+"""Summary statistics of a trace (``describe``) and a picture of it (``plot_trace``)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from evalkit.replay.traces.model import Trace
+
+DISPERSION_WINDOWS_S = (1.0, 10.0, 60.0)
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+def nice_bin(duration_s: float, target_bins: int = 60) -> float:
+    """A 1-2-5 bin width giving about ``target_bins`` bins over ``duration_s``."""
+    raw = max(duration_s / target_bins, 1e-3)
+    exp = np.floor(np.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * 10 ** exp >= raw:
+            return float(m * 10 ** exp)
+    return float(10 ** (exp + 1))
+
+
+def binned_rate(arrival_s, duration_s: float, bin_s: float):
+    """Requests/s in bins of ``bin_s`` over [0, duration_s]: (edges (k+1,), rates (k,))."""
+    k = max(1, int(np.ceil(duration_s / bin_s - 1e-9)))
+    edges = np.arange(k + 1) * bin_s
+    counts, _ = np.histogram(arrival_s, bins=edges)
+    return edges, counts / bin_s
+
+
+def index_of_dispersion(arrival_s, duration_s: float, window_s: float) -> float | None:
+    """Var/mean of counts in consecutive windows (1 for Poisson); None with < 10 windows."""
+    k = int(duration_s // window_s)
+    if k < 10:
+        return None
+    counts, _ = np.histogram(arrival_s, bins=np.arange(k + 1) * window_s)
+    mean = counts.mean()
+    return float(counts.var(ddof=1) / mean) if mean > 0 else None
+
+
+def interarrival_stats(arrival_s) -> dict:
+    """CV² of inter-arrival gaps and gamma-shape fits (moment 1/CV², MLE on positive gaps)."""
+    gaps = np.diff(np.asarray(arrival_s, dtype=np.float64))
+    out = {"n_gaps": int(len(gaps)), "n_zero_gaps": int(np.sum(gaps == 0)),
+           "cv2": None, "gamma_shape_moments": None, "gamma_shape_mle": None}
+    if len(gaps) < 2 or gaps.mean() <= 0:
+        return out
+    cv2 = float(gaps.var(ddof=1) / gaps.mean() ** 2)
+    out["cv2"] = cv2
+    out["gamma_shape_moments"] = 1.0 / cv2 if cv2 > 0 else None
+    pos = gaps[gaps > 0]
+    if len(pos) >= 2 and np.ptp(pos) > 0:
+        shape, _, _ = stats.gamma.fit(pos, floc=0)
+        out["gamma_shape_mle"] = float(shape)
+    return out
+
+
+def _lengths(values) -> dict:
+    v = np.asarray(values)
+    q = np.quantile(v, QUANTILES)
+    return {"mean": float(v.mean()), "min": int(v.min()),
+            **{f"p{int(p * 100)}": float(x) for p, x in zip(QUANTILES, q)}, "max": int(v.max())}
+
+
+def describe(trace: Trace, bin_s: float | None = None) -> dict:
+    """JSON-safe summary: size, rate over time, burstiness, token length quantiles."""
+    t = trace.arrival_s - float(trace.meta.get("window_start_s", 0.0))
+    duration = trace.duration_s
+    bin_s = nice_bin(duration) if bin_s is None else float(bin_s)
+    edges, rates = binned_rate(t, duration, bin_s) if duration > 0 else (np.zeros(1), np.zeros(0))
+    mean_rate = trace.rate
+    return {
+        "name": trace.name,
+        "sha256": trace.sha256,
+        "n": trace.n,
+        "duration_s": duration,
+        "mean_rate": mean_rate,
+        "rate_over_time": {"bin_s": bin_s, "rates": rates.tolist(),
+                           "peak": float(rates.max()) if len(rates) else None,
+                           "peak_to_mean": (float(rates.max() / mean_rate)
+                                            if len(rates) and mean_rate > 0 else None)},
+        "interarrival": interarrival_stats(t),
+        "index_of_dispersion": {f"{w:g}s": index_of_dispersion(t, duration, w)
+                                for w in DISPERSION_WINDOWS_S},
+        "prompt_tokens": _lengths(trace.requests["prompt_tokens"]),
+        "output_tokens": _lengths(trace.requests["output_tokens"]),
+        "source": {k: trace.meta[k] for k in ("source", "format", "generator", "seed", "dropped",
+                                              "jitter", "ops", "repairs") if k in trace.meta},
+    }
+
+
+def format_description(d: dict) -> str:
+    """Human-readable lines for ``describe``'s dict."""
+    ia = d["interarrival"]
+    fmt = lambda x, spec=".3g": "n/a" if x is None else format(x, spec)  # noqa: E731
+    lines = [
+        f"trace {d['name']}  sha256 {d['sha256']}",
+        f"requests {d['n']}  over {d['duration_s']:.1f} s  mean rate {fmt(d['mean_rate'])} req/s",
+        f"rate per {d['rate_over_time']['bin_s']:g} s bin: peak {fmt(d['rate_over_time']['peak'])}"
+        f" req/s (peak/mean {fmt(d['rate_over_time']['peak_to_mean'])})",
+        f"inter-arrival CV² {fmt(ia['cv2'])}  gamma shape: moments {fmt(ia['gamma_shape_moments'])}"
+        f", MLE {fmt(ia['gamma_shape_mle'])}  (zero gaps: {ia['n_zero_gaps']})",
+        "index of dispersion: " + "  ".join(f"{w} {fmt(v)}"
+                                            for w, v in d["index_of_dispersion"].items()),
+    ]
+    for col in ("prompt_tokens", "output_tokens"):
+        s = d[col]
+        lines.append(f"{col}: mean {s['mean']:.1f}  p50 {s['p50']:g}  p90 {s['p90']:g}  "
+                     f"p99 {s['p99']:g}  [{s['min']}, {s['max']}]")
+    return "\n".join(lines)
+
+
+def plot_trace(trace: Trace, path, description: dict | None = None) -> None:
+    """PNG: rate over time (top) and prompt/output length histograms (bottom)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = describe(trace) if description is None else description
+    rot = d["rate_over_time"]
+    fig = plt.figure(figsize=(9, 6))
+    ax = fig.add_subplot(2, 1, 1)
+    rates = np.asarray(rot["rates"])
+    ax.stairs(rates, np.arange(len(rates) + 1) * rot["bin_s"])
+    ax.axhline(d["mean_rate"], color="grey", ls="--", lw=0.8, label="mean")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(f"requests/s ({rot['bin_s']:g} s bins)")
+    ax.set_title(f"{d['name']}: {d['n']} requests, CV² of gaps "
+                 f"{d['interarrival']['cv2'] or float('nan'):.2f}")
+    ax.legend(loc="upper right")
+    for i, col in enumerate(("prompt_tokens", "output_tokens")):
+        ax = fig.add_subplot(2, 2, 3 + i)
+        v = trace.requests[col].to_numpy()
+        bins = np.unique(np.geomspace(max(v.min(), 1), max(v.max(), 2), 40).round())
+        ax.hist(np.maximum(v, 1), bins=bins)
+        ax.set_xscale("log")
+        ax.set_xlabel(col)
+        ax.set_ylabel("requests")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,271 @@
+"""Per-run quantities of the protocol as pure array functions.
+
+Conventions: ``n`` requests, ``k`` merges; times in seconds from the run's origin.  A
+failed request (``ok`` false, or no ``end_s``) has latency ``+inf``: it violates every SLO
+and a latency percentile that lands among failed requests is ``inf``.  Missing values are
+NaN (pandas/Arrow nulls).  No function loops over requests in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from evalkit.errors import InputError
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def _completed(ok, end_s) -> np.ndarray:
+    return np.asarray(ok, dtype=bool) & np.isfinite(_f(end_s))
+
+
+def e2e_latency(arrival_s, end_s, ok) -> np.ndarray:
+    """End-to-end latency from the *scheduled* arrival (open loop).
+
+    arrival_s, end_s (NaN if failed), ok: (n,) -> (n,) float, ``inf`` for failed requests.
+    """
+    done = _completed(ok, end_s)
+    return np.where(done, _f(end_s) - _f(arrival_s), np.inf)
+
+
+def ttft(arrival_s, first_token_s, ok) -> np.ndarray:
+    """Time to first token from the scheduled arrival: (n,) -> (n,), ``inf`` if failed or no token."""
+    first = _f(first_token_s)
+    good = np.asarray(ok, dtype=bool) & np.isfinite(first)
+    return np.where(good, first - _f(arrival_s), np.inf)
+
+
+def tpot(first_token_s, end_s, output_tokens, ok) -> np.ndarray:
+    """Time per output token after the first: ``(end_s - first_token_s) / (output_tokens - 1)``.
+
+    (n,) -> (n,).  Requests with at most one output token have no TPOT and get 0 (they cannot
+    violate a TPOT SLO, as in vLLM's goodput); failed requests or a missing first token: ``inf``.
+    """
+    first, end = _f(first_token_s), _f(end_s)
+    tokens = np.asarray(output_tokens, dtype=float)
+    good = _completed(ok, end) & np.isfinite(first)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_token = np.where(tokens > 1, (end - first) / (tokens - 1), 0.0)
+    return np.where(good, per_token, np.inf)
+
+
+def violations(latency, slo_s: float) -> np.ndarray:
+    """(n,) latency -> (n,) bool: latency strictly exceeds the SLO (``inf`` always does)."""
+    return _f(latency) > float(slo_s)
+
+
+@dataclass(frozen=True)
+class SloFlags:
+    """Per-request violation flags, (n,) bool each; ``None`` where that SLO is not set."""
+
+    e2e: np.ndarray
+    ttft: np.ndarray | None
+    tpot: np.ndarray | None
+    good: np.ndarray       # ok and every configured SLO holds (vLLM goodput)
+
+
+def slo_flags(arrival_s, first_token_s, end_s, output_tokens, ok, slo: dict) -> SloFlags:
+    """Violation flags for ``slo = {"e2e_s": float, "ttft_s": float|None, "tpot_s": float|None}``.
+
+    All inputs (n,); see :class:`SloFlags`.
+    """
+    ok = np.asarray(ok, dtype=bool)
+    e2e = violations(e2e_latency(arrival_s, end_s, ok), slo["e2e_s"])
+    t1 = slo.get("ttft_s")
+    t2 = slo.get("tpot_s")
+    v_ttft = None if t1 is None else violations(ttft(arrival_s, first_token_s, ok), t1)
+    v_tpot = None if t2 is None else violations(tpot(first_token_s, end_s, output_tokens, ok), t2)
+    bad = ~_completed(ok, end_s) | e2e
+    for flags in (v_ttft, v_tpot):
+        if flags is not None:
+            bad |= flags
+    return SloFlags(e2e=e2e, ttft=v_ttft, tpot=v_tpot, good=~bad)
+
+
+def goodput_flags(arrival_s, first_token_s, end_s, output_tokens, ok, slo: dict) -> np.ndarray:
+    """(n,) bool: the request completed and every configured SLO holds."""
+    return slo_flags(arrival_s, first_token_s, end_s, output_tokens, ok, slo).good
+
+
+def quantile(values, q: float) -> float:
+    """Linear-interpolated quantile of (n,) values that may hold ``+inf`` (failed requests).
+
+    Same as ``numpy.quantile(method="linear")`` on finite data; a quantile that interpolates
+    towards an ``inf`` is ``inf`` (numpy would give NaN where the weight is 0).  Empty -> NaN.
+    """
+    v = np.sort(_f(values))
+    if v.size == 0:
+        return float("nan")
+    h = (v.size - 1) * float(q)
+    lo = int(np.floor(h))
+    hi = min(lo + 1, v.size - 1)
+    frac = h - lo
+    if frac == 0.0 or v[lo] == v[hi]:
+        return float(v[lo])
+    if not np.isfinite(v[hi]):
+        return float("inf")
+    return float(v[lo] + (v[hi] - v[lo]) * frac)
+
+
+class Span:
+    """The observed span ``[start_s, end_s]``: from the first arrival to the end of activity.
+
+    Unpacks as ``start_s, end_s``.  ``last_start_s = end_s - merge_duration_s`` is the latest
+    start of a window inside the span, so the feasible starts of ``F_K`` are
+    ``[start_s, last_start_s]`` (:meth:`starts`).
+    """
+
+    __slots__ = ("start_s", "end_s", "merge_duration_s")
+
+    def __init__(self, start_s: float, end_s: float, merge_duration_s: float):
+        self.start_s = float(start_s)
+        self.end_s = float(end_s)
+        self.merge_duration_s = float(merge_duration_s)
+
+    @property
+    def length_s(self) -> float:
+        return max(0.0, self.end_s - self.start_s)
+
+    @property
+    def last_start_s(self) -> float:
+        return self.end_s - self.merge_duration_s
+
+    def starts(self) -> tuple[float, float]:
+        return self.start_s, self.last_start_s
+
+    def __iter__(self):
+        return iter((self.start_s, self.end_s))
+
+    def __eq__(self, other):
+        return isinstance(other, Span) and (self.start_s, self.end_s, self.merge_duration_s) == (
+            other.start_s, other.end_s, other.merge_duration_s)
+
+    def __repr__(self):
+        return f"Span(start_s={self.start_s}, end_s={self.end_s}, D={self.merge_duration_s})"
+
+
+def observed_span(arrival_s, end_s, horizon_s: float, merge_duration_s: float) -> Span:
+    """The span that had requests: first scheduled arrival to the last moment one was in flight.
+
+    arrival_s, end_s: (n,), ``end_s`` NaN for failed requests, which count as in flight until
+    ``horizon_s`` (a timeout).  The end is clipped to ``horizon_s``.  Protocol pitfall 3: a
+    replay clock that starts before the engine serves leaves a request-free prefix that is
+    not part of the span.
+    """
+    arrival = _f(arrival_s)
+    if arrival.size == 0:
+        raise InputError("no requests: the observed span is undefined", column="arrival_s",
+                         fix="a run needs at least one request")
+    end = np.where(np.isfinite(_f(end_s)), _f(end_s), float(horizon_s))
+    last = max(float(np.max(end)), float(np.max(arrival)))
+    return Span(float(np.min(arrival)), min(float(horizon_s), last), merge_duration_s)
+
+
+def observed_windows(merge_start, merge_end, span) -> np.ndarray:
+    """(k,) bool: the merge window lies inside the observed span (``span = (start, end)``)."""
+    lo, hi = span
+    return (_f(merge_start) >= lo) & (_f(merge_end) <= hi)
+
+
+def windows_observed(merge_start, merge_end, span) -> int:
+    """K: number of merges whose window ``[start, end]`` lies inside the observed span."""
+    return int(np.count_nonzero(observed_windows(merge_start, merge_end, span)))
+
+
+def union_windows(start, end) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, disjoint union of intervals: (k,), (k,) -> (m,), (m,) with m <= k."""
+    start, end = _f(start), _f(end)
+    if start.size == 0:
+        return start, end
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new_block = np.ones(s.size, dtype=bool)
+    new_block[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new_block)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], reach[last]
+
+
+def request_intervals(arrival_s, sent_s, end_s, ok, horizon_s: float):
+    """Lifetime of each request: (n,) inputs -> (lo (n,), hi (n,)).
+
+    Completed: ``[arrival_s, end_s]``.  Failed: ``[sent_s, end_s]``, or ``[sent_s, horizon_s]``
+    when it has no ``end_s`` (it was in flight until the run's timeout).
+    """
+    done = _completed(ok, end_s)
+    end = _f(end_s)
+    sent = _f(sent_s)
+    lo = np.where(done, _f(arrival_s), sent)
+    hi = np.where(np.isfinite(end), end, np.maximum(float(horizon_s), sent))
+    return lo, hi
+
+
+def overlaps_windows(lo, hi, merge_start, merge_end) -> np.ndarray:
+    """(n,) bool: interval ``[lo_i, hi_i]`` overlaps some merge window (positive overlap)."""
+    lo, hi = _f(lo), _f(hi)
+    ws, we = union_windows(merge_start, merge_end)
+    if ws.size == 0:
+        return np.zeros(lo.shape, dtype=bool)
+    j = np.searchsorted(we, lo, side="right")   # first window ending after lo
+    inside = j < ws.size
+    return inside & (ws[np.minimum(j, ws.size - 1)] < hi)
+
+
+def request_exposure(arrival_s, sent_s, end_s, ok, merge_start, merge_end,
+                     horizon_s: float) -> float:
+    """Request-weighted exposure: share of requests in flight during any merge window.
+
+    (n,) request columns, (k,) merge windows -> float in [0, 1]; NaN for no requests.
+    """
+    lo, hi = request_intervals(arrival_s, sent_s, end_s, ok, horizon_s)
+    if lo.size == 0:
+        return float("nan")
+    return float(np.mean(overlaps_windows(lo, hi, merge_start, merge_end)))
+
+
+def time_exposure(merge_start, merge_end, span) -> float:
+    """Time-weighted exposure: share of the observed span covered by merge windows.
+
+    (k,), (k,), ``span = (start, end)`` -> float in [0, 1]; NaN for an empty span.
+    """
+    lo, hi = span
+    if not hi > lo:
+        return float("nan")
+    ws, we = union_windows(merge_start, merge_end)
+    covered = np.clip(np.minimum(we, hi) - np.maximum(ws, lo), 0.0, None).sum()
+    return float(covered / (hi - lo))
+
+
+def in_flight(lo, hi, t) -> np.ndarray:
+    """Number of request intervals ``[lo, hi)`` containing each time: (n,), (n,), (m,) -> (m,)."""
+    lo_sorted, hi_sorted = np.sort(_f(lo)), np.sort(_f(hi))
+    t = _f(t)
+    return (np.searchsorted(lo_sorted, t, side="right")
+            - np.searchsorted(hi_sorted, t, side="right")).astype(np.int64)
+
+
+def clopper_pearson(k, n, confidence: float = 0.95):
+    """Exact (Clopper–Pearson) two-sided CI for a binomial proportion ``k / n``.
+
+    Scalars or broadcastable arrays -> (low, high) of the same shape.  ``n = 0`` has no
+    denominator and raises :class:`InputError` (never read as rate 0).
+    """
+    k_arr, n_arr = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    # beta quantiles: Beta(k, n-k+1).ppf(alpha/2) and Beta(k+1, n-k).ppf(1-alpha/2)
+    if np.any(n_arr <= 0) or np.any(k_arr < 0) or np.any(k_arr > n_arr):
+        raise InputError("Clopper–Pearson needs 0 <= k <= n and n > 0", column="n",
+                         fix="a violation rate needs at least one request")
+    alpha = 1.0 - float(confidence)
+    with np.errstate(invalid="ignore"):
+        low = np.where(k_arr == 0, 0.0, special.betaincinv(k_arr, n_arr - k_arr + 1, alpha / 2))
+        high = np.where(k_arr == n_arr, 1.0,
+                        special.betaincinv(k_arr + 1, n_arr - k_arr, 1 - alpha / 2))
+    if low.ndim == 0:
+        return float(low), float(high)
+    return low, high

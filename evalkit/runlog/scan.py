@@ -1,0 +1,376 @@
+"""The per-run scan over a whole run store with DuckDB: bounded memory, both cores.
+
+:func:`scan_runs` computes, per run, the request-level numbers of
+:func:`evalkit.runlog.summary.summarize_runs` (V and its Clopper–Pearson CI, TTFT/TPOT/goodput
+rates, latency percentiles, K observed, exposure, arrival rates, send lag, token totals)
+without loading any run into pandas: all ``requests.parquet`` files are read by one
+``read_parquet([...])`` per batch of runs, aggregated ``GROUP BY`` run, and the request
+exposure is an ASOF join of each request's lifetime against the union of its run's merge
+windows.  Batches are cut by row count (from the Parquet footers) so memory stays bounded
+whatever the store size; DuckDB runs with ``threads`` threads and a ``memory_limit``.
+
+Definitions follow :mod:`evalkit.runlog.metrics` exactly (failed requests have latency
+``+inf``; percentiles are linear interpolation, DuckDB ``quantile_cont`` = numpy
+``method="linear"``, which ``metrics.quantile`` matches including ``inf``); merge-window
+quantities (K observed, time exposure) are few rows and use the metrics functions directly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from evalkit.errors import InputError
+from evalkit.runlog import metrics
+from evalkit.runlog.io import iter_run_dirs, read_meta
+from evalkit.runlog.schema import SUPPORTED_SCHEMA_VERSIONS
+from evalkit.runlog.summary import SUMMARY_COLUMNS
+
+REQUEST_COLUMNS = ("arrival_s", "sent_s", "first_token_s", "end_s", "prompt_tokens",
+                   "output_tokens", "ok")
+MERGE_COLUMNS = ("start_s", "end_s")
+BATCH_ROWS = 4_000_000      # request rows per DuckDB query: bounds memory of the quantiles
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+# ---------------------------------------------------------------- run discovery / checks
+
+def _meta_rows(runs_dir, include_incomplete: bool) -> list[tuple[Path, dict]]:
+    found = [(d, read_meta(d)) for d in iter_run_dirs(runs_dir)]
+    if not found:
+        raise InputError("no runs found", file=str(runs_dir),
+                         fix="pass the directory that holds the run directories")
+    versions: dict = {}
+    for d, meta in found:
+        versions.setdefault(meta.get("schema_version"), []).append(meta.get("run_id", d.name))
+    if len(versions) > 1:
+        listing = "; ".join(f"v{v}: {_names(ids)}" for v, ids in
+                            sorted(versions.items(), key=lambda kv: str(kv[0])))
+        raise InputError(f"runs mix schema versions ({listing})", file=str(runs_dir),
+                         column="schema_version",
+                         fix=f"migrate the older runs to schema v{max(SUPPORTED_SCHEMA_VERSIONS)}"
+                             " (rewrite them with this evalkit) or scan each version's runs "
+                             "from its own directory")
+    (version, ids), = versions.items()
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise InputError(f"unknown schema_version {version!r} in runs {_names(ids)}",
+                         file=str(runs_dir), column="schema_version",
+                         fix=f"this evalkit reads schema versions "
+                             f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}; upgrade evalkit")
+    if not include_incomplete:
+        found = [(d, m) for d, m in found if m.get("complete") is True]
+        if not found:
+            raise InputError("every run is marked incomplete", file=str(runs_dir),
+                             column="complete", fix="rerun the runs; incomplete runs are "
+                                                    "never audited")
+    return found
+
+
+def _names(ids, limit: int = 6) -> str:
+    ids = [str(i) for i in ids]
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return ", ".join(ids[:limit]) + more
+
+
+def _footer(path: Path, columns) -> int:
+    """Row count of a Parquet file, after checking it opens and has ``columns``."""
+    try:
+        meta = pq.read_metadata(path)
+    except FileNotFoundError as exc:
+        raise InputError(f"{path.name} is missing", file=str(path),
+                         fix="rerun this run; its directory is incomplete") from exc
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for bad files
+        raise InputError(f"cannot read Parquet ({exc})", file=str(path),
+                         fix="the file is corrupt or truncated; rerun this run") from exc
+    names = set(meta.schema.names)
+    for col in columns:
+        if col not in names:
+            raise InputError(f"{path.name} lacks a column", file=str(path), column=col,
+                             fix="rewrite the run with a current evalkit (`evalkit validate` "
+                                 "lists every problem)")
+    return meta.num_rows
+
+
+def _run_table(found) -> pd.DataFrame:
+    rows = []
+    for fid, (d, meta) in enumerate(found):
+        slo = meta.get("slo") or {}
+        trace = meta.get("trace") or {}
+        rows.append({
+            "fid": fid, "requests_file": str(d / "requests.parquet"),
+            "merges_file": str(d / "merges.parquet"),
+            "steps_file": str(d / "steps.parquet") if (d / "steps.parquet").exists() else None,
+            "n_rows": _footer(d / "requests.parquet", REQUEST_COLUMNS),
+            "n_merge_rows": _footer(d / "merges.parquet", MERGE_COLUMNS),
+            "run_id": str(meta.get("run_id", d.name)), "role": meta.get("role"),
+            "policy": meta.get("policy"), "seed": meta.get("seed"), "draw": meta.get("draw"),
+            "matched_to": meta.get("matched_to"), "regime": meta.get("regime"),
+            "backend": meta.get("backend"), "oracle": meta.get("oracle"),
+            "complete": meta.get("complete"), "trace_name": trace.get("name"),
+            "trace_sha256": trace.get("sha256"),
+            "trace_realisation": meta.get("trace_realisation", trace.get("sha256")),
+            "slo_e2e_s": _slo(slo, "e2e_s", d), "slo_ttft_s": _slo(slo, "ttft_s", d, True),
+            "slo_tpot_s": _slo(slo, "tpot_s", d, True),
+            "horizon_s": _number(meta, "horizon_s", d),
+            "merge_duration_s": _number(meta, "merge_duration_s", d),
+        })
+    return pd.DataFrame(rows)
+
+
+def _number(meta: dict, key: str, run_dir: Path) -> float:
+    v = meta.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(f"{key} is {v!r}, expected a number", file=str(run_dir / "run.json"),
+                         column=key, fix="`evalkit validate` lists every problem")
+    return float(v)
+
+
+def _slo(slo: dict, key: str, run_dir: Path, optional: bool = False) -> float:
+    v = slo.get(key)
+    if v is None and optional:
+        return np.nan
+    return _number({key: v}, key, run_dir)
+
+
+# ---------------------------------------------------------------- SQL
+
+_REQUEST_SQL = """
+WITH q AS (
+    SELECT r.fid, r.slo_e2e_s, r.slo_ttft_s, r.slo_tpot_s, r.horizon_s,
+           t.arrival_s, t.sent_s, t.first_token_s, t.end_s, t.prompt_tokens, t.output_tokens,
+           coalesce(t.ok, false) AS ok,
+           coalesce(t.ok AND isfinite(t.end_s), false) AS done,
+           coalesce(t.ok AND isfinite(t.first_token_s), false) AS has_first,
+           coalesce(isfinite(t.end_s), false) AS has_end
+    FROM read_parquet($files, filename = true, union_by_name = true) AS t
+    JOIN batch_runs AS r ON t.filename = r.requests_file
+), m AS (
+    SELECT fid,
+           CASE WHEN done THEN end_s - arrival_s ELSE 'inf'::DOUBLE END AS latency,
+           CASE WHEN has_first THEN first_token_s - arrival_s ELSE 'inf'::DOUBLE END AS ttft,
+           CASE WHEN done AND has_first THEN
+                CASE WHEN output_tokens > 1
+                     THEN (end_s - first_token_s) / (output_tokens - 1) ELSE 0.0 END
+                ELSE 'inf'::DOUBLE END AS tpot,
+           CASE WHEN done THEN arrival_s ELSE sent_s END AS lo,
+           CASE WHEN has_end THEN end_s ELSE greatest(horizon_s, sent_s) END AS hi,
+           CASE WHEN has_end THEN end_s ELSE horizon_s END AS span_end,
+           done, ok, arrival_s, sent_s, prompt_tokens, output_tokens,
+           slo_e2e_s, slo_ttft_s, slo_tpot_s, horizon_s
+    FROM q
+), x AS (
+    SELECT m.*, (w.ws IS NOT NULL AND w.ws < m.hi) AS exposed
+    FROM m ASOF LEFT JOIN windows AS w ON m.fid = w.fid AND m.lo < w.we
+)
+SELECT fid,
+       count(*) AS n_requests,
+       count(*) FILTER (WHERE NOT done) AS n_failed,
+       count(*) FILTER (WHERE latency > slo_e2e_s) AS n_violations,
+       count(*) FILTER (WHERE ttft > slo_ttft_s) AS n_ttft_violations,
+       count(*) FILTER (WHERE tpot > slo_tpot_s) AS n_tpot_violations,
+       count(*) FILTER (WHERE done AND latency <= slo_e2e_s
+                        AND (slo_ttft_s IS NULL OR isnan(slo_ttft_s) OR ttft <= slo_ttft_s)
+                        AND (slo_tpot_s IS NULL OR isnan(slo_tpot_s) OR tpot <= slo_tpot_s))
+           AS n_good,
+       quantile_cont(latency, [0.5, 0.95, 0.99]) AS latency_q,
+       quantile_cont(ttft, 0.95) AS ttft_p95_s,
+       quantile_cont(sent_s - arrival_s, 0.99) AS send_lag_p99_s,
+       count(*) FILTER (WHERE exposed) AS n_exposed,
+       min(arrival_s) AS first_arrival_s, max(arrival_s) AS last_arrival_s,
+       min(sent_s) AS first_sent_s, max(sent_s) AS last_sent_s,
+       max(span_end) AS last_end_s,
+       sum(prompt_tokens) AS prompt_tokens_total,
+       coalesce(sum(output_tokens) FILTER (WHERE ok), 0) AS output_tokens_total
+FROM x
+GROUP BY fid
+"""
+
+_STEP_SQL = """
+SELECT r.fid, count(*) AS n_steps, min(t.start_s) AS first_s, max(t.end_s) AS last_s
+FROM read_parquet($files, filename = true, union_by_name = true) AS t
+JOIN batch_runs AS r ON t.filename = r.steps_file
+GROUP BY r.fid
+"""
+
+_MERGE_SQL = """
+SELECT r.fid, t.start_s, t.end_s
+FROM read_parquet($files, filename = true, union_by_name = true) AS t
+JOIN batch_runs AS r ON t.filename = r.merges_file
+"""
+
+
+def _connect(threads: int, memory_limit: str, temp_dir: str | None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(config={"threads": int(threads), "memory_limit": memory_limit,
+                                 "preserve_insertion_order": False})
+    if temp_dir:
+        con.execute(f"SET temp_directory = '{temp_dir}'")
+    return con
+
+
+def _duck_error(exc: Exception, files) -> InputError:
+    """Name the file a DuckDB failure was about (or find it by opening each one)."""
+    text = str(exc)
+    for f in files:
+        if f in text or Path(f).as_posix() in text:
+            return InputError(f"cannot scan Parquet ({text.splitlines()[0]})", file=f,
+                              fix="the file is corrupt or truncated; rerun this run")
+    for f in files:
+        try:
+            pq.read_table(f)
+        except Exception as inner:  # noqa: BLE001
+            return InputError(f"cannot read Parquet ({inner})", file=f,
+                              fix="the file is corrupt or truncated; rerun this run")
+    m = re.search(r"'([^']+\.parquet)'", text)
+    return InputError(f"scan failed ({text.splitlines()[0]})", file=m.group(1) if m else None,
+                      fix="run `evalkit validate` on the run store")
+
+
+def _batches(runs: pd.DataFrame, batch_rows: int):
+    start, rows = 0, 0
+    for i, n in enumerate(runs["n_rows"]):
+        if rows and rows + n > batch_rows:
+            yield runs.iloc[start:i]
+            start, rows = i, 0
+        rows += n
+    if start < len(runs):
+        yield runs.iloc[start:]
+
+
+def _merge_windows(con, batch: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    files = list(batch["merges_file"])
+    with_rows = [f for f, n in zip(files, batch["n_merge_rows"]) if n > 0]
+    if not with_rows:
+        empty = pd.DataFrame({"fid": pd.Series([], dtype=np.int64),
+                              "ws": pd.Series([], dtype=float), "we": pd.Series([], dtype=float)})
+        return empty, {}
+    try:
+        merges = con.execute(_MERGE_SQL, {"files": with_rows}).df()
+    except duckdb.Error as exc:
+        raise _duck_error(exc, with_rows) from exc
+    raw, unions = {}, []
+    for fid, g in merges.groupby("fid", sort=True):
+        s, e = g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)
+        raw[int(fid)] = (s, e)
+        ws, we = metrics.union_windows(s, e)
+        unions.append(pd.DataFrame({"fid": np.full(ws.size, int(fid), np.int64),
+                                    "ws": ws, "we": we}))
+    return pd.concat(unions, ignore_index=True), raw
+
+
+def _step_rates(con, batch: pd.DataFrame) -> pd.DataFrame:
+    """``step_rate`` = steps / (last end - first start) for runs with steps.parquet, else NaN."""
+    files = [f for f in batch["steps_file"] if isinstance(f, str)]
+    if not files:
+        return pd.DataFrame({"fid": batch["fid"].to_numpy(), "step_rate": np.nan})
+    try:
+        steps = con.execute(_STEP_SQL, {"files": files}).df()
+    except duckdb.Error as exc:
+        raise _duck_error(exc, files) from exc
+    width = steps["last_s"].to_numpy(float) - steps["first_s"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps["step_rate"] = np.where((steps["n_steps"] > 0) & (width > 0),
+                                      steps["n_steps"] / width, np.nan)
+    return steps[["fid", "step_rate"]]
+
+
+def _scan_batch(con, batch: pd.DataFrame) -> pd.DataFrame:
+    con.register("batch_runs", batch[["fid", "requests_file", "merges_file", "steps_file",
+                                      "slo_e2e_s", "slo_ttft_s", "slo_tpot_s", "horizon_s"]])
+    windows, raw = _merge_windows(con, batch)
+    con.register("windows", windows)
+    files = list(batch["requests_file"])
+    try:
+        agg = con.execute(_REQUEST_SQL, {"files": files}).df()
+    except duckdb.Error as exc:
+        raise _duck_error(exc, files) from exc
+    finally:
+        con.unregister("windows")
+    agg = agg.merge(_step_rates(con, batch), on="fid", how="left")
+    con.unregister("batch_runs")
+    agg = agg.merge(batch[["fid", "horizon_s", "merge_duration_s"]], on="fid")
+    span_start = agg["first_arrival_s"].to_numpy(float)
+    span_end = np.minimum(agg["horizon_s"].to_numpy(float),
+                          np.maximum(agg["last_end_s"].to_numpy(float),
+                                     agg["last_arrival_s"].to_numpy(float)))
+    k_obs, t_exp = [], []
+    for fid, lo, hi in zip(agg["fid"], span_start, span_end):
+        s, e = raw.get(int(fid), (np.empty(0), np.empty(0)))
+        k_obs.append(metrics.windows_observed(s, e, (lo, hi)))
+        t_exp.append(metrics.time_exposure(s, e, (lo, hi)))
+    agg["k_total"] = [len(raw.get(int(f), (np.empty(0),))[0]) for f in agg["fid"]]
+    agg["k_observed"] = np.asarray(k_obs, dtype=np.int64)
+    agg["exposure_time"] = t_exp
+    agg["span_start_s"], agg["span_end_s"] = span_start, span_end
+    return agg.drop(columns=["horizon_s", "merge_duration_s"])
+
+
+# ---------------------------------------------------------------- public
+
+
+def scan_runs(runs_dir: str | os.PathLike, threads: int = 2, *,
+              include_incomplete: bool = False, memory_limit: str = "1GB",
+              batch_rows: int = BATCH_ROWS, temp_dir: str | None = None) -> pd.DataFrame:
+    """One row per run of ``runs_dir``: the table of ``summarize_runs``, from DuckDB.
+
+    Same columns (:data:`evalkit.runlog.summary.SUMMARY_COLUMNS`), dtypes and order (by
+    ``run_id``); incomplete runs are left out unless ``include_incomplete``.  Unlike
+    ``summarize_runs`` it does not validate each run's rows (run ``evalkit validate`` for
+    that): it checks schema versions, that the Parquet files open and have the columns used.
+
+    Bad input raises :class:`InputError`: mixed or unknown schema versions (naming the
+    runs), missing or corrupt Parquet files (naming the file), missing columns.
+    """
+    found = _meta_rows(runs_dir, include_incomplete)
+    runs = _run_table(found)
+    con = _connect(threads, memory_limit, temp_dir)
+    try:
+        parts = [_scan_batch(con, b) for b in _batches(runs, batch_rows)]
+    finally:
+        con.close()
+    agg = pd.concat(parts, ignore_index=True)
+    out = runs.merge(agg, on="fid", how="left")
+    out = out.sort_values("run_id", kind="stable").reset_index(drop=True)
+    return _finish(out)
+
+
+def _finish(df: pd.DataFrame) -> pd.DataFrame:
+    n = df["n_requests"].to_numpy(float)
+    empty = n == 0
+    if empty.any():
+        i = int(np.flatnonzero(empty)[0])
+        raise InputError("run has no requests: V has no denominator",
+                         file=df["requests_file"].iloc[i], fix="rerun this run")
+    df["violation_rate"] = df["n_violations"] / n
+    low, high = metrics.clopper_pearson(df["n_violations"].to_numpy(), n)
+    df["v_ci_low"], df["v_ci_high"] = low, high
+    df["ttft_violation_rate"] = np.where(df["slo_ttft_s"].isna(), np.nan,
+                                         df["n_ttft_violations"] / n)
+    df["tpot_violation_rate"] = np.where(df["slo_tpot_s"].isna(), np.nan,
+                                         df["n_tpot_violations"] / n)
+    df["goodput_rate"] = df["n_good"] / n
+    q = np.vstack(df["latency_q"].to_numpy())
+    df["p50_s"], df["p95_s"], df["p99_s"] = q[:, 0], q[:, 1], q[:, 2]
+    df["exposure_requests"] = df["n_exposed"] / n
+    df["arrival_rate_scheduled"] = _rate(n, df["first_arrival_s"], df["last_arrival_s"])
+    df["arrival_rate_achieved"] = _rate(n, df["first_sent_s"], df["last_sent_s"])
+    out = df[list(SUMMARY_COLUMNS)].copy()
+    for col in ("n_requests", "n_failed", "k_total", "k_observed", "prompt_tokens_total",
+                "output_tokens_total"):
+        out[col] = out[col].astype(np.int64)
+    out["draw"] = out["draw"].astype("Int64")
+    out["oracle"] = out["oracle"].astype(bool)
+    out["complete"] = out["complete"].astype(bool)
+    return out
+
+
+def _rate(n, first, last) -> np.ndarray:
+    """Requests per second over the arrival (or send) window: ``(n - 1) / (last - first)``."""
+    width = last.to_numpy(float) - first.to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(width > 0, (n - 1) / width, np.nan)

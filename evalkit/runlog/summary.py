@@ -1,0 +1,181 @@
+"""One row of protocol quantities per run (V, latency percentiles, K, exposure, load).
+
+Column names are a contract other modules depend on (:data:`SUMMARY_COLUMNS`).  Every V
+has its denominator (``n_requests``); failed requests count as violations and as ``inf``
+latency.  ``k_observed`` counts merges inside the observed span (protocol pitfall 3) and
+the exposure columns sit next to V so that V can be regressed on exposure (pitfall 2).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from evalkit.errors import InputError
+from evalkit.runlog import metrics as m
+from evalkit.runlog.io import Run, read_run
+from evalkit.runlog.validate import RunCheck, validate_runs
+
+META_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend",
+                "oracle", "complete", "trace_name", "trace_sha256", "trace_realisation")
+SUMMARY_COLUMNS = META_COLUMNS + (
+    "n_requests", "n_failed", "violation_rate", "v_ci_low", "v_ci_high",
+    "ttft_violation_rate", "tpot_violation_rate", "goodput_rate",
+    "p50_s", "p95_s", "p99_s", "ttft_p95_s",
+    "k_total", "k_observed", "exposure_requests", "exposure_time", "span_start_s", "span_end_s",
+    "arrival_rate_scheduled", "arrival_rate_achieved", "send_lag_p99_s",
+    "prompt_tokens_total", "output_tokens_total", "step_rate",
+    "merge_duration_s", "horizon_s", "slo_e2e_s",
+)
+REQUEST_COLUMNS = ("arrival_s", "sent_s", "first_token_s", "end_s", "prompt_tokens",
+                   "output_tokens", "ok")
+CI_CONFIDENCE = 0.95
+
+
+def _rate(times: np.ndarray) -> float:
+    """Requests per second: (n - 1) inter-arrival gaps over their total length; NaN if < 2."""
+    if times.size < 2:
+        return float("nan")
+    width = float(times.max() - times.min())
+    return (times.size - 1) / width if width > 0 else float("nan")
+
+
+def _step_rate(steps: dict | None, merges: dict) -> float:
+    """Inner steps per second of time the trainer could step: the steps' wall-clock extent
+    minus the merge windows inside it (a merge pauses inner steps), so a no-sync run and a
+    merging run under the same training load have the same rate.  NaN without steps."""
+    if steps is None or steps["end_s"].size == 0:
+        return float("nan")
+    lo, hi = float(steps["start_s"].min()), float(steps["end_s"].max())
+    if not hi > lo:
+        return float("nan")
+    merging = m.time_exposure(merges["start_s"], merges["end_s"], (lo, hi)) * (hi - lo)
+    width = hi - lo - merging
+    return steps["end_s"].size / width if width > 0 else float("nan")
+
+
+def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = None) -> dict:
+    """The summary row from numpy columns.
+
+    ``req``: REQUEST_COLUMNS -> (n,) arrays (NaN for nulls); ``merges``: ``start_s``,
+    ``end_s`` -> (k,); ``steps``: ``start_s``, ``end_s`` -> (s,) or None.
+    """
+    slo = meta["slo"]
+    D, horizon = float(meta["merge_duration_s"]), float(meta["horizon_s"])
+    arrival, sent = req["arrival_s"], req["sent_s"]
+    first, end, ok = req["first_token_s"], req["end_s"], req["ok"].astype(bool)
+    n = int(arrival.size)
+    if n == 0:
+        raise InputError("run has no requests", file=meta.get("run_id"), column="arrival_s",
+                         fix="a run needs at least one request")
+    flags = m.slo_flags(arrival, first, end, req["output_tokens"], ok, slo)
+    n_viol = int(flags.e2e.sum())
+    low, high = m.clopper_pearson(n_viol, n, CI_CONFIDENCE)
+    lat = m.e2e_latency(arrival, end, ok)
+    span = m.observed_span(arrival, end, horizon, D)
+    trace = meta.get("trace") or {}
+    row = {
+        "run_id": meta["run_id"], "role": meta["role"], "policy": meta["policy"],
+        "seed": meta["seed"], "draw": meta.get("draw"), "matched_to": meta.get("matched_to"),
+        "regime": meta["regime"], "backend": meta["backend"], "oracle": bool(meta["oracle"]),
+        "complete": bool(meta["complete"]), "trace_name": trace.get("name"),
+        "trace_sha256": trace.get("sha256"),
+        "trace_realisation": meta.get("trace_realisation") or trace.get("sha256"),
+        "n_requests": n, "n_failed": int((~ok | ~np.isfinite(end)).sum()),
+        "violation_rate": n_viol / n, "v_ci_low": low, "v_ci_high": high,
+        "ttft_violation_rate": float("nan") if flags.ttft is None else float(flags.ttft.mean()),
+        "tpot_violation_rate": float("nan") if flags.tpot is None else float(flags.tpot.mean()),
+        "goodput_rate": float(flags.good.mean()),
+        "p50_s": m.quantile(lat, 0.50), "p95_s": m.quantile(lat, 0.95),
+        "p99_s": m.quantile(lat, 0.99),
+        "ttft_p95_s": m.quantile(m.ttft(arrival, first, ok), 0.95),
+        "k_total": int(merges["start_s"].size),
+        "k_observed": m.windows_observed(merges["start_s"], merges["end_s"], span),
+        "exposure_requests": m.request_exposure(arrival, sent, end, ok, merges["start_s"],
+                                                merges["end_s"], horizon),
+        "exposure_time": m.time_exposure(merges["start_s"], merges["end_s"], span),
+        "span_start_s": span.start_s, "span_end_s": span.end_s,
+        "arrival_rate_scheduled": _rate(arrival), "arrival_rate_achieved": _rate(sent),
+        "send_lag_p99_s": m.quantile(sent - arrival, 0.99),
+        "prompt_tokens_total": int(np.nansum(req["prompt_tokens"])),
+        # generated tokens: completed requests only (failed rows hold the requested count)
+        "output_tokens_total": int(np.nansum(np.where(ok, req["output_tokens"], 0))),
+        "step_rate": _step_rate(steps, merges),
+        "merge_duration_s": D, "horizon_s": horizon, "slo_e2e_s": float(slo["e2e_s"]),
+    }
+    return row
+
+
+def _from_frame(df: pd.DataFrame | None, cols) -> dict | None:
+    if df is None:
+        return None
+    return {c: df[c].to_numpy(dtype=bool) if c == "ok"
+            else pd.to_numeric(df[c]).to_numpy(dtype=float, na_value=np.nan) for c in cols}
+
+
+def _from_arrow(table: pa.Table | None, cols) -> dict | None:
+    if table is None:
+        return None
+    out = {}
+    for c in cols:
+        col = table.column(c)
+        if c == "ok":
+            out[c] = np.asarray(col.to_numpy(zero_copy_only=False), dtype=bool)
+        elif pa.types.is_null(col.type):
+            out[c] = np.full(len(table), np.nan)
+        else:
+            out[c] = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
+    return out
+
+
+def summarize_run(run: Run | str | os.PathLike) -> dict:
+    """Summary row (dict keyed by :data:`SUMMARY_COLUMNS`) of a loaded or on-disk run."""
+    if not isinstance(run, Run):
+        run = read_run(run)
+    return summarize_arrays(run.meta, _from_frame(run.requests, REQUEST_COLUMNS),
+                            _from_frame(run.merges, ("start_s", "end_s")),
+                            _from_frame(run.steps, ("start_s", "end_s")))
+
+
+def _summarize_check(check: RunCheck) -> dict:
+    t = check.tables
+    return summarize_arrays(check.meta, _from_arrow(t["requests"], REQUEST_COLUMNS),
+                            _from_arrow(t["merges"], ("start_s", "end_s")),
+                            _from_arrow(t.get("steps"), ("start_s", "end_s")))
+
+
+def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False) -> pd.DataFrame:
+    """One row per run under ``runs_dir``, sorted by run_id.
+
+    Every run is validated first; any error raises :class:`InputError` (nothing is
+    dropped silently).  Incomplete runs are excluded unless ``include_incomplete``; their ids
+    are in ``df.attrs["excluded"]``.
+    """
+    rows: list[dict] = []
+
+    def on_run(check: RunCheck) -> None:
+        if not check.errors:
+            rows.append(_summarize_check(check))
+        check.tables.clear()  # keep memory flat over many runs
+
+    report = validate_runs(runs_dir, include_incomplete=include_incomplete, on_run=on_run)
+    blocking = [p for p in report.errors if p.kind != "incomplete"]
+    if blocking:
+        first = blocking[0]
+        more = f" (+{len(blocking) - 1} more; run `evalkit validate {runs_dir}`)" if len(blocking) > 1 else ""
+        raise InputError(f"run {first.run}: {first.message}{more}", file=first.file,
+                         column=first.column, fix=first.fix)
+    if not rows:
+        raise InputError(f"no complete runs to summarise ({len(report.excluded)} incomplete run(s) "
+                         "excluded)", file=str(runs_dir),
+                         fix="rerun the incomplete runs, or pass --include-incomplete to inspect them")
+    df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    df["draw"] = df["draw"].astype("Int64")
+    df = df.sort_values("run_id", kind="stable").reset_index(drop=True)
+    df.attrs["excluded"] = sorted(report.excluded)
+    df.attrs["warnings"] = [p.format() for p in report.warnings]
+    return df

@@ -1,0 +1,117 @@
+"""Shared plumbing for result dataclasses: JSON-safe ``to_dict`` and input checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from evalkit.errors import InputError
+
+
+def json_safe(value):
+    """Convert numpy scalars/arrays, dataclasses and non-finite floats to JSON-safe values.
+
+    NaN and +-inf become ``None`` (strict JSON has neither); every result that can hold a
+    non-finite number also carries a text field saying why.
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if hasattr(value, "to_dict"):
+            return value.to_dict()
+        return {f.name: json_safe(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [json_safe(v) for v in value.tolist()]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if value is None or isinstance(value, (int, str)):
+        return value
+    return str(value)
+
+
+class ResultMixin:
+    """``to_dict()`` for result dataclasses; fields named in ``_dict_exclude`` are left out
+    (bulky arrays such as 100,000 sampled Φ values), as are fields starting with ``_``."""
+
+    _dict_exclude: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in dataclasses.fields(self):
+            if f.name.startswith("_") or f.name in self._dict_exclude:
+                continue
+            out[f.name] = json_safe(getattr(self, f.name))
+        return out
+
+
+def as_finite_1d(x, name: str, *, min_size: int = 1, what: str = "values") -> np.ndarray:
+    """(n,) float array with every entry finite, else :class:`InputError` naming the entries."""
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be numeric ({exc})", column=name,
+                         fix=f"pass a 1-D array of {what}") from exc
+    if arr.ndim != 1:
+        raise InputError(f"{name} must be 1-D, got shape {arr.shape}", column=name,
+                         fix=f"pass a 1-D array of {what}")
+    if arr.size == 0:
+        raise InputError(f"{name} is empty", column=name, fix=f"pass at least {min_size} {what}")
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        shown = ", ".join(str(i) for i in bad[:10]) + (" ..." if bad.size > 10 else "")
+        raise InputError(f"{name} holds {bad.size} NaN/inf entries (positions {shown})",
+                         column=name, fix="drop or repair those entries explicitly upstream")
+    if arr.size < min_size:
+        raise InputError(f"{name} has {arr.size} {what}; at least {min_size} are needed",
+                         column=name, fix=f"provide at least {min_size} {what}")
+    return arr
+
+
+def as_generator(rng) -> np.random.Generator:
+    """An explicit Generator: pass one, or an int seed; ``None`` means seed 0 (deterministic)."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None:
+        return np.random.default_rng(0)
+    if isinstance(rng, (int, np.integer)):
+        return np.random.default_rng(int(rng))
+    raise InputError(f"rng must be a numpy Generator or an int seed, got {type(rng).__name__}",
+                     column="rng", fix="pass numpy.random.default_rng(seed)")
+
+
+def seed_series(values, name: str) -> dict:
+    """A mapping seed -> float from a dict, pandas Series, or sequence of (seed, value)."""
+    if hasattr(values, "to_dict") and hasattr(values, "index"):
+        values = values.to_dict()
+    if not isinstance(values, Mapping):
+        raise InputError(f"{name} must map seed -> value (dict or pandas Series)", column=name,
+                         fix="key the per-seed values by seed so pairing can be checked")
+    out = {}
+    for seed, v in values.items():
+        f = float(v)
+        if not math.isfinite(f):
+            raise InputError(f"{name} for seed {seed!r} is {f}", column=name,
+                             fix="every seed needs a finite value; rerun or drop the seed "
+                                 "in both conditions")
+        out[seed] = f
+    return out
+
+
+ALTERNATIVES = ("greater", "less", "two-sided")
+
+
+def check_alternative(alternative: str) -> str:
+    if alternative not in ALTERNATIVES:
+        raise InputError(f"unknown alternative {alternative!r}", column="alternative",
+                         fix="use 'greater', 'less' or 'two-sided'")
+    return alternative

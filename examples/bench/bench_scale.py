@@ -1,0 +1,209 @@
+"""Audit-scale benchmark: a synthetic store of RUNS runs x REQUESTS requests.
+
+Builds (or reuses, with ``--store DIR``) a campaign of valid runs written with
+``evalkit.runlog.write_run`` -- per seed one no-sync run, one ``wa`` policy run and
+matched-random draws at the policy's K -- then times, in this one process:
+
+1. the reference: a bare DuckDB ``read_parquet`` over the same requests files computing
+   per-run V and p95 in one query (same thread count);
+2. evalkit's scan phase, :func:`evalkit.runlog.scan.scan_runs` (target <= 2x the reference);
+3. optionally ``summarize_runs`` (the per-run numpy path) for comparison (``--summarize``);
+4. the whole ``evalkit audit STORE --out DIR`` as a subprocess (target <= 10 s, peak
+   memory <= 2 GB, read from ``getrusage(RUSAGE_CHILDREN).ru_maxrss``).
+
+    python examples/bench/bench_scale.py                       # 200 x 50,000 (10 M rows)
+    python examples/bench/bench_scale.py --runs 20 --requests 5000   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from evalkit.runlog import iter_run_dirs, write_run
+from evalkit.runlog.metrics import overlaps_windows
+from evalkit.runlog.scan import scan_runs
+
+HORIZON_S = 600.0
+MERGE_S = 8.0
+SLO_S = 1.5
+MIN_GAP_S, MAX_GAP_S = 20.0, 150.0
+PERIOD_S = 120.0
+POLICY_STARTS = np.array([90.0, 210.0, 330.0, 450.0, 570.0])   # load troughs
+THREADS = 2
+
+
+def arrivals(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n sorted arrivals with a periodic rate 1 + 0.6 sin(2 pi t / PERIOD) on [2, horizon-22]."""
+    grid = np.linspace(2.0, HORIZON_S - 22.0, 20_001)
+    rate = 1.0 + 0.6 * np.sin(2 * np.pi * (grid + PERIOD_S / 4) / PERIOD_S)
+    cdf = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(grid))])
+    return np.sort(np.interp(rng.random(n) * cdf[-1], cdf, grid))
+
+
+def random_schedule(rng: np.random.Generator, k: int, lo: float, hi: float) -> np.ndarray:
+    """k window starts uniform in [lo, hi - D], gaps within the corridor (rejection)."""
+    for _ in range(100_000):
+        s = np.sort(rng.uniform(lo, hi - MERGE_S, k))
+        gaps = np.diff(s)
+        if ((gaps >= MIN_GAP_S) & (gaps <= MAX_GAP_S)).all():
+            return s
+    raise RuntimeError("corridor too tight for random draws")
+
+
+def requests_for(rng, arrival, starts) -> pd.DataFrame:
+    n = arrival.size
+    sent = arrival + rng.exponential(0.002, n)
+    ttft = 0.05 + rng.gamma(2.0, 0.08, n)
+    out_tokens = rng.integers(8, 256, n)
+    latency = ttft + out_tokens * rng.uniform(0.002, 0.004, n)
+    hit = overlaps_windows(arrival, arrival + latency, starts, starts + MERGE_S)
+    latency = latency + np.where(hit, rng.uniform(0.2, 2.0, n), 0.0)
+    ok = rng.random(n) >= 0.002
+    end = np.where(ok, sent + latency, np.nan)
+    return pd.DataFrame({
+        "request_id": np.arange(n, dtype=np.int64), "arrival_s": arrival, "sent_s": sent,
+        "first_token_s": np.where(ok, sent + ttft, np.nan), "end_s": end,
+        "prompt_tokens": rng.integers(16, 2048, n), "output_tokens": out_tokens, "ok": ok,
+        "error": pd.array([None if o else "timeout" for o in ok], dtype="string")})
+
+
+def meta_for(run_id, role, seed, policy, draw=None, matched_to=None) -> dict:
+    return {
+        "run_id": run_id, "policy": policy, "role": role, "seed": seed, "draw": draw,
+        "matched_to": matched_to, "regime": "bench",
+        "trace": {"name": "bench-periodic", "sha256": f"bench-seed-{seed}"},
+        "backend": "sim", "slo": {"e2e_s": SLO_S, "ttft_s": None, "tpot_s": None},
+        "merge_duration_s": MERGE_S, "horizon_s": HORIZON_S,
+        "corridor": {"min_gap_s": MIN_GAP_S, "max_gap_s": MAX_GAP_S}, "oracle": False,
+        "settings": {"requested": {"bench": "bench_scale"}, "effective": {}},
+        "rng_seeds": {"trace": seed, "run": seed},
+    }
+
+
+def build_store(root: Path, n_runs: int, n_requests: int) -> None:
+    seeds = max(1, n_runs // 10)
+    per_seed = [n_runs // seeds + (1 if s < n_runs % seeds else 0) for s in range(seeds)]
+    for seed, count in enumerate(per_seed):
+        trace_rng = np.random.default_rng([seed, 0])
+        arrival = arrivals(trace_rng, n_requests)
+        lo, hi = float(arrival[0]), float(arrival[-1])
+        empty = np.empty(0)
+        plan = [("no_sync", "no_sync", None, empty), ("policy", "wa", None, POLICY_STARTS)]
+        for draw in range(max(0, count - 2)):
+            sched = random_schedule(np.random.default_rng([seed, 1, draw]), POLICY_STARTS.size,
+                                    lo, hi)
+            plan.append(("matched_random", "matched_random", draw, sched))
+        for i, (role, policy, draw, starts) in enumerate(plan[:count]):
+            rng = np.random.default_rng([seed, 2, i])
+            run_id = f"bench-{policy}-s{seed}" + ("" if draw is None else f"-d{draw}")
+            merges = pd.DataFrame({"merge_idx": np.arange(starts.size, dtype=np.int64),
+                                   "start_s": starts, "end_s": starts + MERGE_S})
+            write_run(root, meta_for(run_id, role, seed, policy, draw,
+                                     "wa" if role == "matched_random" else None),
+                      requests_for(rng, arrival, starts), merges)
+
+
+def reference_scan(files: list[str]) -> tuple[float, pd.DataFrame]:
+    con = duckdb.connect(config={"threads": THREADS})
+    t0 = time.perf_counter()
+    df = con.execute(f"""
+        SELECT filename,
+               avg(CASE WHEN ok AND end_s - arrival_s <= {SLO_S} THEN 0.0 ELSE 1.0 END) AS v,
+               quantile_cont(CASE WHEN ok THEN end_s - arrival_s ELSE 'inf'::DOUBLE END, 0.95)
+                   AS p95
+        FROM read_parquet($files, filename = true) GROUP BY filename""",
+                     {"files": files}).df()
+    elapsed = time.perf_counter() - t0
+    con.close()
+    return elapsed, df
+
+
+def best_of(repeats: int, fn):
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--requests", type=int, default=50_000)
+    ap.add_argument("--store", type=Path, default=None,
+                    help="keep the store here (reused when it matches --runs/--requests)")
+    ap.add_argument("--repeats", type=int, default=3, help="timings are the best of N")
+    ap.add_argument("--summarize", action="store_true",
+                    help="also time summarize_runs (per-run numpy path)")
+    ap.add_argument("--no-audit", action="store_true", help="skip the evalkit audit timing")
+    args = ap.parse_args(argv)
+
+    tmp = None
+    if args.store is None:
+        tmp = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
+        store = tmp / "runs"
+    else:
+        store = args.store
+    stamp = store / "bench.json"
+    want = {"runs": args.runs, "requests": args.requests, "version": 1}
+    try:
+        if not (stamp.exists() and json.loads(stamp.read_text()) == want):
+            shutil.rmtree(store, ignore_errors=True)
+            t0 = time.perf_counter()
+            build_store(store, args.runs, args.requests)
+            stamp.write_text(json.dumps(want))
+            print(f"built store {store}: {args.runs} runs x {args.requests} requests "
+                  f"in {time.perf_counter() - t0:.1f} s")
+        dirs = iter_run_dirs(store)
+        files = [str(d / "requests.parquet") for d in dirs]
+        rows = args.runs * args.requests
+        reference_scan(files)                       # warm the page cache for everyone
+        t_ref = min(reference_scan(files)[0] for _ in range(args.repeats))
+        t_scan, scan = best_of(args.repeats, lambda: scan_runs(store, threads=THREADS))
+        _, ref = reference_scan(files)
+        ref["run_dir"] = [str(Path(f).parent.name) for f in ref["filename"]]
+        joined = scan.merge(ref, left_on="run_id", right_on="run_dir")
+        agree = (np.allclose(joined["violation_rate"], joined["v"], rtol=0, atol=1e-12)
+                 and np.allclose(joined["p95_s"], joined["p95"], rtol=1e-12))
+        print(f"rows: {rows:,} in {len(dirs)} runs; threads={THREADS}")
+        print(f"reference DuckDB scan (V, p95):  {t_ref:7.3f} s")
+        print(f"evalkit scan_runs (all columns): {t_scan:7.3f} s   ratio {t_scan / t_ref:5.2f}x "
+              f"(target <= 2x)  V/p95 agree with reference: {agree}")
+        if args.summarize:
+            from evalkit.runlog.summary import summarize_runs
+            t_sum, _ = best_of(1, lambda: summarize_runs(store))
+            print(f"summarize_runs (numpy per run):  {t_sum:7.3f} s   ratio {t_sum / t_ref:5.2f}x")
+        if not args.no_audit:
+            out = (tmp or Path(tempfile.mkdtemp(prefix="evalkit-bench-"))) / "audit"
+            cmd = [sys.executable, "-m", "evalkit.cli.main", "audit", str(store), "--out",
+                   str(out)]
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            t_audit = time.perf_counter() - t0
+            peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            print(f"evalkit audit (subprocess):      {t_audit:7.3f} s   (target <= 10 s)  "
+                  f"peak RSS {peak_mb:,.0f} MB (target <= 2048 MB)  exit {proc.returncode}")
+            if proc.returncode not in (0, 1):
+                print(proc.stderr[-2000:], file=sys.stderr)
+        return 0
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
