@@ -148,3 +148,17 @@ def test_clopper_pearson_vectorised_and_rejects_empty():
     assert high[1] == pytest.approx(ref.high) and low[0] == 0.0
     with pytest.raises(InputError):
         m.clopper_pearson(0, 0)
+
+
+def test_step_rate_excludes_merge_time():
+    rng = np.random.default_rng(11)
+    starts = np.sort(rng.uniform(0, 90, 4))
+    ends = starts + 3.0
+    grid = np.linspace(0, 100, 1_000_001)[:-1] + 5e-5
+    paused = np.zeros(grid.size, dtype=bool)
+    for s, e in zip(starts, ends):
+        paused |= (grid >= s) & (grid < e)
+    free = 100 * (1 - paused.mean())
+    assert m.step_rate(50, 0.0, 100.0, starts, ends) == pytest.approx(50 / free, rel=1e-4)
+    assert m.step_rate(50, 0.0, 100.0, [], []) == 0.5
+    assert math.isnan(m.step_rate(0, 0.0, 100.0, [], []))

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -176,3 +177,21 @@ def test_cli_reports_excluded_incomplete(runs):
     set_meta(runs / RUN, complete=False)
     result = CliRunner().invoke(cli, ["summarize", str(runs), "--format", "csv"])
     assert result.exit_code == 0 and f"excluded: {RUN}" in result.output
+
+
+def test_failed_requests_make_infinite_percentiles(runs, tmp_path):
+    path = runs / RUN / "requests.parquet"
+    df = pq.read_table(path).to_pandas()
+    failed = (df.index % 10 == 0) | ~df.ok             # 10% more failed, no end_s
+    df.loc[failed, ["ok", "end_s", "first_token_s", "error"]] = [False, np.nan, np.nan, "timeout"]
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    row = summarize_run(runs / RUN)
+    assert row["n_failed"] == failed.sum() > 20
+    assert row["p95_s"] == math.inf and row["p99_s"] == math.inf and math.isfinite(row["p50_s"])
+    assert row["violation_rate"] >= failed.mean()      # every failed request violates
+    assert row["span_end_s"] == row["horizon_s"]       # failed requests run until the timeout
+    out = tmp_path / "t.json"
+    assert CliRunner().invoke(cli, ["summarize", str(runs), "--out", str(out)]).exit_code == 0
+    back = pd.read_json(out, orient="records").set_index("run_id")
+    assert back.loc[RUN, "p95_s"] == math.inf               # not silently null
+    assert math.isnan(back.loc[RUN, "tpot_violation_rate"])

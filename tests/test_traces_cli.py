@@ -123,3 +123,11 @@ def test_bad_input_exit_2_nothing_written(case, tmp_path):
     assert expect in r.output
     assert not out.exists()
     assert not any(p.name.startswith(".out.parquet") for p in tmp_path.iterdir())
+
+
+def test_sort_flag_repairs(tmp_path):
+    r = run("slice", _bad_parquet(tmp_path), "--start", 0, "--end", 5, "--out",
+            tmp_path / "s.parquet", "--sort")
+    assert r.exit_code == 0, r.output
+    t = read_trace(tmp_path / "s.parquet")
+    assert list(t.arrival_s) == [0.0, 1.0, 2.0] and t.meta["repairs"][0]["rows_out_of_order"] == 1

@@ -30,6 +30,15 @@ def test_gamma_burstiness(b):
     assert stats.kstest(gaps, "gamma", args=(b, 0, 1 / (rate * b))).pvalue > 1e-3
 
 
+def test_seed_alias_and_seed_required():
+    np.testing.assert_array_equal(poisson(5, 50, seed=3), poisson(5, 50, rng=3))
+    np.testing.assert_array_equal(square_wave(10, 2, 1, 5, 50, seed=3),
+                                  square_wave(10, 2, 1, 5, 50, rng=np.random.default_rng(3)))
+    with pytest.raises(InputError, match="seed"):
+        poisson(5, 50)
+    assert generate("gamma_arrivals", seed=1, rate=1, duration_s=20).meta["generator"] == "gamma"
+
+
 def test_gamma_with_b1_is_poisson():
     np.testing.assert_array_equal(gamma_arrivals(5, 100, 1.0, rng=3), poisson(5, 100, rng=3))
 

@@ -22,8 +22,10 @@ def test_sha256_matches_documented_encoding():
     t = small()
     h = hashlib.sha256(b"evalkit-trace-v1\n")
     h.update(np.int64(3).astype("<i8").tobytes())
-    for col, arr, dt in (("request_id", [0, 1, 2], "<i8"), ("arrival_s", [0.0, 0.5, 1.25], "<f8"),
-                         ("prompt_tokens", [10, 20, 30], "<i8"), ("output_tokens", [1, 2, 3], "<i8")):
+    for col, arr, dt in (("request_id", [0, 1, 2], "<i8"),
+                         ("arrival_s", [0.0, 0.5, 1.25], "<f8"),
+                         ("prompt_tokens", [10, 20, 30], "<i8"),
+                         ("output_tokens", [1, 2, 3], "<i8")):
         h.update(col.encode() + b"\0" + np.asarray(arr, dtype=dt).tobytes())
     assert t.sha256 == h.hexdigest()
 
@@ -135,3 +137,20 @@ def test_not_parquet_and_missing_file(tmp_path):
         read_trace(tmp_path / "x.parquet")
     with pytest.raises(InputError, match="not found"):
         read_trace(tmp_path / "nope.parquet")
+
+
+def test_write_refuses_invalid_trace(tmp_path):
+    df = pd.DataFrame({"request_id": [0, 1], "arrival_s": [1.0, 0.0], "prompt_tokens": [1, 1],
+                       "output_tokens": [1, 1]})
+    with pytest.raises(InputError, match="backwards"):
+        Trace(df, name="bad").write(tmp_path / "t.parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_single_request_trace_describes(tmp_path):
+    import json
+
+    from evalkit.replay.traces import describe
+    d = describe(Trace.from_arrays([0.0], [5], [7]))
+    json.dumps(d, allow_nan=False)            # JSON-safe: no NaN for undefined quantities
+    assert d["mean_rate"] is None and d["interarrival"]["cv2"] is None

@@ -8,7 +8,7 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.replay.traces import (
-    detect_bucket, import_trace, read_azure, read_burstgpt, read_mooncake, read_trace,
+    detect_bucket, grid_fraction, import_trace, read_azure, read_burstgpt, read_mooncake, read_trace,
     read_vllm_bench,
 )
 
@@ -78,6 +78,7 @@ def test_mooncake_jitter_stays_in_buckets(tmp_path):
     t = read_mooncake(tmp_path / "m.jsonl", seed=5)
     j = t.meta["jitter"]
     assert j["applied"] and j["bucket_s"] == pytest.approx(3.0) and j["seed"] == 5
+    assert j["on_grid_fraction"] == 1.0
     assert j["max_requests_per_timestamp"] == max(
         pd.Series([r["timestamp"] for r in rows]).value_counts())
     raw_counts = np.bincount([r["timestamp"] // 3000 for r in rows])
@@ -104,6 +105,8 @@ def test_mooncake_jitter_seeded_and_optional(tmp_path):
 def test_detect_bucket():
     assert detect_bucket([0, 0, 3, 3, 3, 9]) == (3.0, 3)
     assert detect_bucket([0.0, 0.001, 0.002]) == (pytest.approx(0.001), 1)
+    assert grid_fraction([0, 3, 9, 12], 3.0) == 1.0
+    assert grid_fraction([0, 3, 4.5, 12], 3.0) == pytest.approx(1 / 3)
 
 
 def test_mooncake_bad_inputs(tmp_path):

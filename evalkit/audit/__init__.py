@@ -152,7 +152,10 @@ def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0) -> Audi
     proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
     proto = proto.with_alpha(alpha)
     campaign = load_campaign(input_path)
-    claims = assemble_claims(campaign)
+    baselines = sorted({pol for spec in proto.checks.values()
+                        if spec.name in ("fixed_cadence_baseline", "deferral_baseline")
+                        for pol in spec["policies"]})
+    claims = assemble_claims(campaign, baseline_policies=baselines)
     return AuditResult(protocol=proto, seed=int(seed), campaign=campaign,
                        claims=evaluate_claims(campaign, claims, proto, seed=int(seed)))
 

@@ -199,12 +199,23 @@ class ClaimData:
         return pd.DataFrame(rows)
 
 
-def assemble_claims(campaign: Campaign) -> list[ClaimData]:
-    """One :class:`ClaimData` per (regime, policy) with ``role = policy`` runs, sorted."""
+def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]:
+    """One :class:`ClaimData` per (regime, policy) with ``role = policy`` runs, sorted.
+
+    A policy named in ``baseline_policies`` (the protocol's harness baselines: fixed cadence,
+    deferral) with no matched-random draws of its own is a baseline, not a claim; the campaign
+    notes list it.
+    """
     runs = campaign.runs
     claims = []
     policy_runs = runs[runs.role == "policy"]
+    drawn_for = set(runs.loc[runs.role == "matched_random", "matched_to"].dropna())
     for (regime, policy), group in policy_runs.groupby(["regime", "policy"], sort=True):
+        if policy in baseline_policies and policy not in drawn_for:
+            campaign.notes.append(f"regime {regime}: {policy} is a harness baseline with no "
+                                  "matched-random draws of its own; audited as a baseline, "
+                                  "not as a claim")
+            continue
         dupes = group[group.seed.duplicated(keep=False)]
         if len(dupes):
             seed = int(dupes.seed.iloc[0])

@@ -208,6 +208,10 @@ def enough_seeds(ctx, spec) -> Outcome:
                 f"alpha = {ctx.alpha:g})")
     if n >= needed:
         return Outcome(True, expected, f"{n} paired seeds")
+    if n < 2:
+        return Outcome(False, expected, f"{n} paired seed(s): no matched-random draws to pair "
+                       "with", f"replay the policy and K-matched random draws for >= {needed} "
+                       "seeds")
     return Outcome(False, expected,
                    f"underpowered: {n} paired seeds, smallest attainable {ctx.alternative} "
                    f"p = {_fmt(0.5 ** n * (2 if ctx.alternative == 'two-sided' else 1))}",
@@ -224,8 +228,9 @@ def gain_significant(ctx, spec) -> Outcome:
                              f"{ctx.seeds_needed} seeds")
     sf = ctx.sign_flip
     p_adj = ctx.p_adjusted
-    found = (f"mean d = {_fmt(sf.statistic)} [{_fmt(sf.ci_low)}, {_fmt(sf.ci_high)}], wins "
-             f"{sf.wins}/{sf.n}, p = {_fmt(sf.p_value)}{', adjusted ' + _fmt(p_adj) if holm else ''}"
+    wins = int((ctx.d > 0).sum())
+    found = (f"mean d = {_fmt(sf.statistic)} [{_fmt(sf.ci_low)}, {_fmt(sf.ci_high)}], policy "
+             f"better in {wins}/{sf.n} seeds, p = {_fmt(sf.p_value)}{', adjusted ' + _fmt(p_adj) if holm else ''}"
              f" ({'exact' if sf.exact else 'Monte Carlo'})")
     if sf.min_p > ctx.alpha:
         return Outcome(False, expected, f"underpowered: smallest attainable p = {_fmt(sf.min_p)}"
@@ -262,6 +267,11 @@ def load_match(ctx, spec) -> Outcome:
     table = ctx.load_match_table(spec)
     if isinstance(table, str):
         return not_evaluable(expected, table)
+    unknown = table[table.status == "not evaluable"]
+    if len(unknown):
+        items = sorted({f"{r.check} ({r.reason})" for r in unknown.itertuples(index=False)})
+        return not_evaluable(expected, "cannot compare: " + "; ".join(items[:6]),
+                             "record the trainer's steps and every request in all runs")
     bad = table[~table.passed.astype(bool)]
     if len(bad):
         items = [f"seed {r.seed} {r.run_id}: {r.check} expected {_fmt(r.expected, 6)} found "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
 import tempfile
@@ -19,6 +21,17 @@ SHORT_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "n_requests", "n_fa
                  "arrival_rate_achieved")
 
 
+def _to_json(df: pd.DataFrame) -> str:
+    """Records; missing -> null, infinite latencies (failed requests) -> Infinity, not null."""
+    def plain(v):
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return v.item() if hasattr(v, "item") else v
+
+    records = [{c: plain(v) for c, v in row.items()} for row in df.to_dict(orient="records")]
+    return json.dumps(records, indent=2, allow_nan=True) + "\n"
+
+
 def _write_table(df: pd.DataFrame, fmt: str, out: Path) -> None:
     """Write atomically: a temporary file in the target directory, then rename."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -30,7 +43,7 @@ def _write_table(df: pd.DataFrame, fmt: str, out: Path) -> None:
         elif fmt == "parquet":
             df.to_parquet(tmp, index=False)
         else:
-            df.to_json(tmp, orient="records", indent=2)
+            Path(tmp).write_text(_to_json(df))
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -91,7 +104,7 @@ def summarize_cmd(runs_dir: Path, out: Path | None, fmt: str | None, include_inc
     elif fmt == "csv":
         click.echo(df.to_csv(index=False), nl=False)
     elif fmt == "json":
-        click.echo(df.to_json(orient="records", indent=2))
+        click.echo(_to_json(df), nl=False)
     else:
         shown = df if wide else df.loc[:, list(SHORT_COLUMNS)]
         with pd.option_context("display.width", 200, "display.max_columns", None,

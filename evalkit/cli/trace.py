@@ -59,6 +59,10 @@ def import_cmd(file, fmt, out, no_jitter, seed, sort):
                        f"seed {j['seed']}")
         else:
             click.echo(f"jitter: not applied ({j.get('reason', '')})")
+        grid = j.get("on_grid_fraction")
+        if grid is not None and grid < 0.9:
+            click.echo(f"warning: only {grid:.0%} of timestamp gaps are multiples of "
+                       f"{j['bucket_s']:g} s: the data may not be quantised on one grid")
     for r in meta.get("repairs", []):
         click.echo(f"repair: {r}")
     digest = trace.write(out)
@@ -148,10 +152,12 @@ def describe_cmd(trace_path, plot, as_json, bin_s, sort):
 @click.option("--end", required=True, type=float, help="window end (s), exclusive")
 @click.option("--out", required=True, type=click.Path(dir_okay=False))
 @click.option("--no-rebase", is_flag=True, help="keep original times (default: start at 0)")
-def slice_cmd(trace_path, start, end, out, no_rebase):
+@click.option("--sort", is_flag=True, help="sort out-of-order timestamps instead of failing")
+def slice_cmd(trace_path, start, end, out, no_rebase, sort):
     """Keep the requests of TRACE that arrive in [START, END)."""
     t = _traces()
-    trace = t.slice_window(t.read_trace(trace_path), start, end, rebase=not no_rebase)
+    trace = t.slice_window(t.read_trace(trace_path, sort=sort), start, end,
+                           rebase=not no_rebase)
     digest = trace.write(out)
     _report_written(trace, out, digest)
 
@@ -162,13 +168,14 @@ def slice_cmd(trace_path, start, end, out, no_rebase):
               help="multiply arrival times by this (2 = half the rate)")
 @click.option("--rate", type=float, default=None, help="target mean rate (req/s)")
 @click.option("--out", required=True, type=click.Path(dir_okay=False))
-def scale_cmd(trace_path, factor, rate, out):
+@click.option("--sort", is_flag=True, help="sort out-of-order timestamps instead of failing")
+def scale_cmd(trace_path, factor, rate, out, sort):
     """Rescale TRACE in time, by --factor or to a target --rate."""
     t = _traces()
     if (factor is None) == (rate is None):
         raise InputError("give exactly one of --factor and --rate", column="--factor/--rate",
                          fix="e.g. --rate 8 or --factor 0.5")
-    trace = t.read_trace(trace_path)
+    trace = t.read_trace(trace_path, sort=sort)
     trace = t.time_scale(trace, factor) if factor is not None else t.rescale_rate(trace, rate)
     digest = trace.write(out)
     _report_written(trace, out, digest)

@@ -20,14 +20,14 @@ _PNG_META = {"Software": None}
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, metadata=_PNG_META, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=90, metadata=_PNG_META)
     plt.close(fig)
     return buf.getvalue()
 
 
 def v_per_seed(per_seed: pd.DataFrame, policy: str) -> bytes:
     """V of the policy per seed against the matched-random band (min..max of draws, mean)."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
     x = np.arange(len(per_seed))
     lo, hi = per_seed.v_mr_min.to_numpy(float), per_seed.v_mr_max.to_numpy(float)
     has = np.isfinite(lo)
@@ -48,7 +48,7 @@ def v_per_seed(per_seed: pd.DataFrame, policy: str) -> bytes:
 def null_distribution(null: np.ndarray, observed: float, p_value: float,
                       alternative: str) -> bytes:
     """Histogram of the sign-flip null of mean(d) with the observed statistic."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.0))
+    fig, ax = plt.subplots(figsize=(6.4, 3.0), layout="constrained")
     null = np.asarray(null, dtype=float)
     bins = min(60, max(10, int(np.sqrt(null.size))))
     ax.hist(null, bins=bins, color="tab:gray", alpha=0.7)
@@ -62,7 +62,7 @@ def null_distribution(null: np.ndarray, observed: float, p_value: float,
 
 def exposure_scatter(runs: pd.DataFrame, policy: str, r2: float | None) -> bytes:
     """V against request-weighted exposure for the regime's runs; the claim's runs highlighted."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
     other = runs[(runs.policy != policy) & (runs.matched_to != policy)]
     mr = runs[(runs.role == "matched_random")
               & ((runs.matched_to == policy) | runs.matched_to.isna())]
@@ -84,7 +84,7 @@ def exposure_scatter(runs: pd.DataFrame, policy: str, r2: float | None) -> bytes
 def psi_fit(phi_table: pd.DataFrame, grid_phi: np.ndarray, grid_psi: np.ndarray,
             eps_cal: float) -> bytes:
     """(Phi, Vex) points of the regime's runs with the isotonic psi and a +-eps_cal band."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
     for role, marker, color in (("matched_random", "s", "tab:orange"),
                                 ("policy", "o", "tab:blue")):
         sub = phi_table[phi_table.role == role]

@@ -143,6 +143,8 @@ def write_reports(result, out_dir: Path, template_dir=None) -> None:
     out_dir = Path(out_dir)
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
+    for stale in fig_dir.glob("*.png"):      # figures of an earlier audit into the same DIR
+        stale.unlink()
     figures = build_figures(result)
     result.figures = {k: f"figures/{name}" for k, (name, _) in figures.items()}
     for name, png in {v[0]: v[1] for v in figures.values()}.items():

@@ -34,7 +34,7 @@ def e2e_latency(arrival_s, end_s, ok) -> np.ndarray:
 
 
 def ttft(arrival_s, first_token_s, ok) -> np.ndarray:
-    """Time to first token from the scheduled arrival: (n,) -> (n,), ``inf`` if failed or no token."""
+    """Time to first token from the scheduled arrival: (n,) -> (n,); ``inf`` if failed/no token."""
     first = _f(first_token_s)
     good = np.asarray(ok, dtype=bool) & np.isfinite(first)
     return np.where(good, first - _f(arrival_s), np.inf)
@@ -248,6 +248,21 @@ def in_flight(lo, hi, t) -> np.ndarray:
     t = _f(t)
     return (np.searchsorted(lo_sorted, t, side="right")
             - np.searchsorted(hi_sorted, t, side="right")).astype(np.int64)
+
+
+def step_rate(n_steps: int, first_start_s: float, last_end_s: float, merge_start,
+              merge_end) -> float:
+    """Inner steps per second of the time the trainer could step.
+
+    The steps' wall-clock extent ``[first_start_s, last_end_s]`` minus the merge windows
+    ((k,), (k,)) inside it, since a merge pauses inner steps: a no-sync run and a merging run
+    under the same training load get the same rate.  NaN without steps or time.
+    """
+    width = float(last_end_s) - float(first_start_s)
+    if not n_steps or not width > 0:
+        return float("nan")
+    free = width * (1.0 - time_exposure(merge_start, merge_end, (first_start_s, last_end_s)))
+    return float(n_steps) / free if free > 0 else float("nan")
 
 
 def clopper_pearson(k, n, confidence: float = 0.95):

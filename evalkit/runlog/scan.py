@@ -264,19 +264,16 @@ def _merge_windows(con, batch: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 
 def _step_rates(con, batch: pd.DataFrame) -> pd.DataFrame:
-    """``step_rate`` = steps / (last end - first start) for runs with steps.parquet, else NaN."""
+    """Step count and extent per run with steps.parquet (``metrics.step_rate`` uses them)."""
     files = [f for f in batch["steps_file"] if isinstance(f, str)]
     if not files:
-        return pd.DataFrame({"fid": batch["fid"].to_numpy(), "step_rate": np.nan})
+        return pd.DataFrame({"fid": batch["fid"].to_numpy(), "n_steps": 0,
+                             "first_s": np.nan, "last_s": np.nan})
     try:
         steps = con.execute(_STEP_SQL, {"files": files}).df()
     except duckdb.Error as exc:
         raise _duck_error(exc, files) from exc
-    width = steps["last_s"].to_numpy(float) - steps["first_s"].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        steps["step_rate"] = np.where((steps["n_steps"] > 0) & (width > 0),
-                                      steps["n_steps"] / width, np.nan)
-    return steps[["fid", "step_rate"]]
+    return steps[["fid", "n_steps", "first_s", "last_s"]]
 
 
 def _scan_batch(con, batch: pd.DataFrame) -> pd.DataFrame:
@@ -298,16 +295,19 @@ def _scan_batch(con, batch: pd.DataFrame) -> pd.DataFrame:
     span_end = np.minimum(agg["horizon_s"].to_numpy(float),
                           np.maximum(agg["last_end_s"].to_numpy(float),
                                      agg["last_arrival_s"].to_numpy(float)))
-    k_obs, t_exp = [], []
-    for fid, lo, hi in zip(agg["fid"], span_start, span_end):
+    k_obs, t_exp, rates = [], [], []
+    steps = agg[["n_steps", "first_s", "last_s"]].fillna({"n_steps": 0}).to_numpy(float)
+    for fid, lo, hi, (n_steps, first_s, last_s) in zip(agg["fid"], span_start, span_end, steps):
         s, e = raw.get(int(fid), (np.empty(0), np.empty(0)))
         k_obs.append(metrics.windows_observed(s, e, (lo, hi)))
         t_exp.append(metrics.time_exposure(s, e, (lo, hi)))
+        rates.append(metrics.step_rate(int(n_steps), first_s, last_s, s, e))
+    agg["step_rate"] = rates
     agg["k_total"] = [len(raw.get(int(f), (np.empty(0),))[0]) for f in agg["fid"]]
     agg["k_observed"] = np.asarray(k_obs, dtype=np.int64)
     agg["exposure_time"] = t_exp
     agg["span_start_s"], agg["span_end_s"] = span_start, span_end
-    return agg.drop(columns=["horizon_s", "merge_duration_s"])
+    return agg.drop(columns=["horizon_s", "merge_duration_s", "n_steps", "first_s", "last_s"])
 
 
 # ---------------------------------------------------------------- public

@@ -45,17 +45,10 @@ def _rate(times: np.ndarray) -> float:
 
 
 def _step_rate(steps: dict | None, merges: dict) -> float:
-    """Inner steps per second of time the trainer could step: the steps' wall-clock extent
-    minus the merge windows inside it (a merge pauses inner steps), so a no-sync run and a
-    merging run under the same training load have the same rate.  NaN without steps."""
     if steps is None or steps["end_s"].size == 0:
         return float("nan")
-    lo, hi = float(steps["start_s"].min()), float(steps["end_s"].max())
-    if not hi > lo:
-        return float("nan")
-    merging = m.time_exposure(merges["start_s"], merges["end_s"], (lo, hi)) * (hi - lo)
-    width = hi - lo - merging
-    return steps["end_s"].size / width if width > 0 else float("nan")
+    return m.step_rate(steps["end_s"].size, steps["start_s"].min(), steps["end_s"].max(),
+                       merges["start_s"], merges["end_s"])
 
 
 def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = None) -> dict:
@@ -166,13 +159,15 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     blocking = [p for p in report.errors if p.kind != "incomplete"]
     if blocking:
         first = blocking[0]
-        more = f" (+{len(blocking) - 1} more; run `evalkit validate {runs_dir}`)" if len(blocking) > 1 else ""
+        more = ""
+        if len(blocking) > 1:
+            more = f" (+{len(blocking) - 1} more; run `evalkit validate {runs_dir}`)"
         raise InputError(f"run {first.run}: {first.message}{more}", file=first.file,
                          column=first.column, fix=first.fix)
     if not rows:
         raise InputError(f"no complete runs to summarise ({len(report.excluded)} incomplete run(s) "
                          "excluded)", file=str(runs_dir),
-                         fix="rerun the incomplete runs, or pass --include-incomplete to inspect them")
+                         fix="rerun the incomplete runs (--include-incomplete to inspect them)")
     df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     df["draw"] = df["draw"].astype("Int64")
     df = df.sort_values("run_id", kind="stable").reset_index(drop=True)

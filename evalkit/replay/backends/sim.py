@@ -47,7 +47,7 @@ def replay(spec: ReplaySpec, trace, policy: Policy, *, progress=None) -> RunOutp
         "request_id": req["request_id"].to_numpy(dtype=np.int64), "arrival_s": arrival,
         "sent_s": sent, "first_token_s": sim.first_token, "end_s": sim.end,
         "prompt_tokens": prompt, "output_tokens": output, "ok": sim.ok,
-        "error": pd.array(sim.error, dtype=object)})
+        "error": sim.error})
     train_f, merge_f = cfg.slowdowns()
     effective = dict(cfg.as_dict(), slowdown_training=train_f, slowdown_merge=merge_f,
                      merge_duration_s=spec.merge_duration_s, h_min=spec.h_min,
@@ -120,25 +120,35 @@ class _Simulation:
 
     @property
     def error(self):
-        out = [None] * self.n
-        for pos, idx in enumerate(self.order):
-            out[idx] = self._error[pos]
+        out = np.empty(self.n, dtype=object)
+        out[self.order] = np.array(self._error, dtype=object)
         return out
 
+    @staticmethod
+    def _columns(rows, cols, dtypes):
+        if not rows:
+            return pd.DataFrame({c: np.empty(0, dtype=dtypes[c]) for c in cols})
+        return pd.DataFrame({c: np.asarray(v, dtype=dtypes[c])
+                             for c, v in zip(cols, zip(*rows))})
+
     def steps_frame(self):
-        cols = ["step", "start_s", "end_s", "loss", "tokens"]
-        return pd.DataFrame(self.rows_steps, columns=cols).astype(
-            {"step": "int64", "tokens": "int64"})
+        return self._columns(self.rows_steps, ["step", "start_s", "end_s", "loss", "tokens"],
+                             {"step": np.int64, "start_s": float, "end_s": float,
+                              "loss": float, "tokens": np.int64})
 
     def merges_frame(self):
-        cols = ["merge_idx", "start_s", "end_s", "inner_step", "bytes", "forced"]
-        return pd.DataFrame(self.rows_merges, columns=cols).astype(
-            {"merge_idx": "int64", "inner_step": "int64", "bytes": "int64", "forced": bool})
+        return self._columns(self.rows_merges,
+                             ["merge_idx", "start_s", "end_s", "inner_step", "bytes", "forced"],
+                             {"merge_idx": np.int64, "start_s": float, "end_s": float,
+                              "inner_step": np.int64, "bytes": np.int64, "forced": bool})
 
     def signals_frame(self):
-        cols = ["t_s", "queue_waiting", "queue_running", "pressure", "kv_used_frac", "in_merge"]
-        return pd.DataFrame(self.rows_signals, columns=cols).astype(
-            {"queue_waiting": "int64", "queue_running": "int64", "in_merge": bool})
+        return self._columns(self.rows_signals,
+                             ["t_s", "queue_waiting", "queue_running", "pressure",
+                              "kv_used_frac"],
+                             {"t_s": float, "queue_waiting": np.int64,
+                              "queue_running": np.int64, "pressure": float,
+                              "kv_used_frac": float})
 
     def decisions_frame(self):
         rows = self.rows_decisions
@@ -333,7 +343,7 @@ class _Simulation:
             pressure = min(1.0, max(kv_used / cfg.kv_capacity_tokens,
                                     (n_running + waiting) / cfg.max_batch))
             self.rows_signals.append((te, waiting, n_running, pressure,
-                                      kv_used / cfg.kv_capacity_tokens, False))
+                                      kv_used / cfg.kv_capacity_tokens))
             if self.planned or self.never or te + self.D > self.horizon:
                 continue
             spec = self.spec

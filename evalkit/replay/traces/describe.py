@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from evalkit.replay.traces.model import Trace
 
@@ -51,6 +50,7 @@ def interarrival_stats(arrival_s) -> dict:
     out["gamma_shape_moments"] = 1.0 / cv2 if cv2 > 0 else None
     pos = gaps[gaps > 0]
     if len(pos) >= 2 and np.ptp(pos) > 0:
+        from scipy import stats  # slow to import; only needed here
         shape, _, _ = stats.gamma.fit(pos, floc=0)
         out["gamma_shape_mle"] = float(shape)
     return out
@@ -69,7 +69,7 @@ def describe(trace: Trace, bin_s: float | None = None) -> dict:
     duration = trace.duration_s
     bin_s = nice_bin(duration) if bin_s is None else float(bin_s)
     edges, rates = binned_rate(t, duration, bin_s) if duration > 0 else (np.zeros(1), np.zeros(0))
-    mean_rate = trace.rate
+    mean_rate = trace.rate if np.isfinite(trace.rate) else None
     return {
         "name": trace.name,
         "sha256": trace.sha256,
@@ -79,7 +79,7 @@ def describe(trace: Trace, bin_s: float | None = None) -> dict:
         "rate_over_time": {"bin_s": bin_s, "rates": rates.tolist(),
                            "peak": float(rates.max()) if len(rates) else None,
                            "peak_to_mean": (float(rates.max() / mean_rate)
-                                            if len(rates) and mean_rate > 0 else None)},
+                                            if len(rates) and mean_rate else None)},
         "interarrival": interarrival_stats(t),
         "index_of_dispersion": {f"{w:g}s": index_of_dispersion(t, duration, w)
                                 for w in DISPERSION_WINDOWS_S},
@@ -123,12 +123,13 @@ def plot_trace(trace: Trace, path, description: dict | None = None) -> None:
     ax = fig.add_subplot(2, 1, 1)
     rates = np.asarray(rot["rates"])
     ax.stairs(rates, np.arange(len(rates) + 1) * rot["bin_s"])
-    ax.axhline(d["mean_rate"], color="grey", ls="--", lw=0.8, label="mean")
+    if d["mean_rate"] is not None:
+        ax.axhline(d["mean_rate"], color="grey", ls="--", lw=0.8, label="mean")
+        ax.legend(loc="upper right")
     ax.set_xlabel("time (s)")
     ax.set_ylabel(f"requests/s ({rot['bin_s']:g} s bins)")
     ax.set_title(f"{d['name']}: {d['n']} requests, CV² of gaps "
                  f"{d['interarrival']['cv2'] or float('nan'):.2f}")
-    ax.legend(loc="upper right")
     for i, col in enumerate(("prompt_tokens", "output_tokens")):
         ax = fig.add_subplot(2, 2, 3 + i)
         v = trace.requests[col].to_numpy()

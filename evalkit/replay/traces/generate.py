@@ -1,7 +1,7 @@
 """Seeded synthetic traces: arrival processes and token-length distributions.
 
-Arrival generators take ``rng`` (a ``numpy.random.Generator`` or an int seed) and
-return sorted arrival times, shape (n,), in ``[0, duration_s)``.  :func:`generate`
+Arrival generators take ``rng`` (a ``numpy.random.Generator`` or an int seed) or
+``seed`` and return sorted arrival times, shape (n,), in ``[0, duration_s)``.  :func:`generate`
 combines one of them with a length model and returns a :class:`Trace` whose
 ``meta`` records every parameter.  It draws arrivals and lengths from two
 independent streams (``SeedSequence(seed).spawn(2)``), so changing the length
@@ -19,7 +19,11 @@ from evalkit.errors import InputError
 from evalkit.replay.traces.model import Trace
 
 
-def as_rng(rng) -> np.random.Generator:
+def as_rng(rng=None, seed=None) -> np.random.Generator:
+    """A Generator from ``rng`` (Generator or int seed) or ``seed``; one is required."""
+    if rng is not None and seed is not None:
+        raise InputError("give rng or seed, not both", column="seed", fix="drop one of them")
+    rng = seed if rng is None else rng
     if isinstance(rng, np.random.Generator):
         return rng
     if rng is None:
@@ -32,7 +36,8 @@ def _positive(name: str, value, *, allow_zero: bool = False) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"must be a number, got {value!r}", column=name, fix=f"set {name}") from None
+        raise InputError(f"must be a number, got {value!r}", column=name,
+                         fix=f"set {name}") from None
     ok = v >= 0 if allow_zero else v > 0
     if not (ok and np.isfinite(v)):
         bound = ">= 0" if allow_zero else "> 0"
@@ -61,21 +66,22 @@ def _renewal(rate: float, shape: float, rng, *, duration_s: float | None = None,
     return times[times < duration_s]
 
 
-def poisson(rate: float, duration_s: float, *, rng) -> np.ndarray:
+def poisson(rate: float, duration_s: float, *, rng=None, seed=None) -> np.ndarray:
     """Homogeneous Poisson arrivals (identical to ``gamma_arrivals`` with burstiness 1)."""
-    return gamma_arrivals(rate, duration_s, 1.0, rng=rng)
+    return gamma_arrivals(rate, duration_s, 1.0, rng=as_rng(rng, seed))
 
 
-def gamma_arrivals(rate: float, duration_s: float, burstiness: float = 1.0, *, rng) -> np.ndarray:
+def gamma_arrivals(rate: float, duration_s: float, burstiness: float = 1.0, *, rng=None,
+                   seed=None) -> np.ndarray:
     """vLLM's bursty arrivals: gamma gaps with shape b, scale 1/(rate*b); CV² of gaps = 1/b."""
     rate = _positive("rate", rate)
     duration_s = _positive("duration_s", duration_s)
     b = _positive("burstiness", burstiness)
-    return _renewal(rate, b, as_rng(rng), duration_s=duration_s)
+    return _renewal(rate, b, as_rng(rng, seed), duration_s=duration_s)
 
 
 def piecewise_poisson(edges, rates, rng) -> np.ndarray:
-    """Poisson arrivals with rate ``rates[i]`` on ``[edges[i], edges[i+1])``; shapes (k+1,), (k,)."""
+    """Poisson arrivals, rate ``rates[i]`` on ``[edges[i], edges[i+1])``; shapes (k+1,), (k,)."""
     rng = as_rng(rng)
     edges = np.asarray(edges, dtype=np.float64)
     rates = np.asarray(rates, dtype=np.float64)
@@ -87,7 +93,7 @@ def piecewise_poisson(edges, rates, rng) -> np.ndarray:
 
 
 def square_wave(period_s: float, burst_s: float, quiet_rate: float, busy_rate: float,
-                duration_s: float, phase_s: float = 0.0, *, rng) -> np.ndarray:
+                duration_s: float, phase_s: float = 0.0, *, rng=None, seed=None) -> np.ndarray:
     """Periodic bursts: ``busy_rate`` on ``[phase + k*period, phase + k*period + burst)``."""
     period_s = _positive("period_s", period_s)
     burst_s = _positive("burst_s", burst_s)
@@ -99,7 +105,7 @@ def square_wave(period_s: float, burst_s: float, quiet_rate: float, busy_rate: f
                          column="burst_s", fix="use burst_s <= period_s")
     edges, rates = square_wave_schedule(period_s, burst_s, quiet_rate, busy_rate,
                                         duration_s, float(phase_s))
-    return piecewise_poisson(edges, rates, rng)
+    return piecewise_poisson(edges, rates, as_rng(rng, seed))
 
 
 def square_wave_schedule(period_s, burst_s, quiet_rate, busy_rate, duration_s, phase_s=0.0):
@@ -115,7 +121,8 @@ def square_wave_schedule(period_s, burst_s, quiet_rate, busy_rate, duration_s, p
 
 
 def mmpp_bursts(quiet_rate: float, busy_rate: float, mean_quiet_s: float, mean_burst_s: float,
-                duration_s: float, *, rng, details: dict | None = None) -> np.ndarray:
+                duration_s: float, *, rng=None, seed=None,
+                details: dict | None = None) -> np.ndarray:
     """Non-periodic bursts: a two-state Markov-modulated Poisson process.
 
     Dwell times are exponential (means ``mean_quiet_s`` and ``mean_burst_s``), so burst
@@ -127,7 +134,7 @@ def mmpp_bursts(quiet_rate: float, busy_rate: float, mean_quiet_s: float, mean_b
     mean_quiet_s = _positive("mean_quiet_s", mean_quiet_s)
     mean_burst_s = _positive("mean_burst_s", mean_burst_s)
     duration_s = _positive("duration_s", duration_s)
-    rng = as_rng(rng)
+    rng = as_rng(rng, seed)
     busy = bool(rng.random() < mean_burst_s / (mean_quiet_s + mean_burst_s))
     edges, states, t = [0.0], [], 0.0
     while t < duration_s:
@@ -149,6 +156,7 @@ ARRIVALS = {
     "square_wave": square_wave,
     "mmpp": mmpp_bursts,
 }
+KIND_ALIASES = {"gamma_arrivals": "gamma", "mmpp_bursts": "mmpp", "square": "square_wave"}
 
 
 # ----------------------------------------------------------------------------- lengths
@@ -157,7 +165,7 @@ ARRIVALS = {
 class Fixed:
     value: int
 
-    def sample(self, n: int, rng) -> np.ndarray:
+    def sample(self, n: int, rng=None) -> np.ndarray:
         return np.full(n, int(self.value), dtype=np.int64)
 
     def describe(self) -> dict:
@@ -173,6 +181,7 @@ class LogNormal:
     max: int | None = None
 
     def sample(self, n: int, rng) -> np.ndarray:
+        rng = as_rng(rng)
         x = np.rint(np.exp(rng.normal(np.log(self.median), self.sigma, size=n)))
         hi = np.inf if self.max is None else self.max
         return np.clip(x, self.min, hi).astype(np.int64)
@@ -190,7 +199,7 @@ class Resample:
     source: str = ""
 
     def sample(self, n: int, rng) -> np.ndarray:
-        return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, replace=True)
+        return as_rng(rng).choice(np.asarray(self.values, dtype=np.int64), size=n, replace=True)
 
     def describe(self) -> dict:
         return {"dist": "resample", "source": self.source, "pool_size": int(len(self.values))}
@@ -203,6 +212,7 @@ class Lengths:
     output: object
 
     def sample(self, n: int, rng):
+        rng = as_rng(rng)
         return self.prompt.sample(n, rng), self.output.sample(n, rng)
 
     def describe(self) -> dict:
@@ -217,7 +227,7 @@ class JointResample:
     source: str = ""
 
     def sample(self, n: int, rng):
-        idx = rng.integers(0, len(self.prompt), size=n)
+        idx = as_rng(rng).integers(0, len(self.prompt), size=n)
         return (np.asarray(self.prompt, dtype=np.int64)[idx],
                 np.asarray(self.output, dtype=np.int64)[idx])
 
@@ -298,12 +308,13 @@ def generate(kind: str, *, seed: int, lengths=None, name: str | None = None,
              **params) -> Trace:
     """A seeded synthetic trace.  ``kind`` is one of :data:`ARRIVALS`; ``params`` its arguments."""
     key = kind.replace("-", "_")
+    key = KIND_ALIASES.get(key, key)
     if key not in ARRIVALS:
         raise InputError(f"unknown trace kind {kind!r}", column="kind",
                          fix=f"use one of {', '.join(ARRIVALS)}")
     fn = ARRIVALS[key]
     sig = inspect.signature(fn)
-    accepted = [p for p in sig.parameters if p not in ("rng", "details")]
+    accepted = [p for p in sig.parameters if p not in ("rng", "seed", "details")]
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise InputError(f"unknown parameter(s) {unknown} for kind {key!r}", column=unknown[0],

@@ -30,7 +30,7 @@ META_KEY = b"evalkit.trace"
 _HASH_TAG = b"evalkit-trace-v1\n"
 
 
-@dataclass
+@dataclass(eq=False)
 class Trace:
     requests: pd.DataFrame
     name: str = "trace"
@@ -89,8 +89,23 @@ class Trace:
             meta.setdefault("ops", []).append(op)
         return Trace(requests.reset_index(drop=True), name=self.name, meta=meta)
 
+    def validate(self) -> None:
+        """Raise InputError unless the columns satisfy the data model (see module docstring)."""
+        missing = [c for c in COLUMNS if c not in self.requests.columns]
+        if missing:
+            raise InputError(f"trace {self.name!r} lacks columns {missing}", column=missing[0],
+                             fix=f"a trace has columns {', '.join(COLUMNS)}")
+        r = self.requests
+        validate_columns(r["arrival_s"], r["prompt_tokens"], r["output_tokens"],
+                         source=f"trace {self.name!r}")
+        if not np.array_equal(r["request_id"].to_numpy(), np.arange(len(r))):
+            raise InputError("request_id must be 0..n-1 in arrival order",
+                             file=f"trace {self.name!r}", column="request_id",
+                             fix="build traces with Trace.from_arrays")
+
     def write(self, path) -> str:
         """Write Parquet (meta as JSON in the key-value metadata) atomically; return sha256."""
+        self.validate()
         path = Path(path)
         digest = self.sha256
         table = pa.Table.from_pandas(self.requests[list(COLUMNS)], preserve_index=False)

@@ -15,7 +15,7 @@ def _renumber(df):
 
 
 def slice_window(trace: Trace, start_s: float, end_s: float, rebase: bool = True) -> Trace:
-    """Requests arriving in ``[start_s, end_s)``; with ``rebase`` times restart at 0 at ``start_s``."""
+    """Requests arriving in ``[start_s, end_s)``; ``rebase`` makes times restart at 0."""
     start_s, end_s = float(start_s), float(end_s)
     if not (np.isfinite(start_s) and np.isfinite(end_s)) or start_s < 0 or end_s <= start_s:
         raise InputError(f"window [{start_s}, {end_s}) is empty or invalid", column="start/end",

@@ -109,6 +109,19 @@ def detect_bucket(times) -> tuple[float, int]:
     return gap, int(counts.max())
 
 
+def grid_fraction(times, bucket: float) -> float | None:
+    """Share of gaps between distinct timestamps that are whole multiples of ``bucket``.
+
+    Near 1 for a quantised trace; well below 1 means the smallest gap is not the
+    quantum (e.g. irregular timestamps), so jitter of that width is too narrow.
+    """
+    values = np.unique(np.asarray(times, dtype=np.float64))
+    if len(values) < 2 or not bucket > 0:
+        return None
+    m = np.diff(values) / bucket
+    return float(np.mean(np.abs(m - np.rint(m)) < 0.01))
+
+
 def jitter_within_buckets(times, bucket: float, rng) -> np.ndarray:
     """Spread each timestamp uniformly over ``[t, t + bucket)``; shape (n,) -> (n,)."""
     return np.asarray(times, dtype=np.float64) + as_rng(rng).random(len(times)) * bucket
@@ -155,7 +168,8 @@ def read_mooncake(path, *, jitter: bool = True, seed: int = 0, sort: bool = Fals
         meta["repairs"] = repairs
     raw_t0 = float(arrival[0])
     bucket, max_ties = detect_bucket(arrival)
-    info = {"applied": False, "bucket_s": bucket, "max_requests_per_timestamp": max_ties}
+    info = {"applied": False, "bucket_s": bucket, "max_requests_per_timestamp": max_ties,
+            "on_grid_fraction": grid_fraction(arrival, bucket)}
     if jitter and max_ties > 1:
         if not np.isfinite(bucket):
             raise InputError("all timestamps are equal: the bucket size cannot be detected",

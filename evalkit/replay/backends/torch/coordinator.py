@@ -27,7 +27,8 @@ from evalkit.errors import InputError
 from evalkit.replay.backends.torch import client as cl
 from evalkit.replay.backends.torch.procs import Managed, free_port
 from evalkit.replay.backends.torch.trainer import CONTINUE, MERGE, STOP
-from evalkit.replay.policies.base import Corridor, DecisionState, RunContext
+from evalkit.replay.policies.base import DecisionState
+from evalkit.replay.policies.context import make_context, policy_seed
 from evalkit.replay.spec import RunOutput
 
 
@@ -218,7 +219,7 @@ class Trainer:
         self.conn, self.ready = box["conn"], box["msg"]
         return self.ready
 
-    def start(self, t0: float, ctx: RunContext, no_sync: bool, planned: bool) -> None:
+    def start(self, t0: float, ctx, no_sync: bool, planned: bool) -> None:
         self.t0, self.ctx, self.no_sync, self.planned = t0, ctx, no_sync, planned
         self.conn.send({"type": "go", "t0": t0})
         self.thread = threading.Thread(target=self._serve, name="policy", daemon=True)
@@ -227,13 +228,13 @@ class Trainer:
     # -- the policy loop -----------------------------------------------------------------
     def _serve(self) -> None:
         since, total, tokens_since = 0, 0, 0
-        last_start: float | None = None
         last_end: float | None = None
         loss_s: float | None = None
         loss_at_merge: float | None = None
         pending_forced: list[bool] = []
-        span0, span1 = self.ctx.span
-        lo, hi = self.ctx.corridor.min_gap_s, self.ctx.corridor.max_gap_s
+        plan = sorted(float(x) for x in np.asarray(self.policy.planned_starts)) \
+            if self.planned else []
+        plan_i = 0
         cap = float(self.cfg["pressure_capacity"])
         try:
             while True:
@@ -253,41 +254,44 @@ class Trainer:
                 if loss_at_merge is None:
                     loss_at_merge = loss_s
                 t = time.monotonic() - self.t0
-                action, label, score = CONTINUE, None, None
-                running = waiting = 0
+                action, label, score, info = CONTINUE, None, None, {}
+                running, waiting, arrivals = self.live.snapshot()
                 if self.stop_requested.is_set():
                     action = STOP
-                elif not self.no_sync and span0 <= t <= span1:
-                    ref = last_start if last_start is not None else span0
-                    running, waiting, arrivals = self.live.snapshot()
-                    forced = not self.planned and (since >= self.ctx.corridor.h_max
-                                                   or t - ref >= hi)
-                    if forced:
-                        action, label, score = MERGE, "forced", None
-                    elif since >= self.ctx.corridor.h_min and (last_start is None or t - last_start >= lo):
-                        state = DecisionState(
-                            t_s=t, steps_since_merge=since, total_steps=total,
-                            merges_done=len(self.merges) + len(pending_forced),
-                            last_merge_end_s=last_end, inner_step_s=self.ctx.inner_step_s,
-                            queue_waiting=waiting, queue_running=running,
-                            pressure=min(1.0, (running + waiting) / cap),
-                            loss_drop=float(loss_at_merge - loss_s),
-                            tokens_since_sync=tokens_since,
-                            staleness_s=t - (last_end if last_end is not None else 0.0),
-                            recent_arrivals=arrivals)
-                        d = self.policy.decide(state)
-                        action = MERGE if d.merge else CONTINUE
-                        label, score = ("merge" if d.merge else "defer"), d.score
-                    if since >= self.ctx.corridor.h_min or forced:
-                        if action == MERGE or label == "defer":
-                            self.decisions.append({
-                                "t_s": t, "step": since, "action": label,
-                                "score": None if score is None else float(score),
-                                "total_steps": total, "queue_running": running,
-                                "queue_waiting": waiting})
-                    if action == MERGE:
-                        pending_forced.append(label == "forced")
-                        since, tokens_since, last_start, loss_at_merge = 0, 0, t, loss_s
+                elif self.planned:
+                    # merge at the first step boundary at or after each planned start
+                    if plan_i < len(plan) and t >= plan[plan_i]:
+                        action, label = MERGE, "merge"
+                        plan_i += 1
+                elif self.no_sync or t + self.ctx.merge_duration_s > self.ctx.horizon_s:
+                    pass
+                elif since >= self.ctx.corridor.h_max:
+                    action, label = MERGE, "forced"
+                elif since >= self.ctx.corridor.h_min:
+                    state = DecisionState(
+                        t_s=t, steps_since_merge=since, total_steps=total,
+                        merges_done=len(self.merges) + len(pending_forced),
+                        last_merge_end_s=last_end, inner_step_s=self.ctx.inner_step_s,
+                        queue_waiting=waiting, queue_running=running,
+                        pressure=min(1.0, (running + waiting) / cap),
+                        loss_drop=float(loss_at_merge - loss_s),
+                        tokens_since_sync=tokens_since,
+                        staleness_s=t - (last_end if last_end is not None else 0.0),
+                        recent_arrivals=arrivals)
+                    d = self.policy.decide(state)
+                    action = MERGE if d.merge else CONTINUE
+                    label, score = ("merge" if d.merge else "defer"), d.score
+                    info = {k: v for k, v in (d.info or {}).items()
+                            if isinstance(v, (int, float, str, bool)) or v is None}
+                if label is not None:
+                    self.decisions.append({
+                        "t_s": t, "step": since, "action": label,
+                        "score": None if score is None else float(score),
+                        "planned": self.planned, "total_steps": total,
+                        "queue_running": running, "queue_waiting": waiting, **info})
+                if action == MERGE:
+                    pending_forced.append(label == "forced")
+                    since, tokens_since, loss_at_merge = 0, 0, loss_s
                 self.conn.send({"action": action})
         except (EOFError, OSError) as exc:
             self._fail(f"trainer rank 0 connection lost ({type(exc).__name__})")
@@ -406,23 +410,15 @@ def _run(spec, trace, policy, cfg, server, log_dir, progress, keep_trainer) -> R
                                  "server_model, or set capacity_check = false to overload")
         notes.append("overloaded: " + text)
 
-    no_sync = spec.role == "no_sync" or getattr(policy, "role", "") == "no_sync"
-    lo, hi = spec.gaps()
-    corridor = Corridor(int(spec.h_min), int(spec.h_max), lo, hi)
-    first = float(requests["arrival_s"].min()) if len(requests) else 0.0
-    span = (first, float(spec.horizon_s) - float(spec.merge_duration_s))
-    draw = 0 if spec.draw is None else int(spec.draw)
-    rng = np.random.default_rng([int(spec.seed), draw])
-    future = None
-    if getattr(policy, "oracle", False):
-        per_tok = 1.0 / max(1e-9, cap["capacity_tokens_per_s"] / max(1, cfg["max_batch"]))
-        future = requests.assign(expected_end_s=requests["arrival_s"]
-                                 + requests["output_tokens"] * per_tok)
-    ctx = RunContext(seed=int(spec.seed), rng=rng, merge_duration_s=float(spec.merge_duration_s),
-                     corridor=corridor, span=span, horizon_s=float(spec.horizon_s),
-                     inner_step_s=float(ready["warmup_step_s"]), future_requests=future,
-                     reference_k=spec.reference_k, reference_run_id=spec.reference_run_id,
-                     extra={"backend": spec.backend})
+    no_sync = (spec.role == "no_sync" or getattr(policy, "role", "") == "no_sync"
+               or bool(getattr(policy, "never_merges", False)))
+    ctx = make_context(spec, trace, policy, inner_step_s=float(ready["warmup_step_s"]))
+    if getattr(policy, "oracle", False) and ctx.future_requests is None:
+        per_tok = float(cfg["max_batch"]) / max(1e-9, cap["capacity_tokens_per_s"])
+        ctx.future_requests = requests.assign(
+            expected_end_s=requests["arrival_s"] + requests["output_tokens"] * per_tok)
+        notes.append("oracle request ends estimated from the measured per-token time")
+    ctx.extra["backend"] = spec.backend
     policy.reset(ctx)
     planned = getattr(policy, "planned_starts", None) is not None
     bodies, truncated = cl.request_bodies(requests, server.model, spec.seed,
@@ -534,7 +530,6 @@ def _output(spec, cfg, requests, recs, trainer, signal_rows, effective, notes, e
         step_s = float(np.median(steps["end_s"] - steps["start_s"]))
     return RunOutput(requests=req, merges=merges, steps=steps, signals=signals,
                      decisions=decisions, effective=effective,
-                     rng_seeds={"trainer": int(spec.seed), "policy": int(spec.seed),
-                                "policy_draw": 0 if spec.draw is None else int(spec.draw),
-                                "prompts": int(spec.seed)},
+                     rng_seeds={"trainer": int(spec.seed), "policy": policy_seed(spec),
+                                "prompts": int(spec.seed), "sidecar_weights": 12345},
                      inner_step_s=step_s, complete=error is None, error=error, notes=notes)

@@ -330,8 +330,12 @@ def main(argv=None) -> int:
     thread = threading.Thread(target=engine.run, name="engine", daemon=True)
     thread.start()
     print(f"sidecar: serving {cfg.get('model_name')} on {args.host}:{args.port}", flush=True)
+    import os
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))   # nothing to flush: stop at once
     web.run_app(make_app(engine, cfg.get("model_name", "evalkit-sidecar")), host=args.host,
-                port=args.port, print=None, access_log=None, handle_signals=True)
+                port=args.port, print=None, access_log=None, handle_signals=False,
+                shutdown_timeout=1.0)
     engine.stop.set()
     return 0
 
