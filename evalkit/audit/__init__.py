@@ -116,7 +116,9 @@ class AuditResult:
                     "n_runs": len(ev.phi_table)},
                 "psi_reason": ev.psi_reason,
                 "exposure_regression": None if reg is None else {
-                    "r2": reg.r2, "explains_v": bool(reg.explains_v)},
+                    "r2": reg.r_squared, "slope": reg.slope, "p_value": reg.p_value,
+                    "n_runs": reg.n, "explains_v": bool(reg.explains_v),
+                    "threshold": reg.threshold},
                 "exposure_reason": reg_reason,
             }
         transfer = {}

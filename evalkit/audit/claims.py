@@ -112,10 +112,11 @@ class RegimeEvidence:
         from evalkit.stats import exposure_regression
 
         try:
-            return exposure_regression(runs.violation_rate.to_numpy(float),
-                                       runs.exposure_requests.to_numpy(float)), ""
+            res = exposure_regression(runs.violation_rate.to_numpy(float),
+                                      runs.exposure_requests.to_numpy(float))
         except (NotEstimable, InputError) as exc:
             return None, f"not evaluable: {exc.message}"
+        return (res, "") if res.estimable else (None, f"not evaluable: {res.reason}")
 
 
 class TransferEvidence:

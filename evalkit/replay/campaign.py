@@ -269,12 +269,16 @@ def _parse_trace(trace: dict, path, text, horizon) -> dict:
     if "path" in trace:
         _unknown(path, text, trace, TRACE_FILE_KEYS, "trace")
         return dict(trace)
-    from evalkit.replay.traces import ARRIVALS
+    from evalkit.replay.traces.generate import ARRIVALS, KIND_ALIASES
     kind = trace["generator"]
-    if kind not in ARRIVALS:
+    # the spellings evalkit.replay.traces.generate() accepts ("square-wave", "mmpp_bursts")
+    key = kind.replace("-", "_") if isinstance(kind, str) else kind
+    key = KIND_ALIASES.get(key, key) if isinstance(key, str) else key
+    if key not in ARRIVALS:
         raise _err(path, text, "generator", f"unknown trace generator {kind!r}",
                    f"use one of {', '.join(ARRIVALS)}", where="trace")
     out = dict(trace)
+    out["generator"] = key          # canonical, so equivalent spellings fingerprint alike
     out.setdefault("duration_s", horizon)
     return out
 
@@ -316,3 +320,81 @@ def plan_campaign(camp: Campaign) -> list[Job]:
                                 seed, pe, draw=d, depends_on=[ref], k_from_run=ref,
                                 intervals_from_run=None))
     return jobs
+
+
+# ----------------------------------------------------------------------------- shards
+
+@dataclass(frozen=True)
+class Shard:
+    index: int              # 0-based, as Slurm's SLURM_ARRAY_TASK_ID with --array=0-(N-1)
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> Shard:
+    """``"I/N"`` with 0 <= I < N; anything else is an InputError naming ``--shard``."""
+    m = re.fullmatch(r"\s*(-?\d+)\s*/\s*(-?\d+)\s*", str(text))
+    fix = "write --shard I/N with 0 <= I < N, e.g. --shard 0/8 ... --shard 7/8 " \
+          "(Slurm: --shard ${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT} with --array=0-7)"
+    if not m:
+        raise InputError(f"malformed shard spec {text!r}", column="--shard", fix=fix)
+    i, n = int(m.group(1)), int(m.group(2))
+    if n < 1:
+        raise InputError(f"shard count must be >= 1, got {n}", column="--shard", fix=fix)
+    if not 0 <= i < n:
+        raise InputError(f"shard index {i} is out of range for {n} shards (indices are "
+                         f"0..{n - 1})", column="--shard", fix=fix)
+    return Shard(i, n)
+
+
+def dependency_groups(jobs: list[Job]) -> list[list[Job]]:
+    """Jobs joined by dependencies (in plan order), groups ordered by their first job.
+
+    A policy run and its matched-random draws form one group; a ``calibrated_offline`` run
+    joins the group of the no-sync run and the policy run it takes K from (same seed).
+    """
+    parent = {j.run_id: j.run_id for j in jobs}
+
+    def root(r: str) -> str:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    for j in jobs:
+        for d in j.depends_on:
+            if d in parent:
+                a, b = root(j.run_id), root(d)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    groups: dict[str, list[Job]] = {}
+    for j in jobs:
+        groups.setdefault(root(j.run_id), []).append(j)
+    return list(groups.values())
+
+
+def _stable_key(run_id: str) -> str:
+    return hashlib.sha256(run_id.encode()).hexdigest()
+
+
+def shard_jobs(jobs: list[Job], shard: Shard) -> list[Job]:
+    """The jobs of one shard: a deterministic partition of the plan by dependency group.
+
+    Each group (see :func:`dependency_groups`) goes whole to one shard, so every
+    matched-random draw runs in the same shard as its reference run, after it.  Groups are
+    dealt largest first (ties broken by a hash of the group's first run id) to the shard
+    with the fewest jobs so far (ties: lowest index), so shards are balanced and the
+    assignment depends only on the campaign.  Plan order is kept within the shard.
+    """
+    groups = dependency_groups(jobs)
+    order = sorted(groups, key=lambda g: (-len(g), _stable_key(g[0].run_id)))
+    load = [0] * shard.count
+    mine: set[str] = set()
+    for g in order:
+        target = min(range(shard.count), key=lambda s: (load[s], s))
+        load[target] += len(g)
+        if target == shard.index:
+            mine.update(j.run_id for j in g)
+    return [j for j in jobs if j.run_id in mine]

@@ -14,11 +14,13 @@ incomplete or stale one is redone.  Each run is written atomically by the runner
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import hashlib
 import json
 import shutil
 import sys
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -27,7 +29,9 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.replay.campaign import Campaign, Job, load_campaign, plan_campaign
+from evalkit.replay.campaign import Campaign, Job, Shard, load_campaign, plan_campaign, shard_jobs
+from evalkit.replay.executors import (PoolExecutor, RayExecutor,  # noqa: F401 - re-exported
+                                      SerialExecutor, make_executor)
 from evalkit.replay.runner import check_trace, run_one
 from evalkit.runlog.io import read_meta, read_table
 
@@ -47,6 +51,7 @@ class SweepSummary:
     outcomes: list[JobOutcome] = field(default_factory=list)
     seconds: float = 0.0
     runs_dir: Path | None = None
+    shard: Shard | None = None
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -56,7 +61,9 @@ class SweepSummary:
         return self.count("failed") == 0 and self.count("blocked") == 0
 
     def format(self) -> str:
-        lines = [f"{len(self.outcomes)} jobs in {self.seconds:.1f} s: {self.count('ran')} ran, "
+        part = f"shard {self.shard}: " if self.shard else ""
+        lines = [f"{part}{len(self.outcomes)} jobs in {self.seconds:.1f} s: "
+                 f"{self.count('ran')} ran, "
                  f"{self.count('skipped')} skipped (already complete), "
                  f"{self.count('failed')} failed, {self.count('blocked')} blocked"
                  f" -> {self.runs_dir}"]
@@ -93,8 +100,29 @@ def _load_file_trace(path: str, fmt: str, sort: bool):
     return import_trace(path, fmt, sort=sort)
 
 
+_TRACES: OrderedDict = OrderedDict()
+_TRACES_MAX = 8
+
+
 def build_trace(camp: Campaign, seed: int):
-    """The request trace of one seed (generator traces are seeded; file traces are shared)."""
+    """The request trace of one seed (generator traces are seeded; file traces are shared).
+
+    Cached per process by (trace spec, campaign file, seed): a sweep runs every job of a
+    seed on the same trace, so a worker builds it once.  Callers must not modify it.
+    """
+    key = (json.dumps(camp.trace, sort_keys=True, default=str), str(camp.path), int(seed))
+    hit = _TRACES.get(key)
+    if hit is not None:
+        _TRACES.move_to_end(key)
+        return hit
+    trace = _build_trace(camp, seed)
+    _TRACES[key] = trace
+    while len(_TRACES) > _TRACES_MAX:
+        _TRACES.popitem(last=False)
+    return trace
+
+
+def _build_trace(camp: Campaign, seed: int):
     from evalkit.replay import traces as T
 
     spec = dict(camp.trace)
@@ -121,8 +149,8 @@ def build_trace(camp: Campaign, seed: int):
                                spec.get("end_s", float(trace.arrival_s[-1]) + 1.0))
     if "time_scale" in spec:
         trace = T.time_scale(trace, spec["time_scale"])
-    if "name" in spec:
-        trace.name = str(spec["name"])
+    if "name" in spec:                  # a copy: the loaded trace is cached and shared
+        trace = dataclasses.replace(trace, name=str(spec["name"]))
     return trace
 
 
@@ -219,58 +247,6 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
     return JobOutcome(job.run_id, "ran", f"K={res.k_observed}", time.perf_counter() - t0)
 
 
-# ----------------------------------------------------------------------------- executors
-
-class SerialExecutor:
-    """Runs each job in this process when it is submitted."""
-
-    def submit(self, fn, *args) -> cf.Future:
-        fut: cf.Future = cf.Future()
-        try:
-            fut.set_result(fn(*args))
-        except BaseException as exc:        # noqa: BLE001 - surfaced by the scheduler
-            fut.set_exception(exc)
-        return fut
-
-    def shutdown(self) -> None:
-        pass
-
-
-_WORKER_CAMPAIGN: Campaign | None = None
-
-
-def _init_worker(camp: Campaign) -> None:
-    global _WORKER_CAMPAIGN
-    _WORKER_CAMPAIGN = camp
-
-
-def _worker_job(job: Job, runs_dir: str) -> JobOutcome:
-    return execute_job(_WORKER_CAMPAIGN, job, runs_dir)
-
-
-class PoolExecutor:
-    """A local process pool; the campaign is sent once per worker."""
-
-    def __init__(self, camp: Campaign, n_jobs: int):
-        import multiprocessing as mp
-
-        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-        self.pool = cf.ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx,
-                                           initializer=_init_worker, initargs=(camp,))
-
-    def submit(self, fn, *args) -> cf.Future:
-        if fn is execute_job:                 # drop the campaign argument: workers hold it
-            return self.pool.submit(_worker_job, args[1], str(args[2]))
-        return self.pool.submit(fn, *args)
-
-    def shutdown(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def make_executor(camp: Campaign, n_jobs: int):
-    return SerialExecutor() if n_jobs <= 1 else PoolExecutor(camp, n_jobs)
-
-
 # ----------------------------------------------------------------------------- campaign
 
 def preflight(camp: Campaign, jobs: list[Job]) -> None:
@@ -287,45 +263,36 @@ def _clean_temporaries(runs_dir: Path, jobs: list[Job]) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def run_campaign(campaign, runs_dir, *, n_jobs: int = 1, executor=None,
-                 progress: bool | None = None, jobs: list[Job] | None = None) -> SweepSummary:
-    """Run (or resume) a campaign into ``runs_dir``; returns what ran, was skipped or failed."""
+def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
+                 progress: bool | None = None, jobs: list[Job] | None = None,
+                 shard: Shard | None = None, executor_kind: str = "local",
+                 address: str | None = None, cpus_per_task: float | None = None,
+                 gpus_per_task: float | None = None) -> SweepSummary:
+    """Run (or resume) a campaign into ``runs_dir``; returns what ran, was skipped or failed.
+
+    ``jobs``: a filtered plan (default: the whole plan); ``shard``: only that part of it
+    (:func:`~evalkit.replay.campaign.shard_jobs`).  ``executor``: any object with
+    ``submit``/``shutdown``, else one made by :func:`~evalkit.replay.executors.make_executor`
+    from ``executor_kind``, ``n_jobs``, ``address`` and the per-task resources.
+    """
     from tqdm.auto import tqdm
 
     camp = campaign if isinstance(campaign, Campaign) else load_campaign(campaign)
     jobs = plan_campaign(camp) if jobs is None else jobs
+    if shard is not None:
+        jobs = shard_jobs(jobs, shard)
     preflight(camp, jobs)
+    ex = executor or make_executor(camp, n_jobs, kind=executor_kind, address=address,
+                                   cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     runs_dir = Path(runs_dir)
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    _clean_temporaries(runs_dir, jobs)
     t0 = time.perf_counter()
-    ex = executor or make_executor(camp, n_jobs)
-    summary = SweepSummary(runs_dir=runs_dir)
-    pending = {j.run_id: j for j in jobs}
-    finished: set[str] = set()
-    running: dict[cf.Future, Job] = {}
+    summary = SweepSummary(runs_dir=runs_dir, shard=shard)
     bar = tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
                disable=(not sys.stderr.isatty()) if progress is None else not progress)
     try:
-        while pending or running:
-            ready = [j for j in pending.values()
-                     if all(d in finished or d not in pending and d not in
-                            {r.run_id for r in running.values()} for d in j.depends_on)]
-            for job in ready:
-                del pending[job.run_id]
-                running[ex.submit(execute_job, camp, job, runs_dir)] = job
-            if not running:
-                break
-            done, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
-            for fut in done:
-                job = running.pop(fut)
-                try:
-                    outcome = fut.result()
-                except Exception as exc:          # a crash outside the job's own handling
-                    outcome = JobOutcome(job.run_id, "failed", f"{type(exc).__name__}: {exc}")
-                summary.outcomes.append(outcome)
-                finished.add(job.run_id)
-                bar.update(1)
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        _clean_temporaries(runs_dir, jobs)
+        _schedule(camp, jobs, runs_dir, ex, summary, bar)
     finally:
         bar.close()
         ex.shutdown()
@@ -333,3 +300,130 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int = 1, executor=None,
     summary.outcomes.sort(key=lambda o: order.get(o.run_id, 0))
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _blocked_by(job: Job, dep: str, outcome: JobOutcome) -> JobOutcome:
+    what = ("reference run" if dep == job.k_from_run else
+            "no-sync run" if dep == job.intervals_from_run else "dependency")
+    first = (outcome.message or "").splitlines()[0] if outcome.message else ""
+    skip = "; its matched-random draws are skipped" if job.kind == "matched_random" else ""
+    return JobOutcome(job.run_id, "blocked",
+                      f"{what} {dep} {outcome.status}{': ' + first if first else ''}{skip}")
+
+
+def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: SweepSummary,
+              bar) -> None:
+    """Submit each job once its dependencies in ``jobs`` have finished (earliest in plan first).
+
+    A job whose dependency failed or was blocked is reported blocked without being submitted;
+    one already complete with this campaign's fingerprint is skipped without being submitted.
+    Dependencies outside ``jobs`` (another shard, an earlier sweep) are read from disk by
+    :func:`execute_job`.
+    """
+    import heapq
+
+    index = {j.run_id: i for i, j in enumerate(jobs)}
+    waiting = {j.run_id: {d for d in j.depends_on if d in index} for j in jobs}
+    dependents: dict[str, list[str]] = {}
+    for rid, deps in waiting.items():
+        for d in deps:
+            dependents.setdefault(d, []).append(rid)
+    ready = [index[r] for r, deps in waiting.items() if not deps]
+    heapq.heapify(ready)
+    outcomes: dict[str, JobOutcome] = {}
+    running: dict[cf.Future, Job] = {}
+    cap = getattr(ex, "max_in_flight", None)
+
+    def finish(outcome: JobOutcome) -> None:
+        outcomes[outcome.run_id] = outcome
+        summary.outcomes.append(outcome)
+        bar.update(1)
+        for rid in dependents.get(outcome.run_id, ()):
+            waiting[rid].discard(outcome.run_id)
+            if not waiting[rid]:
+                heapq.heappush(ready, index[rid])
+
+    while ready or running:
+        while ready and (cap is None or len(running) < cap):
+            job = jobs[heapq.heappop(ready)]
+            bad = [d for d in job.depends_on
+                   if d in outcomes and outcomes[d].status in ("failed", "blocked")]
+            if bad:
+                finish(_blocked_by(job, bad[0], outcomes[bad[0]]))
+            elif _is_done(runs_dir / job.run_id, job_fingerprint(camp, job)):
+                finish(JobOutcome(job.run_id, "skipped"))
+            else:
+                running[ex.submit(execute_job, camp, job, runs_dir)] = job
+        if not running:
+            continue
+        done, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+        for fut in done:
+            job = running.pop(fut)
+            try:
+                outcome = fut.result()
+            except Exception as exc:          # a crash outside the job's own handling
+                outcome = JobOutcome(job.run_id, "failed", f"{type(exc).__name__}: {exc}")
+            finish(outcome)
+
+
+# ----------------------------------------------------------------------------- check
+
+@dataclass
+class RunState:
+    run_id: str
+    state: str              # "complete" | "missing" | "incomplete" | "stale"
+    detail: str = ""
+
+
+@dataclass
+class CheckReport:
+    """What ``evalkit sweep --check`` found for each planned run (of one shard, if given)."""
+
+    states: list[RunState]
+    runs_dir: Path
+    shard: Shard | None = None
+
+    @property
+    def missing(self) -> list[RunState]:
+        return [s for s in self.states if s.state != "complete"]
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def format(self) -> str:
+        part = f"shard {self.shard}: " if self.shard else ""
+        n, bad = len(self.states), self.missing
+        lines = [f"{part}{n - len(bad)} of {n} runs complete in {self.runs_dir}"
+                 + (f"; {len(bad)} to run:" if bad else "")]
+        for s in bad:
+            lines.append(f"  {s.state:<10} {s.run_id}" + (f"  ({s.detail})" if s.detail else ""))
+        return "\n".join(lines)
+
+
+def run_state(camp: Campaign, job: Job, runs_dir: Path) -> RunState:
+    d = runs_dir / job.run_id
+    try:
+        meta = json.loads((d / "run.json").read_text())
+    except FileNotFoundError:
+        return RunState(job.run_id, "missing")
+    except (OSError, ValueError) as exc:
+        return RunState(job.run_id, "incomplete", f"unreadable run.json: {exc}")
+    if not meta.get("complete"):
+        err = str(meta.get("error") or "").splitlines()
+        return RunState(job.run_id, "incomplete", err[0][:200] if err else "")
+    req = (meta.get("settings") or {}).get("requested") or {}
+    if req.get("campaign_fingerprint") != job_fingerprint(camp, job):
+        return RunState(job.run_id, "stale", "written under different campaign settings")
+    return RunState(job.run_id, "complete")
+
+
+def check_campaign(campaign, runs_dir, *, jobs: list[Job] | None = None,
+                   shard: Shard | None = None) -> CheckReport:
+    """The state of every planned run (missing, incomplete, stale or complete); writes nothing."""
+    camp = campaign if isinstance(campaign, Campaign) else load_campaign(campaign)
+    jobs = plan_campaign(camp) if jobs is None else jobs
+    if shard is not None:
+        jobs = shard_jobs(jobs, shard)
+    runs_dir = Path(runs_dir)
+    return CheckReport([run_state(camp, j, runs_dir) for j in jobs], runs_dir, shard)

@@ -20,7 +20,7 @@ _PNG_META = {"Software": None}
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, metadata=_PNG_META)
+    fig.savefig(buf, format="png", dpi=80, metadata=_PNG_META)
     plt.close(fig)
     return buf.getvalue()
 
@@ -60,18 +60,15 @@ def null_distribution(null: np.ndarray, observed: float, p_value: float,
     return _png(fig)
 
 
-def exposure_scatter(runs: pd.DataFrame, policy: str, r2: float | None) -> bytes:
-    """V against request-weighted exposure for the regime's runs; the claim's runs highlighted."""
+def exposure_scatter(runs: pd.DataFrame, r2: float | None) -> bytes:
+    """V against request-weighted exposure for a regime's merging runs, one colour a policy
+    (matched-random draws grey)."""
     fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
-    other = runs[(runs.policy != policy) & (runs.matched_to != policy)]
-    mr = runs[(runs.role == "matched_random")
-              & ((runs.matched_to == policy) | runs.matched_to.isna())]
-    mine = runs[(runs.policy == policy) & (runs.role == "policy")]
-    ax.plot(other.exposure_requests, other.violation_rate, ".", color="tab:gray", alpha=0.5,
-            label="other runs")
-    ax.plot(mr.exposure_requests, mr.violation_rate, "s", color="tab:orange", ms=4, alpha=0.7,
+    mr = runs[runs.role == "matched_random"]
+    ax.plot(mr.exposure_requests, mr.violation_rate, "s", color="tab:gray", ms=4, alpha=0.6,
             label="matched random")
-    ax.plot(mine.exposure_requests, mine.violation_rate, "o", color="tab:blue", label=policy)
+    for policy, sub in runs[runs.role == "policy"].groupby("policy", sort=True):
+        ax.plot(sub.exposure_requests, sub.violation_rate, "o", ms=5, label=str(policy))
     title = "V vs exposure" + (f" (OLS R^2 = {r2:.3f})" if r2 is not None else "")
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("request-weighted exposure (share of requests overlapping a merge)")

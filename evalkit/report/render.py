@@ -66,7 +66,7 @@ def _slug(name: str) -> str:
 def build_figures(result) -> dict:
     """``{key: (file name, png bytes)}``; keys are ``"<regime>\\0<policy>/<kind>"``."""
     out = {}
-    psi_done: dict = {}
+    done: dict = {}            # regime-level figures, drawn once
     for c in result.claims:
         base = f"{_slug(c.regime)}__{_slug(c.policy)}"
         key = f"{c.regime}\0{c.policy}"
@@ -82,17 +82,20 @@ def build_figures(result) -> dict:
         ev = c.ctx.regime_evidence
         runs = ev.runs[ev.runs.role != "no_sync"]
         if np.isfinite(runs.exposure_requests.astype(float)).any():
-            reg = ev.exposure[0]
-            out[f"{key}/exposure"] = (f"{base}__exposure.png", figs.exposure_scatter(
-                runs, c.policy, None if reg is None else float(reg.r2)))
+            if ("exposure", c.regime) not in done:
+                reg = ev.exposure[0]
+                done["exposure", c.regime] = (f"{_slug(c.regime)}__exposure.png",
+                                              figs.exposure_scatter(
+                                                  runs, None if reg is None else float(reg.r_squared)))
+            out[f"{key}/exposure"] = done["exposure", c.regime]
         if ev.psi is not None:
-            if c.regime not in psi_done:
+            if ("psi", c.regime) not in done:
                 table = ev.phi_table
                 grid = np.linspace(0.0, float(table.phi.max()) * 1.05 + 1e-9, 200)
-                psi_done[c.regime] = (f"{_slug(c.regime)}__psi.png", figs.psi_fit(
+                done["psi", c.regime] = (f"{_slug(c.regime)}__psi.png", figs.psi_fit(
                     table, grid, np.asarray(ev.psi.predict(grid), dtype=float),
                     float(ev.psi.eps_cal)))
-            out[f"{key}/psi"] = psi_done[c.regime]
+            out[f"{key}/psi"] = done["psi", c.regime]
     return out
 
 

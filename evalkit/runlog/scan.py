@@ -36,7 +36,9 @@ REQUEST_COLUMNS = ("arrival_s", "sent_s", "first_token_s", "end_s", "prompt_toke
                    "output_tokens", "ok")
 MERGE_COLUMNS = ("start_s", "end_s")
 BATCH_ROWS = 4_000_000      # request rows per DuckDB query: bounds memory of the quantiles
-QUANTILES = (0.5, 0.95, 0.99)
+# DuckDB errors that come from the files (others are bugs and propagate unchanged)
+DATA_ERRORS = (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException,
+               duckdb.BinderException)
 
 
 # ---------------------------------------------------------------- run discovery / checks
@@ -140,16 +142,27 @@ def _slo(slo: dict, key: str, run_dir: Path, optional: bool = False) -> float:
 
 # ---------------------------------------------------------------- SQL
 
-_REQUEST_SQL = """
+def _request_sql(n_candidates: int) -> str:
+    """Per-run aggregates of one batch.  ``file_index`` numbers ``$files`` = batch ``fid``.
+
+    Exposure: ``lookup`` maps (fid, bucket of lo) to ``n_candidates`` consecutive union
+    windows that include the first window ending after any ``lo`` of that bucket
+    (see :func:`_window_lookup`); the first candidate with ``lo < we`` is metrics'
+    ``searchsorted(we, lo, "right")`` window, and the request is exposed iff its ``ws < hi``.
+    """
+    cases = " ".join(f"WHEN lo < l.we{i} THEN l.ws{i}" for i in range(n_candidates))
+    next_ws = f"CASE {cases} ELSE 'inf'::DOUBLE END" if n_candidates else "'inf'::DOUBLE"
+    return f"""
 WITH q AS (
     SELECT r.fid, r.slo_e2e_s, r.slo_ttft_s, r.slo_tpot_s, r.horizon_s,
+           r.origin_s, r.bucket_s, r.n_buckets,
            t.arrival_s, t.sent_s, t.first_token_s, t.end_s, t.prompt_tokens, t.output_tokens,
            coalesce(t.ok, false) AS ok,
            coalesce(t.ok AND isfinite(t.end_s), false) AS done,
            coalesce(t.ok AND isfinite(t.first_token_s), false) AS has_first,
            coalesce(isfinite(t.end_s), false) AS has_end
-    FROM read_parquet($files, filename = true, union_by_name = true) AS t
-    JOIN batch_runs AS r ON t.filename = r.requests_file
+    FROM read_parquet($files, union_by_name = true) AS t
+    JOIN batch_runs AS r ON t.file_index = r.fid
 ), m AS (
     SELECT fid,
            CASE WHEN done THEN end_s - arrival_s ELSE 'inf'::DOUBLE END AS latency,
@@ -162,11 +175,14 @@ WITH q AS (
            CASE WHEN has_end THEN end_s ELSE greatest(horizon_s, sent_s) END AS hi,
            CASE WHEN has_end THEN end_s ELSE horizon_s END AS span_end,
            done, ok, arrival_s, sent_s, prompt_tokens, output_tokens,
-           slo_e2e_s, slo_ttft_s, slo_tpot_s, horizon_s
+           slo_e2e_s, slo_ttft_s, slo_tpot_s, origin_s, bucket_s, n_buckets
     FROM q
 ), x AS (
-    SELECT m.*, (w.ws IS NOT NULL AND w.ws < m.hi) AS exposed
-    FROM m ASOF LEFT JOIN windows AS w ON m.fid = w.fid AND m.lo < w.we
+    SELECT m.*, coalesce({next_ws} < hi, false) AS exposed
+    FROM m LEFT JOIN lookup AS l
+      ON l.fid = m.fid
+     AND l.bucket = least(greatest(floor((m.lo - m.origin_s) / m.bucket_s), 0),
+                          m.n_buckets - 1)::BIGINT
 )
 SELECT fid,
        count(*) AS n_requests,
@@ -191,17 +207,18 @@ FROM x
 GROUP BY fid
 """
 
+
 _STEP_SQL = """
 SELECT r.fid, count(*) AS n_steps, min(t.start_s) AS first_s, max(t.end_s) AS last_s
-FROM read_parquet($files, filename = true, union_by_name = true) AS t
-JOIN batch_runs AS r ON t.filename = r.steps_file
+FROM read_parquet($files, union_by_name = true) AS t
+JOIN step_files AS r ON t.file_index = r.i
 GROUP BY r.fid
 """
 
 _MERGE_SQL = """
 SELECT r.fid, t.start_s, t.end_s
-FROM read_parquet($files, filename = true, union_by_name = true) AS t
-JOIN batch_runs AS r ON t.filename = r.merges_file
+FROM read_parquet($files, union_by_name = true) AS t
+JOIN merge_files AS r ON t.file_index = r.i
 """
 
 
@@ -242,54 +259,107 @@ def _batches(runs: pd.DataFrame, batch_rows: int):
         yield runs.iloc[start:]
 
 
-def _merge_windows(con, batch: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    files = list(batch["merges_file"])
-    with_rows = [f for f, n in zip(files, batch["n_merge_rows"]) if n > 0]
-    if not with_rows:
-        empty = pd.DataFrame({"fid": pd.Series([], dtype=np.int64),
-                              "ws": pd.Series([], dtype=float), "we": pd.Series([], dtype=float)})
-        return empty, {}
+def _merge_windows(con, batch: pd.DataFrame) -> dict:
+    """Raw merge windows of each run of the batch: ``{fid: (start_s (k,), end_s (k,))}``."""
+    keep = batch[batch["n_merge_rows"] > 0]
+    if keep.empty:
+        return {}
+    files = list(keep["merges_file"])
+    con.register("merge_files", pd.DataFrame({"i": np.arange(len(keep)),
+                                              "fid": keep["fid"].to_numpy()}))
     try:
-        merges = con.execute(_MERGE_SQL, {"files": with_rows}).df()
-    except duckdb.Error as exc:
-        raise _duck_error(exc, with_rows) from exc
-    raw, unions = {}, []
-    for fid, g in merges.groupby("fid", sort=True):
-        s, e = g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)
-        raw[int(fid)] = (s, e)
+        merges = con.execute(_MERGE_SQL, {"files": files}).df()
+    except DATA_ERRORS as exc:
+        raise _duck_error(exc, files) from exc
+    finally:
+        con.unregister("merge_files")
+    return {int(fid): (g["start_s"].to_numpy(float), g["end_s"].to_numpy(float))
+            for fid, g in merges.groupby("fid", sort=True)}
+
+
+MAX_BUCKETS = 4096     # per run; more window ends per bucket only widens the CASE
+
+
+def _window_lookup(raw: dict, batch: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """Bucketed search table over each run's union of merge windows.
+
+    A run's union windows ``ws, we`` (m,) are cut into ``n_buckets`` buckets of
+    ``bucket_s`` from ``origin_s = ws[0]``.  For bucket b starting at ``t_b``, the
+    candidates are windows ``j0 - 1 .. j0 + e_max`` with ``j0 = searchsorted(we, t_b,
+    "right")`` and ``e_max`` the most window ends inside one bucket, so the first window
+    ending after any ``lo`` in the bucket is among them (the one below ``j0`` covers
+    rounding of ``floor((lo - origin_s) / bucket_s)`` at the bucket edge).  Missing
+    candidates: ``we = -inf`` below the first window, ``we = ws = +inf`` past the last.
+
+    Returns (per-run bucket parameters, lookup rows, number of candidates).
+    """
+    params = pd.DataFrame({"fid": batch["fid"].to_numpy(), "origin_s": 0.0, "bucket_s": 1.0,
+                           "n_buckets": 1})
+    tables, spans = [], {}
+    for fid, (s, e) in raw.items():
         ws, we = metrics.union_windows(s, e)
-        unions.append(pd.DataFrame({"fid": np.full(ws.size, int(fid), np.int64),
-                                    "ws": ws, "we": we}))
-    return pd.concat(unions, ignore_index=True), raw
+        extent = float(we[-1] - ws[0])
+        b_min = float(np.min(np.diff(we))) if we.size > 1 else extent
+        width = max(b_min, extent / MAX_BUCKETS)
+        nb = int(np.floor(extent / width)) + 2
+        t = ws[0] + width * np.arange(nb)
+        j0 = np.searchsorted(we, t, side="right")
+        ends_inside = np.searchsorted(we, t + width, side="right") - j0
+        spans[fid] = (ws, we, float(ws[0]), width, nb, j0, int(ends_inside.max()))
+    n_cand = (max(v[6] for v in spans.values()) + 2) if spans else 0
+    for fid, (ws, we, origin, width, nb, j0, _) in spans.items():
+        row = params["fid"] == fid
+        params.loc[row, ["origin_s", "bucket_s", "n_buckets"]] = [origin, width, nb]
+        cols = {"fid": np.full(nb, fid, np.int64), "bucket": np.arange(nb, dtype=np.int64)}
+        wsx = np.concatenate([[np.inf], ws, np.full(n_cand, np.inf)])
+        wex = np.concatenate([[-np.inf], we, np.full(n_cand, np.inf)])
+        for i in range(n_cand):
+            idx = j0 + i          # candidate j0 - 1 + i, shifted by the -inf/+inf padding
+            cols[f"ws{i}"], cols[f"we{i}"] = wsx[idx], wex[idx]
+        tables.append(pd.DataFrame(cols))
+    lookup = (pd.concat(tables, ignore_index=True) if tables else
+              pd.DataFrame({"fid": pd.Series([], dtype=np.int64),
+                            "bucket": pd.Series([], dtype=np.int64)}))
+    params["n_buckets"] = params["n_buckets"].astype(np.int64)
+    return params, lookup, n_cand
 
 
 def _step_rates(con, batch: pd.DataFrame) -> pd.DataFrame:
     """Step count and extent per run with steps.parquet (``metrics.step_rate`` uses them)."""
-    files = [f for f in batch["steps_file"] if isinstance(f, str)]
-    if not files:
+    keep = batch[batch["steps_file"].map(lambda f: isinstance(f, str))]
+    if keep.empty:
         return pd.DataFrame({"fid": batch["fid"].to_numpy(), "n_steps": 0,
                              "first_s": np.nan, "last_s": np.nan})
+    files = list(keep["steps_file"])
+    con.register("step_files", pd.DataFrame({"i": np.arange(len(keep)),
+                                             "fid": keep["fid"].to_numpy()}))
     try:
         steps = con.execute(_STEP_SQL, {"files": files}).df()
-    except duckdb.Error as exc:
+    except DATA_ERRORS as exc:
         raise _duck_error(exc, files) from exc
+    finally:
+        con.unregister("step_files")
     return steps[["fid", "n_steps", "first_s", "last_s"]]
 
 
 def _scan_batch(con, batch: pd.DataFrame) -> pd.DataFrame:
-    con.register("batch_runs", batch[["fid", "requests_file", "merges_file", "steps_file",
-                                      "slo_e2e_s", "slo_ttft_s", "slo_tpot_s", "horizon_s"]])
-    windows, raw = _merge_windows(con, batch)
-    con.register("windows", windows)
+    """Aggregates of one batch of runs; ``fid`` is renumbered 0.. to match ``file_index``."""
+    batch = batch.assign(global_fid=batch["fid"].to_numpy(), fid=np.arange(len(batch)))
+    raw = _merge_windows(con, batch)
+    params, lookup, n_cand = _window_lookup(raw, batch)
+    runs = batch[["fid", "slo_e2e_s", "slo_ttft_s", "slo_tpot_s", "horizon_s"]].merge(
+        params, on="fid")
+    con.register("batch_runs", runs)
+    con.register("lookup", lookup)
     files = list(batch["requests_file"])
     try:
-        agg = con.execute(_REQUEST_SQL, {"files": files}).df()
-    except duckdb.Error as exc:
+        agg = con.execute(_request_sql(n_cand), {"files": files}).df()
+    except DATA_ERRORS as exc:
         raise _duck_error(exc, files) from exc
     finally:
-        con.unregister("windows")
+        con.unregister("lookup")
+        con.unregister("batch_runs")
     agg = agg.merge(_step_rates(con, batch), on="fid", how="left")
-    con.unregister("batch_runs")
     agg = agg.merge(batch[["fid", "horizon_s", "merge_duration_s"]], on="fid")
     span_start = agg["first_arrival_s"].to_numpy(float)
     span_end = np.minimum(agg["horizon_s"].to_numpy(float),
@@ -307,6 +377,7 @@ def _scan_batch(con, batch: pd.DataFrame) -> pd.DataFrame:
     agg["k_observed"] = np.asarray(k_obs, dtype=np.int64)
     agg["exposure_time"] = t_exp
     agg["span_start_s"], agg["span_end_s"] = span_start, span_end
+    agg["fid"] = batch["global_fid"].to_numpy()[agg["fid"].to_numpy()]
     return agg.drop(columns=["horizon_s", "merge_duration_s", "n_steps", "first_s", "last_s"])
 
 

@@ -169,6 +169,7 @@ class Trainer:
         self.finished = threading.Event()
         self.error: str | None = None
         self.conn = None
+        self.closing = False
         cfg_path = os.path.join(log_dir, "trainer.json")
         tcfg = {"model": cfg["_trainer_model"], "device": cfg["trainer_device"],
                 "dtype": cfg["trainer_dtype"], "dist_backend": cfg["dist_backend"],
@@ -294,7 +295,8 @@ class Trainer:
                     since, tokens_since, loss_at_merge = 0, 0, loss_s
                 self.conn.send({"action": action})
         except (EOFError, OSError) as exc:
-            self._fail(f"trainer rank 0 connection lost ({type(exc).__name__})")
+            if not self.closing:
+                self._fail(f"trainer rank 0 connection lost ({type(exc).__name__})")
         except Exception as exc:
             self._fail(f"policy loop failed: {type(exc).__name__}: {exc}")
             try:
@@ -323,6 +325,7 @@ class Trainer:
         self.close()
 
     def close(self) -> None:
+        self.closing = True
         for p in self.procs:
             p.stop(grace_s=2.0)
         try:
@@ -373,7 +376,10 @@ def _run(spec, trace, policy, cfg, server, log_dir, progress, keep_trainer) -> R
         failure.setdefault("error", text)
         loop, ev = loop_box.get("loop"), loop_box.get("event")
         if loop is not None:
-            loop.call_soon_threadsafe(ev.set)
+            try:
+                loop.call_soon_threadsafe(ev.set)
+            except RuntimeError:      # the run already ended
+                pass
 
     # learners import and warm up while the engine starts (both take a while)
     _say(progress, f"starting {cfg['n_learners']} learners")

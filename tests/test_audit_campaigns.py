@@ -1,0 +1,237 @@
+"""Each fixture campaign reaches the right tier with the right reasons; gate exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+from evalkit.audit import audit_campaign
+from evalkit.cli.main import cli
+from evalkit.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def campaigns(request):
+    from tests.conftest import REPO
+
+    return REPO / "fixtures" / "campaigns"
+
+
+_CACHE: dict = {}
+
+
+def audited(campaigns, name):
+    if name not in _CACHE:
+        _CACHE[name] = audit_campaign(campaigns / name)
+    return _CACHE[name]
+
+
+def check(claim, name):
+    return next(c for c in claim.checks if c.name == name)
+
+
+def reference_d(runs_dir, policy):
+    """Independent per-seed d from run.json + requests.parquet (no evalkit code)."""
+    rows = []
+    for meta_path in sorted(runs_dir.glob("*/run.json")):
+        meta = json.loads(meta_path.read_text())
+        if not meta["complete"]:
+            continue
+        req = pd.read_parquet(meta_path.parent / "requests.parquet")
+        v = float(((req.end_s - req.arrival_s) > meta["slo"]["e2e_s"]).mean())
+        rows.append({"role": meta["role"], "policy": meta["policy"],
+                     "matched_to": meta["matched_to"], "seed": meta["seed"], "v": v})
+    df = pd.DataFrame(rows)
+    pol = df[(df.role == "policy") & (df.policy == policy)].set_index("seed").v
+    mr = df[(df.role == "matched_random") & (df.matched_to == policy)].groupby("seed").v.mean()
+    return (mr - pol).dropna().sort_index().to_numpy()
+
+
+def scipy_p(d, alternative):
+    return stats.permutation_test((d,), np.mean, permutation_type="samples",
+                                  n_resamples=np.inf, alternative=alternative).pvalue
+
+
+def test_beats_envelope_reaches_calibrated(campaigns):
+    res = audited(campaigns, "sim_bursty")
+    wa = res.claim("wa")
+    assert wa.tier == "calibrated"
+    assert wa.tier_status["harness"] == "passed"
+    assert wa.tier_status["sidecar_transfer"] == "not_evaluable"
+    assert "real_sidecar" in wa.stop_reason
+    assert "placement gain" in wa.verdict and "head-to-head" not in wa.verdict
+    d = reference_d(campaigns / "sim_bursty", "wa")
+    out = wa.to_dict()
+    assert out["n_seeds"] == 7 and out["wins"] == int((d > 0).sum()) == 7
+    assert out["mean_diff"] == pytest.approx(d.mean(), abs=1e-12)
+    assert out["p_two_sided"] == pytest.approx(scipy_p(d, "two-sided"), rel=1e-9)
+    assert out["p_one_sided"] == pytest.approx(scipy_p(d, "greater"), rel=1e-9)
+    assert out["min_p"] == pytest.approx(2 / 2 ** 7)
+    # Holm over the three testable claims of the regime (statsmodels as reference)
+    from statsmodels.stats.multitest import multipletests
+
+    testable = [c for c in res.claims if c.sign_flip is not None]
+    adj = multipletests([c.sign_flip.p_value for c in testable], method="holm")[1]
+    assert out["p_adjusted"] == pytest.approx(adj[[c.policy for c in testable].index("wa")])
+
+
+def test_harness_baselines_are_not_claims_and_incomplete_runs_are_excluded(campaigns):
+    res = audited(campaigns, "sim_bursty")
+    assert {c.policy for c in res.claims} == {"wa", "ewma", "calibrated_online"}
+    assert any("fixed_h is a harness baseline" in n for n in res.campaign.notes)
+    assert [e["run_id"] for e in res.campaign.excluded] == ["wa-s7-killed"]
+    assert 7 not in res.claim("wa").data.seeds
+
+
+def test_ties_stop_at_harness_not_significant(campaigns):
+    ewma = audited(campaigns, "sim_bursty").claim("ewma")
+    assert ewma.tier == "harness"
+    sig = check(ewma, "gain_significant")
+    assert sig.passed is False and "not significant" in sig.found
+    assert "stops before matched_budget" in ewma.stop_reason
+
+
+def test_loses_is_reported_as_worse(campaigns):
+    bad = audited(campaigns, "sim_bursty").claim("calibrated_online")
+    assert bad.tier == "harness"
+    assert "WORSE" in check(bad, "gain_significant").found
+    assert bad.to_dict()["wins"] == 0 and bad.to_dict()["mean_diff"] < 0
+
+
+def test_missing_no_sync_is_head_to_head_only(campaigns):
+    wa = audited(campaigns, "sim_missing_no_sync").claim("wa")
+    assert wa.tier == "matched_budget"
+    assert wa.verdict.startswith("head-to-head") and "not shown to be placement gain" in wa.verdict
+    ns = check(wa, "no_sync_present")
+    assert ns.passed is False
+    assert all(f"no_sync for seed {s}" in ns.found for s in range(7))
+    assert "never V = 0" in ns.recommendation
+    assert check(wa, "psi_fit").evaluable is False
+
+
+def test_k_mismatch_fails_with_both_k_values(campaigns):
+    wa = audited(campaigns, "sim_k_mismatch").claim("wa")
+    km = check(wa, "k_match")
+    assert km.passed is False
+    assert "seed 1: policy K = 4, draw mr-wa-s1-d0 K = 3" in km.found
+    assert "seed 4" in km.found and "seed 2" not in km.found
+    assert wa.tier == "harness" and "k_match" in wa.stop_reason
+
+
+def test_underpowered_says_seeds_needed(campaigns):
+    wa = audited(campaigns, "sim_underpowered").claim("wa")
+    assert wa.tier == "harness" and wa.underpowered
+    es = check(wa, "enough_seeds")
+    assert es.passed is False and es.found.startswith("underpowered")
+    assert es.recommendation == "underpowered: needs >= 6 seeds"
+    assert "min attainable" not in wa.verdict and "needs >= 6 seeds" in wa.verdict
+    gs = check(wa, "gain_significant")
+    assert gs.found.startswith("underpowered") and "0.0625" in gs.found
+    assert wa.to_dict()["wins"] == 5
+
+
+def test_oracle_is_a_bound_and_non_oracle_is_deployable(campaigns):
+    res = audited(campaigns, "real_oracle")
+    oracle = res.claim("calibrated_offline")
+    assert oracle.tier == "calibrated"
+    assert oracle.verdict.startswith("oracle bound (never deployable)")
+    assert check(oracle, "not_oracle").passed is False
+    assert check(oracle, "real_sidecar").passed is True
+    assert oracle.tier_status["harness"] == "not_evaluable"
+    online = res.claim("ewma")
+    assert online.tier == "deployable" and online.verdict.startswith("deployable")
+
+
+def test_summary_table_reaches_matched_budget(campaigns):
+    res = audited(campaigns, "summary_table.csv")
+    wa = res.claim("wa")
+    assert wa.tier == "matched_budget"
+    km = check(wa, "k_match")
+    assert km.evaluable is False and not km.blocking and "vouches" in km.found
+    assert any("vouches" in n for n in wa.notes)
+    assert check(wa, "load_match").evaluable is False
+    assert "load_match" in wa.stop_reason
+    table = pd.read_csv(campaigns / "summary_table.csv")
+    pol = table[table.policy == "wa"].set_index("seed").violation_rate
+    mr = table[table.policy == "matched_random"].groupby("seed").violation_rate.mean()
+    d = (mr - pol).sort_index().to_numpy()
+    out = wa.to_dict()
+    assert out["n_seeds"] == 10 and out["wins"] == 8
+    assert out["p_two_sided"] == pytest.approx(scipy_p(d, "two-sided"), rel=1e-9)
+    assert [r["v_no_sync"] for r in out["per_seed"]] == pytest.approx(
+        table[table.policy == "wa"].sort_values("seed").no_sync_violation_rate.tolist())
+
+
+def test_nominal_pairing_is_flagged(tmp_path, campaigns):
+    runs = tmp_path / "runs"
+    shutil.copytree(campaigns / "sim_missing_no_sync", runs)
+    meta_path = runs / "mr-wa-s3-d0" / "run.json"
+    meta = json.loads(meta_path.read_text())
+    meta["trace_realisation"] = "another-realisation"
+    meta_path.write_text(json.dumps(meta))
+    wa = audit_campaign(runs).claim("wa")
+    pr = check(wa, "pairing_real")
+    assert pr.passed is False and "nominal pairing" in pr.found and "mr-wa-s3-d0" in pr.found
+    assert wa.tier == "harness"
+
+
+def test_missing_draws_name_the_runs_and_audit_completes(tmp_path, campaigns):
+    runs = tmp_path / "runs"
+    shutil.copytree(campaigns / "sim_missing_no_sync", runs)
+    for d in ("mr-wa-s2-d0", "mr-wa-s2-d1"):
+        shutil.rmtree(runs / d)
+    wa = audit_campaign(runs).claim("wa")
+    mr = check(wa, "matched_random_present")
+    assert mr.passed is False and "matched_random of wa for seed 2" in mr.found
+    assert wa.to_dict()["n_seeds"] == 6      # the test still ran on the paired seeds
+
+
+def test_summary_table_input_errors(tmp_path):
+    bad = tmp_path / "t.csv"
+    bad.write_text("policy,seed,violation_rate\nwa,0,12.5\n")
+    with pytest.raises(InputError) as info:
+        audit_campaign(bad)
+    assert info.value.column == "violation_rate" and "row 2" in str(info.value)
+    bad.write_text("policy,seed\nwa,0\n")
+    with pytest.raises(InputError, match="violation_rate"):
+        audit_campaign(bad)
+    bad.write_text("policy,seed,violation_rate,oracle\nwa,0,0.1,maybe\n")
+    with pytest.raises(InputError, match="true/false"):
+        audit_campaign(bad)
+
+
+@pytest.mark.parametrize("args, code", [
+    (["sim_bursty", "--policy", "wa"], 0),
+    (["sim_bursty", "--policy", "wa", "--tier", "calibrated"], 0),
+    (["sim_bursty", "--policy", "wa", "--tier", "deployable"], 1),
+    (["sim_bursty", "--policy", "ewma"], 1),
+    (["sim_bursty", "--policy", "calibrated_online"], 1),
+    (["sim_missing_no_sync", "--policy", "wa"], 0),
+    (["sim_missing_no_sync", "--policy", "wa", "--tier", "placement_gain"], 1),
+    (["sim_k_mismatch", "--policy", "wa"], 1),
+    (["sim_underpowered", "--policy", "wa"], 1),
+    (["real_oracle", "--policy", "calibrated_offline", "--tier", "deployable"], 1),
+    (["real_oracle", "--policy", "ewma", "--tier", "deployable", "--regime", "h200"], 0),
+    (["summary_table.csv", "--policy", "wa"], 0),
+    (["summary_table.csv", "--policy", "nope"], 2),
+    (["summary_table.csv", "--policy", "wa", "--tier", "golden"], 2),
+    (["does_not_exist", "--policy", "wa"], 2),
+])
+def test_gate_exit_codes(campaigns, args, code):
+    res = CliRunner().invoke(cli, ["gate", str(campaigns / args[0]), *args[1:]])
+    assert res.exit_code == code, res.output
+    if code in (0, 1):
+        assert ("gate PASS" if code == 0 else "gate FAIL") in res.output
+        assert "expected:" in res.output and "found:" in res.output
+
+
+def test_gate_prints_underpowered_reason(campaigns):
+    res = CliRunner().invoke(cli, ["gate", str(campaigns / "sim_underpowered"), "--policy", "wa"])
+    assert res.exit_code == 1
+    assert "underpowered" in res.output and "needs >= 6 seeds" in res.output

@@ -1,0 +1,127 @@
+"""Uniform sampling from F_K: feasibility, exact marginals and agreement with brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from evalkit.errors import InputError
+from evalkit.stats import feasible_class, sample_schedules
+
+METHODS = ("reject-box", "reject-simplex", "sequential")
+
+
+def brute_force(k, span, d, min_gap, max_gap, n, seed):
+    """Independent reference: uniform starts in the span, sorted, kept if the gaps fit."""
+    rng = np.random.default_rng(seed)
+    lo, hi = span[0], span[1] - d
+    out = []
+    have = 0
+    while have < n:
+        s = np.sort(rng.uniform(lo, hi, size=(200_000, k)), axis=1)
+        g = np.diff(s, axis=1)
+        ok = np.all((g >= max(min_gap, d)) & (g <= max_gap), axis=1)
+        out.append(s[ok])
+        have += ok.sum()
+    return np.concatenate(out)[:n]
+
+
+def assert_feasible(s, k, span, d, min_gap, max_gap):
+    assert s.shape[1] == k
+    assert s.min() >= span[0] and s.max() <= span[1] - d + 1e-9
+    g = np.diff(s, axis=1)
+    assert g.min() >= max(min_gap, d) - 1e-9 and g.max() <= max_gap + 1e-9
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_two_windows_first_gap_matches_closed_form(method):
+    # K = 2: L = 100 - 10 - 20 = 70 slack, w = 30; gap slack y has density prop. to (L - y)
+    k, span, d, a, b = 2, (0.0, 100.0), 10.0, 20.0, 50.0
+    s = sample_schedules(k, span, d, a, b, 4000, rng=1, method=method)
+    assert_feasible(s, k, span, d, a, b)
+    L, c = 70.0, 30.0
+    y = np.diff(s, axis=1)[:, 0] - a
+    cdf = lambda v: (L * v - v ** 2 / 2) / (L * c - c ** 2 / 2)
+    assert stats.kstest(y, cdf).pvalue > 1e-3
+    # first start x: density prop. to min(w, L - x) on [0, L]
+    x = s[:, 0]
+    total = c * (L - c) + c ** 2 / 2
+    cdf_x = lambda v: np.where(v <= L - c, c * v, c * (L - c) + (c ** 2 - (L - v) ** 2) / 2) / total
+    assert stats.kstest(x, cdf_x).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_k4_agrees_with_brute_force(method):
+    cfg = (4, (0.0, 200.0), 5.0, 30.0, 60.0)
+    s = sample_schedules(*cfg, 3000, rng=2, method=method)
+    assert_feasible(s, *cfg)
+    ref = brute_force(*cfg, 3000, seed=3)
+    pairs = [(s[:, 0], ref[:, 0]), (s[:, 1] - s[:, 0], ref[:, 1] - ref[:, 0]),
+             (s[:, -1], ref[:, -1]), (s[:, 2] - s[:, 1], ref[:, 2] - ref[:, 1])]
+    for mine, theirs in pairs:
+        assert stats.ks_2samp(mine, theirs).pvalue > 1e-3
+
+
+def test_chi_square_on_grid_vs_brute_force():
+    cfg = (3, (0.0, 100.0), 8.0, 20.0, 40.0)
+    s = sample_schedules(*cfg, 6000, rng=4)
+    ref = brute_force(*cfg, 6000, seed=5)
+    # joint cell of (first start, first gap) on a 4 x 4 grid
+    def cells(x):
+        a = np.minimum((x[:, 0] / 44 * 4).astype(int), 3)
+        b = np.minimum(((x[:, 1] - x[:, 0] - 20) / 20 * 4).astype(int), 3)
+        return np.bincount(a * 4 + b, minlength=16)
+    table = np.vstack((cells(s), cells(ref)))
+    table = table[:, table.sum(axis=0) > 0]
+    assert stats.chi2_contingency(table).pvalue > 1e-3
+
+
+def test_tight_corridor_uses_sequential_and_is_uniform():
+    # K = 30, slack 0.45 of the maximum: both rejection samplers accept < 2 %
+    cfg = (30, (0.0, 2531.0), 8.0, 60.0, 120.0)
+    fc = feasible_class(*cfg)
+    assert max(fc.acceptance_box, fc.acceptance_simplex) < 0.02     # auto -> sequential
+    s = sample_schedules(*cfg, 1500, rng=6)
+    assert_feasible(s, *cfg)
+    ref = sample_schedules(*cfg, 1500, rng=7, method="reject-simplex")
+    for col in (0, 10, 29):
+        assert stats.ks_2samp(s[:, col], ref[:, col]).pvalue > 1e-3
+    gaps, ref_gaps = np.diff(s, axis=1), np.diff(ref, axis=1)
+    for col in (0, 14, 28):
+        assert stats.ks_2samp(gaps[:, col], ref_gaps[:, col]).pvalue > 1e-3
+
+
+def test_acceptance_rates_are_exact():
+    cfg = (5, (0.0, 300.0), 5.0, 30.0, 80.0)
+    fc = feasible_class(*cfg)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, fc.slack, 200_000)
+    y = rng.uniform(0, fc.gap_high - fc.gap_low, (200_000, 4))
+    emp = np.mean(x + y.sum(axis=1) <= fc.slack)
+    assert emp == pytest.approx(fc.acceptance_box, abs=0.005)
+
+
+def test_edge_cases_and_determinism():
+    assert sample_schedules(0, (0, 100), 5, 10, 20, 7, rng=0).shape == (7, 0)
+    one = sample_schedules(1, (0, 100), 5, 10, 20, 5000, rng=0)
+    assert one.min() >= 0 and one.max() <= 95
+    assert stats.kstest(one[:, 0] / 95, "uniform").pvalue > 1e-3
+    fixed = sample_schedules(3, (0, 100), 5, 20, 20, 10, rng=0)    # fixed gaps
+    assert np.allclose(np.diff(fixed, axis=1), 20)
+    inf_gap = sample_schedules(3, (0, 100), 5, 10, np.inf, 100, rng=0)
+    assert np.diff(inf_gap, axis=1).min() >= 10
+    a = sample_schedules(8, (0, 600), 8, 30, 90, 100, rng=9)
+    assert np.array_equal(a, sample_schedules(8, (0, 600), 8, 30, 90, 100, rng=9))
+
+
+@pytest.mark.parametrize("args,match", [
+    ((10, (0, 100), 5, 20, 40), "infeasible corridor"),
+    ((3, (0, 100), 10, 2, 5), "overlap"),
+    ((2, (0, 4), 5, 1, 10), "shorter than one window"),
+    ((2, (0, 100), 5, 30, 20), "min_gap <= max_gap"),
+    ((2, (0, 100), 0, 1, 10), "positive"),
+])
+def test_infeasible_constraints_raise(args, match):
+    with pytest.raises(InputError, match=match):
+        sample_schedules(*args, 10, rng=0)
