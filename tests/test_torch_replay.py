@@ -174,6 +174,7 @@ def test_real_run_is_complete_with_merges(real_run):
     assert (out.decisions["action"] == "defer").any()
     assert out.inner_step_s and out.inner_step_s > 0
     assert len(out.steps) > len(m) and out.steps["loss"].notna().all()
+    assert out.steps["start_s"].min() >= 0            # learners wait for the replay clock
 
 
 @pytest.mark.slow

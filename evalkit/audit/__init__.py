@@ -149,8 +149,9 @@ class AuditResult:
         return canonical_json(self.to_dict())
 
 
-def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0) -> AuditResult:
-    """Evaluate a campaign without writing anything."""
+def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
+                   max_tier: str | None = None) -> AuditResult:
+    """Evaluate a campaign without writing anything (``max_tier``: see evaluate_claims)."""
     proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
     proto = proto.with_alpha(alpha)
     campaign = load_campaign(input_path)
@@ -159,7 +160,8 @@ def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0) -> Audi
                         for pol in spec["policies"]})
     claims = assemble_claims(campaign, baseline_policies=baselines)
     return AuditResult(protocol=proto, seed=int(seed), campaign=campaign,
-                       claims=evaluate_claims(campaign, claims, proto, seed=int(seed)))
+                       claims=evaluate_claims(campaign, claims, proto, seed=int(seed),
+                                              max_tier=max_tier))
 
 
 def run_audit(input_path, out_dir, protocol=None, alpha=None, seed: int = 0) -> AuditResult:

@@ -381,7 +381,12 @@ def _verdict(result_tier: str | None, protocol: Protocol, claim: ClaimData, chec
 
 
 def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Protocol,
-                    seed: int = 0) -> list[ClaimResult]:
+                    seed: int = 0, max_tier: str | None = None) -> list[ClaimResult]:
+    """Evaluate every claim.  ``max_tier`` (the gate) leaves out the checks of higher tiers,
+    so the tier reached is capped there and their evidence is never computed."""
+    if max_tier is not None:
+        keep = protocol.tier_names[:protocol.tier_names.index(protocol.tier(max_tier).name) + 1]
+        protocol = replace(protocol, tiers=tuple(t for t in protocol.tiers if t.name in keep))
     regimes = {r: RegimeEvidence(campaign, r) for r in sorted({c.regime for c in claims})}
     transfer = TransferEvidence(campaign, seed)
     contexts = [ClaimContext(c, campaign, protocol, regimes[c.regime], transfer, seed)

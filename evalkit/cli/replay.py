@@ -47,9 +47,13 @@ def _load_trace(path: Path, fmt: str | None):
 @click.option("--slo-e2e-s", type=float, default=8.0, show_default=True)
 @click.option("--reference", type=click.Path(path_type=Path), default=None,
               help="matched_random / calibrated_offline: run directory whose observed K to use")
+@click.option("--endpoint", default=None, help="vllm backend: URL of a running OpenAI server")
+@click.option("--model", "served_model", default=None, help="vllm backend: served model name")
+@click.option("--serve-vllm", "serve_vllm", default=None,
+              help="vllm backend: launch `vllm serve MODEL` for the run")
 def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_cfg, out,
                regime, run_id, horizon_s, merge_duration_s, inner_step_s, h_min, h_max,
-               slo_e2e_s, reference):
+               slo_e2e_s, reference, endpoint=None, served_model=None, serve_vllm=None):
     """Replay one trace under one policy and write a run directory into OUT."""
     from evalkit.replay.policies import get_policy, parse_param
     from evalkit.replay.runner import k_observed, run_one
@@ -67,6 +71,10 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
                       inner_step_s=inner_step_s, h_min=h_min, h_max=h_max,
                       slo={"e2e_s": slo_e2e_s, "ttft_s": None, "tpot_s": None},
                       backend_config=dict(parse_param(p) for p in backend_cfg))
+    for key, value in (("endpoint", endpoint), ("model", served_model),
+                       ("serve_vllm", serve_vllm)):
+        if value is not None:
+            spec.backend_config[key] = value
     if reference is not None:
         meta = read_meta(reference)
         if not meta.get("complete"):
@@ -112,14 +120,40 @@ def _sim_intervals(spec, trace):
 @click.command("sweep")
 @click.argument("campaign", type=click.Path(path_type=Path))
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="runs dir")
-@click.option("--jobs", "n_jobs", type=int, default=1, show_default=True,
-              help="parallel worker processes")
+@click.option("--executor", "executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True, help="local processes, or one Ray task per replay")
+@click.option("--address", default=None,
+              help="ray: cluster address (HOST:PORT, ray://HOST:PORT or auto); "
+                   "default: start a local Ray instance")
+@click.option("--jobs", "n_jobs", type=int, default=None,
+              help="local: worker processes (default 1); ray: most tasks in flight "
+                   "(default: no cap)")
+@click.option("--cpus-per-task", type=float, default=None, help="ray: CPUs per replay (default 1)")
+@click.option("--gpus-per-task", type=float, default=None, help="ray: GPUs per replay (default 0)")
+@click.option("--shard", "shard_spec", default=None, metavar="I/N",
+              help="run only part I of N (0-based) of the campaign; a matched-random draw is "
+                   "always in the same part as its reference run")
+@click.option("--check", "check", is_flag=True,
+              help="run nothing: list the runs that are missing or incomplete (exit 1 if any)")
 @click.option("--progress/--no-progress", default=None, help="progress bar (default: on a tty)")
-def sweep_cmd(campaign, out, n_jobs, progress):
+def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_task,
+              shard_spec, check, progress):
     """Run (or resume) CAMPAIGN.toml: no-sync + policies + matched-random draws per seed."""
-    from evalkit.replay.sweep import run_campaign
+    from evalkit.replay.campaign import load_campaign, parse_shard
+    from evalkit.replay.sweep import check_campaign, run_campaign
 
-    summary = run_campaign(campaign, out, n_jobs=max(1, n_jobs), progress=progress)
+    shard = parse_shard(shard_spec) if shard_spec is not None else None
+    if n_jobs is not None and n_jobs < 1:
+        raise InputError(f"--jobs must be >= 1, got {n_jobs}", column="--jobs",
+                         fix="e.g. --jobs 2")
+    camp = load_campaign(campaign)
+    if check:
+        report = check_campaign(camp, out, shard=shard)
+        click.echo(report.format())
+        sys.exit(0 if report.complete else 1)
+    summary = run_campaign(camp, out, n_jobs=n_jobs, progress=progress, shard=shard,
+                           executor_kind=executor, address=address,
+                           cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     click.echo(summary.format())
     if not summary.ok:
         sys.exit(1)

@@ -282,10 +282,10 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
     if shard is not None:
         jobs = shard_jobs(jobs, shard)
     preflight(camp, jobs)
+    t0 = time.perf_counter()
     ex = executor or make_executor(camp, n_jobs, kind=executor_kind, address=address,
                                    cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     runs_dir = Path(runs_dir)
-    t0 = time.perf_counter()
     summary = SweepSummary(runs_dir=runs_dir, shard=shard)
     bar = tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
                disable=(not sys.stderr.isatty()) if progress is None else not progress)

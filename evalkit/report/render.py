@@ -158,4 +158,4 @@ def write_reports(result, out_dir: Path, template_dir=None) -> None:
     (out_dir / "report.md").write_text(render_md(result, audit, md_figs, template_dir))
     (out_dir / "report.html").write_text(render_html(result, audit, figures, template_dir))
     result.files = {"html": "report.html", "md": "report.md", "json": "audit.json",
-                    "figures": sorted(result.figures.values())}
+                    "figures": sorted(set(result.figures.values()))}

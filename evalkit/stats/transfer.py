@@ -258,8 +258,8 @@ def _pair(harness_effects, real_effects):
     return list(range(x.size)), x, y
 
 
-def _perm_pvalues(x, y, alternative, perms):
-    """p-value of the Pearson correlation of x with permuted y; perms (P, n) index rows."""
+def _perm_null(x, y, perms):
+    """Pearson r of x with y, and its null over the permutations perms (P, n) of y."""
     xc = x - x.mean()
     yc = y - y.mean()
     denom = math.sqrt(float(xc @ xc) * float(yc @ yc))
@@ -295,7 +295,7 @@ def effect_correlation(harness_effects, real_effects, alternative: str = "two-si
         perms = np.argsort(gen.random((int(n_resamples), n)), axis=1)
     out = []
     for a, b in ((x, y), (stats.rankdata(x), stats.rankdata(y))):
-        r, null, tol = _perm_pvalues(a, b, alternative, perms)
+        r, null, tol = _perm_null(a, b, perms)
         k_ge = int(np.count_nonzero(null >= r - tol))
         k_le = int(np.count_nonzero(null <= r + tol))
         if exact:

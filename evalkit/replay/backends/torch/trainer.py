@@ -147,6 +147,7 @@ def main(path: str) -> int:
         t0[0] = go["t0"]
     dist.broadcast(t0, 0)
     t0 = float(t0[0])
+    time.sleep(max(0.0, t0 - time.monotonic()))     # the replay clock starts at t0
     step = 0
     while True:
         t_start = time.monotonic()
