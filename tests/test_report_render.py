@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -58,17 +57,18 @@ def test_audit_json_fields(bursty_report):
     assert wa["tier"] == "calibrated" and wa["exact"] is True and wa["oracle"] is False
 
 
-def test_audit_json_is_byte_identical_and_has_no_absolute_paths(bursty_report, tmp_path,
-                                                                repo_root):
-    _, out = bursty_report
-    runs = tmp_path / "elsewhere" / "sim_bursty"          # another location, same inputs
-    shutil.copytree(repo_root / "fixtures" / "campaigns" / "sim_bursty", runs)
+def test_audit_json_is_byte_identical_and_has_no_absolute_paths(tmp_path, repo_root):
+    src = repo_root / "fixtures" / "campaigns" / "sim_underpowered"
+    runs = tmp_path / "elsewhere" / "sim_underpowered"     # another location, same inputs
+    shutil.copytree(src, runs)
+    run_audit(src, tmp_path / "first", seed=3)
     run_audit(runs, tmp_path / "again", seed=3)
-    first = (out / "audit.json").read_bytes()
+    first = (tmp_path / "first" / "audit.json").read_bytes()
     assert (tmp_path / "again" / "audit.json").read_bytes() == first
     text = first.decode()
     assert str(repo_root) not in text and str(tmp_path) not in text and "/tmp" not in text
     assert "created_at" not in text
+    assert json.loads(text)["seed"] == 3
 
 
 def test_html_is_self_contained(bursty_report):
@@ -108,49 +108,10 @@ def test_run_log_text_is_escaped(tmp_path):
 
 
 def _png_pixels(path: Path) -> np.ndarray:
-    """Decode an 8-bit RGB/RGBA non-interlaced PNG with zlib only (independent of matplotlib)."""
-    data = path.read_bytes()
-    pos, idat, width, height, channels = 8, b"", 0, 0, 0
-    while pos < len(data):
-        length = int.from_bytes(data[pos:pos + 4], "big")
-        kind = data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height = int.from_bytes(body[:4], "big"), int.from_bytes(body[4:8], "big")
-            assert body[8] == 8 and body[12] == 0, "expects 8-bit, non-interlaced"
-            channels = {2: 3, 6: 4}[body[9]]
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    raw = zlib.decompress(idat)
-    stride = width * channels
-    img = np.zeros((height, stride), dtype=np.int64)
-    prev = np.zeros(stride, dtype=np.int64)
-    for y in range(height):
-        f = raw[y * (stride + 1)]
-        line = np.frombuffer(raw, np.uint8, stride, y * (stride + 1) + 1).astype(np.int64)
-        if f == 0:
-            cur = line
-        elif f == 2:
-            cur = (line + prev) & 255
-        else:   # 1 (sub), 3 (average), 4 (paeth) need left neighbours: do it per byte
-            cur = np.zeros(stride, dtype=np.int64)
-            for x in range(stride):
-                a = cur[x - channels] if x >= channels else 0
-                b = prev[x]
-                c = prev[x - channels] if x >= channels else 0
-                if f == 1:
-                    pred = a
-                elif f == 3:
-                    pred = (a + b) // 2
-                else:
-                    p = a + b - c
-                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                    pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
-                cur[x] = (line[x] + pred) & 255
-        img[y] = cur
-        prev = cur
-    return img.reshape(height, width, channels)[..., :3]
+    from PIL import Image   # pillow comes with matplotlib
+
+    with Image.open(path) as img:
+        return np.asarray(img.convert("RGB"), dtype=np.int64)
 
 
 def _chromium() -> str | None:
