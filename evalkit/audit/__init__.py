@@ -75,6 +75,11 @@ class AuditResult:
     def alpha(self) -> float:
         return self.protocol.alpha
 
+    @property
+    def verdict(self) -> str:
+        """One line: the tier each claim reached."""
+        return "; ".join(f"{c.regime}/{c.policy}: {c.tier or 'no tier'}" for c in self.claims)
+
     def claim(self, policy: str, regime: str | None = None) -> ClaimResult:
         found = [c for c in self.claims if c.policy == policy
                  and (regime is None or c.regime == regime)]

@@ -6,8 +6,6 @@ import sys
 
 import click
 
-from evalkit.errors import InputError
-
 
 def _print_checks(claim, tier_name: str, protocol) -> None:
     """The checks that decide whether ``claim`` reaches ``tier_name``: its tier and below."""

@@ -172,7 +172,7 @@ class RayExecutor:
             raise InputError("resources per task must be >= 0", column="--cpus-per-task",
                              fix="e.g. --cpus-per-task 1 --gpus-per-task 1")
         ray = import_ray()
-        self._ray = ray
+        self._ray, self._refs = ray, []
         self._owns = connect_ray(address)
         self._check_resources(cpus_per_task, gpus_per_task)
         if camp.path is not None:           # trace paths resolve next to it on every node
@@ -183,7 +183,6 @@ class RayExecutor:
         self._task = ray.remote(_ray_job).options(num_cpus=cpus_per_task,
                                                   num_gpus=gpus_per_task)
         self.max_in_flight = max_in_flight
-        self._refs: list = []
 
     def _check_resources(self, cpus: float, gpus: float) -> None:
         total = self._ray.cluster_resources()
