@@ -7,10 +7,11 @@ The campaign (below) is 40 seeds x (no-sync + 3 policies + 3 x 7 matched-random 
 directory (Parquet tables + run.json).  Target: >= 10 replays/s on 2 cores.
 
 Machine speed varies, so a reference is timed in the same run: the bare backend loop, i.e.
-``sim.replay()`` on the same jobs in one process with traces built beforehand and nothing
-written.  ``sweep / bare`` is the executor's throughput relative to one bare core (ideal:
-about the number of workers); the overhead per replay is what the sweep adds on top of the
-simulation (trace building, checks, run.json, Parquet writes, process hand-off).
+``sim.replay()`` on a prefix of the plan in one process, traces built beforehand, nothing
+written.  The same prefix through the serial executor gives the sweep's own cost per
+replay (trace cache, checks, run.json, Parquet writes); ``sweep / bare`` is the pool's
+throughput relative to one bare core (ideal: about the number of workers on an idle
+machine).
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ def main() -> None:
         bare_loop(camp, ref_jobs[:5])       # warm caches (numpy, policy modules)
         t_bare = bare_loop(camp, ref_jobs)
         bare_rate = len(ref_jobs) / t_bare
+        t0 = time.perf_counter()            # the same replays through the serial executor
+        serial = run_campaign(camp, Path(tmp) / "serial", jobs=ref_jobs, progress=False)
+        t_serial = time.perf_counter() - t0
+        assert serial.ok and serial.count("ran") == len(ref_jobs), serial.format()
+        serial_rate = len(ref_jobs) / t_serial
         runs = args.keep or Path(tmp) / "runs"
         t0 = time.perf_counter()
         summary = run_campaign(camp, runs, n_jobs=args.jobs, progress=False)
@@ -114,10 +120,13 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, --jobs {args.jobs}")
     print(f"bare sim.replay loop (1 process, no writes, {len(ref_jobs)} replays): "
           f"{bare_rate:7.1f} replays/s  ({1e3 / bare_rate:.1f} ms/replay)")
-    print(f"evalkit sweep, local executor ({args.jobs} workers, incl. preflight):   "
+    print(f"evalkit sweep, serial executor (1 process, same {len(ref_jobs)} replays):    "
+          f"{serial_rate:7.1f} replays/s  -> sweep overhead {1e3 / serial_rate - 1e3 / bare_rate:.1f}"
+          f" ms/replay (checks, run.json, Parquet writes)")
+    print(f"evalkit sweep, local executor ({args.jobs} workers, all {len(jobs)}, incl. preflight): "
           f"{rate:7.1f} replays/s  ({t_sweep:.1f} s)")
-    print(f"sweep / bare = {rate / bare_rate:.2f} (ideal ~{args.jobs}); overhead per replay = "
-          f"{1e3 * (per_worker - 1 / bare_rate):.1f} ms of worker time")
+    print(f"sweep / bare = {rate / bare_rate:.2f} (ideal ~{args.jobs}: {args.jobs} workers, each "
+          f"{per_worker * 1e3:.1f} ms/replay of wall time)")
     print(f"target >= 10 replays/s: {'met' if rate >= 10 else 'NOT met'}")
 
 

@@ -43,17 +43,58 @@ def resolve_config(spec: dict | str | None) -> dict:
 
 
 def build_model(fields: dict, *, seed: int, device: str = "cpu", dtype: str = "float32"):
-    """Build the model with weights drawn from ``torch.manual_seed(seed)``."""
+    """Build the model on ``device`` in ``dtype`` with weights from :func:`init_params`.
+
+    The model is created directly on the target device and dtype (no CPU float32 copy),
+    with transformers' own construction-time init skipped where the version allows it.
+    """
+    import contextlib
+
     import torch
+    import transformers
     from transformers import AutoConfig, AutoModelForCausalLM
 
     fields = {k: v for k, v in fields.items() if k != "preset"}
     model_type = fields.pop("model_type", "qwen2")
     config = AutoConfig.for_model(model_type, **fields)
-    torch.manual_seed(int(seed))
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config)
-    return model.to(dtype=getattr(torch, dtype))
+    torch_dtype = getattr(torch, dtype)
+    major = int(transformers.__version__.split(".")[0])
+    kw = {"dtype": torch_dtype} if major >= 5 else {"torch_dtype": torch_dtype}
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:
+        try:
+            from transformers.modeling_utils import no_init_weights
+        except ImportError:
+            no_init_weights = contextlib.nullcontext
+    with torch.device(device), no_init_weights():
+        model = AutoModelForCausalLM.from_config(config, **kw)
+    model = model.to(dtype=torch_dtype)       # no-op unless a version ignored the dtype
+    init_params(model, seed)
+    return model
+
+
+def init_params(model, seed: int) -> None:
+    """Deterministic in-place (re-)initialisation of every parameter from ``seed``.
+
+    Norm weights 1, biases 0, everything else N(0, initializer_range) drawn in parameter
+    order from one generator on the parameters' device: the same seed gives bit-identical
+    weights whether the model was just built or trained by an earlier run.
+    """
+    import torch
+
+    std = float(getattr(model.config, "initializer_range", 0.02))
+    params = list(model.named_parameters())
+    dev = params[0][1].device
+    gen = torch.Generator(device=dev).manual_seed(int(seed))
+    with torch.no_grad():
+        for name, p in params:
+            if p.ndim == 1 and "norm" in name:
+                p.fill_(1.0)
+            elif name.endswith("bias"):
+                p.zero_()
+            else:
+                p.normal_(0.0, std, generator=gen)
 
 
 def cache_kwarg(model) -> str:

@@ -1,9 +1,15 @@
-"""One DiLoCo learner process: ``python -m evalkit.replay.backends.torch.trainer cfg.json``.
+"""One DiLoCo learner process: ``python -m evalkit.replay.backends.torch.trainer rig.json``.
 
 Environment: ``RANK``, ``WORLD_SIZE``, ``MASTER_PORT``, ``EVALKIT_COORD_PORT``,
-``EVALKIT_COORD_KEY``.  Rank 0 talks to the coordinator (which runs the policy) over a
-``multiprocessing.connection`` socket and broadcasts every step's action to all ranks, so
-every learner takes the same decision.  Actions: 0 continue, 1 merge, 2 stop.
+``EVALKIT_COORD_KEY``.  The process is persistent (part of the coordinator's "rig"): it
+builds its model once, connects to the coordinator (every rank has its own connection) and
+then serves runs until told to exit.  Per run (``{"type": "run", ...}``) it re-initialises
+parameters from the run's seed, builds fresh AdamW and outer-SGD state (momentum 0), reseeds
+its data generator, measures a few warm-up steps, re-initialises again (so the run starts
+from a state that depends on the seed only), reports ``ready`` with a digest of that
+state, and waits for ``go`` with the replay clock ``t0``.  During a run rank 0 talks to the
+policy loop and broadcasts every step's action to all ranks, so every learner takes the
+same decision.  Actions: 0 continue, 1 merge, 2 stop.
 
 Inner steps: AdamW on synthetic token sequences (an arithmetic progression mod vocab per
 sequence, so the loss falls).  Outer merge: pseudo-gradient ``global - local``, one
@@ -39,7 +45,7 @@ def digest(torch, params, kind: str) -> str:
         return f"{float(s):.17g}/{float(q):.17g}"
     h = hashlib.sha1()
     for p in params:
-        h.update(p.detach().cpu().contiguous().view(-1).numpy().tobytes())
+        h.update(p.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -47,141 +53,173 @@ def main(path: str) -> int:
     from evalkit.replay.backends.torch.procs import die_with_parent
     die_with_parent()
     with open(path) as f:
-        cfg = json.load(f)
+        rig = json.load(f)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     import torch
     import torch.distributed as dist
-    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
     from evalkit.replay.backends.torch.models import build_model
 
-    torch.set_num_threads(int(cfg.get("threads", 1)))
-    device = cfg["device"]
+    torch.set_num_threads(int(rig.get("threads", 1)))
+    device = rig["device"]
     if device.startswith("cuda"):
         ndev = torch.cuda.device_count()
         device = f"cuda:{rank % max(1, ndev)}"
         torch.cuda.set_device(device)
-    dist.init_process_group(cfg["dist_backend"], init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}",
+    dist.init_process_group(rig["dist_backend"],
+                            init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}",
                             rank=rank, world_size=world,
-                            timeout=timedelta(seconds=float(cfg.get("dist_timeout_s", 60))))
-    sync = (lambda: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda: None)
-    model = build_model(cfg["model"], seed=int(cfg["seed"]), device=device,
-                        dtype=cfg.get("dtype", "float32"))
+                            timeout=timedelta(seconds=float(rig.get("dist_timeout_s", 60))))
+    model = build_model(rig["model"], seed=0, device=device, dtype=rig.get("dtype", "float32"))
     model.train()
-    params = [p for p in model.parameters()]
-    global_params = [p.detach().clone() for p in params]
-    inner = torch.optim.AdamW(params, lr=float(cfg.get("inner_lr", 1e-3)),
-                              weight_decay=float(cfg.get("weight_decay", 0.0)))
-    outer = torch.optim.SGD(global_params, lr=float(cfg.get("outer_lr", 0.7)),
-                            momentum=float(cfg.get("outer_momentum", 0.9)), nesterov=True)
-    gen = torch.Generator().manual_seed(int(cfg["seed"]) * 1009 + rank)
-    batch, seq = int(cfg.get("batch", 4)), int(cfg.get("seq_len", 64))
-    vocab = int(cfg["model"]["vocab_size"])
-    tokens_per_step = batch * seq
-    cpu_flag = torch.zeros(1, dtype=torch.long, device=device)
-    digest_kind = cfg.get("digest", "sha1")
-    merge_min_s = float(cfg.get("merge_min_s") or 0.0)
-    ckpt_dir = cfg.get("checkpoint_dir")
-    bcast_dev = device if cfg["dist_backend"] == "nccl" else "cpu"
+    from multiprocessing.connection import Client
+    conn = Client(("127.0.0.1", int(os.environ["EVALKIT_COORD_PORT"])),
+                  authkey=bytes.fromhex(os.environ["EVALKIT_COORD_KEY"]))
+    conn.send({"type": "hello", "rank": rank,
+               "n_params": int(sum(p.numel() for p in model.parameters()))})
+    learner = Learner(torch, dist, model, rig, rank, world, device)
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            break
+        if msg.get("type") != "run":
+            break
+        learner.run(msg, conn)
+    conn.close()
+    sys.stdout.flush()
+    os._exit(0)     # skip a slow interpreter teardown; everything is reported already
 
-    def inner_step():
-        x = synthetic_batch(torch, gen, batch, seq, vocab, device)
-        loss = model(input_ids=x, labels=x).loss
+
+class Learner:
+    def __init__(self, torch, dist, model, rig, rank, world, device):
+        self.torch, self.dist, self.model = torch, dist, model
+        self.rank, self.world, self.device = rank, world, device
+        self.params = list(model.parameters())
+        self.vocab = int(rig["model"]["vocab_size"])
+        self.sync = (torch.cuda.synchronize if device.startswith("cuda") else (lambda: None))
+        self.bcast_dev = device if rig["dist_backend"] == "nccl" else "cpu"
+
+    def reset(self, cfg) -> None:
+        """Parameters, optimizer state and data stream from the run's seed only."""
+        torch = self.torch
+        from evalkit.replay.backends.torch.models import init_params
+        seed = int(cfg["seed"])
+        init_params(self.model, seed)
+        for p in self.params:
+            p.grad = None
+        self.global_params = [p.detach().clone() for p in self.params]
+        self.inner = torch.optim.AdamW(self.params, lr=float(cfg.get("inner_lr", 1e-3)),
+                                       weight_decay=float(cfg.get("weight_decay", 0.0)))
+        self.outer = torch.optim.SGD(self.global_params, lr=float(cfg.get("outer_lr", 0.7)),
+                                     momentum=float(cfg.get("outer_momentum", 0.9)),
+                                     nesterov=True)
+        self.gen = torch.Generator().manual_seed(seed * 1009 + self.rank)
+        self.sync()
+
+    def inner_step(self, batch, seq) -> float:
+        x = synthetic_batch(self.torch, self.gen, batch, seq, self.vocab, self.device)
+        loss = self.model(input_ids=x, labels=x).loss
         loss.backward()
-        inner.step()
-        inner.zero_grad(set_to_none=True)
+        self.inner.step()
+        self.inner.zero_grad(set_to_none=True)
         return float(loss.detach())
 
-    def outer_merge(t_start):
+    def outer_merge(self, t_start, cfg) -> int:
+        torch, dist, world, rank = self.torch, self.dist, self.world, self.rank
+        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+        merge_min_s = float(cfg.get("merge_min_s") or 0.0)
+        ckpt_dir = cfg.get("checkpoint_dir")
         with torch.no_grad():
-            pg = [g - p.detach() for g, p in zip(global_params, params)]
+            pg = [g - p.detach() for g, p in zip(self.global_params, self.params)]
             flat = _flatten_dense_tensors(pg)
             del pg
             dist.all_reduce(flat)
             flat /= world
             nbytes = flat.numel() * flat.element_size()
-            for g, d in zip(global_params, _unflatten_dense_tensors(flat, global_params)):
+            for g, d in zip(self.global_params,
+                            _unflatten_dense_tensors(flat, self.global_params)):
                 g.grad = d
-            outer.step()
-            outer.zero_grad(set_to_none=True)
-            for p, g in zip(params, global_params):
+            self.outer.step()
+            self.outer.zero_grad(set_to_none=True)
+            for p, g in zip(self.params, self.global_params):
                 p.copy_(g)
             if merge_min_s > 0:   # emulate a larger merge: more real all-reduce traffic
                 scratch = torch.empty(flat.numel() + 1, dtype=flat.dtype, device=flat.device)
                 while True:
                     scratch[:-1].copy_(flat)
-                    scratch[-1] = 1.0 if (rank == 0 and time.monotonic() - t_start < merge_min_s) else 0.0
+                    more = rank == 0 and time.monotonic() - t_start < merge_min_s
+                    scratch[-1] = 1.0 if more else 0.0
                     dist.all_reduce(scratch)
                     if float(scratch[-1]) == 0.0:
                         break
             if ckpt_dir and rank == 0:
                 os.makedirs(ckpt_dir, exist_ok=True)
-                torch.save({"global": [g.detach().cpu() for g in global_params]},
+                torch.save({"global": [g.detach().cpu() for g in self.global_params]},
                            os.path.join(ckpt_dir, "outer.pt"))
-            sync()
+            self.sync()
         return nbytes
 
-    def gather(obj):
-        out = [None] * world
-        dist.all_gather_object(out, obj)
+    def gather(self, obj):
+        out = [None] * self.world
+        self.dist.all_gather_object(out, obj)
         return out
 
-    # warm-up steps (off the clock) give the measured inner-step time
-    warm = []
-    for _ in range(int(cfg.get("warmup_steps", 3))):
-        t = time.monotonic()
-        inner_step()
-        sync()
-        warm.append(time.monotonic() - t)
-    conn = None
-    t0 = torch.zeros(1, dtype=torch.float64)
-    if rank == 0:
-        from multiprocessing.connection import Client
-        conn = Client(("127.0.0.1", int(os.environ["EVALKIT_COORD_PORT"])),
-                      authkey=bytes.fromhex(os.environ["EVALKIT_COORD_KEY"]))
-        conn.send({"type": "ready", "warmup_step_s": sorted(warm)[len(warm) // 2],
-                   "n_params": int(sum(p.numel() for p in params)),
-                   "tokens_per_step": tokens_per_step * world})
+    def run(self, cfg, conn) -> None:
+        torch, dist, rank = self.torch, self.dist, self.rank
+        batch, seq = int(cfg.get("batch", 4)), int(cfg.get("seq_len", 64))
+        tokens_per_step = batch * seq * self.world
+        digest_kind = cfg.get("digest", "sha1")
+        # warm-up steps (off the clock) give the measured inner-step time; then the state
+        # is re-initialised so the run starts from the seed's state, whatever ran before
+        self.reset(cfg)
+        warm = []
+        for _ in range(int(cfg.get("warmup_steps", 3))):
+            t = time.monotonic()
+            self.inner_step(batch, seq)
+            self.sync()
+            warm.append(time.monotonic() - t)
+        self.reset(cfg)
+        init = self.gather(digest(torch, self.params, "sha1" if digest_kind == "sha1"
+                                  else "sum"))
+        conn.send({"type": "ready", "rank": rank,
+                   "warmup_step_s": sorted(warm)[len(warm) // 2] if warm else None,
+                   "n_params": int(sum(p.numel() for p in self.params)),
+                   "tokens_per_step": tokens_per_step, "init_digests": init})
         go = conn.recv()
         if go.get("type") != "go":
-            return 0
-        t0[0] = go["t0"]
-    dist.broadcast(t0, 0)
-    t0 = float(t0[0])
-    time.sleep(max(0.0, t0 - time.monotonic()))     # the replay clock starts at t0
-    step = 0
-    while True:
-        t_start = time.monotonic()
-        loss = inner_step()
-        sync()
-        t_end = time.monotonic()
-        step += 1
-        if rank == 0:
-            conn.send({"type": "step", "step": step, "start_s": t_start - t0,
-                       "end_s": t_end - t0, "loss": loss, "tokens": tokens_per_step * world})
-            cpu_flag[0] = int(conn.recv()["action"])
-        flag = cpu_flag.to(bcast_dev)
-        dist.broadcast(flag, 0)
-        action = int(flag[0])
-        if action == STOP:
-            break
-        if action == MERGE:
-            before = gather(digest(torch, params, digest_kind))
-            sync()
+            return
+        t0 = float(go["t0"])
+        time.sleep(max(0.0, t0 - time.monotonic()))     # the replay clock starts at t0
+        flag = torch.zeros(1, dtype=torch.long, device=self.bcast_dev)
+        step = 0
+        while True:
             t_start = time.monotonic()
-            nbytes = outer_merge(t_start)
+            loss = self.inner_step(batch, seq)
+            self.sync()
             t_end = time.monotonic()
-            after = gather(digest(torch, params, digest_kind))
+            step += 1
             if rank == 0:
-                conn.send({"type": "merge", "start_s": t_start - t0, "end_s": t_end - t0,
-                           "inner_step": step, "bytes": int(nbytes),
-                           "digests_before": ",".join(before),
-                           "digests_after": ",".join(after)})
-    if rank == 0:
-        conn.send({"type": "done", "steps": step})
-        conn.close()
-    dist.barrier()
-    sys.stdout.flush()
-    os._exit(0)     # skip a slow interpreter teardown; everything is reported already
+                conn.send({"type": "step", "step": step, "start_s": t_start - t0,
+                           "end_s": t_end - t0, "loss": loss, "tokens": tokens_per_step})
+                flag[0] = int(conn.recv()["action"])
+            dist.broadcast(flag, 0)
+            action = int(flag[0])
+            if action == STOP:
+                break
+            if action == MERGE:
+                before = self.gather(digest(torch, self.params, digest_kind))
+                self.sync()
+                t_start = time.monotonic()
+                nbytes = self.outer_merge(t_start, cfg)
+                t_end = time.monotonic()
+                after = self.gather(digest(torch, self.params, digest_kind))
+                if rank == 0:
+                    conn.send({"type": "merge", "start_s": t_start - t0, "end_s": t_end - t0,
+                               "inner_step": step, "bytes": int(nbytes),
+                               "digests_before": ",".join(before),
+                               "digests_after": ",".join(after)})
+        self.sync()
+        conn.send({"type": "done", "rank": rank, "steps": step})
 
 
 if __name__ == "__main__":
