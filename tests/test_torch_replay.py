@@ -14,7 +14,8 @@ pytest.importorskip("aiohttp")
 
 from evalkit.errors import InputError  # noqa: E402
 from evalkit.replay.backends.torch import client as cl  # noqa: E402
-from evalkit.replay.backends.torch import prepare, replay, start_sidecar  # noqa: E402
+from evalkit.replay.backends.torch import (close_rig, current_rig, prepare, replay,  # noqa: E402
+                                           start_sidecar)
 from evalkit.replay.backends.torch.coordinator import check_model, wait_healthy  # noqa: E402
 from evalkit.replay.backends.torch.procs import pid_alive  # noqa: E402
 from evalkit.replay.policies.base import Decision, Policy  # noqa: E402
@@ -43,14 +44,31 @@ def small_trace(horizon: float, rate: float, seed: int = 0) -> Trace:
                              name="test")
 
 
-def make_spec(horizon: float, **cfg) -> ReplaySpec:
+class PlannedAt(Policy):
+    """Merges at fixed times (planned starts): K does not depend on machine speed."""
+
+    name = "planned_at"
+
+    def __init__(self, starts):
+        super().__init__(starts=list(starts))
+
+    def reset(self, ctx):
+        super().reset(ctx)
+        self.planned_starts = np.asarray(self.params["starts"], dtype=float)
+
+    def decide(self, state):  # pragma: no cover - planned policies are not asked
+        raise AssertionError("planned policy asked to decide")
+
+
+def make_spec(horizon: float, seed: int = 3, **cfg) -> ReplaySpec:
     config = {"n_learners": 2, "max_batch": 8, **cfg}
-    return ReplaySpec(run_id="t", seed=3, regime="cpu", backend="torch",
+    return ReplaySpec(run_id="t", seed=seed, regime="cpu", backend="torch",
                       merge_duration_s=1.0, horizon_s=horizon, h_min=3, h_max=100000,
                       min_gap_s=4.0, max_gap_s=30.0, backend_config=config)
 
 
 def assert_no_orphans(out):
+    close_rig()                        # a complete run leaves the rig warm for the next one
     pids = out.effective["pids"]
     for pid in [pids["server"], *pids["learners"]]:
         assert not pid_alive(pid), f"process {pid} outlived the run"
@@ -108,6 +126,16 @@ def test_metrics_and_models_endpoints(sidecar):
             return await r.text()
     vals = cl.parse_prometheus(_fetch(go))
     assert vals == {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
+    names = ("vllm:generation_tokens_total", "evalkit:engine_resets_total")
+
+    async def reset(s):
+        async with s.post(sidecar.base_url + "/admin/reset") as r:
+            assert r.status == 200
+        async with s.get(sidecar.base_url + "/metrics") as r:
+            return cl.parse_prometheus(await r.text(), names)
+    after = _fetch(reset)
+    assert after["vllm:generation_tokens_total"] == 0.0      # counters zeroed
+    assert after["evalkit:engine_resets_total"] >= 1.0
     asyncio.run(check_model(sidecar))
     from evalkit.replay.backends.torch.coordinator import Server
     with pytest.raises(InputError, match="not served"):
@@ -149,6 +177,33 @@ def test_bad_config_and_unreachable_endpoint():
         vllm.replay(spec, small_trace(10.0, 1.0), MergeWhenAllowed())
     with pytest.raises(InputError, match="endpoint and model"):
         vllm.replay(make_spec(10.0), small_trace(10.0, 1.0), MergeWhenAllowed())
+
+
+def test_init_params_is_a_function_of_the_seed_only():
+    import torch
+    from evalkit.replay.backends.torch.models import build_model, init_params, resolve_config
+    fields = resolve_config("tiny")
+    fresh = build_model(fields, seed=5)
+    used = build_model(fields, seed=1)
+    with torch.no_grad():
+        for p in used.parameters():
+            p.mul_(3.0).add_(1.0)          # "trained" by an earlier run
+    init_params(used, 5)
+    pairs = list(zip(fresh.parameters(), used.parameters()))
+    assert all(torch.equal(a, b) for a, b in pairs)
+    other = build_model(fields, seed=6)
+    assert not torch.equal(next(fresh.parameters()), next(other.parameters()))
+
+
+def test_rig_key_ignores_per_run_settings_only():
+    from evalkit.replay.backends.torch.rig import rig_key
+    base = prepare(make_spec(10.0), "torch")
+    same = prepare(make_spec(10.0, inner_lr=0.01, merge_min_s=2.0, fault=None), "torch")
+    assert rig_key(base, "torch") == rig_key(same, "torch")
+    for change in ({"n_learners": 3}, {"trainer_model": "small"}, {"max_batch": 4}):
+        assert rig_key(prepare(make_spec(10.0, **change), "torch"), "torch") != \
+            rig_key(base, "torch")
+    assert rig_key(base, "vllm") != rig_key(base, "torch")
 
 
 # -- one real replay, checked many ways -----------------------------------------------------
@@ -237,3 +292,39 @@ def test_trace_beyond_capacity_is_refused_with_measured_capacity():
     trace = Trace.from_arrays(np.linspace(0.5, 10, n), np.full(n, 16), np.full(n, 64))
     with pytest.raises(InputError, match=r"engine sustained [0-9.]+ tokens/s"):
         replay(make_spec(12.0), trace, MergeWhenAllowed())
+
+
+# -- warm rig: a run's results do not depend on what ran before -----------------------------
+
+@pytest.mark.slow
+def test_warm_rig_run_equals_fresh_run():
+    close_rig()
+    horizon = 14.0
+    trace = small_trace(horizon, 1.5)
+    planned = [3.0, 7.0, 10.5]
+    first = replay(make_spec(horizon), trace, PlannedAt(planned))
+    assert first.complete, first.error
+    assert first.effective["rig"]["warm"] is False
+    other = replay(make_spec(horizon, seed=11), small_trace(horizon, 1.5, seed=4),
+                   MergeWhenAllowed())
+    assert other.complete, other.error
+    again = replay(make_spec(horizon), trace, PlannedAt(planned))
+    assert again.complete, again.error
+    rig = again.effective["rig"]
+    assert rig["warm"] is True and rig["runs_before"] == 2
+    assert again.effective["pids"] == first.effective["pids"]       # same processes
+    # identical seed-determined start state, different for another seed
+    assert again.effective["init_param_digests"] == first.effective["init_param_digests"]
+    assert other.effective["init_param_digests"] != first.effective["init_param_digests"]
+    d = first.effective["init_param_digests"]
+    assert len(d) == 2 and d[0] == d[1]                     # learners start identical
+    assert len(first.merges) == len(again.merges) == len(planned)
+    # same parameters, optimizer state and data stream: the first inner steps match bit
+    # for bit (one thread per learner on CPU is deterministic)
+    n = min(5, len(first.steps), len(again.steps))
+    assert first.steps["loss"].iloc[:n].tolist() == again.steps["loss"].iloc[:n].tolist()
+    assert again.effective["capacity_probe_cached"] is True
+    assert again.requests["ok"].all()
+    assert current_rig() is not None
+    assert_no_orphans(again)
+    assert current_rig() is None

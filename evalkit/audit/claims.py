@@ -130,8 +130,8 @@ class TransferEvidence:
     def _requests(self, backends) -> pd.DataFrame:
         """One row per request of the backends' merging runs: ``latency_s`` (inf if failed),
         ``t_s`` (scheduled arrival), ``active`` (in flight during a merge window) and
-        ``stressed`` (in flight during a window or the D seconds after it, while the queue
-        drains): stressed-but-inactive requests are what contamination measures."""
+        ``stressed`` (in flight during a window or within the run's median out-of-window
+        latency after it, while the backlog drains): stressed-but-inactive requests are what contamination measures."""
         runs = self.campaign.runs
         runs = runs[runs.backend.isin(backends) & (runs.role != "no_sync")]
         parts = []
@@ -143,11 +143,16 @@ class TransferEvidence:
                                                                             na_value=np.nan))
             w_start = merges.start_s.to_numpy(float)
             w_end = merges.end_s.to_numpy(float)
-            tail = np.minimum(w_end + float(rec.merge_duration_s),
-                              np.append(w_start[1:], np.inf)) if len(w_start) else w_end
+            latency = np.where(ok, end - start, np.inf)
+            active = _active(start, end, w_start, w_end)
+            # A request that starts within one typical service time after a window still meets
+            # the window's backlog: the tail is the run's median latency outside windows.
+            calm = latency[~active & np.isfinite(latency)]
+            drain_s = float(np.median(calm)) if calm.size else float(rec.merge_duration_s)
+            tail = np.minimum(w_end + drain_s, np.append(w_start[1:], np.inf)) \
+                if len(w_start) else w_end
             parts.append(pd.DataFrame({
-                "latency_s": np.where(ok, end - start, np.inf), "t_s": start,
-                "active": _active(start, end, w_start, w_end),
+                "latency_s": latency, "t_s": start, "active": active,
                 "stressed": _active(start, end, w_start, tail)}))
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 

@@ -66,4 +66,4 @@ def replay(spec, trace, policy, *, progress=None) -> RunOutput:
         raise InputError("give either endpoint or serve_vllm, not both",
                          column="backend_config.serve_vllm", fix="drop one of them")
     return run_replay(spec, trace, policy, cfg=cfg, start_server=_server_factory(cfg),
-                      progress=progress)
+                      backend="vllm", progress=progress)

@@ -1,6 +1,8 @@
 """The real torch backend: DiLoCo learners + a torch serving sidecar + an open-loop client.
 
-``replay(spec, trace, policy, *, progress=None) -> RunOutput``.  Knobs come from
+``replay(spec, trace, policy, *, progress=None) -> RunOutput``.  Consecutive runs in one
+process reuse a warm rig (sidecar + learners) when their rig-defining settings match;
+``close_rig()`` stops it (also done at exit and after any failed run).  Knobs come from
 ``spec.backend_config`` (see :mod:`evalkit.replay.backends.torch.config`); requested and
 effective values end up in ``RunOutput.effective``.
 """
@@ -17,6 +19,9 @@ from evalkit.replay.spec import RunOutput
 from .config import resolve
 from .coordinator import Server, run_replay
 from .procs import Managed, free_port, port_in_use
+from .rig import close_rig, current_rig
+
+__all__ = ["replay", "prepare", "start_sidecar", "close_rig", "current_rig"]
 
 
 def prepare(spec, backend: str) -> dict:
@@ -52,4 +57,4 @@ def start_sidecar(cfg: dict, log_dir: str) -> Server:
 def replay(spec, trace, policy, *, progress=None) -> RunOutput:
     cfg = prepare(spec, "torch")
     return run_replay(spec, trace, policy, cfg=cfg, start_server=start_sidecar,
-                      progress=progress)
+                      backend="torch", progress=progress)

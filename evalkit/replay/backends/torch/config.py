@@ -42,6 +42,7 @@ DEFAULTS = {
     "store_token_times": True,
     "fault": None,                   # {"target": "sidecar"|"learner:<rank>", "at_s": float}
     "log_dir": None,                 # child-process logs; default: a temporary directory
+    "reuse_rig": True,               # keep sidecar + learners warm for the next run
     # vllm backend only
     "endpoint": None,
     "model": None,

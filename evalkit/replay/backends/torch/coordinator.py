@@ -1,31 +1,33 @@
 """Orchestration shared by the torch and vllm backends.
 
-Order: serving engine healthy -> warm-up and capacity probe -> learners built and warm ->
-replay clock ``t0`` -> open-loop client, metrics scraper, policy decisions (this process)
--> client drained -> trainer stopped -> engine stopped.  Anything that dies mid-run ends
-the run as incomplete with the error; every child is killed by process group.
+Order: rig acquired (a warm one reused, else engine + learners started, see
+:mod:`~evalkit.replay.backends.torch.rig`) -> sidecar drained and counters zeroed ->
+learners re-initialised from the run's seed, warm-up steps timed -> capacity probe (once
+per rig and request shape) -> replay clock ``t0`` -> open-loop client, metrics scraper,
+policy decisions (this process) -> client drained -> trainer stopped (learners idle,
+ready for the next run).  Anything that dies mid-run ends the run as incomplete with the
+error and closes the rig; every child is killed by process group.
+
+``DecisionState.inner_step_s`` is the *measured* inner-step time: the median duration of
+the last (up to) 64 inner steps of this run, observed before the decision (decision-time
+information); ``RunContext.inner_step_s`` is the warm-up measurement taken before ``t0``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import secrets
 import signal
-import sys
-import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import Listener
 
 import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
 from evalkit.replay.backends.torch import client as cl
-from evalkit.replay.backends.torch.procs import Managed, free_port
+from evalkit.replay.backends.torch.procs import Managed
 from evalkit.replay.backends.torch.trainer import CONTINUE, MERGE, STOP
 from evalkit.replay.policies.base import DecisionState
 from evalkit.replay.policies.context import make_context, policy_seed
@@ -156,73 +158,30 @@ async def probe_capacity(server: Server, requests: pd.DataFrame, cfg: dict, seed
 
 
 class Trainer:
-    """N learner processes plus the policy loop that answers rank 0 at every step."""
+    """One run's policy loop over the rig's learner group (it answers rank 0 every step)."""
 
-    def __init__(self, spec, policy, cfg: dict, log_dir: str, live: LiveState, on_fail):
+    def __init__(self, spec, policy, cfg: dict, group, live: LiveState, on_fail):
         self.spec, self.policy, self.cfg, self.live, self.on_fail = spec, policy, cfg, live, on_fail
-        self.key = secrets.token_bytes(16)
-        self.listener = Listener(("127.0.0.1", 0), authkey=self.key)
-        self.procs: list[Managed] = []
+        self.group = group
+        self.procs = group.procs
+        self.conn = group.conns[0]
         self.steps, self.merges, self.decisions = [], [], []
-        self.ready: dict | None = None
         self.stop_requested = threading.Event()
         self.finished = threading.Event()
+        self.got_done = False
         self.error: str | None = None
-        self.conn = None
         self.closing = False
-        cfg_path = os.path.join(log_dir, "trainer.json")
-        tcfg = {"model": cfg["_trainer_model"], "device": cfg["trainer_device"],
-                "dtype": cfg["trainer_dtype"], "dist_backend": cfg["dist_backend"],
-                "dist_timeout_s": cfg["dist_timeout_s"], "threads": cfg["trainer_threads"],
-                "seed": int(spec.seed), "batch": cfg["batch"], "seq_len": cfg["seq_len"],
-                "inner_lr": cfg["inner_lr"], "outer_lr": cfg["outer_lr"],
-                "outer_momentum": cfg["outer_momentum"], "warmup_steps": cfg["warmup_steps"],
-                "merge_min_s": cfg["merge_min_s"], "checkpoint_dir": cfg["checkpoint_dir"],
-                "digest": cfg["digest"]}
-        with open(cfg_path, "w") as f:
-            json.dump(tcfg, f)
-        master = free_port()
-        for rank in range(int(cfg["n_learners"])):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(cfg["n_learners"]),
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master),
-                       EVALKIT_COORD_PORT=str(self.listener.address[1]),
-                       EVALKIT_COORD_KEY=self.key.hex(), PYTHONUNBUFFERED="1",
-                       OMP_NUM_THREADS=str(cfg["trainer_threads"]))
-            self.procs.append(Managed(f"learner:{rank}", [
-                sys.executable, "-m", "evalkit.replay.backends.torch.trainer", cfg_path],
-                env=env, log_path=os.path.join(log_dir, f"learner{rank}.log")))
 
-    # -- start-up ------------------------------------------------------------------------
-    def wait_ready(self, timeout_s: float) -> dict:
-        box: dict = {}
-
-        def accept():
-            try:
-                box["conn"] = self.listener.accept()
-                box["msg"] = box["conn"].recv()
-            except Exception as exc:  # listener closed
-                box["err"] = exc
-        th = threading.Thread(target=accept, daemon=True)
-        th.start()
-        deadline = time.monotonic() + timeout_s
-        while th.is_alive() and time.monotonic() < deadline:
-            for p in self.procs:
-                if p.poll() is not None:
-                    raise InputError(f"trainer {p.name} exited with code {p.poll()} during "
-                                     f"start-up: {p.log_tail()}",
-                                     column="backend_config.trainer_model",
-                                     fix="see the learner log; check the model and device")
-            th.join(0.2)
-        if th.is_alive() or "msg" not in box:
-            raise InputError(f"trainer not ready after {timeout_s:g} s",
-                             column="backend_config.startup_timeout_s",
-                             fix="raise startup_timeout_s or use a smaller trainer_model")
-        self.conn, self.ready = box["conn"], box["msg"]
+    def begin(self, timeout_s: float) -> dict:
+        from evalkit.replay.backends.torch.rig import RUN_KEYS_FOR_LEARNERS
+        run_cfg = {k: self.cfg[k] for k in RUN_KEYS_FOR_LEARNERS}
+        run_cfg["seed"] = int(self.spec.seed)
+        self.ready = self.group.begin_run(run_cfg, timeout_s)
         return self.ready
 
     def start(self, t0: float, ctx, no_sync: bool, planned: bool) -> None:
         self.t0, self.ctx, self.no_sync, self.planned = t0, ctx, no_sync, planned
-        self.conn.send({"type": "go", "t0": t0})
+        self.group.go(t0)
         self.thread = threading.Thread(target=self._serve, name="policy", daemon=True)
         self.thread.start()
 
@@ -237,11 +196,13 @@ class Trainer:
             if self.planned else []
         plan_i = 0
         cap = float(self.cfg["pressure_capacity"])
+        recent_step_s: deque = deque(maxlen=64)
         try:
             while True:
                 msg = self.conn.recv()
                 kind = msg["type"]
                 if kind == "done":
+                    self.got_done = True
                     break
                 if kind == "merge":
                     msg["forced"] = pending_forced.pop(0) if pending_forced else False
@@ -249,6 +210,7 @@ class Trainer:
                     last_end = msg["end_s"]
                     continue
                 self.steps.append({k: msg[k] for k in ("step", "start_s", "end_s", "loss", "tokens")})
+                recent_step_s.append(float(msg["end_s"] - msg["start_s"]))
                 since, total = since + 1, total + 1
                 tokens_since += int(msg["tokens"])
                 loss_s = msg["loss"] if loss_s is None else 0.9 * loss_s + 0.1 * msg["loss"]
@@ -272,7 +234,8 @@ class Trainer:
                     state = DecisionState(
                         t_s=t, steps_since_merge=since, total_steps=total,
                         merges_done=len(self.merges) + len(pending_forced),
-                        last_merge_end_s=last_end, inner_step_s=self.ctx.inner_step_s,
+                        last_merge_end_s=last_end,
+                        inner_step_s=float(np.median(recent_step_s)),
                         queue_waiting=waiting, queue_running=running,
                         pressure=min(1.0, (running + waiting) / cap),
                         loss_drop=float(loss_at_merge - loss_s),
@@ -312,58 +275,56 @@ class Trainer:
             self.on_fail(text)
 
     def dead(self) -> Managed | None:
-        return next((p for p in self.procs if p.poll() is not None), None)
+        return self.group.dead()
 
     def stop(self, timeout_s: float) -> None:
+        """Ask rank 0 to stop at its next step; wait for every rank's ``done``."""
         self.stop_requested.set()
         if hasattr(self, "thread"):
             self.thread.join(timeout_s)
-        deadline = time.monotonic() + timeout_s
-        for p in self.procs:
-            while p.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-        self.close()
-
-    def close(self) -> None:
-        self.closing = True
-        for p in self.procs:
-            p.stop(grace_s=2.0)
-        try:
-            self.listener.close()
-        except OSError:
-            pass
-        if self.conn is not None:
-            self.conn.close()
+        if self.got_done:
+            self.group.finish(timeout_s)
 
 
 def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows) if rows else pd.DataFrame({c: [] for c in columns})
 
 
-def run_replay(spec, trace, policy, *, cfg: dict, start_server, progress=None) -> RunOutput:
-    """Run one replay; ``start_server(cfg, log_dir) -> Server`` brings up the engine."""
-    tmp = None
-    log_dir = cfg["log_dir"]
-    if log_dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="evalkit-replay-")
-        log_dir = tmp.name
-    os.makedirs(log_dir, exist_ok=True)
-    server = None
-    held: dict = {}
+def run_replay(spec, trace, policy, *, cfg: dict, start_server, backend: str = "torch",
+               progress=None) -> RunOutput:
+    """Run one replay on the warm rig, or a fresh one (``start_server(cfg, log_dir)``).
+
+    Any failure (an exception, or an incomplete run) closes the rig, so the next run
+    starts from fresh processes; ``reuse_rig = false`` closes it after every run.
+    """
+    from evalkit.replay.backends.torch import rig as rigs
+    _say(progress, "acquiring the rig")
+    rig, warm = rigs.acquire(cfg, start_server, backend, progress)
+    ok = False
     try:
-        server = start_server(cfg, log_dir)
-        return _run(spec, trace, policy, cfg, server, log_dir, progress,
-                    lambda t: held.setdefault("trainer", t))
+        out = _run(spec, trace, policy, cfg, rig, warm, progress)
+        ok = out.complete
+        rig.runs += 1
+        return out
     finally:
-        if "trainer" in held:
-            held["trainer"].close()
-        if server is not None and server.proc is not None:
-            server.proc.stop(grace_s=3.0)
-        if tmp is not None:
-            tmp.cleanup()
+        if not ok or not cfg["reuse_rig"]:
+            rigs.close_rig()
 
 
-def _run(spec, trace, policy, cfg, server, log_dir, progress, keep_trainer) -> RunOutput:
+def _probe(rig, requests, cfg, seed) -> dict:
+    """Capacity probe, once per rig and request shape (the engine does not change)."""
+    med_p = int(np.median(requests["prompt_tokens"])) if len(requests) else 16
+    med_o = int(np.median(requests["output_tokens"])) if len(requests) else 16
+    key = (med_p, med_o, int(cfg["max_batch"]), cfg["max_prompt_tokens"])
+    if key in rig.probes:
+        return {**rig.probes[key], "capacity_probe_cached": True}
+    cap = asyncio.run(probe_capacity(rig.server, requests, cfg, seed))
+    rig.probes[key] = cap
+    return {**cap, "capacity_probe_cached": False}
+
+
+def _run(spec, trace, policy, cfg, rig, warm, progress) -> RunOutput:
+    server = rig.server
     effective = {k: v for k, v in cfg.items() if not k.startswith("_")}
     effective.update({"base_url": server.base_url, "served_model": server.model,
                       "server_kind": server.kind, **server.info})
@@ -381,22 +342,22 @@ def _run(spec, trace, policy, cfg, server, log_dir, progress, keep_trainer) -> R
             except RuntimeError:      # the run already ended
                 pass
 
-    # learners import and warm up while the engine starts (both take a while)
-    _say(progress, f"starting {cfg['n_learners']} learners")
-    trainer = Trainer(spec, policy, cfg, log_dir, live, on_fail)
-    keep_trainer(trainer)
-    _say(progress, f"waiting for {server.kind} at {server.base_url}")
-    asyncio.run(wait_healthy(server, float(cfg["startup_timeout_s"])))
-    asyncio.run(check_model(server))
-    ready = trainer.wait_ready(float(cfg["startup_timeout_s"]))
+    t_reset = time.monotonic()
+    _say(progress, "resetting the rig" if warm else "learners ready; first run on this rig")
+    asyncio.run(rig.reset_server())
+    trainer = Trainer(spec, policy, cfg, rig.learners, live, on_fail)
+    ready = trainer.begin(float(cfg["startup_timeout_s"]))
     effective.update({"warmup_inner_step_s": ready["warmup_step_s"],
                       "trainer_n_params": ready["n_params"],
                       "tokens_per_step": ready["tokens_per_step"],
-                      "pids": {"server": server.proc.pid if server.proc else None,
-                               "learners": [p.pid for p in trainer.procs]}})
+                      "init_param_digests": list(ready["init_digests"]),
+                      "pids": rig.pids(),
+                      "rig": {"warm": bool(warm), "runs_before": int(rig.runs),
+                              "startup_s": float(rig.startup_s),
+                              "reset_s": float(time.monotonic() - t_reset)}})
 
     _say(progress, "probing serving capacity")
-    cap = asyncio.run(probe_capacity(server, requests, cfg, spec.seed))
+    cap = _probe(rig, requests, cfg, spec.seed)
     effective.update(cap)
     effective["capacity_note"] = "measured after start-up with the trainer idle"
     notes: list[str] = []
@@ -462,14 +423,19 @@ def _run(spec, trace, policy, cfg, server, log_dir, progress, keep_trainer) -> R
     asyncio.run(main())
     if "error" not in failure:
         _say(progress, "stopping the trainer")
-        trainer.stop(float(cfg["stop_timeout_s"]))
-        if not trainer.finished.is_set():
+        try:
+            trainer.stop(float(cfg["stop_timeout_s"]))
+        except Exception as exc:        # a learner died or hung while stopping
+            failure.setdefault("error", f"{type(exc).__name__}: {exc}")
+        if not trainer.got_done:
             failure.setdefault("error", "trainer did not stop within stop_timeout_s")
-        bad = [p for p in trainer.procs if p.proc.returncode not in (0, None)]
-        if bad and "error" not in failure:
-            failure["error"] = f"{bad[0].name} exited with code {bad[0].proc.returncode}"
-    else:
-        trainer.close()
+        dead = trainer.dead()
+        if dead is not None:
+            failure.setdefault("error", f"{dead.name} exited with code {dead.poll()}")
+    trainer.closing = True
+    if "error" in failure:              # kill everything before reading the run's tables
+        from evalkit.replay.backends.torch.rig import close_rig
+        close_rig()
     return _output(spec, cfg, requests, recs, trainer, signal_rows, effective, notes,
                    failure.get("error"), ready)
 

@@ -2,13 +2,15 @@
 
 Run as ``python -m evalkit.replay.backends.torch.sidecar --port P --config cfg.json``.
 An engine thread does continuous batching: each iteration admits waiting requests (one
-prefill each, KV cache kept), then runs one batched decode step over every active request
-with a left-padded KV cache.  Tokens are greedy; EOS is never honoured, so every request
+left-padded prefill forward for all of them), then runs one batched decode step over every
+active request.  The batch's KV cache (a transformers ``DynamicCache``, left-padded) grows
+in place across decode steps and is only rebuilt when requests join or leave.  Tokens are greedy; EOS is never honoured, so every request
 produces exactly ``max_tokens`` tokens (``ignore_eos``/``min_tokens`` are accepted).
 
 Endpoints: ``POST /v1/completions`` (``stream`` true: one SSE event per token, then
 ``[DONE]``), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text with
-``vllm:num_requests_running`` and ``vllm:num_requests_waiting``).
+``vllm:num_requests_running`` and ``vllm:num_requests_waiting``), ``POST /admin/reset``
+(between runs on a warm rig: drain every request, zero the counters).
 """
 
 from __future__ import annotations
@@ -50,33 +52,38 @@ class Engine:
         self.inbox: queue.Queue = queue.Queue()
         self.waiting: deque = deque()
         self.active: list[Seq] = []
-        self.kv = None                 # list of (K, V) per layer, [B, H, T, d]
-        self.mask = None               # [B, T] long
+        self.cache = None              # DynamicCache of the active batch, [B, H, T, d]
+        self.mask = None               # [B, T] long, 0 = left padding
         self.stop = threading.Event()
-        self.counters = {"generation_tokens": 0, "prompt_tokens": 0, "success": 0,
-                         "iterations": 0}
+        self.reset_requested = threading.Event()
+        self.reset_done = threading.Event()
+        self.counters = self._zero_counters()
         self.error: str | None = None
 
+    @staticmethod
+    def _zero_counters() -> dict:
+        return {"generation_tokens": 0, "prompt_tokens": 0, "success": 0, "iterations": 0,
+                "prefill_batches": 0, "resets": 0}
+
     # -- cache helpers -------------------------------------------------------------------
-    def _cache(self, kv):
+    @staticmethod
+    def _new_cache(kv=None):
         from transformers import DynamicCache
         c = DynamicCache()
-        if kv is not None:
-            for i, (k, v) in enumerate(kv):
-                c.update(k, v, i)
+        for i, (k, v) in enumerate(kv or ()):
+            c.update(k, v, i)
         return c
 
     @staticmethod
-    def _kv_of(out):
-        cache = getattr(out, "cache", None) or out.past_key_values
+    def _kv_of(cache):
         if hasattr(cache, "layers"):
             return [(layer.keys, layer.values) for layer in cache.layers]
         return list(zip(cache.key_cache, cache.value_cache))
 
-    def _forward(self, **kw):
-        cache = kw.pop("kv")
-        kw[self.cache_arg] = self._cache(cache)
-        return self.model(use_cache=True, **kw)
+    def _forward(self, cache, **kw):
+        kw[self.cache_arg] = cache
+        out = self.model(use_cache=True, **kw)
+        return out, (getattr(out, "cache", None) or out.past_key_values)
 
     # -- scheduling ----------------------------------------------------------------------
     def num_waiting(self) -> int:
@@ -85,20 +92,51 @@ class Engine:
     def num_running(self) -> int:
         return len(self.active)
 
+    def request_reset(self, timeout_s: float = 30.0) -> bool:
+        """Drain every request (they end with an error) and zero the counters."""
+        self.reset_done.clear()
+        self.reset_requested.set()
+        return self.reset_done.wait(timeout_s)
+
+    def _do_reset(self) -> None:
+        while True:
+            try:
+                self.waiting.append(self.inbox.get_nowait())
+            except queue.Empty:
+                break
+        for seq in list(self.active) + list(self.waiting):
+            if not seq.cancelled:
+                seq.cancelled = True
+                seq.emit(("error", "engine reset"))
+        self.active, self.waiting = [], deque()
+        self.cache, self.mask = None, None
+        resets = self.counters["resets"] + 1
+        self.counters = self._zero_counters()
+        self.counters["resets"] = resets
+        if self.device.startswith("cuda"):
+            self.torch.cuda.empty_cache()
+        self.reset_requested.clear()
+        self.reset_done.set()
+
     def run(self) -> None:
         torch = self.torch
         try:
             with torch.inference_mode():
                 while not self.stop.is_set():
+                    if self.reset_requested.is_set():
+                        self._do_reset()
                     while True:
                         try:
                             self.waiting.append(self.inbox.get_nowait())
                         except queue.Empty:
                             break
-                    while self.waiting and len(self.active) < self.max_batch:
+                    admit = []
+                    while self.waiting and len(self.active) + len(admit) < self.max_batch:
                         seq = self.waiting.popleft()
                         if not seq.cancelled:
-                            self._prefill(seq)
+                            admit.append(seq)
+                    if admit:
+                        self._prefill(admit)
                     if self.active:
                         self._decode()
                     elif not self.waiting:
@@ -112,39 +150,62 @@ class Engine:
                 seq.emit(("error", self.error))
             raise
 
-    def _prefill(self, seq: Seq) -> None:
+    def _prefill(self, seqs: list) -> None:
+        """One left-padded forward over every newly admitted prompt; joins the batch."""
         torch = self.torch
-        ids = torch.tensor([seq.prompt], dtype=torch.long, device=self.device)
-        out = self._forward(input_ids=ids, kv=None)
-        tok = int(out.logits[0, -1].argmax())
-        self.counters["prompt_tokens"] += len(seq.prompt)
-        self._emit_token(seq, tok)
-        if seq.generated >= seq.max_tokens:
-            self._finish(seq)
+        n, T = len(seqs), max(len(s.prompt) for s in seqs)
+        ids = torch.zeros(n, T, dtype=torch.long)
+        mask = torch.zeros(n, T, dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, T - len(s.prompt):] = torch.tensor(s.prompt, dtype=torch.long)
+            mask[i, T - len(s.prompt):] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        pos = (mask.cumsum(1) - 1).clamp(min=0)
+        out, cache = self._forward(self._new_cache(), input_ids=ids, attention_mask=mask,
+                                   position_ids=pos)
+        toks = out.logits[:, -1].argmax(-1).tolist()
+        self.counters["prefill_batches"] += 1
+        keep = []
+        for i, (seq, tok) in enumerate(zip(seqs, toks)):
+            self.counters["prompt_tokens"] += len(seq.prompt)
+            self._emit_token(seq, tok)
+            if seq.generated >= seq.max_tokens:
+                self._finish(seq)
+            else:
+                seq.n_real, seq.last = len(seq.prompt), tok
+                keep.append(i)
+        if not keep:
             return
-        kv = self._kv_of(out)
-        seq.n_real, seq.last = len(seq.prompt), tok
-        mask = torch.ones(1, len(seq.prompt), dtype=torch.long, device=self.device)
-        if self.kv is None:
-            self.kv, self.mask, self.active = kv, mask, [seq]
+        kv = self._kv_of(cache)
+        if len(keep) < n:
+            idx = torch.tensor(keep, device=self.device)
+            kv = [(k.index_select(0, idx), v.index_select(0, idx)) for k, v in kv]
+            mask = mask.index_select(0, idx)
+        new = [seqs[i] for i in keep]
+        if self.cache is None:
+            self.cache, self.mask, self.active = self._new_cache(kv), mask, new
             return
+        old = self._kv_of(self.cache)
         T = max(self.mask.shape[1], mask.shape[1])
         pad = lambda t: torch.nn.functional.pad(t, (0, 0, T - t.shape[2], 0))  # noqa: E731
-        self.kv = [(torch.cat([pad(k0), pad(k1)]), torch.cat([pad(v0), pad(v1)]))
-                   for (k0, v0), (k1, v1) in zip(self.kv, kv)]
         padm = lambda m: torch.nn.functional.pad(m, (T - m.shape[1], 0))  # noqa: E731
+        self.cache = self._new_cache(
+            [(torch.cat([pad(k0), pad(k1)]), torch.cat([pad(v0), pad(v1)]))
+             for (k0, v0), (k1, v1) in zip(old, kv)])
         self.mask = torch.cat([padm(self.mask), padm(mask)])
-        self.active.append(seq)
+        self.active += new
 
     def _decode(self) -> None:
+        """One token for every active request; the KV cache grows in place across steps."""
         torch = self.torch
         B = len(self.active)
         ids = torch.tensor([[s.last] for s in self.active], device=self.device)
         pos = torch.tensor([[s.n_real] for s in self.active], device=self.device)
         mask = torch.cat([self.mask, torch.ones(B, 1, dtype=torch.long, device=self.device)], 1)
-        out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos, kv=self.kv)
+        out, self.cache = self._forward(self.cache, input_ids=ids, attention_mask=mask,
+                                        position_ids=pos)
         toks = out.logits[:, -1].argmax(-1).tolist()
-        self.kv, self.mask = self._kv_of(out), mask
+        self.mask = mask
         self.counters["iterations"] += 1
         keep = []
         for i, (seq, tok) in enumerate(zip(self.active, toks)):
@@ -159,14 +220,15 @@ class Engine:
         if len(keep) == B:
             return
         if not keep:
-            self.kv, self.mask, self.active = None, None, []
+            self.cache, self.mask, self.active = None, None, []
             return
         idx = torch.tensor(keep, device=self.device)
         mask = self.mask.index_select(0, idx)
         first = int((mask.sum(0) > 0).nonzero()[0])      # drop all-padding columns
         self.mask = mask[:, first:]
-        self.kv = [(k.index_select(0, idx)[:, :, first:], v.index_select(0, idx)[:, :, first:])
-                   for k, v in self.kv]
+        self.cache = self._new_cache(
+            [(k.index_select(0, idx)[:, :, first:], v.index_select(0, idx)[:, :, first:])
+             for k, v in self._kv_of(self.cache)])
         self.active = [self.active[i] for i in keep]
 
     def _emit_token(self, seq: Seq, tok: int) -> None:
@@ -262,6 +324,13 @@ def make_app(engine: Engine, model_name: str):
             raise
         return resp
 
+    async def reset(request):
+        loop = asyncio.get_running_loop()
+        done = await loop.run_in_executor(None, engine.request_reset, 30.0)
+        if not done:
+            return err(500, "engine did not reset within 30 s", "InternalServerError")
+        return web.json_response({"reset": True, "counters": dict(engine.counters)})
+
     async def models(request):
         return web.json_response({"object": "list", "data": [
             {"id": model_name, "object": "model", "owned_by": "evalkit"}]})
@@ -287,6 +356,10 @@ def make_app(engine: Engine, model_name: str):
             f"vllm:request_success_total{lab} {c['success']}",
             "# TYPE evalkit:engine_iterations_total counter",
             f"evalkit:engine_iterations_total{lab} {c['iterations']}",
+            "# TYPE evalkit:prefill_batches_total counter",
+            f"evalkit:prefill_batches_total{lab} {c['prefill_batches']}",
+            "# TYPE evalkit:engine_resets_total counter",
+            f"evalkit:engine_resets_total{lab} {c['resets']}",
         ]
         return web.Response(text="\n".join(lines) + "\n",
                             content_type="text/plain", charset="utf-8")
@@ -296,6 +369,7 @@ def make_app(engine: Engine, model_name: str):
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
+    app.router.add_post("/admin/reset", reset)
     return app
 
 
