@@ -1,14 +1,16 @@
 """Execute a campaign: build traces, check everything, then run the job plan.
 
-Structure (so other executors can be added): :func:`plan_campaign` gives jobs with
-dependencies; :func:`run_campaign` submits every job whose dependencies have finished to an
-*executor* — any object with ``submit(fn, *args) -> concurrent.futures.Future`` and
-``shutdown()`` (:class:`SerialExecutor`, :class:`PoolExecutor`); a job is executed by
-:func:`execute_job`, which reads what it needs (a reference run's K, the no-sync request
-intervals) from the runs directory, so it can run in any process that sees that directory.
+Structure: :func:`plan_campaign` gives jobs with dependencies (optionally one shard of
+them, :func:`~evalkit.replay.campaign.shard_jobs`); :func:`run_campaign` submits every job
+whose dependencies have finished to an *executor* — any object with
+``submit(fn, *args) -> concurrent.futures.Future`` and ``shutdown()`` (serial, process pool
+or Ray: :mod:`evalkit.replay.executors`); a job is executed by :func:`execute_job`, which
+reads what it needs (a reference run's K, the no-sync request intervals) from the runs
+directory, so it can run in any process, on any machine, that sees that directory.
 
 Resumable: a complete run whose recorded campaign fingerprint matches is skipped; an
 incomplete or stale one is redone.  Each run is written atomically by the runner.
+:func:`check_campaign` (``evalkit sweep --check``) lists what is still missing.
 """
 
 from __future__ import annotations

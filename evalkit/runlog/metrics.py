@@ -98,18 +98,36 @@ def quantile(values, q: float) -> float:
     Same as ``numpy.quantile(method="linear")`` on finite data; a quantile that interpolates
     towards an ``inf`` is ``inf`` (numpy would give NaN where the weight is 0).  Empty -> NaN.
     """
-    v = np.sort(_f(values))
+    return float(quantiles(values, (q,))[0])
+
+
+def quantiles(values, qs) -> np.ndarray:
+    """:func:`quantile` at each of ``qs`` (m,) -> (m,), from one partial sort of (n,) values.
+
+    ``np.partition`` places exactly the order statistics the interpolation needs (NaN last,
+    as ``np.sort`` does), so every value equals the full-sort result bit for bit.
+    """
+    v = _f(values).ravel()
+    qs = [float(q) for q in qs]
     if v.size == 0:
-        return float("nan")
-    h = (v.size - 1) * float(q)
-    lo = int(np.floor(h))
-    hi = min(lo + 1, v.size - 1)
-    frac = h - lo
-    if frac == 0.0 or v[lo] == v[hi]:
-        return float(v[lo])
-    if not np.isfinite(v[hi]):
-        return float("inf")
-    return float(v[lo] + (v[hi] - v[lo]) * frac)
+        return np.full(len(qs), np.nan)
+    pos = []
+    for q in qs:
+        h = (v.size - 1) * q
+        lo = int(np.floor(h))
+        pos.append((lo, min(lo + 1, v.size - 1), h - lo))
+    kth = sorted({i for lo, hi, _ in pos for i in (lo, hi)})
+    v = np.partition(v, kth)
+    out = np.empty(len(qs))
+    for i, (lo, hi, frac) in enumerate(pos):
+        a, b = v[lo], v[hi]
+        if frac == 0.0 or a == b:
+            out[i] = a
+        elif not np.isfinite(b):
+            out[i] = np.inf
+        else:
+            out[i] = a + (b - a) * frac
+    return out
 
 
 class Span:

@@ -57,19 +57,6 @@ def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = N
     ``req``: REQUEST_COLUMNS -> (n,) arrays (NaN for nulls); ``merges``: ``start_s``,
     ``end_s`` -> (k,); ``steps``: ``start_s``, ``end_s`` -> (s,) or None.
     """
-    slo = meta["slo"]
-    D, horizon = float(meta["merge_duration_s"]), float(meta["horizon_s"])
-    arrival, sent = req["arrival_s"], req["sent_s"]
-    first, end, ok = req["first_token_s"], req["end_s"], req["ok"].astype(bool)
-    n = int(arrival.size)
-    if n == 0:
-        raise InputError("run has no requests", file=meta.get("run_id"), column="arrival_s",
-                         fix="a run needs at least one request")
-    flags = m.slo_flags(arrival, first, end, req["output_tokens"], ok, slo)
-    n_viol = int(flags.e2e.sum())
-    low, high = m.clopper_pearson(n_viol, n, CI_CONFIDENCE)
-    lat = m.e2e_latency(arrival, end, ok)
-    span = m.observed_span(arrival, end, horizon, D)
     trace = meta.get("trace") or {}
     row = {
         "run_id": meta["run_id"], "role": meta["role"], "policy": meta["policy"],
@@ -78,13 +65,38 @@ def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = N
         "complete": bool(meta["complete"]), "trace_name": trace.get("name"),
         "trace_sha256": trace.get("sha256"),
         "trace_realisation": meta.get("trace_realisation") or trace.get("sha256"),
+    }
+    row.update(request_numbers(req, merges, steps, meta["slo"], float(meta["merge_duration_s"]),
+                               float(meta["horizon_s"]), run=meta.get("run_id")))
+    return {col: row[col] for col in SUMMARY_COLUMNS}
+
+
+def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
+                    merge_duration_s: float, horizon_s: float, run=None) -> dict:
+    """The request- and merge-level columns of the summary row (no run.json fields).
+
+    Arrays as in :func:`summarize_arrays`; ``slo = {"e2e_s", "ttft_s", "tpot_s"}`` (None where
+    unused).  Each latency array is partially sorted once for all its quantiles.
+    """
+    D, horizon = float(merge_duration_s), float(horizon_s)
+    arrival, sent = req["arrival_s"], req["sent_s"]
+    first, end, ok = req["first_token_s"], req["end_s"], req["ok"].astype(bool)
+    n = int(arrival.size)
+    if n == 0:
+        raise InputError("run has no requests", file=run, column="arrival_s",
+                         fix="a run needs at least one request")
+    flags = m.slo_flags(arrival, first, end, req["output_tokens"], ok, slo)
+    n_viol = int(np.count_nonzero(flags.e2e))
+    low, high = m.clopper_pearson(n_viol, n, CI_CONFIDENCE)
+    p50, p95, p99 = m.quantiles(m.e2e_latency(arrival, end, ok), (0.50, 0.95, 0.99))
+    span = m.observed_span(arrival, end, horizon, D)
+    return {
         "n_requests": n, "n_failed": int((~ok | ~np.isfinite(end)).sum()),
         "violation_rate": n_viol / n, "v_ci_low": low, "v_ci_high": high,
         "ttft_violation_rate": float("nan") if flags.ttft is None else float(flags.ttft.mean()),
         "tpot_violation_rate": float("nan") if flags.tpot is None else float(flags.tpot.mean()),
         "goodput_rate": float(flags.good.mean()),
-        "p50_s": m.quantile(lat, 0.50), "p95_s": m.quantile(lat, 0.95),
-        "p99_s": m.quantile(lat, 0.99),
+        "p50_s": float(p50), "p95_s": float(p95), "p99_s": float(p99),
         "ttft_p95_s": m.quantile(m.ttft(arrival, first, ok), 0.95),
         "k_total": int(merges["start_s"].size),
         "k_observed": m.windows_observed(merges["start_s"], merges["end_s"], span),
@@ -100,7 +112,6 @@ def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = N
         "step_rate": _step_rate(steps, merges),
         "merge_duration_s": D, "horizon_s": horizon, "slo_e2e_s": float(slo["e2e_s"]),
     }
-    return row
 
 
 def _from_frame(df: pd.DataFrame | None, cols) -> dict | None:
@@ -141,21 +152,23 @@ def _summarize_check(check: RunCheck) -> dict:
                             _from_arrow(t.get("steps"), ("start_s", "end_s")))
 
 
-def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False) -> pd.DataFrame:
+def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False,
+                   threads: int | None = None) -> pd.DataFrame:
     """One row per run under ``runs_dir``, sorted by run_id.
 
     Every run is validated first; any error raises :class:`InputError` (nothing is
     dropped silently).  Incomplete runs are excluded unless ``include_incomplete``; their ids
-    are in ``df.attrs["excluded"]``.
+    are in ``df.attrs["excluded"]``.  Each run's files are read once, for the checks and the
+    row; ``threads`` runs at a time (None: every core).
     """
     rows: list[dict] = []
 
-    def on_run(check: RunCheck) -> None:
+    def on_run(check: RunCheck) -> None:     # in a worker thread
         if not check.errors:
             rows.append(_summarize_check(check))
-        check.tables.clear()  # keep memory flat over many runs
 
-    report = validate_runs(runs_dir, include_incomplete=include_incomplete, on_run=on_run)
+    report = validate_runs(runs_dir, include_incomplete=include_incomplete, on_run=on_run,
+                           threads=threads)
     blocking = [p for p in report.errors if p.kind != "incomplete"]
     if blocking:
         first = blocking[0]

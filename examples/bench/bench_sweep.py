@@ -120,11 +120,12 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, --jobs {args.jobs}")
     print(f"bare sim.replay loop (1 process, no writes, {len(ref_jobs)} replays): "
           f"{bare_rate:7.1f} replays/s  ({1e3 / bare_rate:.1f} ms/replay)")
+    overhead = 1e3 / serial_rate - 1e3 / bare_rate
     print(f"evalkit sweep, serial executor (1 process, same {len(ref_jobs)} replays):    "
-          f"{serial_rate:7.1f} replays/s  -> sweep overhead {1e3 / serial_rate - 1e3 / bare_rate:.1f}"
-          f" ms/replay (checks, run.json, Parquet writes)")
-    print(f"evalkit sweep, local executor ({args.jobs} workers, all {len(jobs)}, incl. preflight): "
-          f"{rate:7.1f} replays/s  ({t_sweep:.1f} s)")
+          f"{serial_rate:7.1f} replays/s  -> sweep overhead {overhead:.1f} ms/replay "
+          f"(checks, run.json, Parquet writes)")
+    print(f"evalkit sweep, local executor ({args.jobs} workers, all {len(jobs)}, "
+          f"incl. preflight): {rate:7.1f} replays/s  ({t_sweep:.1f} s)")
     print(f"sweep / bare = {rate / bare_rate:.2f} (ideal ~{args.jobs}: {args.jobs} workers, each "
           f"{per_worker * 1e3:.1f} ms/replay of wall time)")
     print(f"target >= 10 replays/s: {'met' if rate >= 10 else 'NOT met'}")
