@@ -64,7 +64,7 @@ def make_spec(horizon: float, seed: int = 3, **cfg) -> ReplaySpec:
     config = {"n_learners": 2, "max_batch": 8, **cfg}
     return ReplaySpec(run_id="t", seed=seed, regime="cpu", backend="torch",
                       merge_duration_s=1.0, horizon_s=horizon, h_min=3, h_max=100000,
-                      min_gap_s=4.0, max_gap_s=30.0, backend_config=config)
+                      min_gap_s=2.0, max_gap_s=30.0, backend_config=config)
 
 
 def assert_no_orphans(out):
@@ -223,6 +223,9 @@ def test_real_run_is_complete_with_merges(real_run):
     assert len(m) >= 3
     assert (m["end_s"] > m["start_s"]).all()
     assert (m["start_s"].iloc[1:].to_numpy() - m["end_s"].iloc[:-1].to_numpy() >= 3.0).all()
+    assert (np.diff(m["start_s"].to_numpy()) >= 1.9).all()      # corridor min_gap_s = 2 s
+    t_merge = out.decisions.loc[out.decisions["action"] == "merge", "t_s"].to_numpy()
+    assert (np.diff(t_merge) >= 2.0).all()
     assert (m["bytes"] > 0).all() and m["bytes"].nunique() == 1
     assert m["inner_step"].is_monotonic_increasing
     assert (out.decisions["action"] == "merge").sum() == len(m)

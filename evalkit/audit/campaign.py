@@ -48,6 +48,8 @@ class Campaign:
 
     def table(self, run_id: str, name: str) -> pd.DataFrame:
         """A run's ``requests`` / ``merges`` table (runs-dir campaigns only), cached."""
+        import pyarrow.parquet as pq
+
         from evalkit.runlog.io import read_table
 
         key = (run_id, name)
@@ -55,7 +57,12 @@ class Campaign:
             if run_id not in self._dirs:
                 raise InputError(f"no run directory for run {run_id}", column="run_id",
                                  fix="audit a runs directory to use request/merge logs")
-            self._cache[key] = read_table(self._dirs[run_id], name)
+            path = Path(self._dirs[run_id]) / f"{name}.parquet"
+            try:   # ~2x less CPU than read_table for run-sized files (scale benchmark)
+                with pq.ParquetFile(path, memory_map=True, pre_buffer=False) as handle:
+                    self._cache[key] = handle.read(use_threads=False).to_pandas()
+            except Exception:  # noqa: BLE001 - read_table raises the InputError naming the file
+                self._cache[key] = read_table(self._dirs[run_id], name)
         return self._cache[key]
 
     def row(self, run_id: str) -> pd.Series:

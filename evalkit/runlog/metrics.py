@@ -101,26 +101,40 @@ def quantile(values, q: float) -> float:
     return float(quantiles(values, (q,))[0])
 
 
-def quantiles(values, qs) -> np.ndarray:
-    """:func:`quantile` at each of ``qs`` (m,) -> (m,), from one partial sort of (n,) values.
+WINDOW_MIN_N = 4096     # below this a plain sort is as fast as the sample bracket
+SAMPLE_SIZE = 1024
 
-    ``np.partition`` places exactly the order statistics the interpolation needs (NaN last,
-    as ``np.sort`` does), so every value equals the full-sort result bit for bit.
+
+def quantiles(values, qs) -> np.ndarray:
+    """:func:`quantile` at each of ``qs`` (m,) -> (m,), sorting (n,) values at most once.
+
+    Only the two order statistics each interpolation needs are used, and they are exactly
+    those of a full sort (NaN last, as ``np.sort``), so every value equals the full-sort
+    result bit for bit.  For one quantile of large n, a strided sample brackets the pair in
+    ``[a, b]``; one pass counts the values below ``a`` and keeps those in ``[a, b]`` (a few
+    percent), which are partitioned instead of sorting all n.  When the bracket misses (ties,
+    NaN, bad luck) -- or for several quantiles, where one vectorised ``np.sort`` is faster
+    than a bracket each -- the whole array is sorted.
     """
     v = _f(values).ravel()
     qs = [float(q) for q in qs]
-    if v.size == 0:
-        return np.full(len(qs), np.nan)
+    n = v.size
+    out = np.full(len(qs), np.nan)
+    if n == 0:
+        return out
     pos = []
     for q in qs:
-        h = (v.size - 1) * q
+        h = (n - 1) * q
         lo = int(np.floor(h))
-        pos.append((lo, min(lo + 1, v.size - 1), h - lo))
-    kth = sorted({i for lo, hi, _ in pos for i in (lo, hi)})
-    v = np.partition(v, kth)
-    out = np.empty(len(qs))
-    for i, (lo, hi, frac) in enumerate(pos):
-        a, b = v[lo], v[hi]
+        pos.append((lo, min(lo + 1, n - 1), h - lo))
+    pairs = [None] * len(qs)
+    if n >= WINDOW_MIN_N and len(qs) == 1:
+        sample = np.sort(v[:: n // SAMPLE_SIZE])
+        pairs[0] = _bracketed_pair(v, sample, pos[0][0], pos[0][1], sample.size)
+    if pairs[0] is None:
+        full = np.sort(v)
+        pairs = [(full[lo], full[hi]) for lo, hi, _ in pos]
+    for i, ((a, b), (_, _, frac)) in enumerate(zip(pairs, pos)):
         if frac == 0.0 or a == b:
             out[i] = a
         elif not np.isfinite(b):
@@ -128,6 +142,26 @@ def quantiles(values, qs) -> np.ndarray:
         else:
             out[i] = a + (b - a) * frac
     return out
+
+
+def _bracketed_pair(v, sample, lo: int, hi: int, m: int):
+    """Order statistics ``lo``, ``hi`` of (n,) ``v`` via a sample bracket; None if it misses."""
+    n = v.size
+    q = lo / max(n - 1, 1)
+    margin = 6.0 * np.sqrt(max(q * (1 - q), 1.0 / m) / m) + 2.0 / m
+    a = sample[max(int(np.floor((q - margin) * (m - 1))), 0)] if q - margin > 0 else -np.inf
+    b = sample[min(int(np.ceil((q + margin) * (m - 1))), m - 1)] if q + margin < 1 else np.inf
+    if not (a <= b):                     # NaN in the sample bracket
+        return None
+    if np.isinf(a) and np.isinf(b):
+        return None                      # the bracket would keep everything
+    below = int(np.count_nonzero(v < a))
+    inside = v[(v >= a) & (v <= b)]
+    if not below <= lo or not hi < below + inside.size:
+        return None
+    k = (lo - below, hi - below)
+    part = np.partition(inside, sorted(set(k)))
+    return part[k[0]], part[k[1]]
 
 
 class Span:
@@ -231,8 +265,8 @@ def overlaps_windows(lo, hi, merge_start, merge_end) -> np.ndarray:
     if ws.size == 0:
         return np.zeros(lo.shape, dtype=bool)
     j = np.searchsorted(we, lo, side="right")   # first window ending after lo
-    inside = j < ws.size
-    return inside & (ws[np.minimum(j, ws.size - 1)] < hi)
+    # past the last window (j = m) the padded start +inf is never < hi
+    return np.append(ws, np.inf)[j] < hi
 
 
 def request_exposure(arrival_s, sent_s, end_s, ok, merge_start, merge_end,

@@ -75,40 +75,67 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
                     merge_duration_s: float, horizon_s: float, run=None) -> dict:
     """The request- and merge-level columns of the summary row (no run.json fields).
 
-    Arrays as in :func:`summarize_arrays`; ``slo = {"e2e_s", "ttft_s", "tpot_s"}`` (None where
-    unused).  Each latency array is partially sorted once for all its quantiles.
+    Arrays as in :func:`summarize_arrays` (token counts may be int64); ``slo = {"e2e_s",
+    "ttft_s", "tpot_s"}`` (None where unused).  The definitions are those of
+    :mod:`evalkit.runlog.metrics`, evaluated with each intermediate array computed once
+    (this is the hot loop of every scan); ``tests/test_runlog_summary.py`` checks them
+    against brute force and ``tests/test_scan_engines.py`` against the metrics functions.
     """
     D, horizon = float(merge_duration_s), float(horizon_s)
-    arrival, sent = req["arrival_s"], req["sent_s"]
-    first, end, ok = req["first_token_s"], req["end_s"], req["ok"].astype(bool)
+    arrival, sent = m._f(req["arrival_s"]), m._f(req["sent_s"])
+    first, end = m._f(req["first_token_s"]), m._f(req["end_s"])
+    ok = np.asarray(req["ok"], dtype=bool)
     n = int(arrival.size)
     if n == 0:
         raise InputError("run has no requests", file=run, column="arrival_s",
                          fix="a run needs at least one request")
-    flags = m.slo_flags(arrival, first, end, req["output_tokens"], ok, slo)
-    n_viol = int(np.count_nonzero(flags.e2e))
+    has_end = np.isfinite(end)
+    done = ok & has_end
+    n_done = int(np.count_nonzero(done))
+    not_done = ~done
+    lat = end - arrival                                   # = m.e2e_latency
+    lat[not_done] = np.inf
+    bad = lat > float(slo["e2e_s"])                       # = m.violations
+    n_viol = int(np.count_nonzero(bad))
+    bad |= not_done
+    ttft = first - arrival                                # = m.ttft
+    ttft[~(ok & np.isfinite(first))] = np.inf
+    rates = {}
+    for key, name, values in (("ttft_s", "ttft_violation_rate", lambda: ttft),
+                              ("tpot_s", "tpot_violation_rate",
+                               lambda: m.tpot(first, end, req["output_tokens"], ok))):
+        if slo.get(key) is None:
+            rates[name] = float("nan")
+        else:
+            flags = m.violations(values(), slo[key])
+            rates[name] = int(np.count_nonzero(flags)) / n
+            bad |= flags
     low, high = m.clopper_pearson(n_viol, n, CI_CONFIDENCE)
-    p50, p95, p99 = m.quantiles(m.e2e_latency(arrival, end, ok), (0.50, 0.95, 0.99))
+    p50, p95, p99 = m.quantiles(lat, (0.50, 0.95, 0.99))
     span = m.observed_span(arrival, end, horizon, D)
+    w_start, w_end = m._f(merges["start_s"]), m._f(merges["end_s"])
+    # m.request_exposure with the request intervals built from the arrays above
+    lo = np.where(done, arrival, sent)
+    hi = np.where(has_end, end, np.maximum(horizon, sent))
+    exposed = m.overlaps_windows(lo, hi, w_start, w_end)
+    out_tokens = req["output_tokens"]
     return {
-        "n_requests": n, "n_failed": int((~ok | ~np.isfinite(end)).sum()),
+        "n_requests": n, "n_failed": n - n_done,
         "violation_rate": n_viol / n, "v_ci_low": low, "v_ci_high": high,
-        "ttft_violation_rate": float("nan") if flags.ttft is None else float(flags.ttft.mean()),
-        "tpot_violation_rate": float("nan") if flags.tpot is None else float(flags.tpot.mean()),
-        "goodput_rate": float(flags.good.mean()),
+        **rates,
+        "goodput_rate": (n - int(np.count_nonzero(bad))) / n,
         "p50_s": float(p50), "p95_s": float(p95), "p99_s": float(p99),
-        "ttft_p95_s": m.quantile(m.ttft(arrival, first, ok), 0.95),
-        "k_total": int(merges["start_s"].size),
-        "k_observed": m.windows_observed(merges["start_s"], merges["end_s"], span),
-        "exposure_requests": m.request_exposure(arrival, sent, end, ok, merges["start_s"],
-                                                merges["end_s"], horizon),
-        "exposure_time": m.time_exposure(merges["start_s"], merges["end_s"], span),
+        "ttft_p95_s": m.quantile(ttft, 0.95),
+        "k_total": int(w_start.size),
+        "k_observed": m.windows_observed(w_start, w_end, span),
+        "exposure_requests": int(np.count_nonzero(exposed)) / n,
+        "exposure_time": m.time_exposure(w_start, w_end, span),
         "span_start_s": span.start_s, "span_end_s": span.end_s,
         "arrival_rate_scheduled": _rate(arrival), "arrival_rate_achieved": _rate(sent),
         "send_lag_p99_s": m.quantile(sent - arrival, 0.99),
         "prompt_tokens_total": int(np.nansum(req["prompt_tokens"])),
         # generated tokens: completed requests only (failed rows hold the requested count)
-        "output_tokens_total": int(np.nansum(np.where(ok, req["output_tokens"], 0))),
+        "output_tokens_total": int(np.nansum(np.where(ok, out_tokens, 0))),
         "step_rate": _step_rate(steps, merges),
         "merge_duration_s": D, "horizon_s": horizon, "slo_e2e_s": float(slo["e2e_s"]),
     }
@@ -122,6 +149,8 @@ def _from_frame(df: pd.DataFrame | None, cols) -> dict | None:
 
 
 def _from_arrow(table: pa.Table | None, cols) -> dict | None:
+    """Arrow columns -> numpy: ``ok`` bool; integer columns without nulls stay int64 (exact,
+    no copy); everything else float64 with NaN for nulls."""
     if table is None:
         return None
     out = {}
@@ -131,8 +160,12 @@ def _from_arrow(table: pa.Table | None, cols) -> dict | None:
             out[c] = np.asarray(col.to_numpy(zero_copy_only=False), dtype=bool)
         elif pa.types.is_null(col.type):
             out[c] = np.full(len(table), np.nan)
+        elif pa.types.is_integer(col.type) and col.null_count == 0:
+            out[c] = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
         else:
-            out[c] = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
+            if not pa.types.is_float64(col.type):
+                col = col.cast(pa.float64())
+            out[c] = np.asarray(col.to_numpy(zero_copy_only=False), dtype=float)
     return out
 
 

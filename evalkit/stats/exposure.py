@@ -13,7 +13,9 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-import statsmodels.api as sm
+# the two names used, not statsmodels.api (which imports all of statsmodels: ~1 s)
+from statsmodels.regression.linear_model import OLS
+from statsmodels.tools.tools import add_constant
 
 from evalkit.errors import InputError
 from evalkit.runlog import metrics
@@ -105,7 +107,7 @@ def exposure_regression(v, exposure, threshold: float = EXPLAINS_V_R2) -> Exposu
         return ExposureRegression(nan, nan, nan, nan, nan, nan, int(v.size), False,
                                   float(threshold), False,
                                   f"{which} is constant across runs: regression undefined")
-    fit = sm.OLS(v, sm.add_constant(x)).fit()
+    fit = OLS(v, add_constant(x)).fit()
     lo, hi = fit.conf_int()[1]
     r2 = float(fit.rsquared)
     return ExposureRegression(r2, float(fit.params[1]), float(lo), float(hi),

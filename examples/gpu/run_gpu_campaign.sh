@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One command: bursty GPU campaign (torch trainer + torch sidecar on CUDA, one warm rig for
-# every run), then `evalkit audit`, then RESULTS.md -- all inside TOTAL_S (default 420 s).
+# One command: the sim twin (harness, seconds), the bursty GPU campaign (torch trainer +
+# torch sidecar on CUDA, one warm rig for every run), `evalkit audit` over both, then
+# RESULTS.md -- all inside TOTAL_S (default 420 s).
 #   OUT=/some/dir examples/gpu/run_gpu_campaign.sh            (default OUT: ./gpu-out)
 # Knobs (env): SEEDS (2), HORIZON_S (20), TOTAL_S (420: wall-clock budget of the whole
 #   script), RESERVE_S (60: kept for audit + summary), SERVER_MODEL (qwen2.5-1.5b),
@@ -19,7 +20,7 @@ SERVER_MODEL="${SERVER_MODEL:-qwen2.5-1.5b}"; TRAINER_MODEL="${TRAINER_MODEL:-qw
 OVERRIDES="${OVERRIDES:-}"
 if [ "${DRY_RUN_CPU:-0}" = "1" ]; then
   SERVER_MODEL=tiny; TRAINER_MODEL=tiny; HORIZON_S="${HORIZON_S_DRY:-12}"
-  OVERRIDES="device='cpu';batch=2;seq_len=32;max_batch=8;max_prompt_tokens=64;merge_min_s=0.5;merge_duration_s=1.0;min_gap_s=2.5;max_gap_s=6.0;inner_step_s=0.05;e2e_s=1.0;${OVERRIDES}"
+  OVERRIDES="device='cpu';batch=2;seq_len=32;max_batch=8;max_prompt_tokens=64;merge_min_s=0.5;merge_duration_s=1.0;min_gap_s=2.0;max_gap_s=6.0;inner_step_s=0.05;e2e_s=1.0;${OVERRIDES}"
 fi
 mkdir -p "$OUT"
 CAMPAIGN="$OUT/campaign.toml"
@@ -39,6 +40,13 @@ for key, value in sets.items():
     if n == 0:
         sys.exit(f"override {key!r}: no such line in {sys.argv[1]}")
 open(sys.argv[2], "w").write(text)
+# the sim twin (harness): same trace, corridor, SLO and policies on the simulated backend,
+# its own regime, so the audit's effect-size transfer compares harness and real rho_s
+regime = re.search(r'(?m)^regime = "(.*)"', text).group(1)
+sim = re.sub(r'(?m)^regime = .*$', f'regime = "{regime}_sim"', text)
+sim = re.sub(r'(?ms)^\[backend\]\nname = .*?(?=^\[\[policies\]\])',
+             '[backend]\nname = "sim"\n\n', sim)
+open(sys.argv[2].replace(".toml", "_sim.toml"), "w").write(sim)
 PY
 [ $? -eq 0 ] || { echo "could not write $CAMPAIGN"; exit 2; }
 if command -v nvidia-smi >/dev/null; then
@@ -49,6 +57,9 @@ if [ "${SMOKE:-0}" = "1" ]; then
     | tee "$OUT/smoke.log"
   exit "${PIPESTATUS[0]}"
 fi
+echo "== sim twin (harness) -> $OUT/runs"
+timeout -k 5 90 evalkit sweep "$OUT/campaign_sim.toml" --out "$OUT/runs" --jobs 4 \
+  --no-progress 2>&1 | tee "$OUT/sweep_sim.log"
 DEADLINE=$((T_START + TOTAL_S - RESERVE_S))
 echo "== sweep -> $OUT/runs (no new run starts after $(date -d @"$DEADLINE" +%T) unless it fits)"
 # capped_sweep.py starts a run only if it fits before the deadline; `timeout` is a backstop

@@ -8,6 +8,12 @@ policy decisions (this process) -> client drained -> trainer stopped (learners i
 ready for the next run).  Anything that dies mid-run ends the run as incomplete with the
 error and closes the rig; every child is killed by process group.
 
+Corridor: a policy is asked (and a forced merge placed) only when ``h_min`` inner steps
+have passed since the last merge *and* the last merge started at least ``min_gap_s``
+earlier; a merge is forced at ``h_max`` steps or ``max_gap_s`` seconds after the last
+start.  Real inner steps rarely take the nominal ``inner_step_s``, so the step corridor
+alone would not give the seconds corridor that matched-random draws are placed in.
+
 ``DecisionState.inner_step_s`` is the *measured* inner-step time: the median duration of
 the last (up to) 64 inner steps of this run, observed before the decision (decision-time
 information); ``RunContext.inner_step_s`` is the warm-up measurement taken before ``t0``.
@@ -189,6 +195,8 @@ class Trainer:
     def _serve(self) -> None:
         since, total, tokens_since = 0, 0, 0
         last_end: float | None = None
+        last_start: float | None = None
+        lo, hi = self.ctx.corridor.min_gap_s, self.ctx.corridor.max_gap_s
         loss_s: float | None = None
         loss_at_merge: float | None = None
         pending_forced: list[bool] = []
@@ -228,7 +236,10 @@ class Trainer:
                         plan_i += 1
                 elif self.no_sync or t + self.ctx.merge_duration_s > self.ctx.horizon_s:
                     pass
-                elif since >= self.ctx.corridor.h_max:
+                elif last_start is not None and t - last_start < lo:
+                    pass                # corridor in seconds: no start closer than min_gap_s
+                elif since >= self.ctx.corridor.h_max or (
+                        last_start is not None and t - last_start >= hi):
                     action, label = MERGE, "forced"
                 elif since >= self.ctx.corridor.h_min:
                     state = DecisionState(
@@ -254,6 +265,7 @@ class Trainer:
                         "planned": self.planned, "total_steps": total,
                         "queue_running": running, "queue_waiting": waiting, **info})
                 if action == MERGE:
+                    last_start = t
                     pending_forced.append(label == "forced")
                     since, tokens_since, loss_at_merge = 0, 0, loss_s
                 self.conn.send({"action": action})

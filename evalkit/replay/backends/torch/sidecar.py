@@ -40,13 +40,15 @@ class Seq:
 
 
 class Engine:
-    def __init__(self, model, *, device: str, max_batch: int, vocab: int):
+    def __init__(self, model, *, device: str, max_batch: int, vocab: int,
+                 max_prefill_batch: int | None = None):
         import torch
         from evalkit.replay.backends.torch.models import cache_kwarg
         self.torch = torch
         self.model = model.eval()
         self.device = device
         self.max_batch = max_batch
+        self.max_prefill_batch = max_prefill_batch or max_batch   # 1: one prefill per request
         self.vocab = vocab
         self.cache_arg = cache_kwarg(model)
         self.inbox: queue.Queue = queue.Queue()
@@ -131,7 +133,8 @@ class Engine:
                         except queue.Empty:
                             break
                     admit = []
-                    while self.waiting and len(self.active) + len(admit) < self.max_batch:
+                    while (self.waiting and len(self.active) + len(admit) < self.max_batch
+                           and len(admit) < self.max_prefill_batch):
                         seq = self.waiting.popleft()
                         if not seq.cancelled:
                             admit.append(seq)
