@@ -135,3 +135,30 @@ def test_exposure_regression_matches_statsmodels_and_flags():
     assert not flat.estimable and "constant" in flat.reason
     with pytest.raises(InputError):
         exposure_regression([0.1, 0.2], [0.1, 0.2])
+
+
+def test_blocks_never_span_runs_and_one_block_gives_no_ci():
+    """Short runs pooled together: with a 'run' column each run is its own block, so the CI is
+    a real interval; a single block yields no CI rather than a degenerate point."""
+    import numpy as np
+    import pandas as pd
+
+    from evalkit.stats import effect_size_transfer
+
+    gen = np.random.default_rng(5)
+    frames = []
+    for run in range(12):
+        t = np.sort(gen.uniform(0, 20, 60))
+        active = (t % 10) < 3
+        lat = gen.lognormal(0, 0.3, t.size) * np.where(active, 1.5, 1.0)
+        frames.append(pd.DataFrame({"run": f"r{run}", "t_s": t, "latency_s": lat,
+                                    "active": active}))
+    pooled = pd.concat(frames, ignore_index=True)
+    res = effect_size_transfer(pooled, pooled, n_boot=500, rng=1)
+    assert res.real.n_blocks == 12
+    assert res.real.ci_low < res.real.rho < res.real.ci_high
+    single = effect_size_transfer(pooled.drop(columns="run"), pooled.drop(columns="run"),
+                                  n_boot=500, rng=1)
+    assert single.real.n_blocks == 1
+    assert np.isnan(single.real.ci_low) and np.isnan(single.real.ci_high)
+    assert not single.transferred and "single time block" in single.verdict

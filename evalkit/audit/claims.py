@@ -152,7 +152,7 @@ class TransferEvidence:
             tail = np.minimum(w_end + drain_s, np.append(w_start[1:], np.inf)) \
                 if len(w_start) else w_end
             parts.append(pd.DataFrame({
-                "latency_s": latency, "t_s": start, "active": active,
+                "run": rec.run_id, "latency_s": latency, "t_s": start, "active": active,
                 "stressed": _active(start, end, w_start, tail)}))
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 

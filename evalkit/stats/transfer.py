@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from evalkit.errors import InputError
@@ -100,13 +101,18 @@ def _prepare(df, name: str):
             raise InputError(f"{name}: 'stressed' has missing values", column="stressed",
                              fix="mark every request stressed or not")
         stressed = df["stressed"].to_numpy(dtype=bool)
-    return lat, t, active, stressed
+    # Requests of different runs pooled together share no time line: a block never spans
+    # two runs, so the optional 'run' column is part of the block key.
+    run = (pd.factorize(df["run"])[0] if "run" in df.columns
+           else np.zeros(lat.size, dtype=np.int64))
+    return lat, t, active, stressed, run
 
 
-def _rho_bootstrap(lat, t, active, q, block_s, n_boot, gen):
+def _rho_bootstrap(lat, t, active, run, q, block_s, n_boot, gen):
     """Point rho, and n_boot block-bootstrap replicates of rho (NaN where undefined)."""
-    block = np.floor((t - t.min()) / block_s).astype(np.int64)
-    _, block = np.unique(block, return_inverse=True)      # non-empty blocks only
+    in_run = np.floor((t - t.min()) / block_s).astype(np.int64)
+    key = run.astype(np.int64) * (int(in_run.max()) + 1) + in_run
+    _, block = np.unique(key, return_inverse=True)        # non-empty blocks only
     n_blocks = int(block.max()) + 1
     groups = []
     for flag in (True, False):
@@ -130,14 +136,16 @@ def _rho_bootstrap(lat, t, active, q, block_s, n_boot, gen):
 
 
 def _rho_estimate(df, name, q, block_s, n_boot, confidence_level, gen):
-    lat, t, active, stressed = _prepare(df, name)
-    rho, (p_a, p_i), reps, n_blocks = _rho_bootstrap(lat, t, active, q, block_s, n_boot, gen)
+    lat, t, active, stressed, run = _prepare(df, name)
+    rho, (p_a, p_i), reps, n_blocks = _rho_bootstrap(lat, t, active, run, q, block_s, n_boot,
+                                                     gen)
     if p_i == 0:
         raise InputError(f"{name}: the inactive p{q * 100:g} latency is 0, rho is undefined",
                          column="latency_s", fix="check latency units")
     ok = np.isfinite(reps)
     alpha = 1 - confidence_level
-    lo, hi = (np.quantile(reps[ok], [alpha / 2, 1 - alpha / 2]) if ok.any()
+    # one block cannot show how rho varies: no CI rather than a point posing as one
+    lo, hi = (np.quantile(reps[ok], [alpha / 2, 1 - alpha / 2]) if ok.any() and n_blocks > 1
               else (math.nan, math.nan))
     if stressed is None:
         frac, contaminated = None, None
@@ -154,7 +162,8 @@ def _rho_estimate(df, name, q, block_s, n_boot, confidence_level, gen):
         block_s=float(block_s), n_boot=int(n_boot), n_boot_undefined=int((~ok).sum()),
         contamination=frac, contaminated=contaminated, contamination_note=note,
         ci_method=f"block bootstrap (percentile), contiguous {block_s:g} s time blocks "
-                  f"resampled with replacement, {n_boot} replicates"), reps
+                  f"(within a run) resampled with replacement, {n_boot} replicates"
+                  + ("" if n_blocks > 1 else "; one block only: no CI")), reps
 
 
 @dataclass(frozen=True)
@@ -180,7 +189,8 @@ def effect_size_transfer(harness_requests, real_requests, mechanism: str = "sync
                          rng=None, confidence_level: float = 0.95) -> TransferResult:
     """rho in harness and real data; inputs are DataFrames with ``latency_s``, ``t_s``
     (arrival, s), boolean ``active`` (mechanism active for the request) and optionally
-    boolean ``stressed``."""
+    boolean ``stressed`` and ``run`` (requests pooled from several runs: time blocks never
+    cross runs)."""
     if not 0 < q < 1:
         raise InputError(f"q = {q} must lie in (0, 1)", column="q", fix="use 0.95")
     if not block_s > 0:
@@ -201,13 +211,16 @@ def effect_size_transfer(harness_requests, real_requests, mechanism: str = "sync
         with np.errstate(divide="ignore", invalid="ignore"):
             f_reps = (reps_r - 1) / (reps_h - 1)
         f_reps = f_reps[np.isfinite(f_reps)]
-        f_lo, f_hi = (np.quantile(f_reps, [alpha / 2, 1 - alpha / 2]) if f_reps.size
+        f_lo, f_hi = (np.quantile(f_reps, [alpha / 2, 1 - alpha / 2])
+                      if f_reps.size and min(harness.n_blocks, real.n_blocks) > 1
                       else (math.nan, math.nan))
     transferred = bool(real.ci_low > 1)
     if real.contaminated:
         verdict = "not interpretable: the real inactive group is contaminated"
     elif transferred:
         verdict = "transferred: the real rho CI excludes 1"
+    elif not np.isfinite(real.ci_low):
+        verdict = "cannot be estimated: the real data form a single time block, no CI"
     else:
         verdict = "did not transfer: the real rho CI includes 1"
     return TransferResult(mechanism=mechanism, q=float(q), harness=harness, real=real,
