@@ -42,7 +42,8 @@ def test_same_seed_identical_parquet_tables(tmp_path):
 def test_corridor_respected_and_forced_at_h_max():
     tr = _trace()
     never = get_policy("pressure_gate", theta=0.0)      # pressure > 0 whenever busy
-    out = sim.replay(_spec(), tr, get_policy("fixed_h", H=10_000))
+    # max_gap_s loose so that h_max binds (max_gap_s forcing: tests/test_sim_corridor.py)
+    out = sim.replay(_spec(max_gap_s=1000.0), tr, get_policy("fixed_h", H=10_000))
     steps = out.steps
     m = out.merges
     assert len(m) >= 2

@@ -9,6 +9,19 @@ are sampled) or a merge start/end (where the slowdown changes).  Defaults and th
 
 Decision-time state is causal: at a trainer event at time ``t_e`` the policy sees the
 queue as of the last iteration boundary at or before ``t_e`` and the arrivals up to ``t_e``.
+
+Corridor (the same rule as the torch backend, in steps *and* seconds; ``spec.gaps()`` gives
+``min_gap_s``/``max_gap_s`` between consecutive merge STARTS).  At the end of an inner step
+``t`` a merge may start only when ``steps_since_merge >= h_min`` and ``t - last_start >=
+min_gap_s``; there the policy is asked.  A merge is forced (recorded ``forced``, policy not
+asked) at the first step end with ``steps_since_merge >= h_max`` and ``t - last_start >=
+min_gap_s``, or at exactly ``last_start + max_gap_s`` — mid-step if need be (the partial
+inner step is dropped, as for planned starts) — so consecutive starts are never more than
+``max_gap_s`` apart.  The first merge has no previous start: only the step corridor applies.
+No merge starts after ``horizon - D``.  Hence every run's starts lie in the feasible class
+F_K that :func:`evalkit.stats.sample_schedules` draws matched-random schedules from.
+Planned policies (``matched_random``, ``calibrated_offline``) start exactly at their planned
+times, which their planners already placed inside F_K; ``no_sync`` never merges.
 """
 
 from __future__ import annotations
@@ -184,6 +197,8 @@ class _Simulation:
         self.seg_t = 0.0                 # start of the current inner step
         self.merge_end = None            # end time of the merge in progress
         self.last_merge_end = None
+        self.last_start = None           # start time of the latest merge
+        self.min_gap, self.max_gap = spec.gaps()
         self.loss_at_merge = self.loss[0]
         self.plan_i = 0
         self.next_step_end = self.step_dur[0]
@@ -300,7 +315,15 @@ class _Simulation:
         nxt = self.next_step_end
         if self.planned and self.plan_i < len(self.plan):
             nxt = min(nxt, self.plan[self.plan_i])
+        nxt = min(nxt, self._deadline())
         return nxt if nxt <= self.horizon else _INF
+
+    def _deadline(self) -> float:
+        """Time of the merge forced by ``max_gap_s`` (inf when none is due)."""
+        if self.planned or self.never or self.last_start is None:
+            return _INF
+        t = self.last_start + self.max_gap
+        return t if t + self.D <= self.horizon else _INF
 
     def _trainer_until(self, t_limit, head, na, n_running, kv_used, t_boundary):
         """Process every trainer event at or before ``t_limit``.
@@ -329,6 +352,11 @@ class _Simulation:
                                             "score": score, "planned": True})
                 self.plan_i += 1
                 continue
+            if self._deadline() < self.next_step_end:     # max_gap_s reached mid-step
+                self._start_merge(te, forced=True)
+                self.rows_decisions.append({"t_s": te, "step": self.j, "action": "forced",
+                                            "score": None})
+                continue
             # an inner step ends at te
             self.rows_steps.append((self.g, self.seg_t, te, self.loss[self.g + 1],
                                     self.cfg.tokens_per_step))
@@ -347,7 +375,10 @@ class _Simulation:
             if self.planned or self.never or te + self.D > self.horizon:
                 continue
             spec = self.spec
-            if self.j >= spec.h_max:
+            gap = None if self.last_start is None else te - self.last_start
+            if gap is not None and gap < self.min_gap:      # corridor in seconds
+                continue
+            if self.j >= spec.h_max or (gap is not None and gap >= self.max_gap):
                 self._start_merge(te, forced=True)
                 self.rows_decisions.append({"t_s": te, "step": self.j, "action": "forced",
                                             "score": None})
@@ -375,4 +406,5 @@ class _Simulation:
         self.rows_merges.append((len(self.rows_merges), te, te + self.D, self.g,
                                  self.cfg.merge_bytes, forced))
         self.merge_end = te + self.D
+        self.last_start = te
         self.slow = self.merge_f

@@ -2,9 +2,10 @@
 
 A backend owns the clock and the corridor; a policy only answers "merge now?" at each
 corridor check.  The backend calls :meth:`Policy.reset` once per run, then
-:meth:`Policy.decide` at every decision point where ``steps_since_merge >= h_min`` and
-``steps_since_merge < h_max`` (at ``h_max`` the backend forces a merge without asking and
-records it as ``forced``).  Only :class:`DecisionState` — information observed up to
+:meth:`Policy.decide` at every decision point where ``steps_since_merge >= h_min``, the
+last merge started at least ``min_gap_s`` earlier, and no merge is forced (at ``h_max``
+steps, or ``max_gap_s`` seconds after the last start, the backend merges without asking
+and records it as ``forced``).  Only :class:`DecisionState` — information observed up to
 ``t_s`` — reaches ``decide``; a policy that needs the future must set ``oracle = True`` and
 gets the whole trace through :class:`RunContext.future_requests`.
 
