@@ -65,6 +65,40 @@ class Campaign:
                 self._cache[key] = read_table(self._dirs[run_id], name)
         return self._cache[key]
 
+    def columns(self, run_id: str, name: str, columns) -> dict[str, np.ndarray]:
+        """Some numeric columns of a run's table as float arrays (NaN for nulls), cached.
+
+        Reads only those columns and skips pandas (the psi fit needs two columns of every
+        no-sync log and one of every merge log); a table already loaded by :meth:`table`
+        is reused.  Errors are those of :meth:`table`.
+        """
+        key = (run_id, name, tuple(columns))
+        if key in self._cache:
+            return self._cache[key]
+        full = self._cache.get((run_id, name))
+        if full is not None:
+            got = {c: full[c].to_numpy(dtype=float, na_value=np.nan) for c in columns}
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            got = None
+            path = Path(self._dirs.get(run_id, "")) / f"{name}.parquet"
+            if run_id in self._dirs:
+                try:   # OSFile, no memory map: cheapest for run-sized files (scan.py)
+                    with pa.OSFile(str(path)) as source:
+                        table = pq.ParquetFile(source, pre_buffer=False).read(
+                            columns=list(columns), use_threads=False)
+                    got = {c: np.asarray(table.column(c).to_numpy(zero_copy_only=False),
+                                         dtype=float) for c in columns}
+                except Exception:  # noqa: BLE001 - table() raises the InputError naming it
+                    got = None
+            if got is None:
+                full = self.table(run_id, name)
+                got = {c: full[c].to_numpy(dtype=float, na_value=np.nan) for c in columns}
+        self._cache[key] = got
+        return got
+
     def row(self, run_id: str) -> pd.Series:
         return self.runs.loc[self.runs.run_id == run_id].iloc[0]
 

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import click
 
-from evalkit.interop.summary_table import import_summary_table
-from evalkit.interop.vllm_bench import import_vllm_bench
-from evalkit.runlog.schema import ROLES
+
+class _RoleChoice(click.Choice):
+    """``click.Choice`` over the run-log roles, read on first use: importing
+    ``evalkit.runlog`` (pandas, pyarrow) would make every ``evalkit --help`` ~0.7 s slower."""
+
+    def __init__(self):
+        super().__init__(())
+
+    @property
+    def choices(self):
+        from evalkit.runlog.schema import ROLES
+
+        return tuple(ROLES)
+
+    @choices.setter
+    def choices(self, value):   # click.Choice.__init__ assigns; the roles come from the schema
+        pass
 
 
 @click.group("import")
@@ -27,7 +41,7 @@ def import_group():
 @click.option("--policy", required=True)
 @click.option("--seed", required=True, type=int)
 @click.option("--regime", default="default", show_default=True)
-@click.option("--role", type=click.Choice(ROLES), default="policy", show_default=True)
+@click.option("--role", type=_RoleChoice(), default="policy", show_default=True)
 @click.option("--draw", type=int, default=None, help="Draw index (matched_random only).")
 @click.option("--matched-to", default=None, help="Reference policy (matched_random only).")
 @click.option("--slo-e2e", "slo_e2e_s", required=True, type=float, help="End-to-end SLO, s.")
@@ -44,6 +58,8 @@ def import_group():
 @click.option("--trace-name", default=None, help="Default: dataset_name of the result.")
 def vllm_bench_cmd(result_json, runs_dir, **kwargs):
     """Import a `vllm bench serve --save-result --save-detailed` RESULT_JSON as one run."""
+    from evalkit.interop.vllm_bench import import_vllm_bench
+
     path = import_vllm_bench(result_json, runs_dir, **kwargs)
     click.echo(f"wrote {path}")
 
@@ -54,6 +70,8 @@ def vllm_bench_cmd(result_json, runs_dir, **kwargs):
               help="Run store to write the runs into.")
 def table_cmd(summary, runs_dir):
     """Write a per-run SUMMARY table (CSV/Parquet) as runs with synthesised requests."""
+    from evalkit.interop.summary_table import import_summary_table
+
     paths = import_summary_table(summary, runs_dir)
     click.echo(f"wrote {len(paths)} runs to {runs_dir} (requests synthesised from the table)")
 

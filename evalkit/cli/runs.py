@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from evalkit.errors import InputError
 
@@ -21,8 +20,10 @@ SHORT_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "n_requests", "n_fa
                  "arrival_rate_achieved")
 
 
-def _to_json(df: pd.DataFrame) -> str:
+def _to_json(df) -> str:
     """Records; missing -> null, infinite latencies (failed requests) -> Infinity, not null."""
+    import pandas as pd   # here, not at import: `evalkit --help` needs no pandas
+
     def plain(v):
         if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
             return None
@@ -32,7 +33,7 @@ def _to_json(df: pd.DataFrame) -> str:
     return json.dumps(records, indent=2, allow_nan=True) + "\n"
 
 
-def _write_table(df: pd.DataFrame, fmt: str, out: Path) -> None:
+def _write_table(df, fmt: str, out: Path) -> None:
     """Write atomically: a temporary file in the target directory, then rename."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
@@ -106,6 +107,8 @@ def summarize_cmd(runs_dir: Path, out: Path | None, fmt: str | None, include_inc
     elif fmt == "json":
         click.echo(_to_json(df), nl=False)
     else:
+        import pandas as pd
+
         shown = df if wide else df.loc[:, list(SHORT_COLUMNS)]
         with pd.option_context("display.width", 200, "display.max_columns", None,
                                "display.float_format", "{:.4g}".format):

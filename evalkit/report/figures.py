@@ -1,33 +1,46 @@
-"""Report figures (matplotlib, Agg backend).  Plotting only: every number comes from the audit.
+"""Report figures (matplotlib Agg canvas).  Plotting only: every number comes from the audit.
 
 Each function takes already-computed arrays/tables and returns PNG bytes (deterministic:
 no timestamps in the PNG metadata).
+
+Cost (``examples/bench/bench_scale.py``): figures are built on ``matplotlib.figure.Figure``
+with an Agg canvas (no pyplot state, nothing to close) and fixed margins instead of the
+constrained layout, which measured the text extents of every artist and took ~40% of a
+figure's ~0.25 s.
 """
 
 from __future__ import annotations
 
 import io
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 _PNG_META = {"Software": None}
+DPI = 80
+# left, right, bottom, top in figure fractions: room for the tick and axis labels at
+# the default font size on a 6.4 in wide figure
+_MARGINS = {"left": 0.10, "right": 0.985, "bottom": 0.15, "top": 0.95}
+
+
+def _axes(height: float, title: bool = False):
+    fig = Figure(figsize=(6.4, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(**{**_MARGINS, "top": 0.90 if title else _MARGINS["top"]})
+    return fig, fig.add_subplot()
 
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, metadata=_PNG_META)
-    plt.close(fig)
+    fig.savefig(buf, format="png", dpi=DPI, metadata=_PNG_META)
     return buf.getvalue()
 
 
 def v_per_seed(per_seed: pd.DataFrame, policy: str) -> bytes:
     """V of the policy per seed against the matched-random band (min..max of draws, mean)."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = _axes(3.2)
     x = np.arange(len(per_seed))
     lo, hi = per_seed.v_mr_min.to_numpy(float), per_seed.v_mr_max.to_numpy(float)
     has = np.isfinite(lo)
@@ -48,10 +61,12 @@ def v_per_seed(per_seed: pd.DataFrame, policy: str) -> bytes:
 def null_distribution(null: np.ndarray, observed: float, p_value: float,
                       alternative: str) -> bytes:
     """Histogram of the sign-flip null of mean(d) with the observed statistic."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.0), layout="constrained")
+    fig, ax = _axes(3.0)
     null = np.asarray(null, dtype=float)
     bins = min(60, max(10, int(np.sqrt(null.size))))
-    ax.hist(null, bins=bins, color="tab:gray", alpha=0.7)
+    counts, edges = np.histogram(null, bins=bins)
+    # one filled outline instead of a patch per bar: the same picture, ~40% less drawing
+    ax.stairs(counts, edges, fill=True, color="tab:gray", alpha=0.7)
     ax.axvline(observed, color="tab:red", lw=2,
                label=f"observed mean d = {observed:.4g} (p = {p_value:.3g}, {alternative})")
     ax.set_xlabel("mean d under sign flips (d = V_MR - V_policy)")
@@ -63,7 +78,7 @@ def null_distribution(null: np.ndarray, observed: float, p_value: float,
 def exposure_scatter(runs: pd.DataFrame, r2: float | None) -> bytes:
     """V against request-weighted exposure for a regime's merging runs, one colour a policy
     (matched-random draws grey)."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = _axes(3.2, title=True)
     mr = runs[runs.role == "matched_random"]
     ax.plot(mr.exposure_requests, mr.violation_rate, "s", color="tab:gray", ms=4, alpha=0.6,
             label="matched random")
@@ -81,7 +96,7 @@ def exposure_scatter(runs: pd.DataFrame, r2: float | None) -> bytes:
 def psi_fit(phi_table: pd.DataFrame, grid_phi: np.ndarray, grid_psi: np.ndarray,
             eps_cal: float) -> bytes:
     """(Phi, Vex) points of the regime's runs with the isotonic psi and a +-eps_cal band."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    fig, ax = _axes(3.2)
     for role, marker, color in (("matched_random", "s", "tab:orange"),
                                 ("policy", "o", "tab:blue")):
         sub = phi_table[phi_table.role == role]

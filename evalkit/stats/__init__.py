@@ -2,28 +2,47 @@
 
 Every result dataclass carries what a reader needs to check it (statistic, p, null size,
 exact or Monte Carlo, method) and has ``to_dict()`` returning JSON-safe values.
+
+Names are loaded on first access (PEP 562 ``__getattr__``): ``from evalkit.stats import
+sign_flip_test`` imports only :mod:`evalkit.stats.signflip`, so commands that never fit
+psi or an OLS do not pay for scikit-learn, statsmodels and scipy.stats (~2-3 s of imports).
 """
 
-from evalkit.stats.bootstrap import BootstrapResult, bootstrap_ci, holm
-from evalkit.stats.envelope import (MeasuredEnvelope, PlacementGain, ProxyEnvelope,
-                                    matched_random_envelope, placement_gain, proxy_envelope)
-from evalkit.stats.exposure import (Exposure, ExposureRegression, exposure,
-                                    exposure_regression)
-from evalkit.stats.loadmatch import LoadCheck, LoadMatchResult, load_match
-from evalkit.stats.overlap import OverlapCost, RequestIndex, cost_curve, overlap_cost
-from evalkit.stats.psi import PsiFit, fit_psi
-from evalkit.stats.schedules import FeasibleClass, feasible_class, sample_schedules
-from evalkit.stats.signflip import (SignFlipResult, min_attainable_p, seeds_needed,
-                                    sign_flip_test)
-from evalkit.stats.transfer import (CorrelationResult, RhoEstimate, TransferResult,
-                                    effect_correlation, effect_size_transfer)
+from __future__ import annotations
 
-__all__ = [
-    "BootstrapResult", "CorrelationResult", "Exposure", "ExposureRegression", "FeasibleClass",
-    "LoadCheck", "LoadMatchResult", "MeasuredEnvelope", "OverlapCost", "PlacementGain",
-    "ProxyEnvelope", "PsiFit", "RequestIndex", "RhoEstimate", "SignFlipResult",
-    "TransferResult", "bootstrap_ci", "cost_curve", "effect_correlation",
-    "effect_size_transfer", "exposure", "exposure_regression", "feasible_class", "fit_psi",
-    "holm", "load_match", "matched_random_envelope", "min_attainable_p", "overlap_cost",
-    "placement_gain", "proxy_envelope", "sample_schedules", "seeds_needed", "sign_flip_test",
-]
+import importlib
+
+# public name -> submodule that defines it
+_SOURCES = {
+    "bootstrap": ("BootstrapResult", "bootstrap_ci", "holm"),
+    "envelope": ("MeasuredEnvelope", "PlacementGain", "ProxyEnvelope",
+                 "matched_random_envelope", "placement_gain", "proxy_envelope"),
+    "exposure": ("Exposure", "ExposureRegression", "exposure", "exposure_regression"),
+    "loadmatch": ("LoadCheck", "LoadMatchResult", "load_match"),
+    "overlap": ("OverlapCost", "RequestIndex", "cost_curve", "overlap_cost"),
+    "psi": ("PsiFit", "fit_psi"),
+    "schedules": ("FeasibleClass", "feasible_class", "sample_schedules"),
+    "signflip": ("SignFlipResult", "min_attainable_p", "seeds_needed", "sign_flip_test"),
+    "transfer": ("CorrelationResult", "RhoEstimate", "TransferResult", "effect_correlation",
+                 "effect_size_transfer"),
+}
+_MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+# ``exposure`` names both a submodule and a function.  Importing a submodule binds it on the
+# package, so the function is bound here, after its (light) module has loaded, as before.
+from evalkit.stats.exposure import exposure  # noqa: E402
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evalkit.stats' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"evalkit.stats.{module}"), name)
+    globals()[name] = value          # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special
-from statsmodels.stats.multitest import multipletests
 
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_finite_1d, as_generator
@@ -117,5 +116,7 @@ def holm(p_values, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     if np.any((p < 0) | (p > 1)):
         raise InputError("p-values must lie in [0, 1]", column="p_values",
                          fix="pass raw p-values, one per claim")
+    from statsmodels.stats.multitest import multipletests   # heavy (scipy.stats): on use
+
     reject, adjusted, _, _ = multipletests(p, alpha=alpha, method="holm")
     return np.asarray(reject, dtype=bool), np.asarray(adjusted, dtype=float)

@@ -13,9 +13,6 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-# the two names used, not statsmodels.api (which imports all of statsmodels: ~1 s)
-from statsmodels.regression.linear_model import OLS
-from statsmodels.tools.tools import add_constant
 
 from evalkit.errors import InputError
 from evalkit.runlog import metrics
@@ -107,6 +104,10 @@ def exposure_regression(v, exposure, threshold: float = EXPLAINS_V_R2) -> Exposu
         return ExposureRegression(nan, nan, nan, nan, nan, nan, int(v.size), False,
                                   float(threshold), False,
                                   f"{which} is constant across runs: regression undefined")
+    # statsmodels pulls in scipy.stats (~1 s): imported on first use, not with evalkit.stats
+    from statsmodels.regression.linear_model import OLS
+    from statsmodels.tools.tools import add_constant
+
     fit = OLS(v, add_constant(x)).fit()
     lo, hi = fit.conf_int()[1]
     r2 = float(fit.rsquared)

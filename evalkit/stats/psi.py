@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.isotonic import IsotonicRegression
 
 from evalkit.errors import InputError, NotEstimable
 from evalkit.stats._result import ResultMixin, as_finite_1d
@@ -21,6 +20,8 @@ def _pool_ties(phi: np.ndarray, vex: np.ndarray):
 
 def _isotonic(phi, vex):
     x, y, w = _pool_ties(phi, vex)
+    from sklearn.isotonic import IsotonicRegression   # heavy: imported on first use
+
     model = IsotonicRegression(increasing=True, out_of_bounds="clip")
     fitted = model.fit(x, y, sample_weight=w).predict(x)
     return x, fitted

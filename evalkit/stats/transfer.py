@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_finite_1d, as_generator, check_alternative
@@ -307,6 +306,8 @@ def effect_correlation(harness_effects, real_effects, alternative: str = "two-si
         gen = as_generator(rng)
         perms = np.argsort(gen.random((int(n_resamples), n)), axis=1)
     out = []
+    from scipy import stats   # scipy.stats costs ~1 s to import: on first use
+
     for a, b in ((x, y), (stats.rankdata(x), stats.rankdata(y))):
         r, null, tol = _perm_null(a, b, perms)
         k_ge = int(np.count_nonzero(null >= r - tol))
