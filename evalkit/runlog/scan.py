@@ -292,20 +292,25 @@ def _batches(runs: pd.DataFrame, batch_rows: int):
         yield runs.iloc[start:]
 
 
+
+def _query_files(con, table: str, keep: pd.DataFrame, column: str, sql: str) -> pd.DataFrame:
+    """Run ``sql`` over the files in ``keep[column]``; ``table`` maps file index to run fid."""
+    files = list(keep[column])
+    con.register(table, pd.DataFrame({"i": np.arange(len(keep)), "fid": keep["fid"].to_numpy()}))
+    try:
+        return con.execute(sql, {"files": files}).df()
+    except DATA_ERRORS as exc:
+        raise _duck_error(exc, files) from exc
+    finally:
+        con.unregister(table)
+
+
 def _merge_windows(con, batch: pd.DataFrame) -> dict:
     """Raw merge windows of each run of the batch: ``{fid: (start_s (k,), end_s (k,))}``."""
     keep = batch[batch["n_merge_rows"] > 0]
     if keep.empty:
         return {}
-    files = list(keep["merges_file"])
-    con.register("merge_files", pd.DataFrame({"i": np.arange(len(keep)),
-                                              "fid": keep["fid"].to_numpy()}))
-    try:
-        merges = con.execute(_MERGE_SQL, {"files": files}).df()
-    except DATA_ERRORS as exc:
-        raise _duck_error(exc, files) from exc
-    finally:
-        con.unregister("merge_files")
+    merges = _query_files(con, "merge_files", keep, "merges_file", _MERGE_SQL)
     return {int(fid): (g["start_s"].to_numpy(float), g["end_s"].to_numpy(float))
             for fid, g in merges.groupby("fid", sort=True)}
 
@@ -363,15 +368,7 @@ def _step_rates(con, batch: pd.DataFrame) -> pd.DataFrame:
     if keep.empty:
         return pd.DataFrame({"fid": batch["fid"].to_numpy(), "n_steps": 0,
                              "first_s": np.nan, "last_s": np.nan})
-    files = list(keep["steps_file"])
-    con.register("step_files", pd.DataFrame({"i": np.arange(len(keep)),
-                                             "fid": keep["fid"].to_numpy()}))
-    try:
-        steps = con.execute(_STEP_SQL, {"files": files}).df()
-    except DATA_ERRORS as exc:
-        raise _duck_error(exc, files) from exc
-    finally:
-        con.unregister("step_files")
+    steps = _query_files(con, "step_files", keep, "steps_file", _STEP_SQL)
     return steps[["fid", "n_steps", "first_s", "last_s"]]
 
 
