@@ -292,7 +292,6 @@ def _batches(runs: pd.DataFrame, batch_rows: int):
         yield runs.iloc[start:]
 
 
-
 def _query_files(con, table: str, keep: pd.DataFrame, column: str, sql: str) -> pd.DataFrame:
     """Run ``sql`` over the files in ``keep[column]``; ``table`` maps file index to run fid."""
     files = list(keep[column])
