@@ -11,7 +11,7 @@ import pytest
 from evalkit.errors import InputError
 from evalkit.replay.policies import Corridor, DecisionState, RunContext, get_policy
 from evalkit.replay.policies.forecast import ArrivalRateEWMA, sorted_quantile
-from evalkit.replay.policies.planned import inflight_counts, min_phi_schedule
+from evalkit.replay.policies.planned import min_phi_schedule, window_costs
 
 
 def _state(**kw):
@@ -107,13 +107,14 @@ def test_registry_errors_list_valid_choices():
         get_policy("pressure_gate", theta=1.5)
 
 
-def test_inflight_counts_brute_force():
+def test_window_costs_brute_force():
     rng = np.random.default_rng(1)
     a = np.sort(rng.uniform(0, 100, 200))
     e = a + rng.exponential(5, 200)
+    e[::17] = np.inf                      # still in flight when the run ended
     u = np.linspace(0, 95, 50)
     brute = [(np.sum((a < x + 8) & (e > x))) for x in u]
-    assert inflight_counts(u, 8.0, a, e).tolist() == brute
+    assert window_costs(u, 8.0, a, e, horizon_s=103.0).tolist() == brute
 
 
 def test_dp_equals_brute_force():

@@ -15,19 +15,21 @@ import numpy as np
 
 from evalkit.errors import InputError
 from evalkit.replay.policies.base import Decision, DecisionState, Policy, RunContext
+from evalkit.stats.overlap import cost_curve
 
 
-def inflight_counts(starts: np.ndarray, duration: float, req_start: np.ndarray,
-                    req_end: np.ndarray) -> np.ndarray:
-    """C(u) per candidate start, shape (m,): requests with start < u + D and end > u.
+def window_costs(starts: np.ndarray, duration: float, arrival_s: np.ndarray,
+                 end_s: np.ndarray, horizon_s: float) -> np.ndarray:
+    """C(u) per candidate start (m,) from a request log: arrival/end (n,), end = inf (or NaN)
+    for a request still in flight at the end of the run, counted as in flight to the horizon.
 
-    ``req_start``/``req_end`` shape (n,); unfinished requests carry ``end = inf``.
+    Candidates lie before ``horizon_s - D``, so ending those requests at the horizon gives the
+    same C(u) as an infinite end; :func:`evalkit.stats.cost_curve` does the counting.
     """
-    s = np.sort(np.asarray(req_start, dtype=float))
-    e = np.sort(np.asarray(req_end, dtype=float))
-    u = np.asarray(starts, dtype=float)
-    return (np.searchsorted(s, u + duration, side="left")
-            - np.searchsorted(e, u, side="right")).astype(np.int64)
+    arrival = np.asarray(arrival_s, dtype=float)
+    end = np.asarray(end_s, dtype=float)
+    end = np.where(np.isfinite(end), end, np.maximum(float(horizon_s), arrival))
+    return cost_curve(np.asarray(starts, dtype=float), duration, arrival, end)
 
 
 def min_phi_schedule(cost: np.ndarray, k: int, gap_lo: int, gap_hi: int) -> tuple[np.ndarray, float]:
@@ -103,8 +105,8 @@ class CalibratedOffline(_Planned):
         lo, hi = ctx.span
         grid = float(self.params["grid_s"])
         cand = lo + grid * np.arange(int(np.floor((hi - lo) / grid + 1e-9)) + 1)
-        c = inflight_counts(cand, ctx.merge_duration_s, fr["arrival_s"].to_numpy(),
-                            fr["end_s"].to_numpy())
+        c = window_costs(cand, ctx.merge_duration_s, fr["arrival_s"].to_numpy(),
+                         fr["end_s"].to_numpy(), ctx.horizon_s)
         gap_lo = int(np.ceil(ctx.corridor.min_gap_s / grid - 1e-9))
         gap_hi = int(np.floor(ctx.corridor.max_gap_s / grid + 1e-9))
         idx, phi = min_phi_schedule(c, k, gap_lo, gap_hi)
