@@ -125,15 +125,6 @@ def test_observed_span_and_windows():
     assert m.windows_observed(starts, ends, span) == brute
 
 
-def test_in_flight_matches_loop():
-    rng = np.random.default_rng(3)
-    lo = rng.uniform(0, 50, 100)
-    hi = lo + rng.uniform(0, 10, 100)
-    t = rng.uniform(-1, 61, 50)
-    brute = [sum(1 for a, b in zip(lo, hi) if a <= u < b) for u in t]
-    assert m.in_flight(lo, hi, t).tolist() == brute
-
-
 @pytest.mark.parametrize("k,n", [(0, 10), (1, 10), (5, 10), (10, 10), (37, 223), (0, 1), (1, 1)])
 def test_clopper_pearson_matches_scipy(k, n):
     low, high = m.clopper_pearson(k, n)

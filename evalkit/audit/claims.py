@@ -21,22 +21,12 @@ from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.checks import Check, run_check
 from evalkit.audit.protocol import Protocol
 from evalkit.errors import InputError, NotEstimable
+from evalkit.runlog.metrics import overlaps_windows
 
 BASELINE = "matched_random"
 
 
 # ------------------------------------------------------------------- regime-level evidence
-
-def _active(req_start, req_end, win_start, win_end) -> np.ndarray:
-    """(n,) bool: request interval overlaps any of the sorted, disjoint windows."""
-    if len(win_start) == 0:
-        return np.zeros(len(req_start), dtype=bool)
-    order = np.argsort(win_start)
-    ws, we = np.asarray(win_start)[order], np.asarray(win_end)[order]
-    opened = np.searchsorted(ws, req_end, side="left")
-    closed = np.searchsorted(we, req_start, side="right")
-    return opened > closed
-
 
 def _request_intervals(requests: pd.DataFrame, fill_end: float) -> tuple[np.ndarray, np.ndarray]:
     return _interval_arrays(requests.arrival_s.to_numpy(dtype=float),
@@ -163,7 +153,7 @@ class TransferEvidence:
             w_start = merges.start_s.to_numpy(float)
             w_end = merges.end_s.to_numpy(float)
             latency = np.where(ok, end - start, np.inf)
-            active = _active(start, end, w_start, w_end)
+            active = overlaps_windows(start, end, w_start, w_end)
             # A request that starts within one typical service time after a window still meets
             # the window's backlog: the tail is the run's median latency outside windows.
             calm = latency[~active & np.isfinite(latency)]
@@ -172,7 +162,7 @@ class TransferEvidence:
                 if len(w_start) else w_end
             parts.append(pd.DataFrame({
                 "run": rec.run_id, "latency_s": latency, "t_s": start, "active": active,
-                "stressed": _active(start, end, w_start, tail)}))
+                "stressed": overlaps_windows(start, end, w_start, tail)}))
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
     def get(self, spec) -> dict | str:

@@ -294,14 +294,6 @@ def time_exposure(merge_start, merge_end, span) -> float:
     return float(covered / (hi - lo))
 
 
-def in_flight(lo, hi, t) -> np.ndarray:
-    """Number of request intervals ``[lo, hi)`` containing each time: (n,), (n,), (m,) -> (m,)."""
-    lo_sorted, hi_sorted = np.sort(_f(lo)), np.sort(_f(hi))
-    t = _f(t)
-    return (np.searchsorted(lo_sorted, t, side="right")
-            - np.searchsorted(hi_sorted, t, side="right")).astype(np.int64)
-
-
 def step_rate(n_steps: int, first_start_s: float, last_end_s: float, merge_start,
               merge_end) -> float:
     """Inner steps per second of the time the trainer could step.
