@@ -15,7 +15,6 @@ import numpy as np
 
 from evalkit.errors import InputError
 from evalkit.replay.policies.base import Decision, DecisionState, Policy, RunContext
-from evalkit.stats.overlap import cost_curve
 
 
 def window_costs(starts: np.ndarray, duration: float, arrival_s: np.ndarray,
@@ -26,6 +25,8 @@ def window_costs(starts: np.ndarray, duration: float, arrival_s: np.ndarray,
     Candidates lie before ``horizon_s - D``, so ending those requests at the horizon gives the
     same C(u) as an infinite end; :func:`evalkit.stats.cost_curve` does the counting.
     """
+    from evalkit.stats.overlap import cost_curve   # evalkit.stats pulls in pandas/scipy
+
     arrival = np.asarray(arrival_s, dtype=float)
     end = np.asarray(end_s, dtype=float)
     end = np.where(np.isfinite(end), end, np.maximum(float(horizon_s), arrival))
