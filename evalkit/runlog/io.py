@@ -18,7 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalkit import __version__
-from evalkit.errors import InputError
+from evalkit.errors import InputError, from_os_error
+from evalkit.fsutil import fsync_dir, fsync_tree
+from evalkit.limits import MAX_RUN_ID_BYTES, MAX_RUN_JSON_BYTES, loads_json
 from evalkit.runlog.schema import REQUIRED_TABLES, SCHEMA_VERSION, TABLES
 
 _ARROW = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "string": pa.string()}
@@ -75,24 +77,54 @@ def dump_json(obj, path: Path) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
+def check_run_id(run_id: str) -> str:
+    """A run id usable as a directory name, or an InputError saying why not."""
+    if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith(".") \
+            or "\0" in run_id:
+        raise InputError(f"invalid run_id {run_id!r}", column="run_id",
+                         fix="use a plain directory name")
+    if len(run_id.encode()) > MAX_RUN_ID_BYTES:
+        raise InputError(f"run_id is {len(run_id.encode())} bytes long", column="run_id",
+                         fix=f"use a run id of at most {MAX_RUN_ID_BYTES} bytes (it names a "
+                             "directory)")
+    return run_id
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Rename the finished ``tmp`` to ``final``, moving an older ``final`` aside first.
+
+    Between the two renames the old run lives on as ``.<id>.old-<hex>``; a process killed
+    there leaves it for :func:`restore_interrupted` (``evalkit sweep`` does it on resume).
+    """
+    runs_dir = final.parent
+    if final.exists():
+        trash = runs_dir / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+        final.rename(trash)
+        tmp.rename(final)
+        fsync_dir(runs_dir)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        tmp.rename(final)
+        fsync_dir(runs_dir)
+
+
 def write_run(runs_dir: str | os.PathLike, meta: dict, requests: pd.DataFrame,
               merges: pd.DataFrame, *, steps: pd.DataFrame | None = None,
               signals: pd.DataFrame | None = None,
               decisions: pd.DataFrame | None = None, complete: bool = True) -> Path:
-    """Write one run directory atomically and return its path.
+    """Write one run directory atomically and durably; return its path.
 
     Everything is written into ``<runs_dir>/.<run_id>.tmp-<uuid>``; ``run.json`` (with
-    ``complete``) is written last, then the directory is renamed into place, replacing an
-    older run of the same id.  A killed writer leaves only a hidden temporary directory,
-    which readers ignore.  ``meta`` must hold the schema's required keys except those filled
-    here (``schema_version``, ``evalkit_version``, ``created_at``, ``complete``, ``host``).
+    ``complete``) is written last; every file and the directory are fsync'ed; then the
+    directory is renamed into place (replacing an older run of the same id) and
+    ``runs_dir`` is fsync'ed.  A killed writer leaves only hidden directories, which
+    readers ignore; a power loss never leaves a published run with unwritten data.
+    ``meta`` must hold the schema's required keys except those filled here
+    (``schema_version``, ``evalkit_version``, ``created_at``, ``complete``, ``host``).
     """
     runs_dir = Path(runs_dir)
+    run_id = check_run_id(str(meta["run_id"]))
     runs_dir.mkdir(parents=True, exist_ok=True)
-    run_id = str(meta["run_id"])
-    if not run_id or "/" in run_id or run_id.startswith("."):
-        raise InputError(f"invalid run_id {run_id!r}", column="run_id",
-                         fix="use a plain directory name")
     tmp = runs_dir / f".{run_id}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
@@ -108,15 +140,9 @@ def write_run(runs_dir: str | os.PathLike, meta: dict, requests: pd.DataFrame,
         full.setdefault("host", host_info())
         full["complete"] = bool(complete)
         dump_json(full, tmp / "run.json")
-        final = runs_dir / run_id
-        if final.exists():
-            trash = runs_dir / f".{run_id}.old-{uuid.uuid4().hex[:8]}"
-            final.rename(trash)
-            tmp.rename(final)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            tmp.rename(final)
-        return final
+        fsync_tree(tmp)
+        _publish(tmp, runs_dir / run_id)
+        return runs_dir / run_id
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -141,19 +167,47 @@ class Run:
 
 
 def read_meta(run_dir: str | os.PathLike) -> dict:
+    """``run.json`` of one run; every way it can be unusable is an InputError naming it.
+
+    A run.json that cannot be read for lack of permission raises :class:`UnreadableRun`.
+    """
     path = Path(run_dir) / "run.json"
-    if not path.exists():
-        raise InputError("run.json is missing", file=str(path),
-                         fix="every run directory needs run.json; rerun or remove the directory")
     try:
-        meta = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"run.json is not valid JSON ({exc.msg} at line {exc.lineno})",
-                         file=str(path), fix="rewrite the run or repair the JSON") from exc
+        size = path.stat().st_size
+        if size > MAX_RUN_JSON_BYTES:
+            raise InputError(f"run.json is {size:,} bytes (limit {MAX_RUN_JSON_BYTES:,})",
+                             file=str(path), fix="rewrite the run; run.json holds metadata only")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("run.json is missing", file=str(path),
+                         fix="every run directory needs run.json; rerun or remove the "
+                             "directory") from None
+    except PermissionError as exc:
+        raise UnreadableRun.from_os_error(exc, path) from None
+    except OSError as exc:
+        raise from_os_error(exc, path=str(path), action="cannot read run.json") from None
+    try:
+        meta = loads_json(raw, file=str(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        what = (f"{exc.msg} at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError)
+                else "not UTF-8")
+        raise InputError(f"run.json is not valid JSON ({what})",
+                         file=str(path), fix="rewrite the run or repair the JSON") from None
     if not isinstance(meta, dict):
         raise InputError("run.json must hold a JSON object", file=str(path),
                          fix="rewrite the run")
     return meta
+
+
+class UnreadableRun(InputError):
+    """A run directory or file evalkit may not read (permissions)."""
+
+    READ_FIX = ("give the user running evalkit read access (e.g. chmod -R u+rX, or chown), "
+                "or move it out of the runs directory")
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, path) -> "UnreadableRun":
+        return cls(f"cannot read: {exc.strerror or exc}", file=str(path), fix=cls.READ_FIX)
 
 
 def read_table(run_dir: str | os.PathLike, name: str, columns=None) -> pd.DataFrame:
@@ -163,6 +217,8 @@ def read_table(run_dir: str | os.PathLike, name: str, columns=None) -> pd.DataFr
     except FileNotFoundError as exc:
         raise InputError(f"{name}.parquet is missing", file=str(path),
                          fix="rerun the replay; the run directory is incomplete") from exc
+    except PermissionError as exc:
+        raise UnreadableRun.from_os_error(exc, path) from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(f"cannot read Parquet ({exc})", file=str(path),
                          fix="the file is corrupt or truncated; rerun this run") from exc
@@ -185,20 +241,122 @@ def read_run(run_dir: str | os.PathLike, *, validate: bool = True) -> Run:
     return Run(path=run_dir, meta=meta, **tables)
 
 
-def iter_run_dirs(runs_dir: str | os.PathLike) -> list[Path]:
-    """Run directories under ``runs_dir`` (recursively; hidden temporaries skipped), sorted."""
-    root = Path(runs_dir)
-    if not root.exists():
+@dataclass
+class RunListing:
+    """What a walk of a runs directory found.
+
+    ``run_dirs``: directories holding ``run.json`` (hidden ones skipped); ``unreadable``:
+    ``(path, reason)`` of directories that could not be listed -- runs that would otherwise
+    vanish; ``orphans``: visible directories with Parquet files but no ``run.json``;
+    ``leftovers``: hidden ``.<id>.tmp-*`` / ``.<id>.old-*`` / ``.<id>.damaged-*``
+    directories of interrupted or repaired writes.
+    """
+
+    root: Path
+    run_dirs: list[Path] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    orphans: list[Path] = field(default_factory=list)
+    leftovers: list[Path] = field(default_factory=list)
+
+
+LEFTOVER_TAGS = (".tmp-", ".old-", ".damaged-")
+
+
+def leftover_kind(name: str) -> tuple[str, str] | None:
+    """``(run_id, tag)`` for a hidden leftover name ``.<run_id><tag><suffix>``, else None."""
+    if not name.startswith("."):
+        return None
+    for tag in LEFTOVER_TAGS:
+        head, sep, _ = name[1:].rpartition(tag)
+        if sep and head:
+            return head, tag.strip(".-")
+    return None
+
+
+def _check_root(root: Path) -> None:
+    try:
+        st = root.stat()
+    except FileNotFoundError:
         raise InputError("runs directory does not exist", file=str(root),
-                         fix="pass the directory that holds the run directories")
-    if not root.is_dir():
+                         fix="pass the directory that holds the run directories") from None
+    except OSError as exc:
+        raise from_os_error(exc, path=str(root), action="cannot open the runs directory") \
+            from None
+    import stat as _stat
+    if not _stat.S_ISDIR(st.st_mode):
         raise InputError("expected a directory of runs", file=str(root),
                          fix="pass the directory that holds the run directories")
-    if (root / "run.json").exists():
-        return [root]
-    found = []
-    for meta in root.rglob("run.json"):
-        if any(part.startswith(".") for part in meta.relative_to(root).parts):
+
+
+def list_runs(runs_dir: str | os.PathLike) -> RunListing:
+    """Walk ``runs_dir`` once (symbolic links to directories are not followed).
+
+    Raises InputError when ``runs_dir`` itself is missing, not a directory or unlistable;
+    any directory below it that cannot be listed is reported in ``unreadable``, never
+    skipped silently.
+    """
+    root = Path(runs_dir)
+    _check_root(root)
+    out = RunListing(root)
+    if _exists(root / "run.json"):
+        out.run_dirs.append(root)
+        return out
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = list(it)
+        except OSError as exc:
+            if here == root:
+                raise from_os_error(exc, path=str(root),
+                                    action="cannot list the runs directory") from None
+            if _exists(here / "run.json"):      # searchable but not listable: still a run
+                out.run_dirs.append(here)
+            else:
+                out.unreadable.append((here, f"cannot list directory: "
+                                             f"{exc.strerror or exc}"))
             continue
-        found.append(meta.parent)
-    return sorted(found)
+        names = {e.name for e in entries}
+        if here != root and "run.json" in names:
+            out.run_dirs.append(here)
+        elif any(n.endswith(".parquet") for n in names):
+            out.orphans.append(here)
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                continue
+            if entry.name.startswith("."):
+                if leftover_kind(entry.name) is not None:
+                    out.leftovers.append(Path(entry.path))
+                continue
+            stack.append(Path(entry.path))
+    out.run_dirs.sort()
+    out.unreadable.sort()
+    out.orphans.sort()
+    out.leftovers.sort()
+    return out
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def iter_run_dirs(runs_dir: str | os.PathLike) -> list[Path]:
+    """Run directories under ``runs_dir`` (recursively; hidden temporaries skipped), sorted.
+
+    A directory below ``runs_dir`` that cannot be listed raises :class:`UnreadableRun`
+    (no run is ever dropped silently); :func:`list_runs` reports such directories instead.
+    """
+    listing = list_runs(runs_dir)
+    if listing.unreadable:
+        path, reason = listing.unreadable[0]
+        more = f" (+{len(listing.unreadable) - 1} more)" if len(listing.unreadable) > 1 else ""
+        raise UnreadableRun(reason + more, file=str(path), fix=UnreadableRun.READ_FIX)
+    return listing.run_dirs

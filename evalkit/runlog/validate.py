@@ -5,7 +5,9 @@ RUNS_DIR, including what only shows across runs (no runs at all, duplicate run i
 schema versions, directories without ``run.json``, leftovers of interrupted writes).
 
 A run marked ``complete: false`` gets one problem of kind ``"incomplete"``: it is excluded,
-never audited, and its tables are not checked.
+never audited, and its tables are not checked.  A run (or a directory below RUNS_DIR) that
+cannot be read for lack of permission gets an error of kind ``"unreadable"``: it is never
+skipped silently -- ``validate`` fails, and the audit lists it as excluded with the reason.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
-from evalkit.runlog.io import iter_run_dirs
+from evalkit.limits import INT64_MAX, INT64_MIN
+from evalkit.runlog.io import RunListing, UnreadableRun, leftover_kind, list_runs, read_meta
 from evalkit.runlog.schema import (BACKENDS, REQUIRED_META, REQUIRED_TABLES, ROLES,
                                    SUPPORTED_SCHEMA_VERSIONS, TABLES)
 
@@ -44,7 +47,7 @@ class Problem:
     message: str
     fix: str
     severity: str = "error"      # "error" | "warning"
-    kind: str = "format"         # "format" | "scale" | "incomplete" | "layout"
+    kind: str = "format"         # "format" | "scale" | "incomplete" | "layout" | "unreadable"
 
     def as_error(self) -> InputError:
         return InputError(f"run {self.run}: {self.message}", file=self.file,
@@ -102,15 +105,22 @@ class ValidationReport:
         return [p.run for p in self.problems if p.kind == "incomplete"]
 
     @property
+    def unreadable(self) -> list[Problem]:
+        """Runs (or directories) evalkit may not read: errors here, exclusions in the audit."""
+        return [p for p in self.problems if p.kind == "unreadable"]
+
+    @property
     def ok(self) -> bool:
         return not self.errors
 
     def summary_line(self) -> str:
         errors = [p for p in self.errors if p.kind != "incomplete"]
         verdict = "valid" if self.ok else "INVALID"
+        unreadable = len({p.file for p in self.unreadable})
         return (f"{verdict}: {len(self.run_dirs)} run(s) checked in {self.runs_dir}; "
                 f"{len(errors)} error(s) in {len({p.run for p in errors})} run(s), "
-                f"{len(self.warnings)} warning(s), {len(self.excluded)} incomplete run(s) excluded")
+                f"{len(self.warnings)} warning(s), {len(self.excluded)} incomplete run(s) excluded"
+                + (f", {unreadable} unreadable path(s)" if unreadable else ""))
 
     def raise_if_invalid(self) -> None:
         if self.errors:
@@ -132,6 +142,14 @@ def _nonempty_str(x) -> bool:
     return isinstance(x, str) and bool(x.strip())
 
 
+def _short(value, limit: int = 60) -> str:
+    """repr of a value from a file, cut to ``limit`` characters (hostile values are huge)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 30:
+        return f"a {len(str(abs(value)))}-digit integer"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
+
+
 def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
     path = str(run_dir / "run.json")
     out: list[Problem] = []
@@ -146,45 +164,48 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
     has = meta.__contains__
 
     if has("run_id") and not _nonempty_str(meta["run_id"]):
-        bad("run_id", f"must be a non-empty string, got {meta['run_id']!r}",
+        bad("run_id", f"must be a non-empty string, got {_short(meta['run_id'])}",
             "set run_id to the directory name")
     elif has("run_id") and meta["run_id"] != run_dir.name:
-        bad("run_id", f"run_id {meta['run_id']!r} differs from the directory name {run_dir.name!r}",
+        bad("run_id", f"run_id {_short(meta['run_id'])} differs from the directory name {run_dir.name!r}",
             "rename the directory or fix run_id; they must be equal")
     for key in ("policy", "regime"):
         if has(key) and not _nonempty_str(meta[key]):
-            bad(key, f"must be a non-empty string, got {meta[key]!r}", f"set {key} to its name")
+            bad(key, f"must be a non-empty string, got {_short(meta[key])}", f"set {key} to its name")
     if has("role") and meta["role"] not in ROLES:
-        bad("role", f"unknown role {meta['role']!r}", f"use one of {', '.join(ROLES)}")
+        bad("role", f"unknown role {_short(meta['role'])}", f"use one of {', '.join(ROLES)}")
     if has("backend") and meta["backend"] not in BACKENDS:
-        bad("backend", f"unknown backend {meta['backend']!r}", f"use one of {', '.join(BACKENDS)}")
+        bad("backend", f"unknown backend {_short(meta['backend'])}", f"use one of {', '.join(BACKENDS)}")
     if has("seed") and not _is_int(meta["seed"]):
-        bad("seed", f"must be an integer, got {meta['seed']!r}",
+        bad("seed", f"must be an integer, got {_short(meta['seed'])}",
             "write the replication seed as an integer")
+    elif has("seed") and not INT64_MIN <= meta["seed"] <= INT64_MAX:
+        bad("seed", f"{_short(meta['seed'])} is outside the 64-bit integer range",
+            "write the replication seed as a 64-bit integer")
     draw = meta.get("draw")
-    if draw is not None and not (_is_int(draw) and draw >= 0):
-        bad("draw", f"must be null or an integer >= 0, got {meta['draw']!r}",
+    if draw is not None and not (_is_int(draw) and 0 <= draw <= INT64_MAX):
+        bad("draw", f"must be null or an integer in [0, 2**63), got {_short(meta['draw'])}",
             "write the draw index as an integer")
     matched_to = meta.get("matched_to")
     if matched_to is not None and not _nonempty_str(matched_to):
-        bad("matched_to", f"must be null or a policy name, got {meta['matched_to']!r}",
+        bad("matched_to", f"must be null or a policy name, got {_short(meta['matched_to'])}",
             "name the policy whose K this draw matches")
     for key in ("oracle", "complete"):
         if has(key) and not isinstance(meta[key], bool):
-            bad(key, f"must be true or false, got {meta[key]!r}", f"write {key} as a JSON boolean")
+            bad(key, f"must be true or false, got {_short(meta[key])}", f"write {key} as a JSON boolean")
     for key in ("merge_duration_s", "horizon_s"):
         if has(key) and not (_is_number(meta[key]) and meta[key] > 0):
-            bad(key, f"must be a positive number of seconds, got {meta[key]!r}",
+            bad(key, f"must be a positive number of seconds, got {_short(meta[key])}",
                 f"write {key} in seconds")
     for key in ("evalkit_version", "created_at"):
         if has(key) and not _nonempty_str(meta[key]):
-            bad(key, f"must be a string, got {meta[key]!r}", f"write {key} as a string")
+            bad(key, f"must be a string, got {_short(meta[key])}", f"write {key} as a string")
     for key in ("settings", "host", "rng_seeds"):
         if has(key) and not isinstance(meta[key], dict):
             bad(key, f"must be a JSON object, got {type(meta[key]).__name__}",
                 f"write {key} as an object")
     if "trace_realisation" in meta and not _nonempty_str(meta["trace_realisation"]):
-        bad("trace_realisation", f"must be a non-empty string, got {meta['trace_realisation']!r}",
+        bad("trace_realisation", f"must be a non-empty string, got {_short(meta['trace_realisation'])}",
             "remove it (defaults to trace.sha256) or name the request sequence")
 
     trace = meta.get("trace")
@@ -195,7 +216,7 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
         else:
             for sub in ("name", "sha256"):
                 if not _nonempty_str(trace.get(sub)):
-                    bad(f"trace.{sub}", f"missing or not a string ({trace.get(sub)!r})",
+                    bad(f"trace.{sub}", f"missing or not a string ({_short(trace.get(sub))})",
                         f"record the trace's {sub}")
     slo = meta.get("slo")
     if has("slo"):
@@ -203,12 +224,12 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
             bad("slo", "must be an object {e2e_s, ttft_s, tpot_s}", "write the SLOs in seconds")
         else:
             if not (_is_number(slo.get("e2e_s")) and slo["e2e_s"] > 0):
-                bad("slo.e2e_s", f"must be a positive number of seconds, got {slo.get('e2e_s')!r}",
+                bad("slo.e2e_s", f"must be a positive number of seconds, got {_short(slo.get('e2e_s'))}",
                     "set the end-to-end SLO in seconds")
             for sub in ("ttft_s", "tpot_s"):
                 val = slo.get(sub)
                 if val is not None and not (_is_number(val) and val > 0):
-                    bad(f"slo.{sub}", f"must be null or a positive number of seconds, got {val!r}",
+                    bad(f"slo.{sub}", f"must be null or a positive number of seconds, got {_short(val)}",
                         f"set {sub} in seconds or null when that SLO is not used")
     corridor = meta.get("corridor")
     if has("corridor"):
@@ -219,7 +240,7 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
             gaps = [corridor.get("min_gap_s"), corridor.get("max_gap_s")]
             for sub, val in zip(("min_gap_s", "max_gap_s"), gaps):
                 if not (_is_number(val) and val >= 0):
-                    bad(f"corridor.{sub}", f"must be a number of seconds >= 0, got {val!r}",
+                    bad(f"corridor.{sub}", f"must be a number of seconds >= 0, got {_short(val)}",
                         "write the corridor gaps between merge starts in seconds")
             if all(_is_number(g) for g in gaps) and gaps[0] > gaps[1]:
                 bad("corridor", f"min_gap_s {gaps[0]} > max_gap_s {gaps[1]}",
@@ -239,7 +260,7 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
                 bad(key, f"only matched_random runs have {key}; this run's role is {role!r}",
                     f"set {key} to null or fix role")
     if role == "no_sync" and has("policy") and meta["policy"] != "no_sync":
-        bad("policy", f"role no_sync but policy {meta['policy']!r}",
+        bad("policy", f"role no_sync but policy {_short(meta['policy'])}",
             "a no_sync run's policy is 'no_sync'")
     if role in ("policy", "matched_random") and meta.get("policy") == "no_sync":
         bad("role", f"policy no_sync but role {role!r}", "set role to 'no_sync'")
@@ -268,7 +289,13 @@ _EXPECTED = {"int": "int64", "float": "float64 (seconds)", "bool": "bool", "stri
 
 def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Table | None:
     path = run_dir / f"{name}.parquet"
-    if not path.exists():
+    try:
+        present = path.exists()
+    except OSError as exc:
+        out.append(Problem(run, str(path), None, f"cannot read: {exc.strerror or exc}",
+                           UnreadableRun.READ_FIX, kind="unreadable"))
+        return None
+    if not present:
         if name in REQUIRED_TABLES:
             out.append(Problem(run, str(path), None, f"{name}.parquet is missing",
                                "rerun the replay; a run directory needs requests and merges"))
@@ -283,6 +310,10 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
             wanted = [c.name for c in TABLES[name] if c.name in schema.names
                       and not (c.kind == "string" and c.nullable)]
             table = handle.read(columns=wanted, use_threads=False)
+    except PermissionError as exc:
+        out.append(Problem(run, str(path), None, f"cannot read: {exc.strerror or exc}",
+                           UnreadableRun.READ_FIX, kind="unreadable"))
+        return None
     except (pa.ArrowException, OSError, ValueError) as exc:
         out.append(Problem(run, str(path), None,
                            "cannot read Parquet: corrupt or truncated "
@@ -504,24 +535,24 @@ def inspect_run(run_dir: str | os.PathLike, *, include_incomplete: bool = False)
     run_dir = Path(run_dir)
     run = run_dir.name
     out: list[Problem] = []
-    if not run_dir.is_dir():
+    try:
+        is_dir = run_dir.is_dir()
+    except OSError as exc:       # e.g. a parent directory without search permission
+        out.append(Problem(run, str(run_dir), None, f"cannot read: {exc.strerror or exc}",
+                           UnreadableRun.READ_FIX, kind="unreadable"))
+        return RunCheck(run_dir, run, None, out)
+    if not is_dir:
         out.append(Problem(run, str(run_dir), None, "run directory does not exist",
                            "pass an existing run directory"))
         return RunCheck(run_dir, run, None, out)
     meta_path = run_dir / "run.json"
-    if not meta_path.exists():
-        out.append(Problem(run, str(meta_path), None, "run.json is missing",
-                           "every run directory needs run.json; rerun or remove the directory"))
-        return RunCheck(run_dir, run, None, out)
     try:
-        meta = json.loads(meta_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        out.append(Problem(run, str(meta_path), None, f"run.json is not valid JSON ({exc})",
-                           "rewrite the run or repair the JSON"))
+        meta = read_meta(run_dir)
+    except UnreadableRun as exc:
+        out.append(Problem(run, str(meta_path), None, exc.message, exc.fix, kind="unreadable"))
         return RunCheck(run_dir, run, None, out)
-    if not isinstance(meta, dict):
-        out.append(Problem(run, str(meta_path), None, "run.json must hold a JSON object",
-                           "rewrite the run"))
+    except InputError as exc:
+        out.append(Problem(run, str(meta_path), None, exc.message, exc.fix or "rewrite the run"))
         return RunCheck(run_dir, run, None, out)
     if _nonempty_str(meta.get("run_id")):
         run = meta["run_id"]
@@ -533,7 +564,7 @@ def inspect_run(run_dir: str | os.PathLike, *, include_incomplete: bool = False)
                            "upgrade evalkit, or rewrite the run in a supported version"))
         return RunCheck(run_dir, run, meta, out)
     if meta.get("complete") is False and not include_incomplete:
-        reason = f" ({meta['error']})" if meta.get("error") else ""
+        reason = f" ({str(meta['error'])[:500]})" if meta.get("error") else ""
         out.append(Problem(run, str(meta_path), "complete",
                            f"incomplete run (complete: false){reason}: excluded, never audited",
                            "rerun it to completion, or remove the directory", kind="incomplete"))
@@ -559,29 +590,51 @@ def validate_run(run_dir: str | os.PathLike, *, include_incomplete: bool = False
     return sorted(problems, key=lambda p: p.severity != "error")
 
 
-def _layout_problems(root: Path) -> list[Problem]:
-    """Directories that look like runs but lack run.json; leftovers of interrupted writes."""
+def _leftover_problem(path: Path) -> Problem:
+    """A hidden leftover of an interrupted write, a replaced run or a repair, and its fix."""
+    run_id, tag = leftover_kind(path.name)
+    target = path.parent / run_id
+    if tag == "tmp":
+        return Problem(path.name, str(path), None,
+                       f"left by an interrupted write of run {run_id} (a process was killed "
+                       "while writing it); ignored, nothing published is in it",
+                       f"delete it, or resume the sweep (`evalkit sweep` removes it)",
+                       severity="warning", kind="layout")
+    if tag == "damaged":
+        return Problem(path.name, str(path), None,
+                       f"a damaged copy of run {run_id}, moved aside when the sweep re-ran it; "
+                       "ignored", "inspect it if you wish, then delete it",
+                       severity="warning", kind="layout")
+    try:
+        landed = target.exists()
+    except OSError:
+        landed = False
+    if landed:
+        return Problem(path.name, str(path), None,
+                       f"the previous copy of run {run_id}, left when its replacement was "
+                       "published; ignored",
+                       f"delete it (run {run_id} is in place), or resume the sweep, which "
+                       "removes it", severity="warning", kind="layout")
+    return Problem(run_id, str(path), None,
+                   f"run {run_id} was moved aside to be replaced and the replacement never "
+                   "landed (a process was killed between two renames): the run is missing",
+                   f"restore it: mv {path.name} {run_id} (in {path.parent}), or resume the "
+                   "sweep, which restores it", kind="layout")
+
+
+def _layout_problems(listing: RunListing) -> list[Problem]:
+    """Unlistable directories, directories with tables but no run.json, leftovers."""
     out = []
-    seen = set()
-    for table in sorted(root.rglob("*.parquet")):
-        rel = table.relative_to(root).parts
-        run_dir = table.parent
-        if run_dir in seen:
-            continue
-        seen.add(run_dir)
-        hidden = [p for p in rel[:-1] if p.startswith(".")]
-        if hidden:
-            if ".tmp-" in hidden[-1] or ".old-" in hidden[-1]:
-                out.append(Problem(hidden[-1], str(run_dir), None,
-                                   "temporary directory left by an interrupted write; ignored",
-                                   "rerun that run, then delete the temporary directory",
-                                   severity="warning", kind="layout"))
-            continue
-        if not (run_dir / "run.json").exists():
-            out.append(Problem(run_dir.name, str(run_dir / "run.json"), None,
-                               "directory holds Parquet files but no run.json",
-                               "rerun the run (run.json is written last), or remove the directory",
-                               kind="layout"))
+    for path, reason in listing.unreadable:
+        out.append(Problem(path.name, str(path), None,
+                           f"{reason}: any run inside is not checked and would be missing",
+                           UnreadableRun.READ_FIX, kind="unreadable"))
+    for run_dir in listing.orphans:
+        out.append(Problem(run_dir.name, str(run_dir / "run.json"), None,
+                           "directory holds Parquet files but no run.json",
+                           "rerun the run (run.json is written last), or remove the directory",
+                           kind="layout"))
+    out.extend(_leftover_problem(p) for p in listing.leftovers)
     return out
 
 
@@ -589,19 +642,31 @@ def _start_report(runs_dir: str | os.PathLike):
     """A report holding the RUNS_DIR-level problems, and the run directories to check."""
     root = Path(runs_dir)
     report = ValidationReport(root, [], [])
-    if not root.exists() or not root.is_dir():
-        what = "does not exist" if not root.exists() else "is not a directory"
-        report.problems.append(Problem(str(root), str(root), None, f"RUNS_DIR {what}",
+    try:
+        listing = list_runs(root)
+    except InputError as exc:
+        report.problems.append(Problem(str(root), str(root), None,
+                                       "RUNS_DIR " + _root_trouble(root, exc), exc.fix or
                                        "pass the directory that holds the run directories"))
         return report, []
-    report.run_dirs = iter_run_dirs(root)
-    if not (root / "run.json").exists():
-        report.problems.extend(_layout_problems(root))
-    if not report.run_dirs:
+    report.run_dirs = listing.run_dirs
+    report.problems.extend(_layout_problems(listing))
+    if not report.run_dirs and not listing.unreadable:
         report.problems.append(Problem(str(root), str(root), None,
                                        "no runs found (no run.json below RUNS_DIR)",
                                        "pass the directory that holds the run directories"))
     return report, report.run_dirs
+
+
+def _root_trouble(root: Path, exc: InputError) -> str:
+    try:
+        if not root.exists():
+            return "does not exist"
+        if not root.is_dir():
+            return "is not a directory"
+    except OSError:
+        pass
+    return exc.message
 
 
 def _cross_run(report: ValidationReport, checks: list[tuple[Path, str, dict | None]]) -> None:

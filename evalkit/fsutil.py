@@ -1,0 +1,83 @@
+"""Durable, atomic file writes whose modes follow the umask.
+
+A file is published by writing it under a hidden temporary name in the target directory,
+``fsync``-ing it, renaming it into place and ``fsync``-ing the directory, so that neither a
+killed process nor a power loss leaves a half-written file under the final name.  The
+temporary file is created by the writer itself (``0o666`` minus the umask), never with
+``tempfile.mkstemp`` (always ``0o600``): what evalkit writes is as readable as what any
+other tool writes in the same shell.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+
+def fsync_file(path: str | os.PathLike) -> None:
+    """Flush one file's data to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Flush a directory's entries (renames, new files); a no-op where unsupported."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:          # some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | os.PathLike) -> None:
+    """fsync every file below ``root`` and then each directory, deepest first."""
+    dirs = []
+    for here, _, files in os.walk(root):
+        dirs.append(here)
+        for name in files:
+            fsync_file(os.path.join(here, name))
+    for here in reversed(dirs):
+        fsync_dir(here)
+
+
+def temp_sibling(path: str | os.PathLike, tag: str = "tmp") -> Path:
+    """A unique hidden name beside ``path``: ``.<name>.<8 hex>.<tag>`` (not created)."""
+    path = Path(path)
+    return path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.{tag}"
+
+
+def atomic_write(path: str | os.PathLike, write) -> Path:
+    """Publish a file atomically: ``write(tmp_path)`` creates it, then fsync + rename.
+
+    ``write`` receives the temporary path and must create the file there (``to_csv``,
+    ``pq.write_table``, ``Path.write_text`` ...); the mode is the writer's default,
+    i.e. ``0o666`` minus the umask.  On any error the temporary file is removed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(path)
+    try:
+        write(tmp)
+        fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+    fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))

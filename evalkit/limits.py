@@ -1,0 +1,148 @@
+"""Bounds on what evalkit reads, shared by the protocol, campaign and run-log parsers.
+
+Hostile or mistyped input (``n_resamples = 10**12``, ``seeds = 1e12``, a 100 MB string, a
+100,000-deep nested table) must end in a clear :class:`~evalkit.errors.InputError` naming
+the allowed range -- exit code 2 -- never in a hang, a memory blow-up or a RecursionError.
+Every limit is far beyond what a real campaign or protocol needs.
+
+Also here: :func:`capped_name`, for the places where a user-chosen name becomes a file or
+directory name (a file name is at most 255 bytes on common file systems).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+
+from evalkit.errors import InputError
+
+# configuration files (protocol and campaign TOML)
+MAX_CONFIG_BYTES = 1 << 20          # 1 MiB
+MAX_STRING_CHARS = 10_000           # any one string in a TOML file
+MAX_NESTING = 32                    # tables/arrays inside each other
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1   # TOML integers are 64-bit
+
+# statistics (protocol)
+RESAMPLES_RANGE = (100, 1_000_000)  # n_resamples, bootstrap_resamples
+
+# campaigns
+MAX_SEEDS = 10_000
+MAX_SEED_VALUE = (1 << 32) - 1      # numpy SeedSequence-friendly, fits every integer column
+MAX_DRAWS = 1_000                   # matched-random draws per (policy, seed)
+MAX_POLICIES = 64
+MAX_JOBS = 200_000                  # runs one campaign may plan
+MAX_LABEL_CHARS = 64                # regime and policy labels (they become run directory names)
+MAX_TRACE_REQUESTS = 50_000_000     # expected requests of one generated trace
+MAX_HORIZON_S = 30 * 86_400.0       # 30 days
+
+# run logs
+MAX_RUN_JSON_BYTES = 16 << 20       # 16 MiB
+MAX_JSON_NESTING = 64
+MAX_RUN_ID_BYTES = 200              # + ".<id>.tmp-xxxxxxxx" must fit a 255-byte file name
+MAX_FILE_NAME_BYTES = 255
+
+
+def range_fix(lo, hi) -> str:
+    return f"use a value in [{lo:,}, {hi:,}]"
+
+
+def check_range(value, lo, hi, *, what: str, file=None) -> None:
+    """``lo <= value <= hi`` or an InputError naming ``what`` and the allowed range."""
+    if not (lo <= value <= hi):
+        shown = value if abs(value) < 10 ** 30 else f"a {len(str(abs(int(value))))}-digit number"
+        raise InputError(f"{what} = {shown} is out of range", file=file, column=what,
+                         fix=range_fix(lo, hi))
+
+
+def capped_name(name: str, max_bytes: int = MAX_RUN_ID_BYTES) -> str:
+    """``name`` if it fits ``max_bytes`` (UTF-8), else a prefix + ``~`` + 16 hex of its sha256.
+
+    Deterministic and collision-resistant: two long names that share a prefix still differ.
+    """
+    raw = name.encode()
+    if len(raw) <= max_bytes:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    prefix = raw[:max_bytes - len(digest) - 1].decode("utf-8", errors="ignore")
+    return f"{prefix}~{digest}"
+
+
+# ----------------------------------------------------------------------------- structures
+
+def check_structure(data, *, file: str | None, max_depth: int = MAX_NESTING,
+                    max_string: int | None = MAX_STRING_CHARS, int64: bool = True) -> None:
+    """Walk parsed TOML/JSON (iteratively) and reject deep nesting, long strings, huge ints."""
+    stack = [(data, 1, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if isinstance(value, dict):
+            items = value.items()
+        elif isinstance(value, list):
+            items = ((f"[{i}]", v) for i, v in enumerate(value))
+        else:
+            if isinstance(value, str) and max_string is not None and len(value) > max_string:
+                raise InputError(f"a string of {len(value):,} characters", file=file,
+                                 column=where or None,
+                                 fix=f"strings are limited to {max_string:,} characters")
+            if int64 and isinstance(value, int) and not isinstance(value, bool) \
+                    and not INT64_MIN <= value <= INT64_MAX:
+                raise InputError("integer out of the 64-bit range", file=file,
+                                 column=where or None, fix=range_fix(INT64_MIN, INT64_MAX))
+            continue
+        if depth > max_depth:
+            raise InputError(f"nested more than {max_depth} levels deep", file=file,
+                             column=where or None,
+                             fix=f"flatten the structure (at most {max_depth} levels)")
+        for key, sub in items:
+            sub_where = (f"{where}{key}" if str(key).startswith("[")
+                         else f"{where}.{key}" if where else str(key))
+            stack.append((sub, depth + 1, sub_where))
+
+
+def loads_toml(text: str, *, file: str | None) -> dict:
+    """``tomllib.loads`` with the size, nesting, string and integer limits above.
+
+    Syntax errors propagate as ``tomllib.TOMLDecodeError`` (callers report the line).
+    """
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_CONFIG_BYTES:
+        raise InputError(f"file is {size:,} bytes", file=file,
+                         fix=f"configuration files are limited to {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise InputError("nested too deeply to parse", file=file,
+                         fix=f"flatten the structure (at most {MAX_NESTING} levels)") from None
+    except ValueError as exc:
+        if isinstance(exc, tomllib.TOMLDecodeError):
+            raise
+        raise InputError(f"cannot parse TOML: {exc}", file=file,   # e.g. a 5,000-digit integer
+                         fix="TOML integers are 64-bit; shorten the value") from None
+    check_structure(data, file=file)
+    return data
+
+
+def loads_json(raw: bytes | str, *, file: str | None, max_depth: int = MAX_JSON_NESTING):
+    """``json.loads`` that turns deep nesting and oversized numbers into InputError.
+
+    ``json.JSONDecodeError`` propagates (callers report line and column).
+    """
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise InputError("JSON nested too deeply to parse", file=file,
+                         fix=f"at most {max_depth} levels of nesting") from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        raise InputError(f"cannot parse JSON: {exc}", file=file,
+                         fix="shorten the oversized number") from None
+    check_structure(data, file=file, max_depth=max_depth, max_string=None, int64=False)
+    return data
+
+
+def finite(value: float) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
