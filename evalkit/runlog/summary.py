@@ -236,8 +236,10 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
 
     Every run is validated first; any error raises :class:`InputError` (nothing is
     dropped silently).  Incomplete runs are excluded unless ``include_incomplete``; their ids
-    are in ``df.attrs["excluded"]``.  Each run's files are read once, for the checks and the
-    row; ``threads`` runs at a time (None: every core).
+    are in ``df.attrs["excluded"]``.  Runs (or directories) that cannot be read for lack of
+    permission are excluded too and listed, with the reason, in ``df.attrs["unreadable"]``.
+    Each run's files are read once, for the checks and the row; ``threads`` runs at a time
+    (None: every core).
     """
     rows: list[dict] = []
 
@@ -247,7 +249,7 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
 
     report = validate_runs(runs_dir, include_incomplete=include_incomplete, on_run=on_run,
                            threads=threads)
-    blocking = [p for p in report.errors if p.kind != "incomplete"]
+    blocking = [p for p in report.errors if p.kind not in ("incomplete", "unreadable")]
     if blocking:
         first = blocking[0]
         more = ""
@@ -256,6 +258,10 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
         raise InputError(f"run {first.run}: {first.message}{more}", file=first.file,
                          column=first.column, fix=first.fix)
     if not rows:
+        if report.unreadable and not report.excluded:
+            first = report.unreadable[0]
+            raise InputError(f"no readable runs: {first.message}", file=first.file,
+                             fix=first.fix)
         raise InputError(f"no complete runs to summarise ({len(report.excluded)} incomplete run(s) "
                          "excluded)", file=str(runs_dir),
                          fix="rerun the incomplete runs (--include-incomplete to inspect them)")
@@ -264,4 +270,16 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     df = df.sort_values("run_id", kind="stable").reset_index(drop=True)
     df.attrs["excluded"] = sorted(report.excluded)
     df.attrs["warnings"] = [p.format() for p in report.warnings]
+    df.attrs["unreadable"] = unreadable_runs(report)
     return df
+
+
+def unreadable_runs(report) -> list[dict]:
+    """``{"run_id", "path", "reason"}`` per unreadable run or unlistable directory (first
+    problem of each), sorted by run id; the run id is the directory name when run.json
+    itself cannot be read."""
+    seen: dict[str, dict] = {}
+    for p in report.unreadable:
+        seen.setdefault(p.run, {"run_id": p.run, "path": p.file,
+                                "reason": f"unreadable: {p.message} ({p.file})"})
+    return [seen[k] for k in sorted(seen)]
