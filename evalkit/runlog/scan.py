@@ -1,9 +1,9 @@
 """The per-run scan over a whole run store: bounded memory, every core.
 
 :func:`scan_runs` computes, per run, the columns of
-:func:`evalkit.runlog.summary.summarize_runs` (V and its Clopper–Pearson CI, TTFT/TPOT/goodput
-rates, latency percentiles, K observed, exposure, arrival rates, send lag, token totals)
-without the row-level validation and without loading any run into pandas.
+:func:`evalkit.runlog.summary.summarize_runs` (V with its cluster-robust and Clopper–Pearson
+CIs, TTFT/TPOT/goodput rates, latency percentiles, K observed, exposure, arrival rates, send
+lag, token totals) without the row-level validation and without loading any run into pandas.
 
 Two engines.  ``arrow`` (default): each run's Parquet files are read once, only the columns
 used (``ParquetFile.read(columns=...)``, several times faster than ``read_table`` for
@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
-from evalkit.runlog import metrics
+from evalkit.runlog import metrics, vinterval
 from evalkit.runlog.io import iter_run_dirs, read_meta
 from evalkit.runlog.schema import SUPPORTED_SCHEMA_VERSIONS
 from evalkit.runlog.summary import META_COLUMNS, SUMMARY_COLUMNS, _from_arrow, request_numbers
@@ -232,6 +232,7 @@ SELECT fid,
        quantile_cont(sent_s - arrival_s, 0.99) AS send_lag_p99_s,
        count(*) FILTER (WHERE exposed) AS n_exposed,
        min(arrival_s) AS first_arrival_s, max(arrival_s) AS last_arrival_s,
+       count(DISTINCT arrival_s) AS n_arrival_times,
        min(sent_s) AS first_sent_s, max(sent_s) AS last_sent_s,
        max(span_end) AS last_end_s,
        sum(prompt_tokens) AS prompt_tokens_total,
@@ -240,6 +241,23 @@ FROM x
 GROUP BY fid
 """
 
+
+_CLUSTER_SQL = """
+WITH q AS (
+    SELECT r.fid, r.bursts, r.origin_s, r.block_s, r.slo_e2e_s, t.arrival_s,
+           CASE WHEN coalesce(t.ok AND isfinite(t.end_s), false) THEN t.end_s - t.arrival_s
+                ELSE 'inf'::DOUBLE END AS latency
+    FROM read_parquet($files, union_by_name = true) AS t
+    JOIN cluster_runs AS r ON t.file_index = r.fid
+)
+SELECT fid,
+       CASE WHEN bursts THEN arrival_s
+            WHEN block_s > 0 THEN floor((arrival_s - origin_s) / block_s)
+            ELSE 0.0 END AS cluster,
+       count(*) AS n, count(*) FILTER (WHERE latency > slo_e2e_s) AS v
+FROM q
+GROUP BY ALL
+"""
 
 _STEP_SQL = """
 SELECT r.fid, count(*) AS n_steps, min(t.start_s) AS first_s, max(t.end_s) AS last_s
@@ -371,6 +389,35 @@ def _step_rates(con, batch: pd.DataFrame) -> pd.DataFrame:
     return steps[["fid", "n_steps", "first_s", "last_s"]]
 
 
+def _v_intervals(con, batch: pd.DataFrame, agg: pd.DataFrame) -> pd.DataFrame:
+    """Cluster-robust V interval per run (:mod:`evalkit.runlog.vinterval`): the same
+    clusters as the arrow engine, counted by DuckDB, the interval from the counts."""
+    runs = agg[["fid", "n_requests", "n_arrival_times", "first_arrival_s",
+                "last_arrival_s"]].merge(batch[["fid", "slo_e2e_s"]], on="fid")
+    runs["bursts"] = [vinterval.uses_bursts(n, u) for n, u in
+                      zip(runs["n_requests"], runs["n_arrival_times"])]
+    runs["origin_s"] = runs["first_arrival_s"].astype(float)
+    runs["block_s"] = [vinterval.block_length(a, b) for a, b in
+                       zip(runs["first_arrival_s"], runs["last_arrival_s"])]
+    con.register("cluster_runs", runs[["fid", "bursts", "origin_s", "block_s", "slo_e2e_s"]])
+    files = list(batch["requests_file"])
+    try:
+        counts = con.execute(_CLUSTER_SQL, {"files": files}).df()
+    except DATA_ERRORS as exc:
+        raise _duck_error(exc, files) from exc
+    finally:
+        con.unregister("cluster_runs")
+    counts = counts.sort_values(["fid", "cluster"], kind="stable")
+    bursts = dict(zip(runs["fid"], runs["bursts"]))
+    rows = []
+    for fid, g in counts.groupby("fid", sort=True):
+        kind = vinterval.BURSTS if bursts[fid] else vinterval.BLOCKS
+        low, high, _ = vinterval.robust_v_ci(g["n"].to_numpy(float), g["v"].to_numpy(float),
+                                             kind)
+        rows.append((fid, low, high, len(g)))
+    return pd.DataFrame(rows, columns=["fid", "v_ci_low", "v_ci_high", "v_ci_clusters"])
+
+
 def _scan_batch(con, batch: pd.DataFrame) -> pd.DataFrame:
     """Aggregates of one batch of runs; ``fid`` is renumbered 0.. to match ``file_index``."""
     batch = batch.assign(global_fid=batch["fid"].to_numpy(), fid=np.arange(len(batch)))
@@ -388,6 +435,7 @@ def _scan_batch(con, batch: pd.DataFrame) -> pd.DataFrame:
     finally:
         con.unregister("lookup")
         con.unregister("batch_runs")
+    agg = agg.merge(_v_intervals(con, batch, agg), on="fid", how="left")
     agg = agg.merge(_step_rates(con, batch), on="fid", how="left")
     agg = agg.merge(batch[["fid", "horizon_s", "merge_duration_s"]], on="fid")
     span_start = agg["first_arrival_s"].to_numpy(float)
@@ -505,7 +553,7 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
                          file=df["requests_file"].iloc[i], fix="rerun this run")
     df["violation_rate"] = df["n_violations"] / n
     low, high = metrics.clopper_pearson(df["n_violations"].to_numpy(), n)
-    df["v_ci_low"], df["v_ci_high"] = low, high
+    df["v_cp_low"], df["v_cp_high"] = low, high
     df["ttft_violation_rate"] = np.where(df["slo_ttft_s"].isna(), np.nan,
                                          df["n_ttft_violations"] / n)
     df["tpot_violation_rate"] = np.where(df["slo_tpot_s"].isna(), np.nan,
@@ -520,8 +568,8 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _dtypes(out: pd.DataFrame) -> pd.DataFrame:
-    for col in ("n_requests", "n_failed", "k_total", "k_observed", "prompt_tokens_total",
-                "output_tokens_total"):
+    for col in ("n_requests", "n_failed", "v_ci_clusters", "k_total", "k_observed",
+                "prompt_tokens_total", "output_tokens_total"):
         out[col] = out[col].astype(np.int64)
     out["draw"] = out["draw"].astype("Int64")
     out["oracle"] = out["oracle"].astype(bool)

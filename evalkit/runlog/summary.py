@@ -2,7 +2,10 @@
 
 Column names are a contract other modules depend on (:data:`SUMMARY_COLUMNS`).  Every V
 has its denominator (``n_requests``); failed requests count as violations and as ``inf``
-latency.  ``k_observed`` counts merges inside the observed span (protocol pitfall 3) and
+latency.  ``v_ci_low``/``v_ci_high`` is the cluster-robust 95% interval on V
+(:mod:`evalkit.runlog.vinterval`: time blocks, or bursts of identical arrivals, over
+``v_ci_clusters`` clusters); ``v_cp_low``/``v_cp_high`` the Clopper–Pearson interval that
+treats requests as independent (too narrow when violations cluster).  ``k_observed`` counts merges inside the observed span (protocol pitfall 3) and
 the exposure columns sit next to V so that V can be regressed on exposure (pitfall 2).
 """
 
@@ -19,11 +22,13 @@ from evalkit.errors import InputError
 from evalkit.runlog import metrics as m
 from evalkit.runlog.io import Run, read_run
 from evalkit.runlog.validate import RunCheck, validate_runs
+from evalkit.runlog.vinterval import v_interval
 
 META_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend",
                 "oracle", "complete", "trace_name", "trace_sha256", "trace_realisation")
 SUMMARY_COLUMNS = META_COLUMNS + (
-    "n_requests", "n_failed", "violation_rate", "v_ci_low", "v_ci_high",
+    "n_requests", "n_failed", "violation_rate", "v_ci_low", "v_ci_high", "v_cp_low",
+    "v_cp_high", "v_ci_clusters",
     "ttft_violation_rate", "tpot_violation_rate", "goodput_rate",
     "p50_s", "p95_s", "p99_s", "ttft_p95_s",
     "k_total", "k_observed", "exposure_requests", "exposure_time", "span_start_s", "span_end_s",
@@ -158,7 +163,8 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
             flags = m.violations(values(), slo[key])
             rates[name] = int(np.count_nonzero(flags)) / n
             bad |= flags
-    low, high = m.clopper_pearson(n_viol, n, CI_CONFIDENCE)
+    cp_low, cp_high = m.clopper_pearson(n_viol, n, CI_CONFIDENCE)
+    low, high, n_clusters, _ = v_interval(arrival, lat > float(slo["e2e_s"]), CI_CONFIDENCE)
     p50, p95, p99 = m.quantiles(lat, (0.50, 0.95, 0.99))
     span = m.observed_span(arrival, end, horizon, D)
     w_start, w_end = m._f(merges["start_s"]), m._f(merges["end_s"])
@@ -167,6 +173,7 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
     return {
         "n_requests": n, "n_failed": n - n_done,
         "violation_rate": n_viol / n, "v_ci_low": low, "v_ci_high": high,
+        "v_cp_low": cp_low, "v_cp_high": cp_high, "v_ci_clusters": n_clusters,
         **rates,
         "goodput_rate": (n - int(np.count_nonzero(bad))) / n,
         "p50_s": float(p50), "p95_s": float(p95), "p99_s": float(p99),

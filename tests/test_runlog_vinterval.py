@@ -1,0 +1,163 @@
+"""Cluster-robust interval on V: bursts of identical arrivals, time blocks, both scan engines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalkit.runlog.io import write_run
+from evalkit.runlog.metrics import clopper_pearson
+from evalkit.runlog.scan import scan_runs
+from evalkit.runlog.summary import summarize_runs
+from evalkit.runlog.vinterval import (BLOCKS, BURSTS, cluster_counts, robust_v_ci,
+                                      v_interval)
+
+SLO = 5.0
+
+
+def _meta(run_id: str) -> dict:
+    return {"run_id": run_id, "policy": "fixed_h", "role": "policy", "seed": 0, "draw": None,
+            "matched_to": None, "regime": "r", "trace": {"name": "t", "sha256": "x"},
+            "backend": "sim", "slo": {"e2e_s": SLO, "ttft_s": None, "tpot_s": None},
+            "merge_duration_s": 8.0, "horizon_s": 400.0,
+            "corridor": {"min_gap_s": 20.0, "max_gap_s": 80.0}, "oracle": False,
+            "settings": {"requested": {}, "effective": {}}, "rng_seeds": {},
+            "created_at": "2026-01-01T00:00:00+00:00", "evalkit_version": "test",
+            "host": {"hostname": "h", "platform": "p", "python": "3.11"}}
+
+
+def _requests(arrival, latency) -> pd.DataFrame:
+    arrival = np.asarray(arrival, dtype=float)
+    n = arrival.size
+    end = arrival + np.asarray(latency, dtype=float)
+    return pd.DataFrame({
+        "request_id": np.arange(n, dtype=np.int64), "arrival_s": arrival, "sent_s": arrival,
+        "first_token_s": arrival + 0.1, "end_s": end,
+        "prompt_tokens": np.full(n, 100, dtype=np.int64),
+        "output_tokens": np.full(n, 50, dtype=np.int64), "ok": np.ones(n, dtype=bool),
+        "error": [None] * n})
+
+
+def _merges() -> pd.DataFrame:
+    return pd.DataFrame({"merge_idx": np.arange(2, dtype=np.int64), "start_s": [50.0, 150.0],
+                         "end_s": [58.0, 158.0], "inner_step": np.array([1, 2], dtype=np.int64),
+                         "bytes": np.array([1, 1], dtype=np.int64)})
+
+
+def _batched_run(violating_batches) -> tuple[np.ndarray, np.ndarray]:
+    """20 closed-loop batches of 16 identical requests; a batch violates as a whole."""
+    arrival = np.repeat(np.arange(20) * 15.0 + 1.0, 16)
+    latency = np.where(np.isin(np.repeat(np.arange(20), 16), violating_batches), 7.0, 1.0)
+    return arrival, latency
+
+
+def test_twenty_batches_of_sixteen_identical_requests(tmp_path):
+    """Clopper–Pearson reads 320 independent requests; the effective sample is 20 batches."""
+    arrival, latency = _batched_run([2, 5, 11, 17])          # V = 0.2
+    write_run(tmp_path, _meta("batched"), _requests(arrival, latency), _merges())
+    row = summarize_runs(tmp_path).iloc[0]
+    assert row.violation_rate == pytest.approx(0.2) and row.v_ci_clusters == 20
+    assert (row.v_cp_low, row.v_cp_high) == pytest.approx(clopper_pearson(64, 320))
+    robust = row.v_ci_high - row.v_ci_low
+    cp = row.v_cp_high - row.v_cp_low
+    assert robust > 3.5 * cp                         # ~4x too narrow before
+    # close to Clopper–Pearson over the 20 batches (4 of 20 violated)
+    lo20, hi20 = clopper_pearson(4, 20)
+    assert row.v_ci_low == pytest.approx(lo20, abs=0.02)
+    assert row.v_ci_high == pytest.approx(hi20, abs=0.03)
+    assert row.v_ci_low <= row.violation_rate <= row.v_ci_high
+
+
+def test_no_violation_in_batches_counts_each_batch_once():
+    arrival, latency = _batched_run([])
+    low, high, clusters, kind = v_interval(arrival, latency > SLO)
+    assert kind == BURSTS and clusters == 20 and low == 0.0
+    assert high == pytest.approx(clopper_pearson(0, 20)[1])
+    # independent arrivals without violations keep the request-level bound
+    t = np.linspace(0, 300, 320)
+    low, high, _, kind = v_interval(t, np.zeros(320, dtype=bool))
+    assert kind == BLOCKS and high == pytest.approx(clopper_pearson(0, 320)[1])
+
+
+def test_variance_matches_a_brute_force_block_bootstrap():
+    """The closed-form between-cluster variance is the block bootstrap's (independent ref)."""
+    rng = np.random.default_rng(3)
+    t = np.sort(rng.uniform(0, 600, 1500))
+    v = rng.random(t.size) < np.where((t % 100) < 15, 0.7, 0.05)
+    n_b, v_b, kind = cluster_counts(t, v)
+    assert kind == BLOCKS and n_b.size >= 20
+    total, vbar = n_b.sum(), v_b.sum() / n_b.sum()
+    b = n_b.size
+    closed = b / (b - 1) * np.sum((v_b - vbar * n_b) ** 2) / total ** 2
+    picks = rng.integers(0, b, size=(20000, b))
+    boot = v_b[picks].sum(1) / n_b[picks].sum(1)
+    assert np.var(boot) * b / (b - 1) == pytest.approx(closed, rel=0.08)
+    low, high, n_eff = robust_v_ci(n_b, v_b, kind)
+    assert n_eff < total and low < vbar < high
+
+
+def _episode_run(rng, horizon=600.0, length=15.0, n_episodes=5, p_in=0.9, p_out=0.02):
+    n = rng.poisson(2.0 * horizon)
+    t = np.sort(rng.uniform(0, horizon, n))
+    hit = np.zeros(n, dtype=bool)
+    for start in rng.uniform(0, horizon - length, rng.poisson(n_episodes)):
+        hit |= (t >= start) & (t < start + length)
+    return t, rng.random(n) < np.where(hit, p_in, p_out)
+
+
+def _episode_truth(horizon=600.0, length=15.0, n_episodes=5, p_in=0.9, p_out=0.02):
+    grid = np.linspace(0, horizon, 200_001)
+    lo = np.clip(grid - length, 0, horizon - length)
+    hi = np.clip(grid, 0, horizon - length)
+    covered = 1 - np.exp(-n_episodes * (hi - lo) / (horizon - length))
+    return float(np.mean(p_out + (p_in - p_out) * covered))
+
+
+def test_coverage_with_clustered_violations():
+    """Violations in Poisson episodes of 15 s: the robust CI covers E[V] >= 0.9 of the time,
+    Clopper–Pearson far less."""
+    truth = _episode_truth()
+    rng = np.random.default_rng(11)
+    robust = cp = 0
+    reps = 400
+    for _ in range(reps):
+        t, v = _episode_run(rng)
+        low, high, _, _ = v_interval(t, v)
+        robust += low <= truth <= high
+        a, b = clopper_pearson(int(v.sum()), v.size)
+        cp += a <= truth <= b
+    assert robust / reps >= 0.9
+    assert cp / reps < 0.6
+
+
+def test_coverage_with_batches():
+    """Closed-loop batches (all-or-nothing per batch, p = 0.3): robust coverage >= 0.9."""
+    rng = np.random.default_rng(12)
+    hits = 0
+    for _ in range(400):
+        viol = np.repeat(rng.random(20) < 0.3, 16)
+        low, high, _, _ = v_interval(np.repeat(np.arange(20) * 15.0, 16), viol)
+        hits += low <= 0.3 <= high
+    assert hits / 400 >= 0.9
+
+
+def test_both_scan_engines_give_the_same_robust_interval(tmp_path):
+    arrival, latency = _batched_run([0, 1, 2, 9])
+    write_run(tmp_path, _meta("batched"), _requests(arrival, latency), _merges())
+    rng = np.random.default_rng(4)
+    t, v = _episode_run(rng, horizon=380.0)
+    write_run(tmp_path, _meta("episodes"), _requests(t, np.where(v, 6.0, 1.0)), _merges())
+    write_run(tmp_path, _meta("short"), _requests([3.0, 3.5, 4.0], [1.0, 6.0, 1.0]), _merges())
+    cols = ["run_id", "v_ci_low", "v_ci_high", "v_cp_low", "v_cp_high", "v_ci_clusters"]
+    ref = summarize_runs(tmp_path)[cols]
+    for engine in ("arrow", "duckdb"):
+        got = scan_runs(tmp_path, engine=engine)[cols]
+        assert list(got.run_id) == list(ref.run_id)
+        assert (got.v_ci_clusters.to_numpy() == ref.v_ci_clusters.to_numpy()).all()
+        for c in cols[1:5]:
+            np.testing.assert_allclose(got[c].to_numpy(float), ref[c].to_numpy(float),
+                                       rtol=1e-9, atol=1e-12)
+    by_id = ref.set_index("run_id")
+    assert by_id.loc["batched", "v_ci_clusters"] == 20
+    assert (by_id.v_ci_low <= by_id.v_cp_low + 1e-12).all()
