@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from evalkit.replay.traces.gamma_fit import gamma_shape_mle
 from evalkit.replay.traces.model import Trace
 
 DISPERSION_WINDOWS_S = (1.0, 10.0, 60.0)
@@ -21,11 +22,17 @@ def nice_bin(duration_s: float, target_bins: int = 60) -> float:
 
 
 def binned_rate(arrival_s, duration_s: float, bin_s: float):
-    """Requests/s in bins of ``bin_s`` over [0, duration_s]: (edges (k+1,), rates (k,))."""
+    """Requests/s in bins of ``bin_s`` over [0, duration_s]: (edges (k+1,), rates (k,)).
+
+    The last edge is ``duration_s`` itself, so a partial last bin is as wide as the time it
+    covers and its rate is its count over that width (not over ``bin_s``, which would draw
+    a fake drop at the end of every trace whose length is not a multiple of ``bin_s``).
+    """
     k = max(1, int(np.ceil(duration_s / bin_s - 1e-9)))
     edges = np.arange(k + 1) * bin_s
+    edges[-1] = min(edges[-1], duration_s) if duration_s > 0 else edges[-1]
     counts, _ = np.histogram(arrival_s, bins=edges)
-    return edges, counts / bin_s
+    return edges, counts / np.diff(edges)
 
 
 def index_of_dispersion(arrival_s, duration_s: float, window_s: float) -> float | None:
@@ -39,20 +46,27 @@ def index_of_dispersion(arrival_s, duration_s: float, window_s: float) -> float 
 
 
 def interarrival_stats(arrival_s) -> dict:
-    """CV² of inter-arrival gaps and gamma-shape fits (moment 1/CV², MLE on positive gaps)."""
+    """CV² of inter-arrival gaps and gamma-shape fits (moment 1/CV², maximum likelihood).
+
+    The MLE method depends on the gaps (see :func:`gamma_shape_mle`); it is ``None``, with
+    a note saying why, where a gamma renewal model cannot be fitted.
+    """
     gaps = np.diff(np.asarray(arrival_s, dtype=np.float64))
     out = {"n_gaps": int(len(gaps)), "n_zero_gaps": int(np.sum(gaps == 0)),
-           "cv2": None, "gamma_shape_moments": None, "gamma_shape_mle": None}
+           "cv2": None, "gamma_shape_moments": None, "gamma_shape_mle": None,
+           "gamma_shape_mle_method": None}
     if len(gaps) < 2 or gaps.mean() <= 0:
         return out
     cv2 = float(gaps.var(ddof=1) / gaps.mean() ** 2)
     out["cv2"] = cv2
     out["gamma_shape_moments"] = 1.0 / cv2 if cv2 > 0 else None
-    pos = gaps[gaps > 0]
-    if len(pos) >= 2 and np.ptp(pos) > 0:
-        from scipy import stats  # slow to import; only needed here
-        shape, _, _ = stats.gamma.fit(pos, floc=0)
-        out["gamma_shape_mle"] = float(shape)
+    fit = gamma_shape_mle(gaps)
+    out["gamma_shape_mle"] = fit.shape
+    out["gamma_shape_mle_method"] = fit.method
+    if fit.note:
+        out["gamma_shape_mle_note"] = fit.note
+    if fit.resolution_s is not None:
+        out["timestamp_resolution_s"] = fit.resolution_s
     return out
 
 
@@ -69,6 +83,10 @@ def describe(trace: Trace, bin_s: float | None = None) -> dict:
     duration = trace.duration_s
     bin_s = nice_bin(duration) if bin_s is None else float(bin_s)
     edges, rates = binned_rate(t, duration, bin_s) if duration > 0 else (np.zeros(1), np.zeros(0))
+    widths = np.diff(edges)
+    full = widths >= bin_s * (1 - 1e-9)
+    # a short partial last bin is noisy: the peak is taken over full bins where there are any
+    peak_rates = rates[full] if full.any() else rates
     mean_rate = trace.rate if np.isfinite(trace.rate) else None
     return {
         "name": trace.name,
@@ -76,9 +94,11 @@ def describe(trace: Trace, bin_s: float | None = None) -> dict:
         "n": trace.n,
         "duration_s": duration,
         "mean_rate": mean_rate,
-        "rate_over_time": {"bin_s": bin_s, "rates": rates.tolist(),
-                           "peak": float(rates.max()) if len(rates) else None,
-                           "peak_to_mean": (float(rates.max() / mean_rate)
+        "rate_over_time": {"bin_s": bin_s, "edges": edges.tolist(), "rates": rates.tolist(),
+                           "last_bin_s": float(widths[-1]) if len(widths) else None,
+                           "partial_last_bin": bool(len(widths) and not full[-1]),
+                           "peak": float(peak_rates.max()) if len(rates) else None,
+                           "peak_to_mean": (float(peak_rates.max() / mean_rate)
                                             if len(rates) and mean_rate else None)},
         "interarrival": interarrival_stats(t),
         "index_of_dispersion": {f"{w:g}s": index_of_dispersion(t, duration, w)
@@ -100,10 +120,18 @@ def format_description(d: dict) -> str:
         f"rate per {d['rate_over_time']['bin_s']:g} s bin: peak {fmt(d['rate_over_time']['peak'])}"
         f" req/s (peak/mean {fmt(d['rate_over_time']['peak_to_mean'])})",
         f"inter-arrival CV² {fmt(ia['cv2'])}  gamma shape: moments {fmt(ia['gamma_shape_moments'])}"
-        f", MLE {fmt(ia['gamma_shape_mle'])}  (zero gaps: {ia['n_zero_gaps']})",
+        f", MLE {fmt(ia['gamma_shape_mle'])}"
+        + (f" [{ia['gamma_shape_mle_method']}]" if ia.get("gamma_shape_mle_method") not in
+           (None, "exact") else "")
+        + f"  (zero gaps: {ia['n_zero_gaps']})",
         "index of dispersion: " + "  ".join(f"{w} {fmt(v)}"
                                             for w, v in d["index_of_dispersion"].items()),
     ]
+    if ia.get("gamma_shape_mle_note"):
+        lines.insert(4, f"  gamma MLE: {ia['gamma_shape_mle_note']}")
+    if d["rate_over_time"].get("partial_last_bin"):
+        lines.insert(3, f"  last bin covers {d['rate_over_time']['last_bin_s']:.3g} s "
+                        "(partial; its rate is over that width, left out of the peak)")
     for col in ("prompt_tokens", "output_tokens"):
         s = d[col]
         lines.append(f"{col}: mean {s['mean']:.1f}  p50 {s['p50']:g}  p90 {s['p90']:g}  "
@@ -122,9 +150,16 @@ def plot_trace(trace: Trace, path, description: dict | None = None) -> None:
     fig = plt.figure(figsize=(9, 6))
     ax = fig.add_subplot(2, 1, 1)
     rates = np.asarray(rot["rates"])
-    ax.stairs(rates, np.arange(len(rates) + 1) * rot["bin_s"])
+    edges = np.asarray(rot.get("edges") or np.arange(len(rates) + 1) * rot["bin_s"])
+    if rot.get("partial_last_bin") and len(rates) > 1:
+        ax.stairs(rates[:-1], edges[:-1], color="C0")
+        ax.stairs(rates[-1:], edges[-2:], color="C0", alpha=0.45, hatch="//",
+                  label=f"partial bin ({rot['last_bin_s']:.3g} s)")
+    else:
+        ax.stairs(rates, edges, color="C0")
     if d["mean_rate"] is not None:
         ax.axhline(d["mean_rate"], color="grey", ls="--", lw=0.8, label="mean")
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right")
     ax.set_xlabel("time (s)")
     ax.set_ylabel(f"requests/s ({rot['bin_s']:g} s bins)")

@@ -8,6 +8,7 @@ arrives at 0 s (the original offset is kept in ``meta['t0']``), and records in
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,7 @@ def _numeric(df: pd.DataFrame, col: str, path: Path) -> np.ndarray:
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise InputError(f"{int(bad.sum())} values are not numbers (first at data row {row + 1}: "
-                         f"{df[col].iloc[row]!r})", file=path, column=col,
+                         f"'{df[col].iloc[row]}')", file=path, column=col,
                          fix="remove or fix those rows")
     return values.to_numpy(dtype=np.float64)
 
@@ -64,20 +65,57 @@ def _build(arrival, prompt, output, *, path: Path, fmt: str, sort: bool, meta: d
     return trace
 
 
-def read_azure(path, *, sort: bool = False) -> Trace:
-    """Azure LLM inference trace 2023: TIMESTAMP (wall clock), ContextTokens, GeneratedTokens."""
-    path = _check_file(path)
-    df = _read_csv(path, ["TIMESTAMP", "ContextTokens", "GeneratedTokens"])
-    ts = pd.to_datetime(df["TIMESTAMP"], format="ISO8601", errors="coerce")
-    bad = ts.isna()
+_DATETIME = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?"
+                       r"\s*(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def _azure_arrivals(raw: pd.Series, path: Path) -> tuple[np.ndarray, dict]:
+    """Seconds from the first request, shape (n,), and how the TIMESTAMP column was read.
+
+    The published traces carry wall-clock datetimes (``2023-11-16 18:17:03.9799600``);
+    derived files often carry numbers (seconds from the start).  A column that is all
+    numbers is taken as seconds; otherwise every value must be a datetime.  Mixed or
+    unparseable values fail naming the data row and the value as written in the file.
+    """
+    text = raw.astype("string").str.strip()
+    numbers = pd.to_numeric(text, errors="coerce")
+    if numbers.notna().all():
+        values = numbers.to_numpy(dtype=np.float64)
+        if not np.isfinite(values).all():
+            row = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise InputError(f"data row {row + 1}: timestamp {text.iloc[row]} is not finite",
+                             file=path, column="TIMESTAMP", fix="remove or fix that row")
+        origin = float(values.min())
+        return values - origin, {"timestamp_kind": "numeric seconds", "t0_value": origin}
+    is_date = text.str.fullmatch(_DATETIME).fillna(False).to_numpy(dtype=bool)
+    ts = pd.to_datetime(text.where(is_date), format="ISO8601", errors="coerce", utc=True)
+    bad = ts.isna().to_numpy()
     if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError(f"{int(bad.sum())} timestamps cannot be parsed (first at data row "
-                         f"{row + 1}: {df['TIMESTAMP'].iloc[row]!r})", file=path,
-                         column="TIMESTAMP", fix="use 'YYYY-MM-DD HH:MM:SS.fffffff'")
+        row = int(np.flatnonzero(bad)[0])
+        value = text.iloc[row]
+        shown = "an empty cell" if pd.isna(value) or value == "" else f"'{value}'"
+        mixed = numbers.notna().any()
+        raise InputError(
+            f"{int(bad.sum())} timestamps cannot be parsed (first at data row {row + 1}: "
+            f"{shown})" + (" - the column mixes numbers and datetimes" if mixed else ""),
+            file=path, column="TIMESTAMP",
+            fix="use wall-clock datetimes 'YYYY-MM-DD HH:MM:SS.fffffff' in every row, "
+                "or numbers (seconds) in every row")
     origin = ts.min()
     arrival = (ts - origin).dt.total_seconds().to_numpy()
-    meta = {"wall_clock_origin": str(origin), "rows_read": int(len(df)), "dropped": {}}
+    return arrival, {"timestamp_kind": "datetime", "wall_clock_origin": str(origin.tz_localize(None))}
+
+
+def read_azure(path, *, sort: bool = False) -> Trace:
+    """Azure LLM inference trace: TIMESTAMP (wall clock, or numeric seconds), ContextTokens,
+    GeneratedTokens."""
+    path = _check_file(path)
+    df = _read_csv(path, ["TIMESTAMP", "ContextTokens", "GeneratedTokens"])
+    if df.empty:
+        raise InputError("the file has a header but no rows (empty)", file=path,
+                         fix="pass a trace with at least one request")
+    arrival, how = _azure_arrivals(df["TIMESTAMP"], path)
+    meta = {**how, "rows_read": int(len(df)), "dropped": {}}
     return _build(arrival, _numeric(df, "ContextTokens", path),
                   _numeric(df, "GeneratedTokens", path), path=path, fmt="azure",
                   sort=sort, meta=meta)
