@@ -137,16 +137,20 @@ def _standardise(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _from_runs_dir(path: Path) -> Campaign:
-    from evalkit.runlog.io import iter_run_dirs, read_meta
+    from evalkit.runlog.io import UnreadableRun, list_runs, read_meta
     from evalkit.runlog.summary import summarize_runs
 
-    dirs = iter_run_dirs(path)
-    if not dirs:
+    listing = list_runs(path)
+    dirs = listing.run_dirs
+    if not dirs and not listing.unreadable:
         raise InputError("no runs found (no run.json below this directory)", file=path.name,
                          fix="pass the directory that holds the run directories")
     excluded, run_dirs = [], {}
     for run_dir in dirs:
-        meta = read_meta(run_dir)
+        try:
+            meta = read_meta(run_dir)
+        except UnreadableRun:           # listed with its reason from the summary below
+            continue
         run_id = str(meta.get("run_id", run_dir.name))
         if not meta.get("complete", False):
             reason = "incomplete run" + (f": {meta['error']}" if meta.get("error") else "")
@@ -161,6 +165,10 @@ def _from_runs_dir(path: Path) -> Campaign:
     known = {e["run_id"] for e in excluded}
     excluded += [{"run_id": str(r), "reason": "incomplete run"}
                  for r in summary.attrs.get("excluded", []) if str(r) not in known]
+    # runs evalkit may not read: excluded with the reason, never dropped silently
+    known = {e["run_id"] for e in excluded}
+    excluded += [{"run_id": u["run_id"], "reason": u["reason"]}
+                 for u in summary.attrs.get("unreadable", []) if u["run_id"] not in known]
     runs = summary.copy()
     if "k_observed" not in runs and "k_total" in runs:
         runs["k_observed"] = runs["k_total"]
