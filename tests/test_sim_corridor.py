@@ -127,12 +127,14 @@ def test_forced_merge_by_max_gap_mid_step(trace):
     m = out.merges
     starts = m["start_s"].to_numpy()
     assert len(m) >= 4
-    # the first merge has no previous start: forced by the step corridor at h_max steps
+    # before the first merge the seconds corridor counts from training start (F_K's edges):
+    # the first start lies in [min_gap, max_gap], forced at max_gap (mid-step) if need be
     first = out.steps[out.steps["end_s"] <= starts[0] + 1e-9]
+    assert 30.0 - 1e-9 <= starts[0] <= 50.0 + 1e-9
     if not m["forced"].iloc[0]:
         assert len(first) >= H_MIN
     else:
-        assert len(first) == H_MAX
+        assert starts[0] == 50.0 or len(first) == H_MAX
     # gaps never exceed max_gap; those that were forced hit it exactly (mid-step)
     gaps = np.diff(starts)
     assert np.all(gaps <= 50.0 + 1e-9) and np.all(gaps >= 30.0 - 1e-9)

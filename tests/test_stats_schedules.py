@@ -38,7 +38,7 @@ def assert_feasible(s, k, span, d, min_gap, max_gap):
 def test_two_windows_first_gap_matches_closed_form(method):
     # K = 2: L = 100 - 10 - 20 = 70 slack, w = 30; gap slack y has density prop. to (L - y)
     k, span, d, a, b = 2, (0.0, 100.0), 10.0, 20.0, 50.0
-    s = sample_schedules(k, span, d, a, b, 4000, rng=1, method=method)
+    s = sample_schedules(k, span, d, a, b, 4000, rng=1, method=method, edges=False)
     assert_feasible(s, k, span, d, a, b)
     L, c = 70.0, 30.0
     y = np.diff(s, axis=1)[:, 0] - a
@@ -54,7 +54,7 @@ def test_two_windows_first_gap_matches_closed_form(method):
 @pytest.mark.parametrize("method", METHODS)
 def test_k4_agrees_with_brute_force(method):
     cfg = (4, (0.0, 200.0), 5.0, 30.0, 60.0)
-    s = sample_schedules(*cfg, 3000, rng=2, method=method)
+    s = sample_schedules(*cfg, 3000, rng=2, method=method, edges=False)
     assert_feasible(s, *cfg)
     ref = brute_force(*cfg, 3000, seed=3)
     pairs = [(s[:, 0], ref[:, 0]), (s[:, 1] - s[:, 0], ref[:, 1] - ref[:, 0]),
@@ -65,7 +65,7 @@ def test_k4_agrees_with_brute_force(method):
 
 def test_chi_square_on_grid_vs_brute_force():
     cfg = (3, (0.0, 100.0), 8.0, 20.0, 40.0)
-    s = sample_schedules(*cfg, 6000, rng=4)
+    s = sample_schedules(*cfg, 6000, rng=4, edges=False)
     ref = brute_force(*cfg, 6000, seed=5)
     # joint cell of (first start, first gap) on a 4 x 4 grid
     def cells(x):
@@ -82,9 +82,9 @@ def test_tight_corridor_uses_sequential_and_is_uniform():
     cfg = (30, (0.0, 2531.0), 8.0, 60.0, 120.0)
     fc = feasible_class(*cfg)
     assert max(fc.acceptance_box, fc.acceptance_simplex) < 0.02     # auto -> sequential
-    s = sample_schedules(*cfg, 1500, rng=6)
+    s = sample_schedules(*cfg, 1500, rng=6, edges=False)
     assert_feasible(s, *cfg)
-    ref = sample_schedules(*cfg, 1500, rng=7, method="reject-simplex")
+    ref = sample_schedules(*cfg, 1500, rng=7, method="reject-simplex", edges=False)
     for col in (0, 10, 29):
         assert stats.ks_2samp(s[:, col], ref[:, col]).pvalue > 1e-3
     gaps, ref_gaps = np.diff(s, axis=1), np.diff(ref, axis=1)
@@ -103,16 +103,16 @@ def test_acceptance_rates_are_exact():
 
 
 def test_edge_cases_and_determinism():
-    assert sample_schedules(0, (0, 100), 5, 10, 20, 7, rng=0).shape == (7, 0)
-    one = sample_schedules(1, (0, 100), 5, 10, 20, 5000, rng=0)
+    assert sample_schedules(0, (0, 100), 5, 10, 20, 7, rng=0, edges=False).shape == (7, 0)
+    one = sample_schedules(1, (0, 100), 5, 10, 20, 5000, rng=0, edges=False)
     assert one.min() >= 0 and one.max() <= 95
     assert stats.kstest(one[:, 0] / 95, "uniform").pvalue > 1e-3
-    fixed = sample_schedules(3, (0, 100), 5, 20, 20, 10, rng=0)    # fixed gaps
+    fixed = sample_schedules(3, (0, 100), 5, 20, 20, 10, rng=0, edges=False)    # fixed gaps
     assert np.allclose(np.diff(fixed, axis=1), 20)
-    inf_gap = sample_schedules(3, (0, 100), 5, 10, np.inf, 100, rng=0)
+    inf_gap = sample_schedules(3, (0, 100), 5, 10, np.inf, 100, rng=0, edges=False)
     assert np.diff(inf_gap, axis=1).min() >= 10
-    a = sample_schedules(8, (0, 600), 8, 30, 90, 100, rng=9)
-    assert np.array_equal(a, sample_schedules(8, (0, 600), 8, 30, 90, 100, rng=9))
+    a = sample_schedules(8, (0, 600), 8, 30, 90, 100, rng=9, edges=False)
+    assert np.array_equal(a, sample_schedules(8, (0, 600), 8, 30, 90, 100, rng=9, edges=False))
 
 
 @pytest.mark.parametrize("args,match", [
@@ -124,4 +124,4 @@ def test_edge_cases_and_determinism():
 ])
 def test_infeasible_constraints_raise(args, match):
     with pytest.raises(InputError, match=match):
-        sample_schedules(*args, 10, rng=0)
+        sample_schedules(*args, 10, rng=0, edges=False)

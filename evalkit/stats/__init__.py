@@ -20,6 +20,7 @@ _SOURCES = {
     "exposure": ("Exposure", "ExposureRegression", "exposure", "exposure_regression"),
     "loadmatch": ("LoadCheck", "LoadMatchResult", "load_match"),
     "overlap": ("OverlapCost", "RequestIndex", "cost_curve", "overlap_cost"),
+    "permutation": ("PermutationResult", "within_seed_permutation_test"),
     "psi": ("PsiFit", "fit_psi"),
     "schedules": ("FeasibleClass", "feasible_class", "sample_schedules"),
     "signflip": ("SignFlipResult", "min_attainable_p", "seeds_needed", "sign_flip_test"),

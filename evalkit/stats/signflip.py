@@ -261,14 +261,15 @@ def sign_flip_test(d, alternative: str = "greater", n_resamples=None, rng=None,
     p_value = {"greater": p_greater, "less": p_less, "two-sided": p_two}[alternative]
 
     mean = t_sum / n
-    n_pos, n_neg = int(np.count_nonzero(d > 0)), int(np.count_nonzero(d < 0))
+    zero = float(atol) if atol else 0.0
+    n_pos, n_neg = int(np.count_nonzero(d > zero)), int(np.count_nonzero(d < -zero))
     wins = {"greater": n_pos, "less": n_neg,
             "two-sided": n_pos if mean >= 0 else n_neg}[alternative]
     ci_low, ci_high, ci_method = _inversion_ci(d, alternative, confidence_level, gen)
     return SignFlipResult(
         statistic=float(mean), p_value=float(p_value), alternative=alternative, n=n, wins=wins,
         exact=bool(exact), null_size=int(null_size),
-        min_p=min_attainable_p(n, alternative, b), ci_low=ci_low, ci_high=ci_high,
+        min_p=min_attainable_p(n_pos + n_neg, alternative, b), ci_low=ci_low, ci_high=ci_high,
         ci_method=ci_method, confidence_level=float(confidence_level),
         p_greater=float(p_greater), p_less=float(p_less), p_two_sided=float(p_two),
         method=method, n_resamples=b, atol=float(atol), n_positive=n_pos, n_negative=n_neg,

@@ -17,7 +17,8 @@ min_gap_s``; there the policy is asked.  A merge is forced (recorded ``forced``,
 asked) at the first step end with ``steps_since_merge >= h_max`` and ``t - last_start >=
 min_gap_s``, or at exactly ``last_start + max_gap_s`` — mid-step if need be (the partial
 inner step is dropped, as for planned starts) — so consecutive starts are never more than
-``max_gap_s`` apart.  The first merge has no previous start: only the step corridor applies.
+``max_gap_s`` apart.  Before the first merge the seconds corridor counts from training
+start (t = 0), so the first start lies in ``[min_gap_s, max_gap_s]`` too (F_K's edges).
 No merge starts after ``horizon - D``.  Hence every run's starts lie in the feasible class
 F_K that :func:`evalkit.stats.sample_schedules` draws matched-random schedules from.
 Planned policies (``matched_random``, ``calibrated_offline``) start exactly at their planned
@@ -33,7 +34,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from evalkit.replay.backends.sim_model import SimConfig
+from evalkit.replay.backends.sim_model import SimConfig, inverse_cdf
 from evalkit.replay.policies.base import DecisionState, Policy
 from evalkit.replay.policies.context import derived_seed, make_context, policy_seed
 from evalkit.replay.spec import ReplaySpec, RunOutput
@@ -50,11 +51,13 @@ def replay(spec: ReplaySpec, trace, policy: Policy, *, progress=None) -> RunOutp
     seeds = {"sim_send_jitter": derived_seed(spec.seed, "sim", "send"),
              "sim_trainer": derived_seed(spec.seed, "sim", "trainer"),
              "policy": policy_seed(spec)}
-    rng_send = np.random.default_rng(seeds["sim_send_jitter"])
-    sent = arrival + rng_send.uniform(0.0, cfg.send_jitter_s, size=len(arrival))
+    if cfg.merge_duration_quantiles is not None:
+        seeds["sim_merge_duration"] = derived_seed(spec.seed, "sim", "merge_duration")
+    sent = send_times(arrival, cfg, seeds["sim_send_jitter"])
     ctx = make_context(spec, trace, policy)
     policy.reset(ctx)
-    sim = _Simulation(spec, cfg, sent, prompt, output, policy, seeds["sim_trainer"])
+    sim = _Simulation(spec, cfg, sent, prompt, output, policy, seeds["sim_trainer"],
+                      durations=merge_durations(spec, cfg, seeds.get("sim_merge_duration")))
     sim.run()
     requests = pd.DataFrame({
         "request_id": req["request_id"].to_numpy(dtype=np.int64), "arrival_s": arrival,
@@ -66,20 +69,86 @@ def replay(spec: ReplaySpec, trace, policy: Policy, *, progress=None) -> RunOutp
                      merge_duration_s=spec.merge_duration_s, h_min=spec.h_min,
                      h_max=spec.h_max, min_gap_s=spec.gaps()[0], max_gap_s=spec.gaps()[1],
                      horizon_s=spec.horizon_s, inner_step_s=spec.inner_step_s)
+    merges = sim.merges_frame()
+    if cfg.merge_duration_quantiles is not None and len(merges):
+        effective["merge_duration_mean_s"] = float(np.mean(merges["end_s"] - merges["start_s"]))
     steps = sim.steps_frame()
     inner = float(np.mean(steps["end_s"] - steps["start_s"])) if len(steps) else spec.inner_step_s
     notes = []
     if sim.n_failed:
         notes.append(f"{sim.n_failed} requests failed (KV capacity or drain limit)")
-    return RunOutput(requests=requests, merges=sim.merges_frame(), steps=steps,
+    return RunOutput(requests=requests, merges=merges, steps=steps,
                      signals=sim.signals_frame(), decisions=sim.decisions_frame(),
                      effective=effective, rng_seeds=seeds, inner_step_s=inner, notes=notes)
 
 
+def send_times(arrival, cfg: SimConfig, seed: int) -> np.ndarray:
+    """Scheduled arrivals plus the client's send lag (uniform jitter, or the twin's quantiles)."""
+    rng = np.random.default_rng(seed)
+    if cfg.send_lag_quantiles is None:
+        return arrival + rng.uniform(0.0, cfg.send_jitter_s, size=len(arrival))
+    return arrival + inverse_cdf(cfg.send_lag_quantiles, rng.uniform(size=len(arrival)))
+
+
+def merge_durations(spec: ReplaySpec, cfg: SimConfig, seed: int | None):
+    """Per-merge durations drawn from the twin's quantiles, or None (every merge lasts D)."""
+    if cfg.merge_duration_quantiles is None:
+        return None
+    n = int(spec.horizon_s / max(spec.gaps()[0], 1e-9)) + 2
+    rng = np.random.default_rng(seed)
+    return inverse_cdf(cfg.merge_duration_quantiles, rng.uniform(size=n)).tolist()
+
+
+class _Windows:
+    """A stand-in policy that merges exactly at given starts (see :func:`serve_with_windows`)."""
+
+    oracle = False
+    never_merges = False
+
+    def __init__(self, starts):
+        self.planned_starts = np.asarray(starts, dtype=float)
+        self.planned_scores = [None] * len(self.planned_starts)
+
+
+def serve_with_windows(requests: pd.DataFrame, starts, ends, cfg: SimConfig, *, seed: int,
+                       horizon_s: float, inner_step_s: float = 0.05) -> pd.DataFrame:
+    """Serve ``requests`` with merges exactly at the given windows; the trainer trains between.
+
+    ``requests``: ``request_id``, ``arrival_s``, ``prompt_tokens``, ``output_tokens``;
+    ``starts``/``ends``: (k,) merge windows in seconds.  Returns the requests table
+    (``sent_s``, ``first_token_s``, ``end_s``, ``ok`` added) — what the twin predicts for a
+    real run whose schedule is known.
+    """
+    arrival = requests["arrival_s"].to_numpy(dtype=float)
+    order = np.argsort(arrival, kind="stable")
+    req = requests.iloc[order].reset_index(drop=True)
+    arrival = arrival[order]
+    prompt = req["prompt_tokens"].to_numpy(dtype=np.int64)
+    output = req["output_tokens"].to_numpy(dtype=np.int64)
+    starts = np.asarray(starts, dtype=float)
+    ends = np.asarray(ends, dtype=float)
+    horizon = max(float(horizon_s), float(arrival[-1]) if arrival.size else 0.0,
+                  float(ends.max()) if ends.size else 0.0)
+    spec = ReplaySpec(run_id="twin-prediction", seed=int(seed), regime="twin",
+                      horizon_s=horizon, inner_step_s=inner_step_s, h_min=1, h_max=10**9,
+                      merge_duration_s=float(np.max(ends - starts)) if starts.size else 1.0,
+                      min_gap_s=0.0, max_gap_s=horizon)
+    sent = send_times(arrival, cfg, derived_seed(int(seed), "sim", "send"))
+    sim = _Simulation(spec, cfg, sent, prompt, output, _Windows(starts),
+                      derived_seed(int(seed), "sim", "trainer"),
+                      durations=(ends - starts).tolist())
+    sim.run()
+    out = req.copy()
+    out["sent_s"] = sent
+    out["first_token_s"], out["end_s"], out["ok"] = sim.first_token, sim.end, sim.ok
+    return out
+
+
 class _Simulation:
     def __init__(self, spec: ReplaySpec, cfg: SimConfig, sent, prompt, output, policy,
-                 trainer_seed: int):
+                 trainer_seed: int, durations=None):
         self.spec, self.cfg, self.policy = spec, cfg, policy
+        self.durations = durations
         order = np.argsort(sent, kind="stable")
         self.order = order
         self.sent = sent[order]
@@ -95,10 +164,10 @@ class _Simulation:
         self.slow = self.train_f
         # trainer
         rng = np.random.default_rng(trainer_seed)
-        n_steps = int(spec.horizon_s / spec.inner_step_s * 1.2) + spec.h_max + 16
+        step_s = float(cfg.step_s) if cfg.step_s is not None else spec.inner_step_s
+        n_steps = int(spec.horizon_s / step_s * 1.2) + min(spec.h_max, 10**6) + 16
         sigma = cfg.step_jitter_cv
-        self.step_dur = (spec.inner_step_s * np.exp(rng.normal(-sigma**2 / 2, sigma, n_steps))
-                         ).tolist()
+        self.step_dur = (step_s * np.exp(rng.normal(-sigma**2 / 2, sigma, n_steps))).tolist()
         g = np.arange(n_steps + 1)
         self.loss = (2.2 + 2.8 * (1.0 + g / 300.0) ** -0.5
                      + rng.normal(0.0, 0.01, n_steps + 1)).tolist()
@@ -116,13 +185,13 @@ class _Simulation:
     @property
     def first_token(self):
         out = np.empty(self.n)
-        out[self.order] = self._first
+        out[self.order] = self._first + self.cfg.response_overhead_s
         return out
 
     @property
     def end(self):
         out = np.empty(self.n)
-        out[self.order] = self._end
+        out[self.order] = self._end + self.cfg.response_overhead_s
         return out
 
     @property
@@ -185,6 +254,7 @@ class _Simulation:
         budget = int(cfg.prefill_budget_tokens)
         kv_cap = int(cfg.kv_capacity_tokens)
         base, per_seq, per_tok = cfg.iter_base_s, cfg.decode_per_seq_s, cfg.prefill_per_token_s
+        per_admit = cfg.prefill_base_s
         first, end, err = self._first, self._end, self._error
         sent_list = sent.tolist()
         t_stop = spec.horizon_s + cfg.drain_limit_s
@@ -245,7 +315,8 @@ class _Simulation:
                     head += 1
                 if head > first_pos and tokens:
                     m = max(1, -(-tokens // budget))
-                    t_new = t + slow * (m * (base + per_seq * n_run) + per_tok * tokens)
+                    t_new = t + slow * (m * (base + per_seq * n_run) + per_admit
+                                        + per_tok * tokens)
                     G += m
                     if t_new >= tr_next:
                         self._trainer_until(t_new, head, na, n_run, kv_used, t)
@@ -320,9 +391,9 @@ class _Simulation:
 
     def _deadline(self) -> float:
         """Time of the merge forced by ``max_gap_s`` (inf when none is due)."""
-        if self.planned or self.never or self.last_start is None:
+        if self.planned or self.never:
             return _INF
-        t = self.last_start + self.max_gap
+        t = self._corridor_ref() + self.max_gap
         return t if t + self.D <= self.horizon else _INF
 
     def _trainer_until(self, t_limit, head, na, n_running, kv_used, t_boundary):
@@ -375,10 +446,10 @@ class _Simulation:
             if self.planned or self.never or te + self.D > self.horizon:
                 continue
             spec = self.spec
-            gap = None if self.last_start is None else te - self.last_start
-            if gap is not None and gap < self.min_gap:      # corridor in seconds
+            gap = te - self._corridor_ref()
+            if gap < self.min_gap:                          # corridor in seconds
                 continue
-            if self.j >= spec.h_max or (gap is not None and gap >= self.max_gap):
+            if self.j >= spec.h_max or gap >= self.max_gap:
                 self._start_merge(te, forced=True)
                 self.rows_decisions.append({"t_s": te, "step": self.j, "action": "forced",
                                             "score": None})
@@ -402,9 +473,19 @@ class _Simulation:
             if d.merge:
                 self._start_merge(te, forced=False)
 
+    def _corridor_ref(self) -> float:
+        """Where the seconds corridor counts from: the last merge start, or training start
+        (t = 0) before the first merge — F_K's edges (protocol: the first merge lies within
+        the corridor after training starts)."""
+        return 0.0 if self.last_start is None else self.last_start
+
     def _start_merge(self, te, forced):
-        self.rows_merges.append((len(self.rows_merges), te, te + self.D, self.g,
-                                 self.cfg.merge_bytes, forced))
-        self.merge_end = te + self.D
+        if self.last_merge_end is not None and te < self.last_merge_end:
+            te = self.last_merge_end          # a planned start that fell inside a longer merge
+        k = len(self.rows_merges)
+        D = self.D if self.durations is None or k >= len(self.durations) else \
+            float(self.durations[k])
+        self.rows_merges.append((k, te, te + D, self.g, self.cfg.merge_bytes, forced))
+        self.merge_end = te + D
         self.last_start = te
         self.slow = self.merge_f

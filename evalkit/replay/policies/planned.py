@@ -139,7 +139,9 @@ class MatchedRandom(_Planned):
         else:
             lo, hi = ctx.span
             # the sampler's span holds whole windows: (first start, last start + D)
+            # F_K with its edges: training starts at the run's time origin
             starts = sample_schedules(k, (lo, hi + ctx.merge_duration_s), ctx.merge_duration_s,
-                                      ctx.corridor.min_gap_s, ctx.corridor.max_gap_s, 1, ctx.rng)
+                                      ctx.corridor.min_gap_s, ctx.corridor.max_gap_s, 1, ctx.rng,
+                                      train_start=0.0)
             self.planned_starts = np.sort(np.asarray(starts, dtype=float).reshape(-1))
         self.planned_scores = np.full(k, np.nan)

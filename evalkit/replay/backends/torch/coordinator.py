@@ -236,10 +236,11 @@ class Trainer:
                         plan_i += 1
                 elif self.no_sync or t + self.ctx.merge_duration_s > self.ctx.horizon_s:
                     pass
-                elif last_start is not None and t - last_start < lo:
-                    pass                # corridor in seconds: no start closer than min_gap_s
+                elif t - (0.0 if last_start is None else last_start) < lo:
+                    # corridor in seconds, counted from training start before the first merge
+                    pass
                 elif since >= self.ctx.corridor.h_max or (
-                        last_start is not None and t - last_start >= hi):
+                        t - (0.0 if last_start is None else last_start) >= hi):
                     action, label = MERGE, "forced"
                 elif since >= self.ctx.corridor.h_min:
                     state = DecisionState(
