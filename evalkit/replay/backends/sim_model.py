@@ -35,11 +35,31 @@ Trainer and interference (real H200 measurements, Qwen2.5-1.5B-shaped server nex
 ``inner_step_s`` comes from the replay spec (0.5 s default); each step draws ±2 % lognormal
 jitter.  Loss follows ``2.2 + 2.8·(1 + step/300)^-0.5`` plus N(0, 0.01) noise, 4096 tokens
 per step — a shape, not a measurement, feeding the WA progress term.
+
+Settings a fitted twin (``evalkit sim fit``, :mod:`evalkit.replay.twin`) sets; each is off by
+default, so a run without a twin is exactly the model above:
+
+* ``prefill_base_s``: fixed cost of an iteration that admits requests (an extra prefill
+  forward, as in a server that runs prefill and decode as separate passes);
+* ``merge_slowdown``: slowdown during a merge relative to an idle server, replacing the
+  mechanism product ``train_slowdown × Π merge_extra`` (a value below ``train_slowdown``
+  means a merge disturbs serving *less* than inner training does);
+* ``merge_duration_quantiles``: merge durations drawn per merge by inverse CDF from these
+  evenly spaced quantiles (probabilities 0, 1/(m−1), …, 1) instead of the fixed D;
+* ``send_lag_quantiles``: the client's send lag (sent − scheduled arrival), likewise,
+  instead of the uniform ``send_jitter_s``;
+* ``response_overhead_s``: added to every first-token and end time (transport and client
+  overhead that the engine model does not see);
+* ``step_s``: the trainer's inner-step time, instead of the replay spec's nominal one;
+* ``twin_sha256``, ``twin_name``: provenance, recorded in run.json's settings.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
 
 from evalkit.errors import InputError
 
@@ -64,6 +84,14 @@ class SimConfig:
     tokens_per_step: int = 4096
     merge_bytes: int = 494_032_768 * 4       # fp32 pseudo-gradient of a 0.5B model
     drain_limit_s: float = 3600.0            # requests unfinished this long after the horizon fail
+    prefill_base_s: float = 0.0
+    merge_slowdown: float | None = None
+    merge_duration_quantiles: list | None = None
+    send_lag_quantiles: list | None = None
+    response_overhead_s: float = 0.0
+    step_s: float | None = None
+    twin_sha256: str | None = None
+    twin_name: str | None = None
 
     @classmethod
     def from_dict(cls, cfg: dict | None, *, source: str | None = None) -> "SimConfig":
@@ -98,14 +126,24 @@ class SimConfig:
                 raise InputError(f"{name} must be > 0", file=source, column=name,
                                  fix=f"set {name} to a positive value")
         for name in ("decode_per_seq_s", "prefill_per_token_s", "step_jitter_cv",
-                     "send_jitter_s"):
+                     "send_jitter_s", "prefill_base_s", "response_overhead_s"):
             if float(getattr(self, name)) < 0:
                 raise InputError(f"{name} must be >= 0", file=source, column=name,
                                  fix=f"set {name} >= 0")
+        for name in ("merge_slowdown", "step_s"):
+            value = getattr(self, name)
+            if value is not None and not float(value) > 0:
+                raise InputError(f"{name} must be > 0", file=source, column=name,
+                                 fix=f"set {name} to a positive value or leave it unset")
+        for name in ("merge_duration_quantiles", "send_lag_quantiles"):
+            _check_quantiles(getattr(self, name), name, source,
+                             positive=name == "merge_duration_quantiles")
 
     def slowdowns(self) -> tuple[float, float]:
         """(factor while training, factor during a merge)."""
         base = self.train_slowdown if self.train_colocated else 1.0
+        if self.merge_slowdown is not None:
+            return base, float(self.merge_slowdown)
         extra = 1.0
         for m in self.merge_mechanisms:
             extra *= float(self.merge_extra[m])
@@ -113,3 +151,26 @@ class SimConfig:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def _check_quantiles(values, name: str, source, *, positive: bool) -> None:
+    """An inverse CDF on an even probability grid: >= 2 finite, non-decreasing values >= 0."""
+    if values is None:
+        return
+    fix = f"give {name} as >= 2 non-decreasing numbers (quantiles at 0, 1/(m-1), ..., 1)"
+    try:
+        vals = [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a list of numbers", file=source, column=name,
+                         fix=fix) from None
+    ok = (len(vals) >= 2 and all(math.isfinite(v) and v >= 0 for v in vals)
+          and all(b >= a for a, b in zip(vals, vals[1:])) and (not positive or vals[0] > 0))
+    if not ok:
+        raise InputError(f"{name} is not a valid quantile list: {vals[:6]}", file=source,
+                         column=name, fix=fix)
+
+
+def inverse_cdf(quantiles, u):
+    """Values at probabilities ``u`` (array in [0, 1]) of the evenly spaced ``quantiles``."""
+    q = np.asarray(quantiles, dtype=float)
+    return np.interp(np.asarray(u, dtype=float), np.linspace(0.0, 1.0, q.size), q)
