@@ -144,7 +144,7 @@ def test_shards_then_check_then_resume(tmp_path):
     runs = tmp_path / "runs"
     r = CliRunner()
     res = r.invoke(cli, ["sweep", str(camp), "--out", str(runs), "--check"])
-    assert res.exit_code == 1 and res.output.count("missing") == 20, res.output
+    assert res.exit_code == 2 and res.output.count("missing") == 20, res.output
     for i in (0, 2):
         res = r.invoke(cli, ["sweep", str(camp), "--out", str(runs), "--shard", f"{i}/3"])
         assert res.exit_code == 0, res.output
@@ -155,7 +155,7 @@ def test_shards_then_check_then_resume(tmp_path):
     res = r.invoke(cli, ["sweep", str(camp), "--out", str(runs), "--check", "--shard", "0/3"])
     assert res.exit_code == 0 and "shard 0/3" in res.output
     res = r.invoke(cli, ["sweep", str(camp), "--out", str(runs), "--check"])
-    assert res.exit_code == 1 and all(t in res.output for t in todo)
+    assert res.exit_code == 2 and all(t in res.output for t in todo)
     # an incomplete run and a damaged one are listed, not counted complete
     meta_p = runs / "tiny__fixed_h__s0" / "run.json"
     meta = json.loads(meta_p.read_text())

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from evalkit.errors import InputError
+from evalkit.errors import EXIT_BAD_INPUT, InputError
+from evalkit.limits import capped_name
 
 
 def _load_trace(path: Path, fmt: str | None):
@@ -65,7 +66,7 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
     pol = get_policy(policy, **kv)
     horizon = horizon_s if horizon_s is not None else float(math.ceil(trace.duration_s))
     role = pol.role
-    spec = ReplaySpec(run_id=run_id or f"{regime}__{policy}__s{seed}", seed=seed,
+    spec = ReplaySpec(run_id=run_id or capped_name(f"{regime}__{policy}__s{seed}"), seed=seed,
                       regime=regime, role=role, backend=backend,
                       merge_duration_s=merge_duration_s, horizon_s=horizon,
                       inner_step_s=inner_step_s, h_min=h_min, h_max=h_max,
@@ -96,8 +97,8 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
     res = run_one(spec, trace, pol, out, policy_label=policy, extra_requested=extra)
     state = "complete" if res.complete else f"INCOMPLETE ({(res.error or '').splitlines()[0]})"
     click.echo(f"{res.path}: {state}, K observed = {res.k_observed}")
-    if not res.complete:
-        sys.exit(1)
+    if not res.complete:      # recorded as an incomplete run; exit 1 is reserved for `gate`
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def _sim_intervals(spec, trace):
@@ -134,7 +135,8 @@ def _sim_intervals(spec, trace):
               help="run only part I of N (0-based) of the campaign; a matched-random draw is "
                    "always in the same part as its reference run")
 @click.option("--check", "check", is_flag=True,
-              help="run nothing: list the runs that are missing or incomplete (exit 1 if any)")
+              help="run nothing: validate every planned run and list those missing, "
+                   "incomplete, stale, damaged or unreadable (exit 2 if any)")
 @click.option("--progress/--no-progress", default=None, help="progress bar (default: on a tty)")
 def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_task,
               shard_spec, check, progress):
@@ -150,13 +152,13 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
     if check:
         report = check_campaign(camp, out, shard=shard)
         click.echo(report.format())
-        sys.exit(0 if report.complete else 1)
+        sys.exit(0 if report.complete else EXIT_BAD_INPUT)
     summary = run_campaign(camp, out, n_jobs=n_jobs, progress=progress, shard=shard,
                            executor_kind=executor, address=address,
                            cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     click.echo(summary.format())
-    if not summary.ok:
-        sys.exit(1)
+    if not summary.ok:        # failed or blocked runs are listed above; resume reruns them
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def bundled_campaign() -> Path:
@@ -200,7 +202,7 @@ def demo_cmd(out, n_jobs, progress):
         table.to_csv(path, index=False)
         click.echo(f"per-run summary: {path}")
     if not summary.ok:
-        sys.exit(1)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def register(cli):

@@ -8,20 +8,29 @@ or Ray: :mod:`evalkit.replay.executors`); a job is executed by :func:`execute_jo
 reads what it needs (a reference run's K, the no-sync request intervals) from the runs
 directory, so it can run in any process, on any machine, that sees that directory.
 
-Resumable: a complete run whose recorded campaign fingerprint matches is skipped; an
-incomplete or stale one is redone.  Each run is written atomically by the runner.
-:func:`check_campaign` (``evalkit sweep --check``) lists what is still missing.
+Resumable: a complete run whose recorded campaign fingerprint matches, and which passes
+:func:`~evalkit.runlog.validate.validate_run`, is skipped; an incomplete or stale one is
+redone; a damaged one (a truncated table, a broken run.json) is moved aside to
+``.<run_id>.damaged-<time>`` -- never deleted -- and redone.  Each run is written
+atomically by the runner.  A sweep holds a lock on its runs directory
+(:mod:`evalkit.replay.storelock`) and, on start, cleans what a killed sweep left behind:
+``.<id>.tmp-*`` (unfinished writes) are removed and an ``.<id>.old-*`` whose replacement
+never landed is renamed back.  :func:`check_campaign` (``evalkit sweep --check``) lists
+what is still missing, checking every existing run the same way; it writes nothing.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import datetime as _dt
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,11 +40,13 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.fsutil import fsync_dir
 from evalkit.replay.campaign import Campaign, Job, Shard, load_campaign, plan_campaign, shard_jobs
 from evalkit.replay.executors import (PoolExecutor, RayExecutor,  # noqa: F401 - re-exported
                                       SerialExecutor, make_executor)
 from evalkit.replay.runner import check_trace, run_one
-from evalkit.runlog.io import read_meta, read_table
+from evalkit.replay.storelock import StoreLock, current_holders
+from evalkit.runlog.io import UnreadableRun, leftover_kind, read_meta, read_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,6 +65,7 @@ class SweepSummary:
     seconds: float = 0.0
     runs_dir: Path | None = None
     shard: Shard | None = None
+    notes: list[str] = field(default_factory=list)   # lock take-over, clean-up, repairs
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -69,9 +81,11 @@ class SweepSummary:
                  f"{self.count('skipped')} skipped (already complete), "
                  f"{self.count('failed')} failed, {self.count('blocked')} blocked"
                  f" -> {self.runs_dir}"]
+        lines += [f"  note: {n}" for n in self.notes]
         for o in self.outcomes:
             if o.status in ("failed", "blocked"):
-                lines.append(f"  {o.status}: {o.run_id}: {o.message.splitlines()[0]}")
+                first = o.message.splitlines()[0] if o.message else ""
+                lines.append(f"  {o.status}: {o.run_id}: {first}")
         return "\n".join(lines)
 
 
@@ -258,11 +272,65 @@ def preflight(camp: Campaign, jobs: list[Job]) -> None:
         check_trace(trace, camp.spec("preflight", seed), source=str(camp.path or trace.name))
 
 
-def _clean_temporaries(runs_dir: Path, jobs: list[Job]) -> None:
-    ids = {j.run_id for j in jobs}
-    for p in runs_dir.glob(".*.tmp-*"):
-        if p.name[1:].split(".tmp-")[0] in ids:
-            shutil.rmtree(p, ignore_errors=True)
+def scan_leftovers(runs_dir: Path) -> dict[str, list[tuple[str, Path]]]:
+    """Hidden leftovers directly in ``runs_dir`` by run id: ``[(tag, path)]``, tag in
+    ``tmp`` | ``old`` | ``damaged``."""
+    out: dict[str, list[tuple[str, Path]]] = {}
+    try:
+        with os.scandir(runs_dir) as it:
+            names = [e.name for e in it if e.name.startswith(".")]
+    except FileNotFoundError:
+        return out
+    for name in sorted(names):
+        kind = leftover_kind(name)
+        if kind is not None:
+            out.setdefault(kind[0], []).append((kind[1], runs_dir / name))
+    return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def clean_leftovers(runs_dir: Path, run_ids) -> list[str]:
+    """Undo what a killed sweep left for ``run_ids`` (call with the store locked).
+
+    ``.<id>.old-*`` without ``<id>``: the run was moved aside and its replacement never
+    landed -- renamed back.  ``.<id>.old-*`` beside ``<id>``: the replacement landed; the
+    old copy is removed, as the writer would have.  ``.<id>.tmp-*``: an unfinished write,
+    never published -- removed.  ``.<id>.damaged-*`` copies are kept.  Returns notes.
+    """
+    notes = []
+    leftovers = scan_leftovers(runs_dir)
+    removed = 0
+    for run_id in sorted(set(run_ids) & set(leftovers)):
+        items = leftovers[run_id]
+        olds = sorted((p for tag, p in items if tag == "old"), key=_mtime, reverse=True)
+        target = runs_dir / run_id
+        if olds and not target.exists():
+            olds[0].rename(target)
+            fsync_dir(runs_dir)
+            notes.append(f"restored {run_id} from {olds[0].name} (a killed sweep had moved it "
+                         "aside and its replacement never landed)")
+            olds = olds[1:]
+        for path in olds + [p for tag, p in items if tag == "tmp"]:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    if removed:
+        notes.append(f"removed {removed} unfinished write(s) left by an interrupted sweep")
+    return notes
+
+
+def move_aside(run_dir: Path) -> Path:
+    """Rename a damaged run to ``.<id>.damaged-<UTC time>-<hex>`` (hidden: never read)."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    dest = run_dir.parent / f".{run_dir.name}.damaged-{stamp}-{uuid.uuid4().hex[:4]}"
+    run_dir.rename(dest)
+    fsync_dir(run_dir.parent)
+    return dest
 
 
 def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
@@ -276,6 +344,7 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
     (:func:`~evalkit.replay.campaign.shard_jobs`).  ``executor``: any object with
     ``submit``/``shutdown``, else one made by :func:`~evalkit.replay.executors.make_executor`
     from ``executor_kind``, ``n_jobs``, ``address`` and the per-task resources.
+    Raises :class:`~evalkit.errors.StoreLocked` when another sweep works on ``runs_dir``.
     """
     from tqdm.auto import tqdm
 
@@ -285,18 +354,26 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
         jobs = shard_jobs(jobs, shard)
     preflight(camp, jobs)
     t0 = time.perf_counter()
+    runs_dir = Path(runs_dir)
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise InputError("--out exists and is not a directory", file=str(runs_dir),
+                         fix="pass a runs directory (it is created if missing)")
+    summary = SweepSummary(runs_dir=runs_dir, shard=shard)
+    # the executor first: a missing extra or an unreachable cluster writes nothing
     ex = executor or make_executor(camp, n_jobs, kind=executor_kind, address=address,
                                    cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
-    runs_dir = Path(runs_dir)
-    summary = SweepSummary(runs_dir=runs_dir, shard=shard)
-    bar = tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
-               disable=(not sys.stderr.isatty()) if progress is None else not progress)
     try:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        _clean_temporaries(runs_dir, jobs)
-        _schedule(camp, jobs, runs_dir, ex, summary, bar)
+        with StoreLock(runs_dir, shard) as lock:
+            summary.notes += lock.notes
+            summary.notes += clean_leftovers(runs_dir, [j.run_id for j in jobs])
+            states = existing_states(camp, jobs, runs_dir)
+            bar = tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
+                       disable=(not sys.stderr.isatty()) if progress is None else not progress)
+            try:
+                _schedule(camp, jobs, runs_dir, ex, summary, bar, states)
+            finally:
+                bar.close()
     finally:
-        bar.close()
         ex.shutdown()
     order = {j.run_id: i for i, j in enumerate(jobs)}
     summary.outcomes.sort(key=lambda o: order.get(o.run_id, 0))
@@ -314,11 +391,13 @@ def _blocked_by(job: Job, dep: str, outcome: JobOutcome) -> JobOutcome:
 
 
 def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: SweepSummary,
-              bar) -> None:
+              bar, states: dict[str, "RunState"] | None = None) -> None:
     """Submit each job once its dependencies in ``jobs`` have finished (earliest in plan first).
 
     A job whose dependency failed or was blocked is reported blocked without being submitted;
-    one already complete with this campaign's fingerprint is skipped without being submitted.
+    one already complete with this campaign's fingerprint (and valid) is skipped without being
+    submitted; a damaged one is moved aside and redone; an unreadable one fails (fix the
+    permissions and resume).  ``states``: :func:`existing_states` (computed here if None).
     Dependencies outside ``jobs`` (another shard, an earlier sweep) are read from disk by
     :func:`execute_job`.
     """
@@ -352,9 +431,19 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
                    if d in outcomes and outcomes[d].status in ("failed", "blocked")]
             if bad:
                 finish(_blocked_by(job, bad[0], outcomes[bad[0]]))
-            elif _is_done(runs_dir / job.run_id, job_fingerprint(camp, job)):
+                continue
+            state = (states or {}).get(job.run_id) or run_state(camp, job, runs_dir)
+            if state.state == "complete":
                 finish(JobOutcome(job.run_id, "skipped"))
+            elif state.state == "unreadable":
+                finish(JobOutcome(job.run_id, "failed",
+                                  f"the existing run cannot be read ({state.detail}); it is "
+                                  "left as it is: fix its permissions and resume"))
             else:
+                if state.state == "damaged":
+                    moved = move_aside(runs_dir / job.run_id)
+                    summary.notes.append(f"{job.run_id} was damaged ({state.detail}); moved "
+                                         f"aside to {moved.name} and re-run")
                 running[ex.submit(execute_job, camp, job, runs_dir)] = job
         if not running:
             continue
@@ -373,7 +462,8 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
 @dataclass
 class RunState:
     run_id: str
-    state: str              # "complete" | "missing" | "incomplete" | "stale"
+    # "complete" | "missing" | "incomplete" | "stale" | "damaged" | "unreadable" | "interrupted"
+    state: str
     detail: str = ""
 
 
@@ -384,6 +474,7 @@ class CheckReport:
     states: list[RunState]
     runs_dir: Path
     shard: Shard | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def missing(self) -> list[RunState]:
@@ -399,33 +490,83 @@ class CheckReport:
         lines = [f"{part}{n - len(bad)} of {n} runs complete in {self.runs_dir}"
                  + (f"; {len(bad)} to run:" if bad else "")]
         for s in bad:
-            lines.append(f"  {s.state:<10} {s.run_id}" + (f"  ({s.detail})" if s.detail else ""))
+            lines.append(f"  {s.state:<11} {s.run_id}" + (f"  ({s.detail})" if s.detail else ""))
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
-def run_state(camp: Campaign, job: Job, runs_dir: Path) -> RunState:
+def _first_line(text: str, limit: int = 200) -> str:
+    lines = str(text or "").splitlines()
+    return lines[0][:limit] if lines else ""
+
+
+def run_state(camp: Campaign, job: Job, runs_dir: Path, *, deep: bool = True,
+              leftovers: dict | None = None) -> RunState:
+    """The state of one planned run on disk.  ``deep``: validate a complete run's files too
+    (a truncated table makes it ``damaged``); ``leftovers``: :func:`scan_leftovers`."""
     d = runs_dir / job.run_id
     try:
-        meta = json.loads((d / "run.json").read_text())
-    except FileNotFoundError:
+        present = d.exists()
+    except OSError as exc:
+        return RunState(job.run_id, "unreadable", exc.strerror or str(exc))
+    if not present:
+        olds = [p for tag, p in (leftovers if leftovers is not None
+                                 else scan_leftovers(runs_dir)).get(job.run_id, [])
+                if tag == "old"]
+        if olds:
+            return RunState(job.run_id, "interrupted",
+                            f"moved aside as {olds[0].name} by a killed sweep; resume "
+                            "restores it")
         return RunState(job.run_id, "missing")
-    except (OSError, ValueError) as exc:
-        return RunState(job.run_id, "incomplete", f"unreadable run.json: {exc}")
+    try:
+        meta = read_meta(d)
+    except UnreadableRun as exc:
+        return RunState(job.run_id, "unreadable", exc.message)
+    except InputError as exc:
+        return RunState(job.run_id, "damaged", _first_line(exc.message))
     if not meta.get("complete"):
-        err = str(meta.get("error") or "").splitlines()
-        return RunState(job.run_id, "incomplete", err[0][:200] if err else "")
+        return RunState(job.run_id, "incomplete", _first_line(meta.get("error")))
     req = (meta.get("settings") or {}).get("requested") or {}
     if req.get("campaign_fingerprint") != job_fingerprint(camp, job):
         return RunState(job.run_id, "stale", "written under different campaign settings")
+    if deep:
+        from evalkit.runlog.validate import validate_run
+
+        errors = [p for p in validate_run(d) if p.severity == "error" and p.kind != "scale"]
+        unreadable = [p for p in errors if p.kind == "unreadable"]
+        if unreadable:
+            return RunState(job.run_id, "unreadable",
+                            f"{Path(unreadable[0].file or d).name}: {unreadable[0].message}")
+        if errors:
+            where = Path(errors[0].file).name + ": " if errors[0].file else ""
+            return RunState(job.run_id, "damaged", where + _first_line(errors[0].message))
     return RunState(job.run_id, "complete")
+
+
+def existing_states(camp: Campaign, jobs: list[Job], runs_dir: Path, *,
+                    threads: int | None = None) -> dict[str, RunState]:
+    """:func:`run_state` of every job (validating existing runs a few threads at a time)."""
+    from evalkit.runlog.validate import map_ordered
+
+    leftovers = scan_leftovers(runs_dir)
+    states = map_ordered(lambda j: run_state(camp, j, runs_dir, leftovers=leftovers), jobs,
+                         threads)
+    return {st.run_id: st for st in states}
 
 
 def check_campaign(campaign, runs_dir, *, jobs: list[Job] | None = None,
                    shard: Shard | None = None) -> CheckReport:
-    """The state of every planned run (missing, incomplete, stale or complete); writes nothing."""
+    """The state of every planned run (missing, incomplete, stale, damaged, unreadable,
+    interrupted or complete), validating each existing run; writes nothing."""
     camp = campaign if isinstance(campaign, Campaign) else load_campaign(campaign)
     jobs = plan_campaign(camp) if jobs is None else jobs
     if shard is not None:
         jobs = shard_jobs(jobs, shard)
     runs_dir = Path(runs_dir)
-    return CheckReport([run_state(camp, j, runs_dir) for j in jobs], runs_dir, shard)
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise InputError("--out exists and is not a directory", file=str(runs_dir),
+                         fix="pass the runs directory of the sweep")
+    states = existing_states(camp, jobs, runs_dir)
+    notes = [f"a sweep is running on this directory: {h.describe()}"
+             for h in current_holders(runs_dir)]
+    return CheckReport([states[j.run_id] for j in jobs], runs_dir, shard, notes)

@@ -1,0 +1,293 @@
+"""An advisory lock on a runs directory, so two sweeps never work on the same runs.
+
+``evalkit sweep`` holds a lock file in ``--out`` for as long as it runs:
+``.evalkit-sweep.all.lock`` for a whole campaign, ``.evalkit-sweep.shard-I-of-N.lock`` for
+one shard (shards of the same split run side by side -- their runs are disjoint -- while a
+whole-campaign sweep excludes every other sweep).  The file holds who owns it (pid, host,
+start time, command) so the second sweep can say who is in the way.
+
+The lock itself is ``flock`` on that file: the kernel drops it when the holder dies, so a
+lock file left by a killed sweep is recognised as stale and taken over.  Where ``flock``
+is unavailable, or may not reach across machines, the holder refreshes the file's mtime
+every :data:`HEARTBEAT_S` seconds; a lock file of another host is stale once it is older
+than :data:`STALE_AFTER_S`, one of this host once its pid is gone.  A short-lived master
+lock (``.evalkit-sweep.lock``) serialises taking and dropping the per-scope locks.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import json
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.errors import StoreLocked
+
+try:
+    import fcntl
+except ImportError:                  # not POSIX: heartbeat and pid checks only
+    fcntl = None
+
+MASTER_NAME = ".evalkit-sweep.lock"
+SCOPE_RE = re.compile(r"^\.evalkit-sweep\.(all|shard-(\d+)-of-(\d+))\.lock$")
+HEARTBEAT_S = 20.0
+STALE_AFTER_S = 120.0
+
+
+def scope_name(shard=None) -> str:
+    return "all" if shard is None else f"shard-{shard.index}-of-{shard.count}"
+
+
+def lock_path(runs_dir: Path, scope: str) -> Path:
+    return Path(runs_dir) / f".evalkit-sweep.{scope}.lock"
+
+
+def _parse_scope(scope: str) -> tuple[int, int] | None:
+    m = re.fullmatch(r"shard-(\d+)-of-(\d+)", scope)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def scopes_conflict(a: str, b: str) -> bool:
+    """Two sweeps may share a store only as different shards of the same split."""
+    sa, sb = _parse_scope(a), _parse_scope(b)
+    if sa is None or sb is None:
+        return True
+    return sa[1] != sb[1] or sa[0] == sb[0]
+
+
+@dataclass
+class Holder:
+    path: Path
+    pid: int | None = None
+    host: str | None = None
+    started_at: str | None = None
+    command: str | None = None
+    scope: str | None = None
+    age_s: float | None = None
+
+    def describe(self) -> str:
+        who = f"pid {self.pid}" if self.pid is not None else "an unknown process"
+        host = f" on host {self.host}" if self.host else ""
+        what = ""
+        if self.scope:
+            shard = _parse_scope(self.scope)
+            what = f", shard {shard[0]}/{shard[1]}" if shard else ", whole campaign"
+        since = f", started {self.started_at}" if self.started_at else ""
+        return f"{who}{host}{what}{since}"
+
+
+def read_holder(path: Path) -> Holder:
+    holder = Holder(path=path)
+    try:
+        st = path.stat()
+        holder.age_s = max(0.0, time.time() - st.st_mtime)
+        data = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return holder
+    if isinstance(data, dict):
+        holder.pid = data.get("pid") if isinstance(data.get("pid"), int) else None
+        for key in ("host", "started_at", "command", "scope"):
+            if isinstance(data.get(key), str):
+                setattr(holder, key, data[key])
+    return holder
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if pid is None or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:          # exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _content_says_held(holder: Holder) -> bool:
+    """Without a kernel lock to ask: is the process named in the file still there?"""
+    if holder.host == socket.gethostname():
+        return holder.pid != os.getpid() and _pid_alive(holder.pid)
+    return holder.age_s is not None and holder.age_s < STALE_AFTER_S
+
+
+def _try_flock(fd: int, shared: bool = False) -> bool | None:
+    """True: locked; False: someone else holds it; None: flock does not work here."""
+    if fcntl is None:
+        return None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        return None                  # ENOLCK, EOPNOTSUPP, ENOSYS ...
+
+
+class _Master:
+    """The short critical section around taking or dropping a scope lock."""
+
+    def __init__(self, runs_dir: Path):
+        self.path = Path(runs_dir) / MASTER_NAME
+        self.fd = None
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        if fcntl is not None:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+            except OSError:
+                pass                 # no flock here: the scope files alone decide
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)            # closing drops the flock
+
+
+def held_by(path: Path) -> Holder | None:
+    """Who holds the lock file ``path`` now (None: nobody, or a stale file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        got = _try_flock(fd, shared=True)
+        holder = read_holder(path)
+        if got is False:
+            return holder
+        if got is True and holder.host in (None, socket.gethostname()):
+            return None              # the kernel says nobody holds it
+        return holder if _content_says_held(holder) else None
+    finally:
+        os.close(fd)
+
+
+def current_holders(runs_dir) -> list[Holder]:
+    """Every sweep holding a lock on ``runs_dir`` now (for ``sweep --check``)."""
+    out = []
+    try:
+        names = sorted(os.listdir(runs_dir))
+    except OSError:
+        return out
+    for name in names:
+        if SCOPE_RE.match(name):
+            holder = held_by(Path(runs_dir) / name)
+            if holder is not None:
+                out.append(holder)
+    return out
+
+
+@dataclass
+class StoreLock:
+    """``with StoreLock(runs_dir, shard):`` -- raises :class:`StoreLocked` when in use."""
+
+    runs_dir: Path
+    shard: object = None
+    notes: list[str] = field(default_factory=list)
+    _fd: int | None = None
+    _stop: threading.Event | None = None
+    _beat: threading.Thread | None = None
+
+    @property
+    def scope(self) -> str:
+        return scope_name(self.shard)
+
+    @property
+    def path(self) -> Path:
+        return lock_path(self.runs_dir, self.scope)
+
+    def _refuse(self, holder: Holder) -> StoreLocked:
+        return StoreLocked(
+            f"runs directory is in use by another sweep ({holder.describe()})",
+            file=str(self.runs_dir),
+            fix=f"wait for it to finish; if it is not running, delete {holder.path}")
+
+    def acquire(self) -> "StoreLock":
+        self.runs_dir = Path(self.runs_dir)
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        with _Master(self.runs_dir):
+            for name in sorted(os.listdir(self.runs_dir)):
+                m = SCOPE_RE.match(name)
+                if not m or name == self.path.name or not scopes_conflict(self.scope, m.group(1)):
+                    continue
+                holder = held_by(self.runs_dir / name)
+                if holder is not None:
+                    raise self._refuse(holder)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                got = _try_flock(fd)
+                previous = read_holder(self.path)
+                if got is False:
+                    raise self._refuse(previous)
+                if got is None or previous.host not in (None, socket.gethostname()):
+                    if _content_says_held(previous):
+                        raise self._refuse(previous)
+                if previous.pid is not None:
+                    self.notes.append(f"took over a stale lock left by {previous.describe()} "
+                                      "(no longer running)")
+                self._write_info(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+        self._start_heartbeat()
+        return self
+
+    def _write_info(self, fd: int) -> None:
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "scope": self.scope,
+                "started_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+                .isoformat(),
+                "command": " ".join(sys.argv)[:500]}
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, (json.dumps(info) + "\n").encode())
+        os.fsync(fd)
+
+    def _start_heartbeat(self) -> None:
+        self._stop = threading.Event()
+        path, stop = self.path, self._stop
+
+        def beat():
+            while not stop.wait(HEARTBEAT_S):
+                try:
+                    os.utime(path)
+                except OSError:
+                    pass
+
+        self._beat = threading.Thread(target=beat, name="evalkit-lock-heartbeat", daemon=True)
+        self._beat.start()
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        if self._stop is not None:
+            self._stop.set()
+        fd, self._fd = self._fd, None
+        try:
+            with _Master(self.runs_dir):     # nobody may open the file between unlink and close
+                if read_holder(self.path).pid == os.getpid():
+                    self.path.unlink(missing_ok=True)
+                os.close(fd)
+                fd = None
+        except OSError:
+            pass
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def __enter__(self) -> "StoreLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
