@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.errors import InputError
+from evalkit import limits as L
+from evalkit.errors import InputError, from_os_error
 from evalkit.replay.policies import POLICIES, get_policy
 from evalkit.replay.spec import ReplaySpec
 
@@ -137,19 +139,40 @@ def _num(path, text, table, key, *, kind=float, default=None, positive=True, whe
                                                                  not float(v).is_integer()):
         raise _err(path, text, key, f"{key} must be {'an integer' if kind is int else 'a number'}"
                    f", got {v!r}", f"write {key} = <number>", where=where)
+    if not math.isfinite(v):
+        raise _err(path, text, key, f"{key} must be a finite number, got {v}",
+                   f"write {key} = <number>", where=where)
     if positive and not v > 0:
         raise _err(path, text, key, f"{key} must be > 0, got {v}", f"use {key} > 0",
                    where=where)
     return kind(v)
 
 
+def _bounded(path, text, key, value, lo, hi, *, where=None):
+    """``value`` within ``[lo, hi]`` or an InputError naming the key and the allowed range."""
+    if not lo <= value <= hi:
+        raise _err(path, text, key, f"{key} = {value:,} is out of range",
+                   L.range_fix(lo, hi), where=where)
+    return value
+
+
 def load_campaign(path) -> Campaign:
     path = Path(path)
     if not path.exists():
         raise InputError("campaign file not found", file=str(path), fix="check the path")
-    text = path.read_text()
     try:
-        data = tomllib.loads(text)
+        size = path.stat().st_size
+        if size > L.MAX_CONFIG_BYTES:
+            raise InputError(f"campaign file is {size:,} bytes", file=str(path),
+                             fix=f"campaign files are limited to {L.MAX_CONFIG_BYTES:,} bytes")
+        text = path.read_text()
+    except OSError as exc:
+        raise from_os_error(exc, path=str(path), action="cannot read the campaign") from None
+    except UnicodeDecodeError:
+        raise InputError("campaign file is not UTF-8 text", file=str(path),
+                         fix="save it as UTF-8 TOML") from None
+    try:
+        data = L.loads_toml(text, file=str(path))
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"malformed TOML: {exc}", file=str(path),
                          fix="fix the syntax at the line given") from None
@@ -157,21 +180,32 @@ def load_campaign(path) -> Campaign:
 
 
 def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> Campaign:
+    L.check_structure(data, file=str(path) if path else None)
     _unknown(path, text, data, TOP_KEYS, None)
     regime = data.get("regime")
-    if not isinstance(regime, str) or not _LABEL.match(regime):
-        raise _err(path, text, "regime", f"regime must be a plain name, got {regime!r}",
+    if not isinstance(regime, str) or not _LABEL.match(regime) \
+            or len(regime) > L.MAX_LABEL_CHARS:
+        raise _err(path, text, "regime", f"regime must be a plain name of at most "
+                   f"{L.MAX_LABEL_CHARS} characters, got {_short(regime)}",
                    'write regime = "bursty" (letters, digits, _ . -)')
     seeds = data.get("seeds")
     if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds > 0:
+        _bounded(path, text, "seeds", seeds, 1, L.MAX_SEEDS)
         seeds = list(range(seeds))
+    elif isinstance(seeds, list):
+        _bounded(path, text, "seeds", len(seeds), 1, L.MAX_SEEDS)
+        for s in seeds:
+            if isinstance(s, int) and not isinstance(s, bool):
+                _bounded(path, text, "seeds", s, 0, L.MAX_SEED_VALUE)
     if (not isinstance(seeds, list) or not seeds
             or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
             or len(set(seeds)) != len(seeds)):
         raise _err(path, text, "seeds", f"seeds must be a count or a list of distinct "
                    f"non-negative integers, got {seeds!r}", "write seeds = 10 or [0, 1, 2]")
     draws = _num(path, text, data, "matched_random_draws", kind=int, default=5, positive=False)
+    _bounded(path, text, "matched_random_draws", draws, 0, L.MAX_DRAWS)
     horizon = _num(path, text, data, "horizon_s")
+    _bounded(path, text, "horizon_s", horizon, 0, L.MAX_HORIZON_S)
     D = _num(path, text, data, "merge_duration_s", default=8.0)
     step = _num(path, text, data, "inner_step_s", default=0.5)
     h_min = _num(path, text, data, "h_min", kind=int, default=128)
@@ -215,8 +249,12 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
     if not isinstance(raw_policies, list) or not raw_policies:
         raise _err(path, text, "policies", "no [[policies]] given",
                    'add [[policies]] name = "fixed_h" ...')
+    _bounded(path, text, "policies", len(raw_policies), 1, L.MAX_POLICIES)
     policies, labels = [], set()
     for entry in raw_policies:
+        if not isinstance(entry, dict):
+            raise _err(path, text, "policies", "each policy must be a table",
+                       'write [[policies]] name = "wa"')
         _unknown(path, text, entry, POLICY_KEYS, "policies")
         name = entry.get("name")
         if name not in POLICIES or name in ("no_sync", "matched_random"):
@@ -226,9 +264,11 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
                        f"use one of: {', '.join(valid)}", where="policies")
         label = entry.get("label", name)
         if not isinstance(label, str) or not _LABEL.match(label) or label in labels \
-                or label in ("no_sync",) or label.startswith("mr-"):
-            raise _err(path, text, "label", f"policy label {label!r} is invalid or repeated",
-                       "give each policy a unique plain label", where="policies")
+                or label in ("no_sync",) or label.startswith("mr-") \
+                or len(label) > L.MAX_LABEL_CHARS:
+            raise _err(path, text, "label", f"policy label {_short(label)} is invalid or "
+                       "repeated", f"give each policy a unique plain label of at most "
+                       f"{L.MAX_LABEL_CHARS} characters", where="policies")
         labels.add(label)
         params = entry.get("params", {})
         if not isinstance(params, dict):
@@ -241,7 +281,14 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
                        where=f"policies.{label}") from None
         n_draws = _num(path, text, entry, "draws", kind=int, default=draws, positive=False) \
             if "draws" in entry else draws
+        _bounded(path, text, "draws", n_draws, 0, L.MAX_DRAWS, where="policies")
         policies.append(PolicyEntry(label, name, dict(params), n_draws))
+    n_jobs = len(seeds) * (1 + len(policies) + sum(p.draws for p in policies))
+    if n_jobs > L.MAX_JOBS:
+        raise _err(path, text, "seeds", f"the campaign plans {n_jobs:,} runs (seeds x "
+                   "(no-sync + policies + draws))",
+                   f"at most {L.MAX_JOBS:,} runs per campaign: fewer seeds or draws, or "
+                   "split it into several campaigns")
     for pe in policies:
         k_from = pe.params.get("k_from")
         if k_from is not None and k_from not in labels - {pe.label}:
@@ -280,7 +327,35 @@ def _parse_trace(trace: dict, path, text, horizon) -> dict:
     out = dict(trace)
     out["generator"] = key          # canonical, so equivalent spellings fingerprint alike
     out.setdefault("duration_s", horizon)
+    _check_trace_size(out, path, text)
     return out
+
+
+def _check_trace_size(spec: dict, path, text) -> None:
+    """Reject generator settings whose trace could not fit in memory (before generating)."""
+    def num(key):
+        v = spec.get(key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return float(v) if ok else None
+
+    duration = num("duration_s")
+    if duration is None or duration <= 0:
+        return
+    rates = [r for r in (num("rate"), num("busy_rate"), num("quiet_rate")) if r is not None]
+    if rates and max(rates) * duration > L.MAX_TRACE_REQUESTS:
+        raise _err(path, text, "rate", f"the trace would hold about {max(rates) * duration:,.0f} "
+                   "requests", f"at most {L.MAX_TRACE_REQUESTS:,} requests per generated "
+                   "trace: lower the rate or the duration", where="trace")
+    for key in ("period_s", "mean_quiet_s", "mean_burst_s"):
+        step = num(key)
+        if step is not None and step > 0 and duration / step > L.MAX_TRACE_REQUESTS:
+            raise _err(path, text, key, f"{key} = {step:g} cuts the trace into "
+                       f"{duration / step:,.0f} segments", f"raise {key}", where="trace")
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
 # ----------------------------------------------------------------------------- planning
