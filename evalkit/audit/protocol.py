@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from evalkit.errors import InputError
+from evalkit.errors import InputError, from_os_error
+from evalkit.limits import RESAMPLES_RANGE, loads_toml, range_fix
 
 BUILTIN_PACKAGE = "evalkit.audit.protocols"
 DEFAULT_PROTOCOL = "diloco-slo"
@@ -140,7 +141,15 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
             raise InputError("protocol file does not exist", file=str(path),
                              fix="pass a TOML protocol file or a bundled name: "
                              + ", ".join(builtin_protocols()))
-        return parse_protocol(path.read_text(), source=path.name, file=str(path))
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise from_os_error(exc, path=str(path), action="cannot read the protocol") \
+                from None
+        except UnicodeDecodeError:
+            raise InputError("protocol file is not UTF-8 text", file=str(path),
+                             fix="save it as UTF-8 TOML") from None
+        return parse_protocol(text, source=path.name, file=str(path))
     name = str(spec)
     if name not in builtin_protocols():
         raise InputError(f"unknown protocol '{name}'", column="protocol",
@@ -217,8 +226,8 @@ class _Parser:
 
 def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
     """Validate protocol TOML text and build a :class:`Protocol`."""
-    try:
-        data = tomllib.loads(text)
+    try:   # with evalkit.limits' bounds on size, nesting, strings and integers
+        data = loads_toml(text, file=file)
     except tomllib.TOMLDecodeError as exc:
         line = re.search(r"line (\d+)", str(exc))
         where = f"{file}:{line.group(1)}" if line else file
@@ -234,12 +243,13 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
     if not 0 < alpha < 1:
         p.fail("protocol.alpha", f"alpha must lie in (0, 1), got {alpha}", "e.g. alpha = 0.05")
     n_resamples = p.get(head, "protocol", "n_resamples", (int,), 20000)
-    if n_resamples < 100:
-        p.fail("protocol.n_resamples", "n_resamples must be at least 100", "e.g. 20000")
+    if not RESAMPLES_RANGE[0] <= n_resamples <= RESAMPLES_RANGE[1]:
+        p.fail("protocol.n_resamples", "n_resamples is out of range",
+               range_fix(*RESAMPLES_RANGE) + ", e.g. 20000")
     boot = p.get(head, "protocol", "bootstrap_resamples", (int,), 2000)
-    if boot < 100:
-        p.fail("protocol.bootstrap_resamples", "bootstrap_resamples must be at least 100",
-               "e.g. 2000")
+    if not RESAMPLES_RANGE[0] <= boot <= RESAMPLES_RANGE[1]:
+        p.fail("protocol.bootstrap_resamples", "bootstrap_resamples is out of range",
+               range_fix(*RESAMPLES_RANGE) + ", e.g. 2000")
     order = p.get(head, "protocol", "tier_order", _LIST)
     tiers_table = p.get(data, "", "tiers", (dict,))
     checks_table = p.get(data, "", "checks", (dict,))
