@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -34,21 +32,22 @@ def _to_json(df) -> str:
 
 
 def _write_table(df, fmt: str, out: Path) -> None:
-    """Write atomically: a temporary file in the target directory, then rename."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    try:
+    """Write atomically and durably (temporary file, fsync, rename); mode from the umask."""
+    from evalkit.fsutil import atomic_write
+
+    if out.is_dir():
+        raise InputError("--out is a directory", file=str(out),
+                         fix="pass a file name ending in .csv, .parquet or .json")
+
+    def write(tmp: Path) -> None:
         if fmt == "csv":
             df.to_csv(tmp, index=False)
         elif fmt == "parquet":
             df.to_parquet(tmp, index=False)
         else:
-            Path(tmp).write_text(_to_json(df))
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            tmp.write_text(_to_json(df))
+
+    atomic_write(out, write)
 
 
 def _choose_format(out: Path | None, fmt: str | None) -> str | None:
@@ -97,6 +96,8 @@ def summarize_cmd(runs_dir: Path, out: Path | None, fmt: str | None, include_inc
     df = summarize_runs(runs_dir, include_incomplete=include_incomplete)
     for run in df.attrs.get("excluded", []):
         click.echo(f"excluded: {run} (incomplete run)", err=True)
+    for item in df.attrs.get("unreadable", []):
+        click.echo(f"excluded: {item['run_id']} ({item['reason']})", err=True)
     for line in df.attrs.get("warnings", []):
         click.echo(line, err=True)
     if out is not None:

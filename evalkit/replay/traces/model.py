@@ -12,8 +12,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,16 +110,9 @@ class Trace:
         payload = {"format": FORMAT_VERSION, "name": self.name, "sha256": digest,
                    "meta": _jsonable(self.meta)}
         table = table.replace_schema_metadata({META_KEY: json.dumps(payload).encode()})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.close(fd)
-        try:
-            pq.write_table(table, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        from evalkit.fsutil import atomic_write   # fsync + rename; mode from the umask
+
+        atomic_write(path, lambda tmp: pq.write_table(table, tmp))
         return digest
 
 
