@@ -24,22 +24,51 @@ PRESETS = {
 }
 
 
-def resolve_config(spec: dict | str | None) -> dict:
-    """Preset + overrides -> a plain dict of config fields (recorded as effective)."""
+def resolve_config(spec: dict | str | None, *, where: str = "model") -> dict:
+    """Preset + overrides -> a plain dict of config fields (recorded as effective).
+
+    ``spec`` is a preset name, or ``{"preset": name, <config field>: value, ...}`` (the
+    preset defaults to ``tiny``).  Unknown presets, unknown config fields and other types
+    raise :class:`InputError` listing what is valid: a typo never builds a default-sized
+    model.  A dict that is already resolved resolves to itself.
+    """
     if spec is None:
         spec = {"preset": "tiny"}
     if isinstance(spec, str):
         spec = {"preset": spec}
+    if not isinstance(spec, dict):
+        raise InputError(f"a model is a preset name or a table, got {spec!r}", column=where,
+                         fix=f"use one of {sorted(PRESETS)}, or {{preset = NAME, ...overrides}}")
     spec = dict(spec)
     preset = spec.pop("preset", "tiny")
     if preset not in PRESETS:
-        raise InputError(f"unknown model preset {preset!r}", column="model.preset",
-                         fix=f"use one of {sorted(PRESETS)} or give every config field")
+        raise InputError(f"unknown model preset {preset!r}", column=f"{where}.preset",
+                         fix=f"use one of {sorted(PRESETS)} (overrides go beside the preset)")
     out = dict(PRESETS[preset])
+    overrides = {k: v for k, v in spec.items() if out.get(k, object()) != v}
+    if overrides:
+        check_fields(overrides, out.get("model_type", "qwen2"), where=where)
     out.update(spec)
     out.setdefault("max_position_embeddings", 32768)
     out["preset"] = preset
     return out
+
+
+def check_fields(fields: dict, model_type: str, *, where: str = "model") -> None:
+    """Every key must be a field of the transformers config of ``model_type``."""
+    from transformers import AutoConfig
+
+    try:
+        known = AutoConfig.for_model(model_type)
+    except ValueError as exc:
+        raise InputError(f"unknown model_type {model_type!r}", column=f"{where}.model_type",
+                         fix="use a transformers model type such as 'qwen2' or 'llama'") from exc
+    valid = set(known.to_dict()) | {"model_type"}
+    bad = sorted(k for k in fields if k not in valid and not hasattr(known, k))
+    if bad:
+        common = sorted({k for p in PRESETS.values() for k in p} | {"max_position_embeddings"})
+        raise InputError(f"unknown {model_type} config fields {bad}", column=f"{where}.{bad[0]}",
+                         fix=f"use fields of the transformers {model_type} config, e.g. {common}")
 
 
 def build_model(fields: dict, *, seed: int, device: str = "cpu", dtype: str = "float32"):

@@ -1,0 +1,117 @@
+"""Settings of a standalone or runner-started sidecar: defaults, validation, effective values.
+
+The same resolver serves ``evalkit serve`` (flags + an optional TOML/JSON file) and the torch
+backend's sidecar process (a JSON file the runner writes), so both reject the same mistakes:
+an unknown key, an unknown preset or model field, a device torch cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from evalkit.errors import InputError
+
+SERVE_DEFAULTS = {
+    "model": "tiny",              # preset name or {preset = NAME, <config field> = value}
+    "device": "cpu",              # cpu | cuda | cuda:N
+    "dtype": None,                # default: float32 on cpu, bfloat16 on cuda
+    "threads": 1,                 # torch CPU threads
+    "max_batch": 16,              # requests decoded together
+    "max_prefill_batch": None,    # prompts prefilled together (default: max_batch)
+    "model_name": "evalkit-sidecar",   # the served model name (OpenAI "model")
+    "seed": 0,                    # seed of the random-init weights
+    "max_model_len": None,        # prompt + output limit (default: max_position_embeddings)
+    "default_max_tokens": 256,    # chat requests without max_tokens (no EOS is ever sampled)
+    "kv_cache_tokens": None,      # notional KV capacity for vllm:kv_cache_usage_perc
+}
+DTYPES = ("float32", "float16", "bfloat16")
+_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+def _int(cfg: dict, key: str, lo: int, where: str) -> int:
+    v = cfg[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise InputError(f"{key} must be an integer >= {lo}, got {v!r}", file=where,
+                         column=key, fix=f"set {key} to a whole number >= {lo}")
+    return v
+
+
+def resolve_serve_config(raw: dict, *, where: str = "sidecar config") -> dict:
+    """Defaults + ``raw`` -> effective settings; ``model`` becomes the resolved field dict."""
+    from evalkit.replay.backends.torch.models import resolve_config
+
+    if not isinstance(raw, dict):
+        raise InputError("the sidecar config must be a table/object", file=where,
+                         fix=f"use keys {sorted(SERVE_DEFAULTS)}")
+    unknown = sorted(set(raw) - set(SERVE_DEFAULTS))
+    if unknown:
+        raise InputError(f"unknown sidecar settings {unknown}", file=where, column=unknown[0],
+                         fix=f"use only {sorted(SERVE_DEFAULTS)}")
+    cfg = dict(SERVE_DEFAULTS)
+    cfg.update({k: v for k, v in raw.items() if v is not None})
+    try:
+        cfg["model"] = resolve_config(cfg["model"], where="model")
+    except InputError as exc:
+        if exc.file is None:
+            raise InputError(exc.message, file=where, column=exc.column, fix=exc.fix) from None
+        raise
+    device = str(cfg["device"])
+    if not _DEVICE.match(device):
+        raise InputError(f"unknown device {device!r}", file=where, column="device",
+                         fix="use cpu, cuda or cuda:N")
+    if device.startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            raise InputError(f"device {device!r} but torch sees no CUDA device", file=where,
+                             column="device", fix="use --device cpu or run on a GPU machine")
+    cfg["device"] = device
+    cfg["dtype"] = cfg["dtype"] or ("bfloat16" if device.startswith("cuda") else "float32")
+    if cfg["dtype"] not in DTYPES:
+        raise InputError(f"unknown dtype {cfg['dtype']!r}", file=where, column="dtype",
+                         fix=f"use one of {list(DTYPES)}")
+    for key in ("threads", "max_batch"):
+        _int(cfg, key, 1, where)
+    if cfg["max_prefill_batch"] is not None:
+        _int(cfg, "max_prefill_batch", 1, where)
+    _int(cfg, "seed", 0, where)
+    positions = int(cfg["model"].get("max_position_embeddings", 32768))
+    if cfg["max_model_len"] is None:
+        cfg["max_model_len"] = positions
+    _int(cfg, "max_model_len", 2, where)
+    if cfg["max_model_len"] > positions:
+        raise InputError(f"max_model_len {cfg['max_model_len']} exceeds the model's "
+                         f"max_position_embeddings {positions}", file=where,
+                         column="max_model_len", fix=f"use at most {positions}")
+    _int(cfg, "default_max_tokens", 1, where)
+    if cfg["kv_cache_tokens"] is None:
+        cfg["kv_cache_tokens"] = int(cfg["max_batch"]) * min(int(cfg["max_model_len"]), 2048)
+    _int(cfg, "kv_cache_tokens", 1, where)
+    if not isinstance(cfg["model_name"], str) or not cfg["model_name"].strip():
+        raise InputError(f"model_name must be a non-empty string, got {cfg['model_name']!r}",
+                         file=where, column="model_name", fix="e.g. --served-model-name tiny")
+    return cfg
+
+
+def read_config_file(path) -> dict:
+    """A TOML or JSON file of sidecar settings (a ``[serve]`` table is also accepted)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("config file not found", file=str(path), fix="check the path")
+    text = path.read_text()
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import tomllib
+            data = tomllib.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot parse the config file ({exc})", file=str(path),
+                         fix="write TOML (key = value) or JSON") from exc
+    if isinstance(data, dict) and set(data) == {"serve"}:
+        data = data["serve"]
+    if not isinstance(data, dict):
+        raise InputError("the config file must hold a table/object", file=str(path),
+                         fix=f"use keys {sorted(SERVE_DEFAULTS)}")
+    return data
