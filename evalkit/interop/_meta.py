@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from evalkit.errors import InputError
+from evalkit.limits import capped_name
 from evalkit.runlog.schema import ROLES
 
 
@@ -50,4 +51,5 @@ def default_run_id(regime: str, policy: str, role: str, seed: int, draw,
     parts.append(f"s{int(seed)}")
     if draw is not None:
         parts.append(f"d{int(draw)}")
-    return "-".join(str(p).replace("/", "_").replace(" ", "_") for p in parts)
+    name = "-".join(str(p).replace("/", "_").replace(" ", "_") for p in parts)
+    return capped_name(name.lstrip(".") or "run")     # it names a directory: <= 200 bytes
