@@ -130,7 +130,7 @@ def serve_with_windows(requests: pd.DataFrame, starts, ends, cfg: SimConfig, *, 
     horizon = max(float(horizon_s), float(arrival[-1]) if arrival.size else 0.0,
                   float(ends.max()) if ends.size else 0.0)
     spec = ReplaySpec(run_id="twin-prediction", seed=int(seed), regime="twin",
-                      horizon_s=horizon, inner_step_s=inner_step_s, h_min=1, h_max=10**9,
+                      horizon_s=horizon, inner_step_s=inner_step_s, h_min=1, h_max=1,
                       merge_duration_s=float(np.max(ends - starts)) if starts.size else 1.0,
                       min_gap_s=0.0, max_gap_s=horizon)
     sent = send_times(arrival, cfg, derived_seed(int(seed), "sim", "send"))
@@ -165,7 +165,7 @@ class _Simulation:
         # trainer
         rng = np.random.default_rng(trainer_seed)
         step_s = float(cfg.step_s) if cfg.step_s is not None else spec.inner_step_s
-        n_steps = int(spec.horizon_s / step_s * 1.2) + min(spec.h_max, 10**6) + 16
+        n_steps = int(spec.horizon_s / step_s * 1.2) + spec.h_max + 16
         sigma = cfg.step_jitter_cv
         self.step_dur = (step_s * np.exp(rng.normal(-sigma**2 / 2, sigma, n_steps))).tolist()
         g = np.arange(n_steps + 1)

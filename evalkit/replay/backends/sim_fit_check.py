@@ -1,0 +1,197 @@
+"""How well a fitted twin predicts real runs: bootstrap CIs over seeds, leave-one-seed-out.
+
+``fit_report(campaign)`` fits the twin on every seed, refits it on ``n_boot`` bootstrap
+resamples of the seeds (one ``numpy.random.Generator``) for percentile CIs, and for each
+seed refits on the *other* seeds and predicts that seed's runs: the twin serves the run's
+requests (same arrivals, prompt and output lengths) with merges exactly in the run's real
+windows, and the prediction is compared run by run — V (share of requests over the run's
+end-to-end SLO), p95 latency of the requests in flight during a merge window and of the
+others.  ``heldout.v_mae`` = mean |V_pred − V_real|; ``heldout.p95_rel_err`` = mean
+|p95_pred / p95_real − 1| over both groups (in and out of merge windows) of every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from evalkit.replay.backends.sim_fit import FitEstimate, fit_settings
+from evalkit.replay.backends.sim_fit_data import RealCampaign, RealRun
+from evalkit.runlog import metrics
+
+TARGET_V_MAE = 0.05
+TARGET_P95_REL_ERR = 0.3
+CI_SETTINGS = ("iter_base_s", "decode_per_seq_s", "prefill_base_s", "prefill_per_token_s",
+               "train_slowdown", "merge_slowdown", "response_overhead_s", "step_s")
+
+
+def simulate_run(run: RealRun, settings: dict) -> pd.DataFrame:
+    """The twin's requests table for ``run``: same requests, the run's real merge windows."""
+    from evalkit.replay.backends.sim import serve_with_windows
+    from evalkit.replay.backends.sim_model import SimConfig
+
+    cfg = SimConfig.from_dict(settings)
+    return serve_with_windows(run.requests[["request_id", "arrival_s", "prompt_tokens",
+                                            "output_tokens"]], run.merge_start, run.merge_end,
+                              cfg, seed=run.seed, horizon_s=run.horizon_s)
+
+
+def run_metrics(req: pd.DataFrame, merge_start, merge_end, slo_e2e_s: float,
+                horizon_s: float) -> dict:
+    """V, p95 of all requests, of those in flight during a merge window, of the others."""
+    arrival = req["arrival_s"].to_numpy(float)
+    end = req["end_s"].to_numpy(float)
+    ok = req["ok"].to_numpy(bool)
+    lat = metrics.e2e_latency(arrival, end, ok)
+    lo, hi = metrics.request_intervals(arrival, req["sent_s"].to_numpy(float), end, ok,
+                                       horizon_s)
+    inside = metrics.overlaps_windows(lo, hi, merge_start, merge_end)
+    return {"v": float(np.mean(metrics.violations(lat, slo_e2e_s))),
+            "p95": metrics.quantile(lat, 0.95),
+            "p95_in": metrics.quantile(lat[inside], 0.95) if inside.any() else float("nan"),
+            "p95_out": metrics.quantile(lat[~inside], 0.95) if (~inside).any() else float("nan"),
+            "n_in": int(inside.sum()), "n": int(lat.size)}
+
+
+def compare_run(run: RealRun, settings: dict) -> dict:
+    real = run_metrics(run.requests, run.merge_start, run.merge_end, run.slo["e2e_s"],
+                       run.horizon_s)
+    pred = run_metrics(simulate_run(run, settings), run.merge_start, run.merge_end,
+                       run.slo["e2e_s"], run.horizon_s)
+    row = {"run_id": run.run_id, "seed": run.seed, "role": run.role, "policy": run.policy,
+           "k": int(run.merge_start.size), "n_requests": real["n"], "n_in": real["n_in"]}
+    for key in ("v", "p95", "p95_in", "p95_out"):
+        row[f"{key}_real"], row[f"{key}_pred"] = real[key], pred[key]
+    return row
+
+
+def _rel(pred, real) -> np.ndarray:
+    pred, real = np.asarray(pred, float), np.asarray(real, float)
+    good = np.isfinite(pred) & np.isfinite(real) & (real > 0)
+    return np.abs(pred[good] / real[good] - 1.0)
+
+
+def summarize_predictions(rows: list[dict]) -> dict:
+    df = pd.DataFrame(rows)
+    rel_in, rel_out = _rel(df["p95_in_pred"], df["p95_in_real"]), \
+        _rel(df["p95_out_pred"], df["p95_out_real"])
+    both = np.concatenate([rel_in, rel_out])
+    out = {"n_runs": int(len(df)),
+           "v_mae": float(np.mean(np.abs(df["v_pred"] - df["v_real"]))),
+           "v_bias": float(np.mean(df["v_pred"] - df["v_real"])),
+           "p95_rel_err": float(np.mean(both)) if both.size else float("nan"),
+           "p95_in_rel_err": float(np.mean(rel_in)) if rel_in.size else float("nan"),
+           "p95_out_rel_err": float(np.mean(rel_out)) if rel_out.size else float("nan"),
+           "p95_all_rel_err": float(np.mean(_rel(df["p95_pred"], df["p95_real"])))}
+    out["sync_excess"] = sync_excess(df)
+    return out
+
+
+def sync_excess(df: pd.DataFrame) -> dict:
+    """Per seed mean V(merging runs) − V(no-sync), real vs twin, and whether signs agree."""
+    rows = []
+    for seed, g in df.groupby("seed"):
+        ns, mg = g[g["role"] == "no_sync"], g[(g["role"] != "no_sync") & (g["k"] > 0)]
+        if ns.empty or mg.empty:
+            continue
+        rows.append((seed, float(mg["v_real"].mean() - ns["v_real"].mean()),
+                     float(mg["v_pred"].mean() - ns["v_pred"].mean()),
+                     float(mg["p95_real"].mean() - ns["p95_real"].mean()),
+                     float(mg["p95_pred"].mean() - ns["p95_pred"].mean())))
+    if not rows:
+        return {"n_seeds": 0}
+    a = np.array([r[1:] for r in rows])
+    return {"n_seeds": len(rows), "vex_real_mean": float(a[:, 0].mean()),
+            "vex_pred_mean": float(a[:, 1].mean()),
+            "p95_excess_real_mean_s": float(a[:, 2].mean()),
+            "p95_excess_pred_mean_s": float(a[:, 3].mean()),
+            "p95_excess_sign_agrees": bool(np.sign(a[:, 2].mean()) == np.sign(a[:, 3].mean()))}
+
+
+def leave_one_seed_out(camp: RealCampaign) -> tuple[dict, list[dict]]:
+    rows = []
+    for seed in camp.seeds:
+        train = camp.subset([s for s in camp.seeds if s != seed])
+        est = fit_settings(train)
+        rows += [compare_run(r, est.settings) for r in camp.subset([seed])]
+    return summarize_predictions(rows), rows
+
+
+def bootstrap(camp: RealCampaign, est: FitEstimate, n_boot: int,
+              rng: np.random.Generator) -> dict:
+    """Percentile 95% CIs of the fitted settings, resampling seeds with replacement.
+
+    Each resample refits every setting; the response overhead (which needs simulations) is
+    the median of the full fit's per-request residuals of the resampled seeds' no-sync runs.
+    """
+    from evalkit.replay.backends.sim_fit import overhead_residuals
+
+    seeds = np.asarray(camp.seeds)
+    residuals = {r.run_id: overhead_residuals(r, est.settings) for r in camp.runs if r.no_sync}
+    draws: dict[str, list] = {k: [] for k in CI_SETTINGS + ("merge_ratio",
+                                                            "merge_duration_mean_s")}
+    used = 0
+    for _ in range(n_boot):
+        pick = rng.choice(seeds, size=seeds.size, replace=True)
+        runs = camp.subset(pick)
+        if not any(r.no_sync for r in runs) or not any(r.merging for r in runs):
+            continue
+        boot = fit_settings(runs, with_overhead=False)
+        res = np.concatenate([residuals[r.run_id] for r in runs if r.no_sync])
+        boot.settings["response_overhead_s"] = max(0.0, float(np.median(res))) \
+            if res.size else 0.0
+        used += 1
+        for k in draws:
+            v = boot.settings.get(k, boot.derived.get(k))
+            if v is not None:
+                draws[k].append(float(v))
+    ci = {k: [float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))]
+          for k, v in draws.items() if v}
+    return {"n_boot": used, "ci": ci}
+
+
+@dataclass
+class FitReport:
+    estimate: FitEstimate
+    ci: dict
+    heldout: dict
+    heldout_runs: list
+    in_sample: dict
+    report: dict
+
+
+def fit_report(camp: RealCampaign, *, n_boot: int = 200, seed: int = 0) -> FitReport:
+    rng = np.random.default_rng(seed)
+    est = fit_settings(camp.runs)
+    boot = bootstrap(camp, est, n_boot, rng)
+    heldout, rows = leave_one_seed_out(camp)
+    in_sample = summarize_predictions([compare_run(r, est.settings) for r in camp.runs])
+    params = {}
+    for k in CI_SETTINGS + ("merge_ratio", "merge_duration_mean_s"):
+        v = est.settings.get(k, est.derived.get(k))
+        if v is not None:
+            params[k] = {"value": float(v), "ci": boot["ci"].get(k)}
+    met = (heldout["v_mae"] <= TARGET_V_MAE and heldout["p95_rel_err"] <= TARGET_P95_REL_ERR)
+    report = {
+        "source": {"runs": camp.source, "regime": camp.regime, "backend": camp.backend,
+                   "seeds": camp.seeds, "n_runs": len(camp.runs),
+                   "n_no_sync": sum(r.no_sync for r in camp.runs),
+                   "n_merging": sum(r.merging for r in camp.runs),
+                   "skipped": camp.skipped},
+        "parameters": params,
+        "service_while_training": {
+            "iter_base_s": est.service.base, "decode_per_seq_s": est.service.per_seq,
+            "prefill_base_s": est.service.prefill_base,
+            "prefill_per_token_s": est.service.per_token,
+            "n_requests": est.service.n_requests},
+        "settings": est.settings, "derived": est.derived,
+        "bootstrap": {"n_boot": boot["n_boot"], "seed": seed, "unit": "seed"},
+        "heldout": dict(heldout, runs=rows),
+        "in_sample": in_sample,
+        "targets": {"v_mae": TARGET_V_MAE, "p95_rel_err": TARGET_P95_REL_ERR, "met": bool(met)},
+        "notes": list(est.notes),
+    }
+    return FitReport(estimate=est, ci=boot["ci"], heldout=heldout, heldout_runs=rows,
+                     in_sample=in_sample, report=report)
