@@ -37,6 +37,9 @@ def _load_trace(path: Path, fmt: str | None):
 @click.option("--param", "params", multiple=True, help="policy parameter k=v (repeatable)")
 @click.option("--backend", default="sim", show_default=True)
 @click.option("--backend-config", "backend_cfg", multiple=True, help="backend setting k=v")
+@click.option("--sim-params", "sim_params", type=click.Path(path_type=Path), default=None,
+              help="sim backend: a twin file from `evalkit sim fit` (--backend-config "
+                   "settings override it); run.json records its sha256")
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="runs dir")
 @click.option("--regime", default="adhoc", show_default=True)
 @click.option("--run-id", default=None, help="default: {regime}__{policy}__s{seed}")
@@ -54,7 +57,8 @@ def _load_trace(path: Path, fmt: str | None):
               help="vllm backend: launch `vllm serve MODEL` for the run")
 def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_cfg, out,
                regime, run_id, horizon_s, merge_duration_s, inner_step_s, h_min, h_max,
-               slo_e2e_s, reference, endpoint=None, served_model=None, serve_vllm=None):
+               slo_e2e_s, reference, endpoint=None, served_model=None, serve_vllm=None,
+               sim_params=None):
     """Replay one trace under one policy and write a run directory into OUT."""
     from evalkit.replay.policies import get_policy, parse_param
     from evalkit.replay.runner import k_observed, run_one
@@ -76,6 +80,13 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
                        ("serve_vllm", serve_vllm)):
         if value is not None:
             spec.backend_config[key] = value
+    if sim_params is not None:
+        if backend != "sim":
+            raise InputError(f"--sim-params is a sim backend setting, but --backend is "
+                             f"{backend!r}", column="--sim-params",
+                             fix="use --backend sim, or drop --sim-params")
+        from evalkit.replay.twin import twin_backend_config
+        spec.backend_config = twin_backend_config(sim_params, spec.backend_config)
     if reference is not None:
         meta = read_meta(reference)
         if not meta.get("complete"):
