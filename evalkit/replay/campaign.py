@@ -14,6 +14,8 @@ A campaign (see ``examples/*.toml``)::
     [trace]    generator = "square_wave" + its parameters, prompt_tokens/output_tokens specs
                | path = "..." (+ format, start_s, end_s, time_scale)
     [backend]  name = "sim"; [backend.config] ... backend settings
+               sim_params = "twin.toml"  (sim: a fitted twin, path relative to this file;
+               [backend.config] overrides it)
     [[policies]] name = "...", label = "...", params = {...}, draws = N
 
 :func:`plan_campaign` expands it into :class:`Job` s with dependencies: per seed a no-sync run;
@@ -43,7 +45,7 @@ TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s
 SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
 TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort"}
 TRACE_GEN_KEYS = {"generator", "prompt_tokens", "output_tokens", "name"}
-BACKEND_KEYS = {"name", "config"}
+BACKEND_KEYS = {"name", "config", "sim_params"}
 POLICY_KEYS = {"name", "label", "params", "draws"}
 _LABEL = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -237,6 +239,8 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
         raise _err(path, text, "name", f"unknown backend {backend_name!r}",
                    f"use one of {', '.join(BACKENDS)}", where="backend")
     backend_config = backend.get("config", {})
+    if "sim_params" in backend:
+        backend_config = _twin_config(path, text, backend, backend_name, backend_config)
     if backend_name == "sim":
         from evalkit.replay.backends.sim_model import SimConfig
         try:
@@ -307,6 +311,25 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
     from evalkit.replay.runner import check_spec
     check_spec(camp.spec("check", 0), source=str(path) if path else None)
     return camp
+
+
+def _twin_config(path, text, backend: dict, backend_name: str, config: dict) -> dict:
+    """``[backend] sim_params``: the twin's settings under ``config``, with its sha256."""
+    from evalkit.replay.twin import twin_backend_config
+
+    twin = backend["sim_params"]
+    if backend_name != "sim" or not isinstance(twin, str):
+        raise _err(path, text, "sim_params", "sim_params must be a twin file path and needs "
+                   f"the sim backend (backend is {backend_name!r})",
+                   'write [backend] name = "sim" and sim_params = "twin.toml"', where="backend")
+    twin_path = Path(twin)
+    if not twin_path.is_absolute() and path is not None:
+        twin_path = Path(path).parent / twin_path
+    try:
+        return twin_backend_config(twin_path, config)
+    except InputError as exc:
+        raise _err(path, text, "sim_params", f"{exc.message} ({twin_path})", exc.fix,
+                   where="backend") from None
 
 
 def _parse_trace(trace: dict, path, text, horizon) -> dict:
