@@ -70,6 +70,7 @@ class AuditResult:
     out_dir: Path | None = None
     files: dict = field(default_factory=dict)      # kind -> path relative to out_dir
     figures: dict = field(default_factory=dict)    # figure key -> file name
+    published: object = None                       # report.publish.Published after writing
 
     @property
     def alpha(self) -> float:
@@ -170,12 +171,12 @@ def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
 
 
 def run_audit(input_path, out_dir, protocol=None, alpha=None, seed: int = 0) -> AuditResult:
-    """Audit ``input_path`` and write report.html, report.md, audit.json and figures."""
+    """Audit ``input_path`` and publish report.html, report.md, audit.json and figures into
+    ``out_dir`` atomically, leaving files evalkit did not write in place."""
     from evalkit.report.render import write_reports
 
     result = audit_campaign(input_path, protocol=protocol, alpha=alpha, seed=seed)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    result.out_dir = out
-    write_reports(result, out)
+    # built in a temporary directory beside out_dir, then swapped in (report/publish.py)
+    result.published = write_reports(result, Path(out_dir))
+    result.out_dir = Path(out_dir)
     return result

@@ -1,7 +1,9 @@
-"""CLI commands: ``evalkit audit`` (write the report) and ``evalkit gate`` (CI exit code)."""
+"""CLI commands: ``evalkit audit`` (write the report), ``evalkit gate`` (CI exit code) and
+``evalkit diff`` (what moved between two audits)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -33,12 +35,19 @@ def _print_checks(claim, tier_name: str, protocol) -> None:
 @click.option("--alpha", type=float, default=None, help="override the protocol's alpha")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="seed for Monte Carlo and bootstrap parts (same seed, same audit.json)")
-def audit_cmd(input_path, protocol, out_dir, alpha, seed):
+@click.option("--accept-vouched", is_flag=True, default=False,
+              help="checks the input cannot evaluate (a summary table without K, pairing, "
+              "corridor, merge-length or open-loop evidence) do not block; the report marks "
+              "the claim as vouched")
+def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
     """Audit a runs directory or per-run summary table (CSV/Parquet) and write
     report.html, report.md, audit.json and figures into --out."""
     from evalkit.audit import run_audit
 
-    result = run_audit(input_path, out_dir, protocol=protocol, alpha=alpha, seed=seed)
+    from evalkit.audit.protocol import load_protocol
+
+    proto = load_protocol(protocol).with_accept_vouched(accept_vouched)
+    result = run_audit(input_path, out_dir, protocol=proto, alpha=alpha, seed=seed)
     click.echo(f"audited {len(result.claims)} claim(s) against protocol "
                f"{result.protocol.name} (alpha = {result.alpha:g})")
     for claim in result.claims:
@@ -46,7 +55,10 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed):
                    f"{claim.verdict}")
     for excluded in result.campaign.excluded:
         click.echo(f"  excluded {excluded['run_id']}: {excluded['reason']}")
-    click.echo(f"report: {out_dir}/report.html  (also report.md, audit.json)")
+    published = result.published
+    if published is not None and published.note:
+        click.echo(f"note: {published.note}", err=True)
+    click.echo(f"report: {os.path.join(out_dir, 'report.html')}  (also report.md, audit.json)")
 
 
 @click.command("gate")
@@ -55,34 +67,78 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed):
 @click.option("--regime", default=None, help="regime of the claim (needed if several)")
 @click.option("--tier", default="matched_budget", show_default=True,
               help="tier the policy must reach")
+@click.option("--baseline", "baseline", default=None, metavar="OLD/audit.json",
+              type=click.Path(), help="an earlier audit: also fail (exit 1) when any claim's "
+              "tier is now below the tier it reached there")
 @click.option("--protocol", "protocol", default=None, metavar="NAME|PATH")
 @click.option("--alpha", type=float, default=None, help="override the protocol's alpha")
 @click.option("--seed", type=int, default=0, show_default=True)
-def gate_cmd(input_path, policy, regime, tier, protocol, alpha, seed):
-    """Exit 0 when POLICY reaches TIER, 1 when it does not (underpowered included),
-    2 on bad input."""
+@click.option("--accept-vouched", is_flag=True, default=False,
+              help="checks the input cannot evaluate (a summary table without K, pairing, "
+              "corridor, merge-length or open-loop evidence) do not block; the report marks "
+              "the claim as vouched")
+def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
+             accept_vouched):
+    """Exit 0 when POLICY reaches TIER (and, with --baseline, no claim fell below the
+    baseline's tier), 1 when it does not (underpowered included), 2 on bad input."""
     from evalkit.audit import audit_campaign
-
     from evalkit.audit.protocol import load_protocol
+    from evalkit.report.diff import load_audit, tier_drops, tier_rank
 
-    proto = load_protocol(protocol).with_alpha(alpha)
+    proto = load_protocol(protocol).with_alpha(alpha).with_accept_vouched(accept_vouched)
     proto.tier(tier)                     # unknown tier -> InputError -> exit 2
-    # checks above the gated tier cannot change the verdict: leave them out
-    result = audit_campaign(input_path, protocol=proto, seed=seed, max_tier=tier)
+    order = list(proto.tier_names)
+    base = load_audit(baseline) if baseline is not None else None
+    # checks above the highest tier anything is compared at cannot change the outcome
+    top = order.index(tier)
+    if base is not None:
+        tier_drops(base, {}, order)      # a baseline tier this protocol lacks -> exit 2
+        ranks = [tier_rank(c.get("tier"), order) for c in base["claims"]]
+        top = max([top] + [r for r in ranks if r is not None])
+    result = audit_campaign(input_path, protocol=proto, seed=seed, max_tier=order[top])
     claim = result.claim(policy, regime)
     reached = claim.tier
-    ok = reached is not None and proto.tier_names.index(reached) >= proto.tier_names.index(tier)
+    ok = reached is not None and order.index(reached) >= order.index(tier)
     verdict = "PASS" if ok else "FAIL"
     click.echo(f"gate {verdict}: {claim.regime}/{claim.policy} reached "
                f"{reached or 'no tier'}; required {tier} (alpha = {proto.alpha:g})")
     click.echo(f"  {claim.verdict}")
     if not ok:
         click.echo(f"  {claim.stop_reason}")
+    for note in claim.notes:
+        click.echo(f"  note: {note}")
+    for excluded in result.campaign.excluded:
+        click.echo(f"  excluded {excluded['run_id']}: {excluded['reason']}")
     _print_checks(claim, tier, proto)
-    sys.exit(0 if ok else 1)
+    drops = []
+    if base is not None:
+        drops = tier_drops(base, {(c.regime, c.policy): c.tier for c in result.claims}, order)
+        state = "FAIL" if drops else "PASS"
+        click.echo(f"baseline {state}: {len(base['claims'])} claim(s) of {baseline} compared; "
+                   f"{len(drops)} fell below their baseline tier")
+        for line in drops:
+            click.echo(f"  {line}")
+    sys.exit(0 if ok and not drops else 1)
+
+
+@click.command("diff")
+@click.argument("old", metavar="OLD/audit.json", type=click.Path())
+@click.argument("new", metavar="NEW/audit.json", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text",
+              show_default=True, help="markdown: a table for a pull-request comment")
+def diff_cmd(old, new, fmt):
+    """What moved between two audits, per claim: tier, verdict, G and its CI, p.
+    Exit 0 whatever moved (use gate --baseline to fail on a drop); 2 on bad input."""
+    from evalkit.report.diff import diff_audits, load_audit
+
+    result = diff_audits(load_audit(old), load_audit(new))
+    text = (result.format_markdown(old, new) if fmt == "markdown"
+            else result.format_text(old, new))
+    click.echo(text, nl=False)
 
 
 def register(cli):
     """Add this module's commands to the top-level group."""
     cli.add_command(audit_cmd)
     cli.add_command(gate_cmd)
+    cli.add_command(diff_cmd)

@@ -1,35 +1,92 @@
 """Report figures (matplotlib Agg canvas).  Plotting only: every number comes from the audit.
 
-Each function takes already-computed arrays/tables and returns PNG bytes (deterministic:
-no timestamps in the PNG metadata).
+Each function takes already-computed arrays/tables and returns a :class:`Figure`: PNG bytes
+(deterministic: no timestamps in the metadata) at :data:`DPI`, its size in inches (the page
+shows it at that physical size, so fonts read at their point size at 100% zoom), a title and
+alt text.  Legends sit below the axes, never over the data.  V and its differences are shares
+of requests; axes show them in percent / percentage points.
 
 Cost (``examples/bench/bench_scale.py``): figures are built on ``matplotlib.figure.Figure``
-with an Agg canvas (no pyplot state, nothing to close) and fixed margins instead of the
-constrained layout, which measured the text extents of every artist and took ~40% of a
-figure's ~0.25 s.
+with an Agg canvas (no pyplot state, nothing to close) and margins fixed in inches instead of
+the constrained layout, which measured the text extents of every artist.
 """
 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import FuncFormatter
 
+from evalkit.report.text import shorten
+
+DPI = 150
+WIDTH_IN = 4.4              # three figures side by side on a 1,400 px wide screen
+HEIGHT_IN = 3.5
+LABEL_LIMIT = 28            # characters of a policy name in a legend or title
 _PNG_META = {"Software": None}
-DPI = 80
-# left, right, bottom, top in figure fractions: room for the tick and axis labels at
-# the default font size on a 6.4 in wide figure
-_MARGINS = {"left": 0.10, "right": 0.985, "bottom": 0.15, "top": 0.95}
+_FONT = {"title": 10.5, "label": 9.5, "tick": 8.5, "legend": 8.5}
+# margins in inches: left (tick + axis labels), right, top (title), bottom (ticks, axis label,
+# legend rows below the axes)
+_LEFT, _RIGHT, _TOP, _BOTTOM_AXIS, _LEGEND_ROW = 0.72, 0.15, 0.38, 0.52, 0.19
+
+POLICY_COLOR, DRAWS_COLOR, NO_SYNC_COLOR, OTHER_COLOR, OBSERVED_COLOR = (
+    "#1f5fa8", "#7f7f7f", "#2e8b3a", "#c8c8c8", "#c0392b")
 
 
-def _axes(height: float, title: bool = False):
-    fig = Figure(figsize=(6.4, height), dpi=DPI)
+@dataclass(frozen=True)
+class Figure:
+    png: bytes
+    title: str
+    alt: str
+    width_in: float
+    height_in: float
+    dpi: int = DPI
+
+    @property
+    def css_width(self) -> int:
+        """Width on the page in CSS pixels (96 per inch): the figure's physical size."""
+        return int(round(self.width_in * 96))
+
+    @property
+    def css_height(self) -> int:
+        return int(round(self.height_in * 96))
+
+
+def _canvas(title: str, legend_rows: int, width: float = WIDTH_IN, height: float = HEIGHT_IN,
+            ncols: int = 1):
+    fig = MplFigure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
-    fig.subplots_adjust(**{**_MARGINS, "top": 0.90 if title else _MARGINS["top"]})
-    return fig, fig.add_subplot()
+    bottom = _BOTTOM_AXIS + legend_rows * _LEGEND_ROW + (0.06 if legend_rows else 0.0)
+    fig.subplots_adjust(left=_LEFT / width, right=1 - _RIGHT / width,
+                        top=1 - _TOP / height, bottom=bottom / height,
+                        wspace=0.45 if ncols > 1 else 0.2)
+    fig.suptitle(title, fontsize=_FONT["title"], x=0.5, y=1 - 0.08 / height, va="top")
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    for ax in axes:
+        ax.tick_params(labelsize=_FONT["tick"])
+        ax.grid(alpha=0.3)
+    return fig, axes if ncols > 1 else axes[0]
+
+
+def _legend_below(fig, handles_from, ncol: int = 2) -> None:
+    handles, labels = [], []
+    for ax in np.atleast_1d(handles_from):
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, frameon=False,
+                   fontsize=_FONT["legend"], bbox_to_anchor=(0.5, 0.02 / fig.get_figheight()),
+                   handlelength=1.6, columnspacing=1.2)
+
+
+def _rows(n_entries: int, ncol: int = 2) -> int:
+    return -(-n_entries // ncol)
 
 
 def _png(fig) -> bytes:
@@ -38,74 +95,195 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def v_per_seed(per_seed: pd.DataFrame, policy: str) -> bytes:
-    """V of the policy per seed against the matched-random band (min..max of draws, mean)."""
-    fig, ax = _axes(3.2)
+def _finish(fig, title: str, alt: str) -> Figure:
+    w, h = fig.get_size_inches()
+    return Figure(png=_png(fig), title=title, alt=alt, width_in=float(w), height_in=float(h))
+
+
+_PERCENT = FuncFormatter(lambda y, _: f"{100 * y:.3g}%")
+_PP = FuncFormatter(lambda y, _: f"{100 * y:+.3g}" if y else "0")
+
+
+def v_per_seed(per_seed: pd.DataFrame, policy: str) -> Figure:
+    """V of the policy per seed against its matched-random draws (min..max bar, mean) and the
+    seed's no-sync run."""
+    name = shorten(policy, LABEL_LIMIT)
+    has_ns = np.isfinite(per_seed.v_no_sync.to_numpy(float)).any()
+    entries = 3 + int(has_ns)
+    title = f"V per seed: {name} vs matched random"
+    fig, ax = _canvas(title, _rows(entries))
     x = np.arange(len(per_seed))
     lo, hi = per_seed.v_mr_min.to_numpy(float), per_seed.v_mr_max.to_numpy(float)
     has = np.isfinite(lo)
-    ax.vlines(x[has], lo[has], hi[has], color="tab:gray", lw=6, alpha=0.35,
+    ax.vlines(x[has], lo[has], hi[has], color=DRAWS_COLOR, lw=7, alpha=0.35,
               label="matched-random draws (min-max)")
-    ax.plot(x, per_seed.v_mr_mean, "_", color="tab:gray", ms=14, mew=2, label="matched-random mean")
-    ax.plot(x, per_seed.v_policy, "o", color="tab:blue", label=policy)
-    if np.isfinite(per_seed.v_no_sync.to_numpy(float)).any():
-        ax.plot(x, per_seed.v_no_sync, "x", color="tab:green", label="no-sync")
+    ax.plot(x, per_seed.v_mr_mean, "_", color=DRAWS_COLOR, ms=14, mew=2,
+            label="matched-random mean")
+    if has_ns:
+        ax.plot(x, per_seed.v_no_sync, "x", color=NO_SYNC_COLOR, ms=6, mew=1.6,
+                label="no-sync (same seed)")
+    ax.plot(x, per_seed.v_policy, "o", color=POLICY_COLOR, ms=5.5, label=name)
     ax.set_xticks(x, [str(s) for s in per_seed.seed])
-    ax.set_xlabel("seed")
-    ax.set_ylabel("SLO violation rate V")
-    ax.legend(fontsize=7, loc="best")
-    ax.grid(alpha=0.3)
-    return _png(fig)
+    if len(x) > 20:
+        ax.tick_params(axis="x", labelrotation=90)
+    ax.set_xlabel("seed", fontsize=_FONT["label"])
+    ax.set_ylabel("V (% of requests violating the SLO)", fontsize=_FONT["label"])
+    ax.yaxis.set_major_formatter(_PERCENT)
+    _legend_below(fig, ax)
+    wins = int((per_seed.d.to_numpy(float) > 0).sum()) if "d" in per_seed else 0
+    alt = (f"{title}. For each of {len(per_seed)} seeds: the policy's SLO violation rate V "
+           f"(dot), the spread and mean of its matched-random draws (grey bar and tick)"
+           + (" and the no-sync run (cross)" if has_ns else "")
+           + f". The policy is below its draws' mean in {wins} of {len(per_seed)} seeds.")
+    return _finish(fig, title, alt)
 
 
-def null_distribution(null: np.ndarray, observed: float, p_value: float,
-                      alternative: str) -> bytes:
-    """Histogram of the sign-flip null of mean(d) with the observed statistic."""
-    fig, ax = _axes(3.0)
+def null_distribution(null: np.ndarray, observed: float, p_value: float, alternative: str,
+                      test: str = "sign-flip") -> Figure:
+    """Histogram of the test's null distribution of G = mean d with the observed G."""
     null = np.asarray(null, dtype=float)
+    title = f"Null distribution of G ({test} test)"
+    fig, ax = _canvas(title, 1)
     bins = min(60, max(10, int(np.sqrt(null.size))))
     counts, edges = np.histogram(null, bins=bins)
-    # one filled outline instead of a patch per bar: the same picture, ~40% less drawing
-    ax.stairs(counts, edges, fill=True, color="tab:gray", alpha=0.7)
-    ax.axvline(observed, color="tab:red", lw=2,
-               label=f"observed mean d = {observed:.4g} (p = {p_value:.3g}, {alternative})")
-    ax.set_xlabel("mean d under sign flips (d = V_MR - V_policy)")
-    ax.set_ylabel("sign patterns")
-    ax.legend(fontsize=7)
-    return _png(fig)
+    share = counts / max(1, null.size)
+    # one filled outline instead of a patch per bar: the same picture, less drawing
+    ax.stairs(share, edges, fill=True, color=DRAWS_COLOR, alpha=0.6,
+              label=f"null ({null.size:,} label sets)")
+    ax.axvline(observed, color=OBSERVED_COLOR, lw=2,
+               label=f"observed G = {100 * observed:+.3g} pp (p = {p_value:.2g})")
+    ax.set_xlabel("G = mean over seeds of V(random) - V(policy), pp", fontsize=_FONT["label"])
+    ax.set_ylabel("share of the null", fontsize=_FONT["label"])
+    ax.xaxis.set_major_formatter(_PP)
+    _legend_below(fig, ax, ncol=2)
+    alt = (f"{title}: histogram of G under the null hypothesis over {null.size} label sets, "
+           f"with the observed G = {100 * observed:+.3g} percentage points marked "
+           f"({alternative} p = {p_value:.3g}).")
+    return _finish(fig, title, alt)
 
 
-def exposure_scatter(runs: pd.DataFrame, r2: float | None) -> bytes:
+def psi_claim(phi_table: pd.DataFrame, grid_phi: np.ndarray, grid_psi: np.ndarray,
+              eps_cal: float, policy: str, policy_runs, draw_runs) -> Figure:
+    """The regime's isotonic psi (+- eps_cal) with this claim's policy runs and its matched-
+    random draws highlighted over the regime's other runs (grey)."""
+    name = shorten(policy, LABEL_LIMIT)
+    title = f"\u03c8 calibration: {name} and its draws"
+    fig, ax = _canvas(title, _rows(5))
+    pol, drw = set(policy_runs), set(draw_runs)
+    run_ids = phi_table.run_id.astype(str)
+    is_pol, is_drw = run_ids.isin(pol).to_numpy(), run_ids.isin(drw).to_numpy()
+    rest = ~(is_pol | is_drw)
+    phi, vex = phi_table.phi.to_numpy(float), phi_table.vex.to_numpy(float)
+    ax.plot(phi[rest], vex[rest], ".", color=OTHER_COLOR, ms=4, label="other runs of the regime")
+    ax.fill_between(grid_phi, grid_psi - eps_cal, grid_psi + eps_cal, step="post",
+                    color="black", alpha=0.08, label=f"\u00b1 \u03b5_cal = {100 * eps_cal:.2g} pp")
+    ax.step(grid_phi, grid_psi, where="post", color="black", lw=1.4, label="\u03c8\u0302 (isotonic)")
+    ax.plot(phi[is_drw], vex[is_drw], "s", color=DRAWS_COLOR, ms=4, alpha=0.85,
+            label="its matched-random draws")
+    ax.plot(phi[is_pol], vex[is_pol], "o", color=POLICY_COLOR, ms=5, label=name)
+    ax.set_xlabel("\u03a6: requests in flight during merges", fontsize=_FONT["label"])
+    ax.set_ylabel("Vex = V - V(no-sync), pp", fontsize=_FONT["label"])
+    ax.yaxis.set_major_formatter(_PP)
+    _legend_below(fig, ax)
+    phi_pol = float(np.mean(phi[is_pol])) if is_pol.any() else float("nan")
+    phi_drw = float(np.mean(phi[is_drw])) if is_drw.any() else float("nan")
+    alt = (f"{title}: sync-excess violation rate Vex against overlap \u03a6 for the regime's "
+           f"runs, with the fitted monotone \u03c8 and a band of \u00b1 \u03b5_cal "
+           f"({100 * eps_cal:.2g} pp). Mean \u03a6 of the policy's runs {phi_pol:.4g}, of its "
+           f"draws {phi_drw:.4g}.")
+    return _finish(fig, title, alt)
+
+
+def exposure_scatter(runs: pd.DataFrame, r2: float | None) -> Figure:
     """V against request-weighted exposure for a regime's merging runs, one colour a policy
     (matched-random draws grey)."""
-    fig, ax = _axes(3.2, title=True)
+    title = "V against exposure" + (f" (OLS R\u00b2 = {r2:.2f})" if r2 is not None else "")
+    policies = sorted(runs.loc[runs.role == "policy", "policy"].astype(str).unique())
+    entries = 1 + min(len(policies), 9)
+    fig, ax = _canvas(title, _rows(entries, 3), width=WIDTH_IN * 1.4)
     mr = runs[runs.role == "matched_random"]
-    ax.plot(mr.exposure_requests, mr.violation_rate, "s", color="tab:gray", ms=4, alpha=0.6,
-            label="matched random")
-    for policy, sub in runs[runs.role == "policy"].groupby("policy", sort=True):
-        ax.plot(sub.exposure_requests, sub.violation_rate, "o", ms=5, label=str(policy))
-    title = "V vs exposure" + (f" (OLS R^2 = {r2:.3f})" if r2 is not None else "")
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel("request-weighted exposure (share of requests overlapping a merge)")
-    ax.set_ylabel("V")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    return _png(fig)
+    ax.plot(mr.exposure_requests, mr.violation_rate, "s", color=DRAWS_COLOR, ms=3.5,
+            alpha=0.5, label="matched random")
+    for i, policy in enumerate(policies):
+        sub = runs[(runs.role == "policy") & (runs.policy.astype(str) == policy)]
+        ax.plot(sub.exposure_requests, sub.violation_rate, "o", ms=4.5,
+                label=shorten(policy, LABEL_LIMIT) if i < 9 else None)
+    ax.set_xlabel("exposure (% of requests overlapping a merge)", fontsize=_FONT["label"])
+    ax.set_ylabel("V (% of requests violating the SLO)", fontsize=_FONT["label"])
+    ax.xaxis.set_major_formatter(_PERCENT)
+    ax.yaxis.set_major_formatter(_PERCENT)
+    _legend_below(fig, ax, ncol=3)
+    alt = (f"{title}: each merging run's SLO violation rate against the share of its "
+           f"requests that overlapped a merge; {len(policies)} policies and their "
+           f"matched-random draws.")
+    return _finish(fig, title, alt)
 
 
-def psi_fit(phi_table: pd.DataFrame, grid_phi: np.ndarray, grid_psi: np.ndarray,
-            eps_cal: float) -> bytes:
-    """(Phi, Vex) points of the regime's runs with the isotonic psi and a +-eps_cal band."""
-    fig, ax = _axes(3.2)
-    for role, marker, color in (("matched_random", "s", "tab:orange"),
-                                ("policy", "o", "tab:blue")):
-        sub = phi_table[phi_table.role == role]
-        ax.plot(sub.phi, sub.vex, marker, color=color, ms=4, alpha=0.7, label=role)
-    ax.step(grid_phi, grid_psi, where="post", color="black", lw=1.5, label="psi-hat")
-    ax.fill_between(grid_phi, grid_psi - eps_cal, grid_psi + eps_cal, step="post",
-                    color="black", alpha=0.1, label=f"+-eps_cal = {eps_cal:.3g}")
-    ax.set_xlabel("overlap Phi(S) (requests in flight during merges)")
-    ax.set_ylabel("sync-excess Vex")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    return _png(fig)
+def transfer(mechanisms: dict) -> Figure:
+    """rho (p95 latency while the mechanism is active / inactive) of the harness and the real
+    sidecar with CIs per mechanism, a paired ratio when the audit has one, and each
+    mechanism's drain curve (ratio against the lag after a window) when present."""
+    curves = {m: t["drain_curve"] for m, t in mechanisms.items()
+              if isinstance(t.get("drain_curve"), list) and t["drain_curve"]}
+    ncols = 2 if curves else 1
+    title = "Effect-size transfer: harness \u2192 real sidecar"
+    fig, axes = _canvas(title, 2, width=WIDTH_IN * (1.6 if curves else 1.1), ncols=ncols)
+    ax = axes[0] if curves else axes
+    rows = [("rho_harness", "harness \u03c1", DRAWS_COLOR, "s"),
+            ("rho_real", "real \u03c1", POLICY_COLOR, "o"),
+            ("paired_ratio", "real paired ratio", OBSERVED_COLOR, "D")]
+    names = list(mechanisms)
+    for j, (key, label, color, marker) in enumerate(rows):
+        xs, ys, lo, hi = [], [], [], []
+        for i, m in enumerate(names):
+            t = mechanisms[m]
+            val = _finite(t.get(key))
+            if val is None:
+                continue
+            ci = t.get(f"{key}_ci") or [None, None]
+            xs.append(i + (j - 1) * 0.18)
+            ys.append(val)
+            low, high = _finite(ci[0]), _finite(ci[1])
+            lo.append(max(0.0, val - low) if low is not None else 0.0)
+            hi.append(max(0.0, high - val) if high is not None else 0.0)
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker, color=color, capsize=3, ms=5,
+                        label=label)
+    ax.axhline(1.0, color="black", lw=1, ls="--", label="no effect (ratio 1)")
+    ax.set_xticks(range(len(names)), [shorten(m, 16) for m in names])
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_xlabel("mechanism", fontsize=_FONT["label"])
+    ax.set_ylabel("p95 latency ratio (active / inactive)", fontsize=_FONT["label"])
+    if curves:
+        cax = axes[1]
+        for m, curve in curves.items():
+            pts = [(_finite(r.get("lag_lo")), _finite(r.get("lag_hi")), _finite(r.get("ratio")),
+                    _finite(r.get("ci_low")), _finite(r.get("ci_high"))) for r in curve
+                   if isinstance(r, dict)]
+            pts = [p for p in pts if None not in p[:3]]
+            if not pts:
+                continue
+            mid = np.array([(a + b) / 2 for a, b, *_ in pts])
+            ratio = np.array([p[2] for p in pts])
+            line, = cax.plot(mid, ratio, "o-", ms=4, label=f"drain: {shorten(m, 16)}")
+            lo = np.array([np.nan if p[3] is None else p[3] for p in pts])
+            hi = np.array([np.nan if p[4] is None else p[4] for p in pts])
+            cax.fill_between(mid, lo, hi, color=line.get_color(), alpha=0.2)
+        cax.axhline(1.0, color="black", lw=1, ls="--")
+        cax.set_xlabel("lag after the window (s)", fontsize=_FONT["label"])
+        cax.set_ylabel("latency ratio vs no-sync", fontsize=_FONT["label"])
+        cax.set_title("drain curve", fontsize=_FONT["label"])
+    _legend_below(fig, axes, ncol=3)
+    alt = (f"{title}: for each mechanism ({', '.join(names)}) the harness and real-sidecar "
+           "latency ratios with confidence intervals and a dashed line at 1 (no effect)"
+           + ("; right: the drain curve, the ratio against the lag after a window" if curves
+              else "") + ".")
+    return _finish(fig, title, alt)
+
+
+def _finite(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if np.isfinite(v) else None

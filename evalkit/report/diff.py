@@ -1,0 +1,235 @@
+"""What moved between two audits: per claim, the tier, the verdict, G with its CI and p.
+
+Pure functions on two ``audit.json`` dictionaries; ``evalkit diff`` prints the result and
+``evalkit gate --baseline`` uses :func:`tier_drops` to fail a build whose claims fell below an
+earlier audit's tiers.  Claims are matched by (regime, policy).  Tiers are ranked by the newer
+audit's protocol; a tier the newer protocol does not know cannot be ranked and is reported as
+such (``gate --baseline`` then refuses with exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.errors import InputError
+from evalkit.report.text import md, md_name, p_value, pp, shorten
+
+UP, DOWN, SAME, NEW, GONE, UNRANKED = "up", "down", "same", "new", "gone", "unranked"
+
+
+def load_audit(path) -> dict:
+    """An ``audit.json`` (or a report directory holding one), checked to be an evalkit audit."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "audit.json"
+    try:
+        text = p.read_text("utf-8")
+    except FileNotFoundError as exc:
+        raise InputError("no such audit file", file=str(p),
+                         fix="pass the audit.json an 'evalkit audit --out DIR' wrote "
+                             "(or DIR itself)") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the audit: {exc}", file=str(p),
+                         fix="check the path and its permissions") from exc
+    try:
+        audit = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=str(p),
+                         fix="pass the audit.json written by 'evalkit audit'") from exc
+    if not isinstance(audit, dict) or not isinstance(audit.get("claims"), list) \
+            or not isinstance(audit.get("protocol"), dict):
+        raise InputError("not an evalkit audit (no 'claims' list or 'protocol')", file=str(p),
+                         column="claims", fix="pass the audit.json written by 'evalkit audit'")
+    for i, c in enumerate(audit["claims"]):
+        if not isinstance(c, dict) or "policy" not in c or "regime" not in c:
+            raise InputError(f"claim {i} has no policy/regime", file=str(p),
+                             column=f"claims[{i}]", fix="pass an unmodified audit.json")
+    return audit
+
+
+def tier_order(audit: dict) -> list[str]:
+    return [str(t.get("name")) for t in audit.get("protocol", {}).get("tiers", [])
+            if isinstance(t, dict)]
+
+
+def tier_rank(tier, order: list[str]) -> int | None:
+    """-1 for no tier, the tier's index, None when the protocol does not know it."""
+    if tier is None:
+        return -1
+    return order.index(tier) if tier in order else None
+
+
+@dataclass
+class ClaimMove:
+    regime: str
+    policy: str
+    old: dict | None
+    new: dict | None
+    tier_move: str                       # up / down / same / new / gone / unranked
+
+    def _get(self, side: dict | None, key: str):
+        return None if side is None else side.get(key)
+
+    @property
+    def name(self) -> str:
+        return f"{self.regime}/{self.policy}"
+
+    @property
+    def tiers(self) -> tuple:
+        return self._get(self.old, "tier"), self._get(self.new, "tier")
+
+    @property
+    def verdicts(self) -> tuple:
+        return self._get(self.old, "verdict"), self._get(self.new, "verdict")
+
+    def g_text(self, side) -> str:
+        if side is None:
+            return "absent"
+        g, ci = side.get("mean_diff"), side.get("ci")
+        text = f"{pp(g)} pp" if g is not None else "n/a"
+        if ci and len(ci) == 2 and None not in ci:
+            text += f" [{pp(ci[0])}, {pp(ci[1])}]"
+        return text
+
+    def p_text(self, side) -> str:
+        return "absent" if side is None else p_value(side.get("p_adjusted"))
+
+    @property
+    def moved(self) -> dict:
+        """Fields whose shown value changed: name -> (old text, new text)."""
+        out = {}
+        t_old, t_new = self.tiers
+        if self.tier_move != SAME:
+            out["tier"] = (t_old or "no tier", t_new or "no tier")
+        v_old, v_new = self.verdicts
+        if v_old != v_new:
+            out["verdict"] = (v_old or "absent", v_new or "absent")
+        for key, fn in (("G", self.g_text), ("p", self.p_text)):
+            a, b = fn(self.old), fn(self.new)
+            if a != b:
+                out[key] = (a, b)
+        return out
+
+
+@dataclass
+class AuditDiff:
+    moves: list[ClaimMove]
+    notes: list[str] = field(default_factory=list)
+
+    def drops(self) -> list[ClaimMove]:
+        return [m for m in self.moves if m.tier_move in (DOWN, GONE)]
+
+    def format_text(self, old_label: str = "old", new_label: str = "new") -> str:
+        lines = [f"evalkit diff: {old_label} -> {new_label}"]
+        lines += [f"note: {n}" for n in self.notes]
+        moved = [m for m in self.moves if m.moved]
+        lines.append(f"{len(moved)} of {len(self.moves)} claim(s) moved")
+        for m in self.moves:
+            changes = m.moved
+            if not changes:
+                lines.append(f"  {shorten(m.name, 100)}: unchanged (tier {m.tiers[1] or 'none'}, "
+                             f"G {m.g_text(m.new)}, p {m.p_text(m.new)})")
+                continue
+            head = f"  {shorten(m.name, 100)}:"
+            if m.tier_move in (UP, DOWN, NEW, GONE, UNRANKED):
+                head += f" {m.tier_move.upper()}"
+            lines.append(head)
+            for key, (a, b) in changes.items():
+                lines.append(f"    {key}: {shorten(a, 300)} -> {shorten(b, 300)}")
+        return "\n".join(lines) + "\n"
+
+    def format_markdown(self, old_label: str = "old", new_label: str = "new") -> str:
+        arrows = {UP: "\u2b06\ufe0f up", DOWN: "\u2b07\ufe0f down", NEW: "\U0001f195 new",
+                  GONE: "\u274c gone", UNRANKED: "\u2754 unranked", SAME: ""}
+        moved = [m for m in self.moves if m.moved]
+        out = [f"### evalkit audit diff: {md(old_label, 60)} \u2192 {md(new_label, 60)}", "",
+               f"{len(moved)} of {len(self.moves)} claim(s) moved."]
+        for n in self.notes:
+            out += ["", f"> {md(n, 300)}"]
+        out += ["", "| claim | tier | G [95% CI] | p (adj.) |", "|---|---|---|---|"]
+
+        def cell(m, key, now):
+            if key in m.moved:
+                a, b = m.moved[key]
+                return f"{md(a, 60)} \u2192 **{md(b, 60)}**"
+            return md(now, 60)
+        for m in self.moves:
+            tier = cell(m, "tier", m.tiers[1] or "no tier")
+            if arrows.get(m.tier_move):
+                tier = f"{arrows[m.tier_move]}: {tier}"
+            out.append(f"| {md_name(m.name)} | {tier} | {cell(m, 'G', m.g_text(m.new))} | "
+                       f"{cell(m, 'p', m.p_text(m.new))} |")
+        verdicts = [m for m in self.moves if "verdict" in m.moved]
+        if verdicts:
+            out += ["", "Verdicts that changed:", ""]
+            for m in verdicts:
+                a, b = m.moved["verdict"]
+                out.append(f"- **{md_name(m.name)}**: {md(a, 300)} \u2192 {md(b, 300)}")
+        return "\n".join(out) + "\n"
+
+
+def _key(c: dict) -> tuple[str, str]:
+    return str(c.get("regime")), str(c.get("policy"))
+
+
+def diff_audits(old: dict, new: dict) -> AuditDiff:
+    order = tier_order(new) or tier_order(old)
+    olds = {_key(c): c for c in old.get("claims", [])}
+    news = {_key(c): c for c in new.get("claims", [])}
+    moves = []
+    for key in sorted(set(olds) | set(news)):
+        a, b = olds.get(key), news.get(key)
+        if a is None:
+            move = NEW
+        elif b is None:
+            move = GONE
+        else:
+            ra, rb = tier_rank(a.get("tier"), order), tier_rank(b.get("tier"), order)
+            if ra is None or rb is None:
+                move = SAME if a.get("tier") == b.get("tier") else UNRANKED
+            else:
+                move = UP if rb > ra else DOWN if rb < ra else SAME
+        moves.append(ClaimMove(key[0], key[1], a, b, move))
+    notes = []
+    po, pn = old.get("protocol", {}), new.get("protocol", {})
+    if po.get("sha256") != pn.get("sha256"):
+        def label(proto):
+            return (f"{proto.get('name')} v{proto.get('version')} "
+                    f"sha256 {str(proto.get('sha256') or '?')[:12]}")
+        notes.append(f"the protocols differ ({label(po)} -> {label(pn)}): tiers are ranked "
+                     "by the new one")
+    if old.get("alpha") != new.get("alpha"):
+        notes.append(f"alpha changed: {old.get('alpha')} -> {new.get('alpha')}")
+    fo = (old.get("provenance") or {}).get("input_fingerprint")
+    fn = (new.get("provenance") or {}).get("input_fingerprint")
+    if fo and fn and fo == fn:
+        notes.append("same input fingerprint: the two audits read the same runs")
+    return AuditDiff(moves, notes)
+
+
+def tier_drops(baseline: dict, tiers_now: dict, order: list[str]) -> list[str]:
+    """Claims whose tier now ranks below the baseline's: one message each.
+
+    ``tiers_now``: (regime, policy) -> tier reached now (None: no tier); a baseline claim
+    missing from it counts as a drop.  Raises InputError for a baseline tier ``order`` lacks.
+    """
+    drops = []
+    for c in baseline.get("claims", []):
+        key = _key(c)
+        was = c.get("tier")
+        rank_was = tier_rank(was, order)
+        if rank_was is None:
+            raise InputError(f"baseline claim {key[0]}/{key[1]} reached tier {was!r}, which "
+                             "this protocol does not have", column="claims.tier",
+                             fix="audit with the baseline's protocol, or refresh the baseline")
+        if was is None:
+            continue
+        if key not in tiers_now:
+            drops.append(f"{key[0]}/{key[1]}: was {was}, now absent from the audit")
+            continue
+        now = tiers_now[key]
+        if tier_rank(now, order) < rank_was:
+            drops.append(f"{key[0]}/{key[1]}: dropped from {was} to {now or 'no tier'}")
+    return drops

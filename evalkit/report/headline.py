@@ -1,0 +1,211 @@
+"""The report's first screen, computed from ``audit.json`` alone: one plain sentence per claim
+and the tier ladder.
+
+Everything here reads the audit dictionary defensively: keys the audit may or may not carry
+(``test``, ``effective_n``, ``exclusions``) are used when present and skipped when absent.
+The parts are plain strings; the templates escape them for HTML or Markdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evalkit.report.text import honest, num, p_value, pp, shorten
+
+# ladder states: (css class, text, symbol for Markdown)
+STATES = {
+    "passed": ("passed", "passed", "\u2705"),
+    "failed": ("failed", "failed", "\u274c"),
+    "skipped": ("skipped", "skipped", "\u23ed\ufe0f"),
+    "not_evaluable": ("not-evaluable", "not evaluable", "\u2754"),
+    "not_run": ("not-run", "not run", "\u2796"),
+}
+
+
+@dataclass
+class Rung:
+    tier: str
+    state: str            # key of STATES
+    reached: bool         # the claim's tier
+    beyond: bool          # above the tier where the walk stopped: not claimed whatever it says
+
+    @property
+    def css(self) -> str:
+        return STATES[self.state][0]
+
+    @property
+    def text(self) -> str:
+        return STATES[self.state][1]
+
+    @property
+    def symbol(self) -> str:
+        return STATES[self.state][2]
+
+
+@dataclass
+class Headline:
+    policy: str
+    regime: str
+    status: str                 # "supported" | "not supported" | "underpowered"
+    tier: str | None
+    tier_claim: str
+    effect: str                 # "G = +0.78 pp [+0.36, +1.21] (95% CI)"
+    direction: str              # "fewer" / "more" / ""
+    test: str                   # "p = 0.012 (two-sided, exact sign-flip test, Holm over 6 claims)"
+    test_name: str              # "sign-flip", "within-seed permutation"
+    seeds: str                  # "10 of 10 seeds favour the policy"
+    stop: str                   # why not higher ("" when every tier passed)
+    oracle: bool
+    ladder: list[Rung] = field(default_factory=list)
+    exclusions: list[dict] = field(default_factory=list)   # {run_id, seed, reason}
+
+    @property
+    def status_css(self) -> str:
+        return self.status.replace(" ", "-")
+
+    def sentence(self) -> str:
+        """The whole sentence as plain text (terminal, tests)."""
+        head = f"{self.policy} ({self.regime}): {self.status}"
+        if self.tier and self.status == "supported":
+            head += f" at tier {self.tier}"
+        parts = [head, self.effect, self.test, self.seeds]
+        text = "; ".join(p for p in parts if p) + "."
+        return text + (f" Not higher: {self.stop}." if self.stop else "")
+
+
+def tier_names(audit: dict) -> list[str]:
+    return [t["name"] for t in audit.get("protocol", {}).get("tiers", [])]
+
+
+def claim_floor(audit: dict) -> int:
+    """Index of the first tier that licenses a claim about the policy: ``matched_budget`` when
+    the protocol has it, else the first tier that is not a skippable mechanism tier."""
+    tiers = audit.get("protocol", {}).get("tiers", [])
+    names = [t["name"] for t in tiers]
+    if "matched_budget" in names:
+        return names.index("matched_budget")
+    for i, t in enumerate(tiers):
+        if not t.get("skip_if_not_evaluable"):
+            return i
+    return 0
+
+
+def ladder(claim: dict, audit: dict) -> list[Rung]:
+    tiers = audit.get("protocol", {}).get("tiers", [])
+    status = claim.get("tier_status") or {}
+    rungs, stopped = [], False
+    for t in tiers:
+        st = status.get(t["name"])
+        if st is None:
+            state = "not_run"
+        elif st == "not_evaluable" and t.get("skip_if_not_evaluable"):
+            state = "skipped"
+        else:
+            state = st if st in STATES else "not_evaluable"
+        rungs.append(Rung(t["name"], state, t["name"] == claim.get("tier"), stopped))
+        if state in ("failed", "not_evaluable", "not_run") and not stopped:
+            stopped = True
+    return rungs
+
+
+def _blockers(claim: dict, tier: str) -> list[dict]:
+    return [c for c in claim.get("checks", []) if c.get("tier") == tier and c.get("blocking")]
+
+
+STOP_DETAIL_LIMIT = 100     # characters of the first blocker's finding in the headline
+
+
+def stop_text(claim: dict, rungs: list[Rung]) -> str:
+    """Why the claim stops where it does: the first blocking tier, its blocking checks and
+    the start of the first one's finding (the detail section has the rest)."""
+    stop = next((r for r in rungs if r.state in ("failed", "not_evaluable", "not_run")), None)
+    if stop is None:
+        return ""
+    if stop.state == "not_run":
+        return f"{stop.tier} was not evaluated"
+    text = f"{stop.tier} {stop.text}"
+    blockers = _blockers(claim, stop.tier)
+    if blockers:
+        names = ", ".join(str(b.get("name")) for b in blockers)
+        found = shorten(honest(blockers[0].get("found"), claim.get("mean_diff")),
+                        STOP_DETAIL_LIMIT)
+        text += f" ({names}; {found})" if len(blockers) == 1 else \
+            f" ({names}; first: {found})"
+    return text
+
+
+def _exclusions(claim: dict) -> list[dict]:
+    """The claim's excluded runs and dropped seeds as ``{run_id, seed, reason}``."""
+    out = []
+    for key in ("exclusions", "dropped_seeds"):
+        items = claim.get(key)
+        if not items:
+            continue
+        for e in items if isinstance(items, list) else [items]:
+            if isinstance(e, dict):
+                out.append({"run_id": e.get("run_id") or e.get("run"), "seed": e.get("seed"),
+                            "reason": str(e.get("reason") or e.get("why") or "")})
+            elif key == "dropped_seeds":
+                out.append({"run_id": None, "seed": e, "reason": "seed dropped"})
+            else:
+                out.append({"run_id": None, "seed": None, "reason": str(e)})
+    return out
+
+
+def headline(claim: dict, audit: dict) -> Headline:
+    names = tier_names(audit)
+    tier = claim.get("tier")
+    floor = claim_floor(audit)
+    supported = tier is not None and tier in names and names.index(tier) >= floor
+    if supported:
+        status = "supported"
+    elif claim.get("underpowered"):
+        status = "underpowered"
+    else:
+        status = "not supported"
+    tier_claim = next((t.get("claim", "") for t in audit.get("protocol", {}).get("tiers", [])
+                       if t["name"] == tier), "")
+
+    g, ci = claim.get("mean_diff"), claim.get("ci")
+    if g is None:
+        effect, direction = "no paired gain (fewer than 2 paired seeds)", ""
+    else:
+        effect = f"G = {pp(g)} pp"
+        if ci and None not in ci:
+            effect += f" [{pp(ci[0])}, {pp(ci[1])}] (95% CI)"
+        direction = "fewer" if g > 0 else ("more" if g < 0 else "")
+        if direction:
+            effect += (f": {pp(abs(g), signed=False)} pp {direction} requests violate the SLO "
+                       "than under random placement of the same merges")
+    alternative = audit.get("alternative", "two-sided")
+    test_name = str(claim.get("test") or "sign-flip")
+    test_name = test_name[:-5] if test_name.endswith(" test") else test_name
+    p = claim.get("p_adjusted")
+    multi = audit.get("protocol", {}).get("multiplicity")
+    n_claims = sum(1 for c in audit.get("claims", []) if c.get("p_adjusted") is not None)
+    adjusted = multi == "holm" and n_claims > 1
+    if p is None:
+        test = ""
+    else:
+        kind = "exact" if claim.get("exact") else "Monte Carlo"
+        test = (f"p = {p_value(p)} ({alternative}, {kind} {test_name} test"
+                + (f", Holm over {n_claims} claims" if adjusted else "") + ")")
+    if status == "underpowered":
+        test += ("; " if test else "") + (
+            f"with {claim.get('n_seeds')} seeds the smallest attainable p is "
+            f"{p_value(claim.get('min_p'))}: needs >= {claim.get('seeds_needed')} seeds")
+    n = claim.get("n_seeds") or 0
+    seeds = f"{claim.get('wins', 0)} of {n} seeds favour the policy" if n else ""
+    eff_n = claim.get("effective_n")
+    if eff_n is not None and n and num(eff_n) != str(n):
+        seeds += f" (effective n = {num(eff_n, 3)})"
+    rungs = ladder(claim, audit)
+    return Headline(policy=str(claim.get("policy")), regime=str(claim.get("regime")),
+                    status=status, tier=tier, tier_claim=tier_claim, effect=effect,
+                    direction=direction, test=test, test_name=test_name, seeds=seeds,
+                    stop=stop_text(claim, rungs), oracle=bool(claim.get("oracle")),
+                    ladder=rungs, exclusions=_exclusions(claim))
+
+
+def headlines(audit: dict) -> list[Headline]:
+    return [headline(c, audit) for c in audit.get("claims", [])]

@@ -1,0 +1,61 @@
+"""Where a report comes from: campaign name, protocol and its hash, evalkit version, and a
+fingerprint of the audited input.
+
+The campaign name is the stem of the campaign file the runs were swept from (recorded by
+``evalkit sweep`` in each run's ``settings.requested.campaign``), else the input's base name.
+The input fingerprint is the SHA-256 of the per-run table the audit read (every run's id,
+role, policy, seed, V, K, exposure and load quantities, in run-id order) and of the excluded
+runs: two audits with the same fingerprint saw the same evidence, wherever the files lay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from evalkit import __version__
+
+
+def campaign_name(campaign) -> tuple[str, str]:
+    """(name, where it came from): the campaign file's stem(s) or the input's base name."""
+    stems = set()
+    for run_dir in getattr(campaign, "_dirs", {}).values():
+        try:
+            meta = json.loads((Path(run_dir) / "run.json").read_text())
+            path = meta["settings"]["requested"]["campaign"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(path, str) and path:
+            name = PureWindowsPath(path).name if "\\" in path else PurePosixPath(path).name
+            stems.add(name[:-5] if name.endswith(".toml") else name)
+    if stems:
+        return " + ".join(sorted(stems)), "campaign file"
+    name = str(campaign.input_name)
+    if campaign.source == "summary":
+        return (name.rsplit(".", 1)[0] or name), "summary table"
+    return name, "input directory"
+
+
+def input_fingerprint(campaign) -> str:
+    runs = campaign.runs
+    cols = sorted(c for c in runs.columns if not str(c).startswith("_"))
+    table = runs[cols].sort_values("run_id", kind="mergesort")
+    h = hashlib.sha256()
+    h.update(table.to_csv(index=False, lineterminator="\n").encode("utf-8", "surrogatepass"))
+    for e in sorted(campaign.excluded, key=lambda e: str(e.get("run_id"))):
+        h.update(f"excluded\0{e.get('run_id')}\0{e.get('reason')}\n".encode("utf-8",
+                                                                            "surrogatepass"))
+    return h.hexdigest()
+
+
+def provenance(result) -> dict:
+    name, source = campaign_name(result.campaign)
+    proto = result.protocol
+    return {
+        "campaign": name, "campaign_source": source,
+        "protocol": proto.name, "protocol_version": proto.version,
+        "protocol_sha256": proto.sha256, "evalkit_version": __version__,
+        "input_fingerprint": input_fingerprint(result.campaign),
+        "input_fingerprint_of": "per-run table of the audited runs and the excluded runs",
+    }

@@ -1,0 +1,113 @@
+"""Text helpers of the report: number formats, Markdown escaping, safe names.
+
+Every string that comes from an input (policy, regime, run id, protocol and campaign names,
+check texts quoting them) passes through :func:`md` before it reaches ``report.md``: the
+characters with an inline meaning in GitHub Markdown are backslash-escaped (CommonMark renders
+``\\*`` as ``*``), so a name cannot open a link, an image, emphasis, code, math, a table cell,
+an entity or raw HTML, and no HTML entity is ever written.  :func:`md_line`, for a string
+that starts a line, also escapes a leading list, heading or quote marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+import numpy as np
+
+MD_NAME_LIMIT = 120       # characters of a user string shown in report.md / page headings
+FILE_PART_LIMIT = 40      # characters of a name kept in a figure file name
+
+_MD_SPECIAL = frozenset("\\`*_{}[]()<>#!|~&$@")
+# bidi overrides / isolates and zero-width characters that can disguise text
+_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def plain(text) -> str:
+    """One line of printable text: control characters and bidi/zero-width marks removed."""
+    s = "" if text is None else str(text)
+    s = _INVISIBLE.sub("", s)
+    return "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in s)
+
+
+def shorten(text, limit: int = MD_NAME_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, keeping its start and end around an ellipsis."""
+    s = plain(text)
+    if len(s) <= limit:
+        return s
+    tail = max(8, limit // 5)
+    return s[:limit - tail - 1] + "\u2026" + s[-tail:]
+
+
+def md(text, limit: int | None = None) -> str:
+    """Inline Markdown that renders as exactly ``text`` (optionally shortened)."""
+    s = plain(text) if limit is None else shorten(text, limit)
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
+
+
+def md_line(text, limit: int | None = None) -> str:
+    """:func:`md` for a string that starts a line: a list, heading or quote marker escaped."""
+    s = md(text, limit)
+    if s[:1] in ("-", "+", "=", ">"):
+        return "\\" + s
+    return re.sub(r"^(\d+)([.)])", r"\1\\\2", s)
+
+
+def md_name(text) -> str:
+    return md(text, MD_NAME_LIMIT)
+
+
+def num(x, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "n/a"
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    return f"{float(x):.{digits}g}"
+
+
+def pct(x) -> str:
+    """A share (0..1) in percent."""
+    if x is None or not np.isfinite(float(x)):
+        return "n/a"
+    return f"{100 * float(x):.2f}%"
+
+
+def pp(x, signed: bool = True) -> str:
+    """A difference of shares in percentage points."""
+    if x is None or not np.isfinite(float(x)):
+        return "n/a"
+    return f"{100 * float(x):{'+' if signed else ''}.2f}"
+
+
+def p_value(p) -> str:
+    if p is None or not np.isfinite(float(p)):
+        return "n/a"
+    p = float(p)
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}".rstrip("0").rstrip(".") if p < 1 else "1"
+
+
+def file_part(name: str, limit: int = FILE_PART_LIMIT) -> str:
+    """A file-name-safe, length-capped part for ``name``: the name itself when it is short
+    and safe, else a readable prefix plus a hash of the full name (distinct names stay
+    distinct; a 5,000-character policy name still gives a short file name)."""
+    name = str(name)
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "x"
+    if slug == name and len(slug) <= limit:
+        return slug
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{slug[:limit].rstrip('-.')}-{digest}"
+
+
+# A negative or zero G cannot be "within the calibration error": there is nothing to explain.
+_CAL_PHRASE = "the gain is within the calibration error"
+
+
+def honest(text, gain) -> str:
+    """Check or stop texts reworded where they would call a non-positive G a gain."""
+    s = "" if text is None else str(text)
+    if gain is not None and np.isfinite(float(gain)) and float(gain) <= 0 and _CAL_PHRASE in s:
+        s = s.replace(_CAL_PHRASE, "G is not positive: there is no gain for overlap to explain")
+    return s

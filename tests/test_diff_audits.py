@@ -1,0 +1,172 @@
+"""`evalkit diff` and `evalkit gate --baseline` on constructed pairs of audits."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from evalkit.cli.main import cli
+from evalkit.errors import InputError
+from evalkit.report.diff import DOWN, GONE, NEW, SAME, UP, diff_audits, load_audit, tier_drops
+
+TIERS = ["harness", "sidecar_transfer", "matched_budget", "placement_gain", "calibrated",
+         "deployable"]
+
+
+def _claim(policy, tier, g=0.01, ci=(0.005, 0.015), p=0.01, regime="bursty",
+           verdict=None):
+    return {"regime": regime, "policy": policy, "tier": tier, "mean_diff": g,
+            "ci": list(ci) if ci else None, "p_adjusted": p,
+            "verdict": verdict or f"verdict at {tier}"}
+
+
+def _audit(*claims, sha="abc", alpha=0.05, fingerprint="f1"):
+    return {"evalkit_version": "0.1.0", "alpha": alpha,
+            "protocol": {"name": "diloco-slo", "version": 1, "sha256": sha,
+                         "tiers": [{"name": t} for t in TIERS]},
+            "provenance": {"input_fingerprint": fingerprint},
+            "claims": list(claims)}
+
+
+def _write(tmp_path, name, audit):
+    path = tmp_path / name / "audit.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(audit))
+    return path
+
+
+def test_diff_classifies_every_move():
+    old = _audit(_claim("wa", "placement_gain"), _claim("ewma", "matched_budget"),
+                 _claim("fixed_h", "harness", g=-0.013), _claim("gone", "calibrated"))
+    new = _audit(_claim("wa", "calibrated", g=0.02, ci=(0.01, 0.03), p=0.002),
+                 _claim("ewma", "harness", p=0.2, verdict="mechanism only"),
+                 _claim("fixed_h", "harness", g=-0.013), _claim("fresh", "matched_budget"))
+    moves = {m.policy: m for m in diff_audits(old, new).moves}
+    assert {k: m.tier_move for k, m in moves.items()} == {
+        "wa": UP, "ewma": DOWN, "fixed_h": SAME, "gone": GONE, "fresh": NEW}
+    assert moves["fixed_h"].moved == {}
+    wa = moves["wa"].moved
+    assert wa["tier"] == ("placement_gain", "calibrated")
+    assert wa["G"] == ("+1.00 pp [+0.50, +1.50]", "+2.00 pp [+1.00, +3.00]")
+    assert wa["p"] == ("0.01", "0.002")
+    assert moves["ewma"].moved["verdict"] == ("verdict at matched_budget", "mechanism only")
+    assert [m.policy for m in diff_audits(old, new).drops()] == ["ewma", "gone"]
+
+
+def test_diff_notes_protocol_and_alpha_changes():
+    old = _audit(_claim("wa", "calibrated"), sha="one")
+    new = _audit(_claim("wa", "calibrated"), sha="two", alpha=0.01)
+    notes = " | ".join(diff_audits(old, new).notes)
+    assert "protocols differ" in notes and "alpha changed: 0.05 -> 0.01" in notes
+
+
+def test_diff_cli_text_and_markdown(tmp_path):
+    old = _write(tmp_path, "old", _audit(_claim("wa", "placement_gain"),
+                                         _claim("x|[y](z)", "harness")))
+    new = _write(tmp_path, "new", _audit(_claim("wa", "matched_budget", p=0.04),
+                                         _claim("x|[y](z)", "harness")))
+    res = CliRunner().invoke(cli, ["diff", str(old), str(new)])
+    assert res.exit_code == 0, res.output
+    assert "1 of 2 claim(s) moved" in res.output
+    assert "bursty/wa: DOWN" in res.output
+    assert "tier: placement_gain -> matched_budget" in res.output
+    assert "p: 0.01 -> 0.04" in res.output
+    assert "unchanged (tier harness" in res.output
+    res = CliRunner().invoke(cli, ["diff", str(old.parent), str(new.parent), "--format",
+                                   "markdown"])
+    assert res.exit_code == 0, res.output
+    rows = [line for line in res.output.splitlines() if line.startswith("| bursty/")]
+    assert len(rows) == 2 and all(line.count(" | ") == 3 for line in rows)   # 4 columns
+    assert "\\[y\\]\\(z\\)" in res.output and "x\\|" in res.output          # escaped name
+    assert "placement\\_gain → **matched\\_budget**" in res.output
+
+
+@pytest.mark.parametrize("content, what", [(None, "no such audit file"),
+                                           ("{not json", "not valid JSON"),
+                                           ('{"claims": 3}', "not an evalkit audit"),
+                                           ('{"claims": [{}], "protocol": {}}', "no policy")])
+def test_diff_bad_input_exits_2(tmp_path, content, what):
+    good = _write(tmp_path, "good", _audit(_claim("wa", "harness")))
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    res = CliRunner().invoke(cli, ["diff", str(bad), str(good)])
+    assert res.exit_code == 2, res.output
+    assert what in res.output and "bad.json" in res.output
+
+
+def test_tier_drops_counts_missing_claims_and_rejects_unknown_tiers():
+    base = _audit(_claim("wa", "placement_gain"), _claim("ewma", None),
+                  _claim("gone", "harness"))
+    drops = tier_drops(base, {("bursty", "wa"): "matched_budget", ("bursty", "ewma"): None},
+                       TIERS)
+    assert drops == ["bursty/wa: dropped from placement_gain to matched_budget",
+                     "bursty/gone: was harness, now absent from the audit"]
+    assert tier_drops(base, {("bursty", "wa"): "calibrated", ("bursty", "gone"): "harness"},
+                      TIERS) == []
+    with pytest.raises(InputError, match="does not have"):
+        tier_drops(_audit(_claim("wa", "platinum")), {}, TIERS)
+
+
+def test_load_audit_accepts_a_report_directory(tmp_path):
+    path = _write(tmp_path, "rep", _audit(_claim("wa", "harness")))
+    assert load_audit(path.parent)["claims"][0]["policy"] == "wa"
+
+
+# ------------------------------------------------------------- gate --baseline on real runs
+
+@pytest.fixture(scope="module")
+def real_tiers(tmp_path_factory):
+    """The tiers the summary-table fixture reaches, audited for real (and its audit.json)."""
+    from tests.conftest import REPO
+
+    from evalkit.audit import run_audit
+
+    out = tmp_path_factory.mktemp("gate") / "report"
+    result = run_audit(REPO / "fixtures" / "campaigns" / "summary_table.csv", out, seed=0)
+    return {(c.regime, c.policy): c.tier for c in result.claims}, out / "audit.json"
+
+
+def _gate(table, baseline, policy, tier="harness"):
+    from tests.conftest import REPO
+
+    args = ["gate", str(REPO / "fixtures" / "campaigns" / "summary_table.csv"),
+            "--policy", policy, "--tier", tier, "--baseline", str(baseline)]
+    return CliRunner().invoke(cli, args)
+
+
+def test_gate_baseline_passes_against_itself_and_fails_on_a_drop(real_tiers, tmp_path):
+    tiers, audit_path = real_tiers
+    audit = json.loads(audit_path.read_text())
+    reached = [c for c in audit["claims"] if c["tier"] is not None]
+    assert reached, "the fixture must reach some tier"
+    target = reached[0]
+    lowest = "harness" if "harness" in TIERS else TIERS[0]
+
+    same = _gate(None, audit_path, target["policy"], tier=lowest)
+    # against its own audit nothing dropped; exit follows the --tier check alone
+    assert "0 fell below their baseline tier" in same.output, same.output
+
+    raised = copy.deepcopy(audit)
+    idx = TIERS.index(target["tier"])
+    if idx + 1 < len(TIERS):
+        next(c for c in raised["claims"] if c["policy"] == target["policy"]
+             and c["regime"] == target["regime"])["tier"] = TIERS[idx + 1]
+    else:   # already at the top: a baseline claim the new audit lacks is a drop too
+        raised["claims"].append(_claim("vanished", "harness", regime=target["regime"]))
+    higher = _write(tmp_path, "higher", raised)
+    res = _gate(None, higher, target["policy"], tier=lowest)
+    assert res.exit_code == 1, res.output
+    assert "baseline FAIL" in res.output and "1 fell below their baseline tier" in res.output
+
+
+def test_gate_baseline_with_an_unknown_tier_exits_2(real_tiers, tmp_path):
+    _, audit_path = real_tiers
+    audit = json.loads(audit_path.read_text())
+    audit["claims"][0]["tier"] = "platinum"
+    res = _gate(None, _write(tmp_path, "weird", audit), audit["claims"][0]["policy"])
+    assert res.exit_code == 2, res.output
+    assert "platinum" in res.output
