@@ -201,7 +201,7 @@ def demo_cmd(out, n_jobs, progress):
         result = run_audit(runs, report_dir)
         verdict = getattr(result, "verdict", None)
         click.echo(f"audit{f' verdict: {verdict}' if verdict else ''}")
-        click.echo(f"report: {report_dir}")
+        click.echo(f"report: {report_dir / 'report.html'}")
         audited = True
     except ImportError as exc:          # the audit (or a statistic it needs) is not there yet
         click.echo(f"audit not available ({exc}); writing the per-run summary instead", err=True)
