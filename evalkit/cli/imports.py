@@ -1,4 +1,4 @@
-"""CLI commands (imports): ``evalkit import vllm-bench`` and ``evalkit import table``."""
+"""CLI commands (imports): ``evalkit import vllm-bench``, ``guidellm`` and ``table``."""
 
 from __future__ import annotations
 
@@ -62,6 +62,52 @@ def vllm_bench_cmd(result_json, runs_dir, **kwargs):
 
     path = import_vllm_bench(result_json, runs_dir, **kwargs)
     click.echo(f"wrote {path}")
+
+
+@import_group.command("guidellm")
+@click.argument("report", type=click.Path(dir_okay=False))
+@click.option("--out", "runs_dir", required=True, type=click.Path(file_okay=False),
+              help="Run store to write the runs into (one per benchmark).")
+@click.option("--merges", type=click.Path(dir_okay=False), default=None,
+              help="CSV/JSON of merge windows (start_s, end_s); omit only for --role no_sync.")
+@click.option("--merge-clock", type=click.Choice(["absolute", "relative"]), default="absolute",
+              show_default=True,
+              help="absolute: Unix seconds, the clock of GuideLLM's timings (each benchmark "
+                   "gets the windows in its span); relative: s from the benchmark's first "
+                   "arrival (one benchmark only).")
+@click.option("--benchmark", "benchmarks", type=int, multiple=True,
+              help="Import only benchmark N (0-based, repeatable); default: all.")
+@click.option("--incomplete", type=click.Choice(["drop", "violation"]), default="drop",
+              show_default=True,
+              help="Requests cut off when a benchmark ended: drop them, or count them as "
+                   "failed requests.")
+@click.option("--policy", required=True)
+@click.option("--seed", required=True, type=int)
+@click.option("--regime", default=None,
+              help="Default: guidellm-STRATEGY (e.g. guidellm-poisson@4.00); with several "
+                   "benchmarks the strategy is appended to the given name.")
+@click.option("--role", type=_RoleChoice(), default="policy", show_default=True)
+@click.option("--draw", type=int, default=None, help="Draw index (matched_random only).")
+@click.option("--matched-to", default=None, help="Reference policy (matched_random only).")
+@click.option("--slo-e2e", "slo_e2e_s", required=True, type=float, help="End-to-end SLO, s.")
+@click.option("--slo-ttft", "slo_ttft_s", type=float, default=None, help="TTFT SLO, s.")
+@click.option("--slo-tpot", "slo_tpot_s", type=float, default=None, help="TPOT SLO, s.")
+@click.option("--merge-duration", "merge_duration_s", type=float, default=None,
+              help="Nominal merge duration D, s (default: median merge window length).")
+@click.option("--min-gap", "min_gap_s", type=float, default=None, help="Corridor min gap, s.")
+@click.option("--max-gap", "max_gap_s", type=float, default=None, help="Corridor max gap, s.")
+@click.option("--horizon", "horizon_s", type=float, default=None,
+              help="End of the observed span, s (default: last request end).")
+@click.option("--oracle/--no-oracle", default=False, show_default=True)
+@click.option("--trace-name", default=None, help="Default: guidellm-STRATEGY.")
+def guidellm_cmd(report, runs_dir, benchmarks, **kwargs):
+    """Import a GuideLLM REPORT (benchmarks.json): one run per benchmark; errored requests
+    are failed requests (SLO violations)."""
+    from evalkit.interop.guidellm import import_guidellm
+
+    paths = import_guidellm(report, runs_dir, benchmarks=list(benchmarks) or None, **kwargs)
+    for path in paths:
+        click.echo(f"wrote {path}")
 
 
 @import_group.command("table")
