@@ -207,6 +207,7 @@ def test_other_damage_is_detected_and_repaired(store, reference, damage):
 
 # ----------------------------------------------------------------------------- unreadable
 
+@pytest.mark.slow
 def test_unreadable_runs_are_errors_in_validate_and_exclusions_in_audit(tmp_path, copy_fixture):
     drop = unprivileged(tmp_path)
     runs = copy_fixture("runs")
@@ -277,6 +278,7 @@ def test_resume_leaves_an_unreadable_run_alone_and_exits_2(store, tmp_path):
     assert complete_runs(runs) == {NS, WA, D0, D1}
 
 
+@pytest.mark.slow
 def test_read_only_out_exits_2(tmp_path, store):
     drop = unprivileged(tmp_path)
     camp, runs = store
