@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.runlog.design import DESIGN_COLUMNS
 from evalkit.audit.summary_table import is_summary_table, read_summary_table
 
 RUN_COLUMNS = (
@@ -27,7 +28,7 @@ RUN_COLUMNS = (
     "trace_realisation", "violation_rate", "n_requests", "k_observed", "exposure_requests",
     "exposure_time", "arrival_rate_achieved", "prompt_tokens_total", "output_tokens_total",
     "step_rate", "merge_duration_s", "horizon_s", "span_start_s", "span_end_s",
-)
+) + DESIGN_COLUMNS
 
 
 @dataclass
@@ -136,6 +137,9 @@ def _standardise(runs: pd.DataFrame) -> pd.DataFrame:
                             na_position="first", kind="mergesort").reset_index(drop=True)
 
 
+_OWNER_KEYS = ("regime", "seed", "role", "policy", "matched_to", "draw")
+
+
 def _from_runs_dir(path: Path) -> Campaign:
     from evalkit.runlog.io import UnreadableRun, list_runs, read_meta
     from evalkit.runlog.summary import summarize_runs
@@ -154,7 +158,9 @@ def _from_runs_dir(path: Path) -> Campaign:
         run_id = str(meta.get("run_id", run_dir.name))
         if not meta.get("complete", False):
             reason = "incomplete run" + (f": {meta['error']}" if meta.get("error") else "")
-            excluded.append({"run_id": run_id, "reason": reason})
+            # who the run belonged to: an excluded run is a missing result for its seed
+            excluded.append({"run_id": run_id, "reason": reason,
+                             **{k: meta.get(k) for k in _OWNER_KEYS}})
         else:
             run_dirs[run_id] = run_dir
     summary = summarize_runs(path)
@@ -274,6 +280,16 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
                 file=campaign.input_name, column="seed",
                 fix="one policy run per (regime, policy, seed); put repeats in another regime")
         in_regime = runs[runs.regime == regime]
+        generic = in_regime[(in_regime.role == "matched_random") & in_regime.matched_to.isna()]
+        claimed = set(policy_runs.loc[policy_runs.regime == regime, "policy"]) - {
+            p for p in baseline_policies if p not in drawn_for}
+        if len(generic) and len(claimed) > 1:
+            raise InputError(
+                f"regime {regime}: {len(generic)} matched-random rows without matched_to, but "
+                f"the regime has {len(claimed)} policies ({', '.join(sorted(claimed))}): a "
+                "draw is K-matched to one policy, so it cannot serve them all",
+                file=campaign.input_name, column="matched_to",
+                fix="add a matched_to column naming the policy each draw was matched to")
         mr = in_regime[(in_regime.role == "matched_random")
                        & ((in_regime.matched_to == policy) | in_regime.matched_to.isna())]
         ns = in_regime[in_regime.role == "no_sync"]

@@ -20,18 +20,13 @@ import pandas as pd
 from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.checks import Check, run_check
 from evalkit.audit.protocol import Protocol
+from evalkit.audit.transfer_evidence import TransferEvidence  # noqa: F401 - part of this API
 from evalkit.errors import InputError, NotEstimable
-from evalkit.runlog.metrics import overlaps_windows
 
 BASELINE = "matched_random"
 
 
 # ------------------------------------------------------------------- regime-level evidence
-
-def _request_intervals(requests: pd.DataFrame, fill_end: float) -> tuple[np.ndarray, np.ndarray]:
-    return _interval_arrays(requests.arrival_s.to_numpy(dtype=float),
-                            requests.end_s.to_numpy(dtype=float, na_value=np.nan), fill_end)
-
 
 def _interval_arrays(arrival, end, fill_end: float) -> tuple[np.ndarray, np.ndarray]:
     """(n,) arrival and end (NaN: failed) -> request lifetimes; failed: in flight to the end."""
@@ -105,6 +100,41 @@ class RegimeEvidence:
     def psi_reason(self) -> str:
         return self._psi[2]
 
+    def explained_gain(self, claim: ClaimData, n_boot: int, rng, confidence_level: float,
+                       tolerance: float):
+        """(ExplainedGain or None, reason): the claim's gain against the gain psi, refitted
+        leave-one-seed-out on this regime's runs, predicts (:mod:`evalkit.stats.explained`).
+        Cached per (policy, settings)."""
+        key = (claim.policy, int(n_boot), float(confidence_level), float(tolerance))
+        cache = self.__dict__.setdefault("_explained", {})
+        if key not in cache:
+            cache[key] = self._explained_gain(claim, n_boot, rng, confidence_level, tolerance)
+        return cache[key]
+
+    def _explained_gain(self, claim, n_boot, rng, confidence_level, tolerance):
+        table = self.phi_table
+        if self.psi is None or table is None:
+            return None, self.psi_reason
+        from evalkit.stats.explained import explained_gain
+
+        row_of = {r: i for i, r in enumerate(table.run_id.tolist())}
+        seeds, left_out = [], []
+        for p in claim.paired:
+            draws = [row_of[r] for r in p.draws.run_id.tolist() if r in row_of]
+            if p.policy_run not in row_of or not draws:
+                left_out.append(p.seed)
+                continue
+            seeds.append((int(p.seed), row_of[p.policy_run], draws))
+        try:
+            res = explained_gain(table.phi.to_numpy(), table.vex.to_numpy(),
+                                 table.seed.to_numpy(), seeds, n_boot=n_boot, rng=rng,
+                                 confidence_level=confidence_level, tolerance=tolerance)
+        except (NotEstimable, InputError) as exc:
+            return None, f"not evaluable: {exc.message}"
+        reason = (f"seeds {', '.join(map(str, sorted(left_out)))} have no same-seed no-sync "
+                  "run: left out" if left_out else "")
+        return res, reason
+
     @cached_property
     def exposure(self):
         """(result or None, reason): OLS of V on request-weighted exposure over merge runs."""
@@ -128,71 +158,8 @@ class RegimeEvidence:
         return (res, "") if res.estimable else (None, f"not evaluable: {res.reason}")
 
 
-class TransferEvidence:
-    """Effect-size transfer of a mechanism from the harness to the real sidecar (campaign-wide)."""
-
-    def __init__(self, campaign: Campaign, seed: int = 0):
-        self.campaign = campaign
-        self.seed = seed
-        self._cache: dict = {}
-
-    def _requests(self, backends) -> pd.DataFrame:
-        """One row per request of the backends' merging runs: ``latency_s`` (inf if failed),
-        ``t_s`` (scheduled arrival), ``active`` (in flight during a merge window) and
-        ``stressed`` (in flight during a window or within the run's median out-of-window
-        latency after it, while the backlog drains): stressed-but-inactive requests are what contamination measures."""
-        runs = self.campaign.runs
-        runs = runs[runs.backend.isin(backends) & (runs.role != "no_sync")]
-        parts = []
-        for rec in runs.itertuples(index=False):
-            req = self.campaign.table(rec.run_id, "requests")
-            merges = self.campaign.table(rec.run_id, "merges")
-            start, end = _request_intervals(req, float(rec.horizon_s))
-            ok = req.ok.to_numpy(dtype=bool) & np.isfinite(req.end_s.to_numpy(float,
-                                                                            na_value=np.nan))
-            w_start = merges.start_s.to_numpy(float)
-            w_end = merges.end_s.to_numpy(float)
-            latency = np.where(ok, end - start, np.inf)
-            active = overlaps_windows(start, end, w_start, w_end)
-            # A request that starts within one typical service time after a window still meets
-            # the window's backlog: the tail is the run's median latency outside windows.
-            calm = latency[~active & np.isfinite(latency)]
-            drain_s = float(np.median(calm)) if calm.size else float(rec.merge_duration_s)
-            tail = np.minimum(w_end + drain_s, np.append(w_start[1:], np.inf)) \
-                if len(w_start) else w_end
-            parts.append(pd.DataFrame({
-                "run": rec.run_id, "latency_s": latency, "t_s": start, "active": active,
-                "stressed": overlaps_windows(start, end, w_start, tail)}))
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-    def get(self, spec) -> dict | str:
-        key = (spec["mechanism"], tuple(spec["harness_backends"]), tuple(spec["real_backends"]))
-        if key not in self._cache:
-            self._cache[key] = self._compute(*key)
-        return self._cache[key]
-
-    def _compute(self, mechanism, harness_backends, real_backends) -> dict | str:
-        if not self.campaign.has_logs:
-            return "not evaluable: a summary table has no request logs"
-        backends = set(self.campaign.runs.backend.dropna())
-        if not backends & set(harness_backends) or not backends & set(real_backends):
-            return (f"not evaluable: needs both harness ({'/'.join(harness_backends)}) and real "
-                    f"({'/'.join(real_backends)}) runs; campaign has "
-                    f"{'/'.join(sorted(backends)) or 'none'}")
-        from evalkit.stats import effect_size_transfer
-
-        res = effect_size_transfer(self._requests(harness_backends),
-                                   self._requests(real_backends), mechanism,
-                                   rng=np.random.default_rng([self.seed, 2]))
-        return {"mechanism": mechanism, "rho_harness": res.harness.rho,
-                "rho_harness_ci": [res.harness.ci_low, res.harness.ci_high],
-                "rho_real": res.real.rho, "rho_real_ci": [res.real.ci_low, res.real.ci_high],
-                "transfer_fraction": res.transfer_fraction,
-                "transfer_fraction_ci": [res.transfer_ci_low, res.transfer_ci_high],
-                "contaminated": bool(res.real.contaminated or res.harness.contaminated),
-                "contamination_note": "; ".join(n for n in (res.harness.contamination_note,
-                                                            res.real.contamination_note) if n),
-                "verdict": res.verdict, "ci_method": res.real.ci_method}
+# TransferEvidence: effect-size transfer from the harness to the real sidecar, paired
+# against no-sync per seed (evalkit.audit.transfer_evidence).
 
 
 # --------------------------------------------------------------------------- per claim
@@ -217,25 +184,124 @@ class ClaimContext:
     def regime_runs(self) -> pd.DataFrame:
         return self.regime_evidence.runs
 
+    # -- design: which seeds are independent replicates, which test is valid ------------
+
+    @cached_property
+    def fingerprints(self) -> dict:
+        """run_id -> (arrival fingerprint, request count), read from the requests served."""
+        runs = self.campaign.runs
+        if "arrival_fingerprint" not in runs.columns:
+            return {}
+        out = {}
+        for run_id, fp, n in zip(runs.run_id.tolist(), runs.arrival_fingerprint.tolist(),
+                                 runs.n_requests.tolist()):
+            if isinstance(fp, str) and fp:
+                out[run_id] = (fp, int(n) if pd.notna(n) else None)
+        return out
+
+    @cached_property
+    def _units(self) -> tuple[list, list]:
+        """Paired seeds that are independent replicates; (seed, first seed) pseudo-replicates.
+
+        Seeds whose policy runs replayed the same requests (identical arrival fingerprint)
+        are one replicate of the trace, whatever their seed number: the first is kept.
+        """
+        kept, dup, first_of = [], [], {}
+        for p in self.claim.paired:
+            key = self.fingerprints.get(p.policy_run)
+            if key is not None and key in first_of:
+                dup.append((p.seed, first_of[key]))
+                continue
+            if key is not None:
+                first_of[key] = p.seed
+            kept.append(p)
+        return kept, dup
+
+    @property
+    def units(self) -> list:
+        return self._units[0]
+
+    @property
+    def pseudo_replicates(self) -> list[tuple[int, int]]:
+        return self._units[1]
+
+    @property
+    def effective_n(self) -> int:
+        return len(self.units)
+
+    @cached_property
+    def draws_per_seed(self) -> np.ndarray:
+        return np.array([len(p.draws) for p in self.units], dtype=int)
+
+    @property
+    def averaged_draws(self) -> bool:
+        return bool(self.draws_per_seed.size and self.draws_per_seed.max() >= 2)
+
+    @property
+    def test_name(self) -> str:
+        if self.averaged_draws:
+            return "within-seed permutation test"
+        if self.campaign.source == "summary":
+            return "sign-flip test (one baseline row per seed: symmetry of d assumed)"
+        return "sign-flip test"
+
     @cached_property
     def seeds_needed(self) -> int:
-        from evalkit.stats import seeds_needed
+        from evalkit.stats.permutation import seeds_needed
 
-        return int(seeds_needed(self.alpha, self.alternative))
+        m = int(self.draws_per_seed.min()) if self.draws_per_seed.size else 1
+        return int(seeds_needed(max(m, 1), self.alpha, self.alternative))
+
+    @property
+    def design_min_p(self) -> float:
+        from evalkit.stats.permutation import min_attainable_p
+
+        if not self.draws_per_seed.size:
+            return 1.0
+        return min_attainable_p(self.draws_per_seed, self.alternative)
 
     @cached_property
     def d(self) -> np.ndarray:
-        return np.array([p.d for p in self.claim.paired], dtype=float)
+        return np.array([p.d for p in self.units], dtype=float)
 
     @cached_property
     def sign_flip(self):
+        """The paired test of the claim: the within-seed permutation test when any seed
+        averages >= 2 draws (the sign-flip test assumes a symmetric d, which averaged draws
+        break), else the exact sign-flip test (the same test when every seed has one draw)."""
         from evalkit.stats import sign_flip_test
+        from evalkit.stats.permutation import within_seed_permutation_test
 
         tag = zlib.crc32(f"{self.claim.regime}\0{self.claim.policy}".encode())
         rng = np.random.default_rng([self.seed, tag])
+        if self.averaged_draws:
+            return within_seed_permutation_test(
+                [p.v_policy for p in self.units],
+                [p.draws.violation_rate.to_numpy(float) for p in self.units],
+                alternative=self.alternative, rng=rng,
+                n_resamples=None if self._exact_ok else self.protocol.n_resamples)
         return sign_flip_test(self.d, alternative=self.alternative,
                               n_resamples=None if len(self.d) <= 40 else self.protocol.n_resamples,
                               rng=rng)
+
+    @property
+    def _exact_ok(self) -> bool:
+        from evalkit.stats.permutation import MAX_EXACT_HALF
+
+        sizes = self.draws_per_seed + 1.0
+        return float(np.prod(sizes)) <= float(MAX_EXACT_HALF) ** 2 / 4
+
+    def corridor_violations(self, run_id: str, base_tolerance: float) -> list[str]:
+        """Why a run's merges are not in F_K with its edges (runs directories)."""
+        from evalkit.runlog.design import run_corridor_violations
+        from evalkit.runlog.io import read_meta
+
+        merges = self.campaign.columns(run_id, "merges", ("start_s", "end_s"))
+        meta = read_meta(self.campaign._dirs[run_id])
+        step = self.campaign.row(run_id).get("inner_step_median_s", float("nan"))
+        step = float(step) if step is not None and pd.notna(step) else float("nan")
+        return run_corridor_violations(meta, merges["start_s"], merges["end_s"], step,
+                                       base_tolerance)
 
     def transfer(self, spec):
         return self._transfer.get(spec)
@@ -292,7 +358,7 @@ class ClaimResult:
     @property
     def sign_flip(self):
         try:
-            return self.ctx.sign_flip if len(self.data.paired) >= 2 else None
+            return self.ctx.sign_flip if self.ctx.effective_n >= 2 else None
         except InputError:
             return None
 
@@ -316,10 +382,21 @@ class ClaimResult:
 
     def to_dict(self) -> dict:
         sf = self.sign_flip
-        d = self.ctx.d if len(self.data.paired) >= 2 else np.array([])
+        d = self.ctx.d if self.ctx.effective_n >= 2 else np.array([])
         return {
             "regime": self.regime, "policy": self.policy, "baseline": BASELINE,
             "n_seeds": len(self.data.paired), "seeds": [int(s) for s in self.data.seeds],
+            "effective_n": self.ctx.effective_n,
+            "pseudo_replicates": [{"seed": a, "same_requests_as_seed": b}
+                                  for a, b in self.ctx.pseudo_replicates],
+            "test": self.ctx.test_name,
+            "draws_per_seed": [int(x) for x in self.ctx.draws_per_seed],
+            "design_min_p": self.ctx.design_min_p,
+            "null_size": sf.null_size if sf is not None else None,
+            "method": sf.method if sf is not None else None,
+            "vouched": sorted(c.name for c in self.checks if c.vouched),
+            "exclusions": [e for e in self.ctx.campaign.excluded
+                           if e.get("regime") in (None, self.regime)],
             "wins": int((d > 0).sum()),
             "mean_diff": float(np.mean(d)) if d.size else None,
             "ci": [sf.ci_low, sf.ci_high] if sf is not None else None,
@@ -407,13 +484,13 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
         keep = protocol.tier_names[:protocol.tier_names.index(protocol.tier(max_tier).name) + 1]
         protocol = replace(protocol, tiers=tuple(t for t in protocol.tiers if t.name in keep))
     regimes = {r: RegimeEvidence(campaign, r) for r in sorted({c.regime for c in claims})}
-    transfer = TransferEvidence(campaign, seed)
+    transfer = TransferEvidence(campaign, seed, protocol.bootstrap_resamples)
     contexts = [ClaimContext(c, campaign, protocol, regimes[c.regime], transfer, seed)
                 for c in claims]
     # multiplicity: one p per testable claim, for the protocol's alternative
     testable = []
     for ctx in contexts:
-        if len(ctx.claim.paired) >= 2:
+        if ctx.effective_n >= 2:
             try:
                 testable.append((ctx, ctx.sign_flip.p_value))
             except InputError:
@@ -437,6 +514,20 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
                    if t.skip_if_not_evaluable and status[t.name] == "not_evaluable"}
         checks = [replace(c, blocking=False) if c.tier in skipped else c for c in checks]
         notes = []
+        vouched = [c.name for c in checks if c.vouched]
+        if vouched:
+            notes.append("vouched by the user (--accept-vouched), not verified: "
+                         + ", ".join(vouched))
+        if ctx.pseudo_replicates:
+            notes.append(f"effective n = {ctx.effective_n} of {len(ctx.claim.paired)} paired "
+                         "seeds: seeds that replay another seed's requests count once ("
+                         + ", ".join(f"seed {a} = seed {b}" for a, b in ctx.pseudo_replicates[:6])
+                         + ")")
+        if ctx.averaged_draws:
+            notes.append("averaged draws: tested by within-seed permutation (is the policy run "
+                         "exchangeable with its seed's draws?), not by a sign-flip on d")
+        elif ctx.campaign.source == "summary":
+            notes.append("one baseline row per seed: sign-flip test, symmetry of d assumed")
         if ctx.claim.generic_draws:
             notes.append("matched-random rows without matched_to serve every policy of the "
                          "regime: the input vouches that their K matches this policy's K")

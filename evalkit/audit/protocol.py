@@ -30,21 +30,31 @@ ALTERNATIVES = ("greater", "two-sided")
 MULTIPLICITY = ("holm", "none")
 
 # Parameters each check accepts: name -> (python types, default).  Every check also takes
-# ``description`` (str) and ``on_not_evaluable`` ("block" | "note").
+# ``description`` (str) and ``on_not_evaluable``: "block" (default), or "vouch" (older
+# name "note"): a check the input cannot evaluate (a summary table without the column)
+# blocks its tier unless the protocol's ``accept_vouched`` or ``--accept-vouched`` says
+# the user vouches for it; the report then marks the claim as vouched.
 _LIST = (list,)
 _NUM = (int, float)
+# The transfer checks share one estimate (evalkit.audit.transfer_evidence): same parameters.
+_TRANSFER_PARAMS = {"mechanism": ((str,), "sync"), "harness_backends": (_LIST, ["sim"]),
+                    "real_backends": (_LIST, ["torch", "vllm"]), "block_s": (_NUM, 30.0),
+                    "drain_bin_s": (_NUM, 5.0), "drain_max_lag_s": (_NUM, 60.0),
+                    "fallback_guard_band_s": ((int, float, list), 30.0),
+                    "fallback_length_strata": ((int,), 10)}
 CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {
     "fixed_cadence_baseline": {"policies": (_LIST, ["fixed_h"]),
                                "harness_backends": (_LIST, ["sim"])},
     "deferral_baseline": {"policies": (_LIST, ["pressure_gate", "random_deferral"]),
                           "harness_backends": (_LIST, ["sim"])},
-    "transfer_ci_excludes_one": {"mechanism": ((str,), "sync"),
-                                 "harness_backends": (_LIST, ["sim"]),
-                                 "real_backends": (_LIST, ["torch", "vllm"])},
-    "transfer_not_contaminated": {"mechanism": ((str,), "sync"),
-                                  "harness_backends": (_LIST, ["sim"]),
-                                  "real_backends": (_LIST, ["torch", "vllm"])},
+    "transfer_ci_excludes_one": _TRANSFER_PARAMS,
+    "transfer_paired": _TRANSFER_PARAMS,
     "matched_random_present": {"min_draws": ((int,), 1)},
+    "policy_runs_complete": {},
+    "schedules_in_corridor": {"tolerance_s": (_NUM, 0.05)},
+    "merge_durations_match": {"rel_tol": (_NUM, 0.25)},
+    "open_loop_sending": {"max_completion_tied_share": (_NUM, 0.2),
+                          "max_identical_arrival_share": (_NUM, 0.2)},
     "k_match": {"max_abs_diff": ((int,), 0)},
     "pairing_real": {},
     "enough_seeds": {"min_seeds": ((int,), 5)},
@@ -52,14 +62,12 @@ CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {
     "no_sync_present": {},
     "load_match": {"tolerances": ((dict,), {})},
     "psi_fit": {"min_runs": ((int,), 6)},
-    "gain_exceeds_calibration_error": {"multiplier": (_NUM, 2.0),
-                                       "eps_source": ((str,), "in_sample")},
+    "gain_explained_by_overlap": {"unexplained_tolerance": (_NUM, 0.25)},
     "not_oracle": {},
     "real_sidecar": {"real_backends": (_LIST, ["torch", "vllm"])},
 }
-_CHOICES = {("gain_exceeds_calibration_error", "eps_source"): ("in_sample", "loso"),
-            ("transfer_ci_excludes_one", "mechanism"): ("sync",),
-            ("transfer_not_contaminated", "mechanism"): ("sync",)}
+_CHOICES = {("transfer_ci_excludes_one", "mechanism"): ("sync",),
+            ("transfer_paired", "mechanism"): ("sync",)}
 
 
 @dataclass(frozen=True)
@@ -74,7 +82,7 @@ class TierSpec:
 class CheckSpec:
     name: str
     description: str
-    on_not_evaluable: str            # "block" | "note"
+    on_not_evaluable: str            # "block" | "vouch"
     params: dict = field(default_factory=dict)
 
     def __getitem__(self, key):
@@ -91,6 +99,7 @@ class Protocol:
     multiplicity: str
     n_resamples: int
     bootstrap_resamples: int
+    accept_vouched: bool
     tiers: tuple[TierSpec, ...]
     checks: dict
     source: str                      # "builtin:<name>" or the file's base name
@@ -115,11 +124,15 @@ class Protocol:
                              fix="pass e.g. --alpha 0.05")
         return replace(self, alpha=float(alpha))
 
+    def with_accept_vouched(self, accept: bool) -> "Protocol":
+        """``--accept-vouched``: checks the input cannot evaluate no longer block."""
+        return replace(self, accept_vouched=True) if accept else self
+
     def to_dict(self) -> dict:
         return {
             "name": self.name, "version": self.version, "source": self.source,
             "sha256": self.sha256, "alpha": self.alpha, "alternative": self.alternative,
-            "multiplicity": self.multiplicity,
+            "multiplicity": self.multiplicity, "accept_vouched": self.accept_vouched,
             "tiers": [{"name": t.name, "claim": t.claim, "checks": list(t.checks),
                        "skip_if_not_evaluable": t.skip_if_not_evaluable} for t in self.tiers],
             "checks": {n: {"description": c.description, "on_not_evaluable": c.on_not_evaluable,
@@ -238,6 +251,7 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
     head = p.get(data, "", "protocol", (dict,))
     p.no_unknown(head, "protocol", ("name", "version", "description", "alpha", "alternative",
                                     "multiplicity", "n_resamples", "bootstrap_resamples",
+                                    "accept_vouched",
                                     "tier_order"))
     alpha = float(p.get(head, "protocol", "alpha", _NUM))
     if not 0 < alpha < 1:
@@ -301,8 +315,9 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
                            "tolerance must be a non-negative number", "e.g. 0.02")
         checks[name] = CheckSpec(
             name=name, description=p.get(table, prefix, "description", (str,), name),
-            on_not_evaluable=p.get(table, prefix, "on_not_evaluable", (str,), "block",
-                                   choices=("block", "note")),
+            on_not_evaluable={"note": "vouch"}.get(v := p.get(
+                table, prefix, "on_not_evaluable", (str,), "block",
+                choices=("block", "vouch", "note")), v),
             params=params)
     return Protocol(
         name=p.get(head, "protocol", "name", (str,)),
@@ -313,5 +328,7 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
                           choices=ALTERNATIVES),
         multiplicity=p.get(head, "protocol", "multiplicity", (str,), "holm",
                            choices=MULTIPLICITY),
-        n_resamples=n_resamples, bootstrap_resamples=boot, tiers=tuple(tiers), checks=checks,
+        n_resamples=n_resamples, bootstrap_resamples=boot,
+        accept_vouched=p.get(head, "protocol", "accept_vouched", (bool,), False),
+        tiers=tuple(tiers), checks=checks,
         source=source, sha256=hashlib.sha256(text.encode()).hexdigest())

@@ -3,8 +3,11 @@
 What reviewers often have when a paper releases only per-seed results.  Columns:
 
 required  ``policy``, ``seed``, ``violation_rate``
-optional  ``role``, ``draw``, ``regime``, ``n_requests``, ``K``, ``oracle``,
-          ``no_sync_violation_rate``, ``matched_to``, ``backend``, ``trace_realisation``
+optional  ``role``, ``draw``, ``regime``, ``n_requests``, ``K`` (or ``k_observed``),
+          ``oracle``, ``no_sync_violation_rate``, ``matched_to``, ``backend``,
+          ``trace_realisation``, ``run_id``, and the load-match and design columns that
+          ``evalkit summarize`` writes (:data:`PASSTHROUGH`): a summarize table reaches the
+          tiers of its runs directory for every check that needs no request logs
 
 * ``role`` defaults to ``policy``; rows whose policy is ``matched_random`` / ``no_sync`` take
   those roles.  A ``matched_random`` row whose policy names another policy is a draw matched
@@ -25,6 +28,13 @@ import pandas as pd
 from evalkit.errors import InputError
 
 REQUIRED = ("policy", "seed", "violation_rate")
+# columns of `evalkit summarize` the audit uses when present: load match, design facts
+PASSTHROUGH = ("arrival_rate_achieved", "prompt_tokens_total", "output_tokens_total",
+               "step_rate", "merge_duration_s", "horizon_s", "exposure_requests",
+               "exposure_time", "span_start_s", "span_end_s", "arrival_fingerprint",
+               "merge_duration_median_s", "corridor_violations", "corridor_note",
+               "completion_tied_share", "identical_arrival_share", "inner_step_median_s")
+TEXT_PASSTHROUGH = ("arrival_fingerprint", "corridor_note")
 OPTIONAL = ("role", "draw", "regime", "n_requests", "K", "oracle", "no_sync_violation_rate",
             "matched_to", "backend", "trace_realisation")
 _TRUE = {"true", "1", "yes", "y", "t"}
@@ -121,7 +131,8 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
         if oracle_text not in _TRUE | _FALSE:
             bad(i, "oracle", f"cannot read {rec.get('oracle')!r} as true/false",
                 "write true or false")
-        k = number(i, "K", rec.get("K"), integer=True, lo=0, allow_blank=True)
+        k_col = "K" if not _blank(rec.get("K")) else "k_observed"
+        k = number(i, k_col, rec.get(k_col), integer=True, lo=0, allow_blank=True)
         n_req = number(i, "n_requests", rec.get("n_requests"), integer=True, lo=1,
                        allow_blank=True)
         draw = number(i, "draw", rec.get("draw"), integer=True, lo=0, allow_blank=True)
@@ -135,8 +146,18 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
                     f"{ns} contradicts {no_sync_given[key][0]} on row {no_sync_given[key][1]} "
                     f"(regime {regime}, seed {seed})", "one no-sync V per regime and seed")
             no_sync_given.setdefault(key, (ns, i + offset))
+        extra = {}
+        for col in PASSTHROUGH:
+            if col in table.columns:
+                val = rec.get(col)
+                if col in TEXT_PASSTHROUGH:
+                    extra[col] = text(val) or ("" if col == "corridor_note" else None)
+                else:
+                    extra[col] = number(i, col, val, allow_blank=True)
+        run_id = text(rec.get("run_id")) or f"{path.name}:row{i + offset}"
         rows.append({
-            "run_id": f"{path.name}:row{i + offset}", "role": role, "policy": policy,
+            **extra,
+            "run_id": run_id, "role": role, "policy": policy,
             "seed": seed, "draw": draw, "matched_to": matched_to, "regime": regime,
             "backend": text(rec.get("backend")), "oracle": oracle_text in _TRUE,
             "trace_realisation": text(rec.get("trace_realisation")),

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from evalkit.errors import InputError
 from evalkit.runlog import metrics as m
+from evalkit.runlog.design import DESIGN_COLUMNS, design_facts
 from evalkit.runlog.io import Run, read_run
 from evalkit.runlog.validate import RunCheck, validate_runs
 from evalkit.runlog.vinterval import v_interval
@@ -104,8 +105,9 @@ def _step_rate(steps: dict | None, merges: dict) -> float:
                        merges["start_s"], merges["end_s"])
 
 
-def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = None) -> dict:
-    """The summary row from numpy columns.
+def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = None,
+                     design: bool = False) -> dict:
+    """The summary row from numpy columns (``design``: plus :data:`DESIGN_COLUMNS`).
 
     ``req``: REQUEST_COLUMNS -> (n,) arrays (NaN for nulls); ``merges``: ``start_s``,
     ``end_s`` -> (k,); ``steps``: ``start_s``, ``end_s`` -> (s,) or None.
@@ -121,7 +123,10 @@ def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = N
     }
     row.update(request_numbers(req, merges, steps, meta["slo"], float(meta["merge_duration_s"]),
                                float(meta["horizon_s"]), run=meta.get("run_id")))
-    return {col: row[col] for col in SUMMARY_COLUMNS}
+    out = {col: row[col] for col in SUMMARY_COLUMNS}
+    if design:
+        out.update(design_facts(meta, req, merges, steps))
+    return out
 
 
 def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
@@ -234,7 +239,7 @@ def _summarize_check(check: RunCheck) -> dict:
     t = check.tables
     return summarize_arrays(check.meta, _from_arrow(t["requests"], REQUEST_COLUMNS),
                             _from_arrow(t["merges"], ("start_s", "end_s")),
-                            _from_arrow(t.get("steps"), ("start_s", "end_s")))
+                            _from_arrow(t.get("steps"), ("start_s", "end_s")), design=True)
 
 
 def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False,
@@ -272,7 +277,9 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
         raise InputError(f"no complete runs to summarise ({len(report.excluded)} incomplete run(s) "
                          "excluded)", file=str(runs_dir),
                          fix="rerun the incomplete runs (--include-incomplete to inspect them)")
-    df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    # the design facts (pairing fingerprint, merge lengths, corridor, open loop) follow the
+    # summary columns: summary tables written from this carry the audit's design evidence
+    df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS) + list(DESIGN_COLUMNS))
     df["draw"] = df["draw"].astype("Int64")
     df = df.sort_values("run_id", kind="stable").reset_index(drop=True)
     df.attrs["excluded"] = sorted(report.excluded)

@@ -204,15 +204,16 @@ def _sequential(fc: FeasibleClass, m: int, n: int, rng) -> np.ndarray:
 
 def sample_schedules(k, span, duration, min_gap, max_gap, n, rng=None,
                      method: str = "auto", edges: bool = True,
-                     train_start: float | None = None) -> np.ndarray:
+                     train_start: float | None = None,
+                     run_end: float | None = None) -> np.ndarray:
     """n schedules drawn exactly uniformly from F_K: (n, k) sorted window START times.
 
     span = (t0, t1): windows ``[s, s + duration]`` lie inside it; consecutive start gaps lie
     in ``[max(min_gap, duration), max_gap]``.  rng: Generator or int seed (None -> 0).
     edges (default; needs a finite max_gap): F_K includes the corridor's edges — the first
     start lies ``[min_gap, max_gap]`` after ``train_start`` (default: the span start) and the
-    last start less than ``max_gap`` before the last feasible start ``t1 - D``
-    (:mod:`evalkit.stats.schedules_edges`).  ``edges=False``: gaps only (the class without
+    last start less than ``max_gap`` before the run's last feasible start ``run_end - D``
+    (``run_end`` defaults to t1; :mod:`evalkit.stats.schedules_edges`).  ``edges=False``: gaps only (the class without
     edges, kept for comparison).
     method: "auto" picks the exact sampler with the best acceptance (see module doc).
     """
@@ -222,7 +223,7 @@ def sample_schedules(k, span, duration, min_gap, max_gap, n, rng=None,
         if method not in ("auto", "reject-box", "sequential"):
             raise InputError(f"unknown sampling method {method!r} for F_K with edges",
                              column="method", fix="use 'auto', 'reject-box' or 'sequential'")
-        ec = edge_class(k, span, duration, min_gap, max_gap, train_start)
+        ec = edge_class(k, span, duration, min_gap, max_gap, train_start, run_end)
         if int(n) < 0:
             raise InputError(f"n = {n} must be >= 0", column="n", fix="ask for some schedules")
         return sample_edge_schedules(ec, int(n), as_generator(rng), method)

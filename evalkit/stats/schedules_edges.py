@@ -78,9 +78,15 @@ def _g(j: int, c, v, p: int, exact: bool = False):
     return _f(j, p + 1, v, exact) - _f(j, p + 1, v - c, exact)
 
 
-def edge_class(k, span, duration, min_gap, max_gap, train_start=None) -> EdgeClass:
-    """Validate and describe F_K with edges; infeasible constraints raise InputError."""
+def edge_class(k, span, duration, min_gap, max_gap, train_start=None,
+               run_end=None) -> EdgeClass:
+    """Validate and describe F_K with edges; infeasible constraints raise InputError.
+
+    span = (t0, t1): windows lie inside it (the observed span); ``train_start`` (default t0)
+    and ``run_end`` (default t1) are where the trainer's corridor starts and ends.
+    """
     t0, t1 = (float(v) for v in span)
+    t_end = t1 if run_end is None else float(run_end)
     k, d = int(k), float(duration)
     min_gap, max_gap = float(min_gap), float(max_gap)
     if not math.isfinite(max_gap):
@@ -89,10 +95,10 @@ def edge_class(k, span, duration, min_gap, max_gap, train_start=None) -> EdgeCla
     ref = t0 if train_start is None else float(train_start)
     a = max(min_gap, d)
     first_lo, first_hi = max(t0, ref + min_gap), min(ref + max_gap, t1 - d)
-    last_lo, last_hi = t1 - d - max_gap, t1 - d
+    last_lo, last_hi = t_end - d - max_gap, t1 - d
     if k == 0:
-        if last_hi - ref >= max_gap:
-            raise InputError(f"K = 0 is infeasible: {last_hi - ref:g} s without a merge "
+        if t_end - d - ref >= max_gap:
+            raise InputError(f"K = 0 is infeasible: {t_end - d - ref:g} s without a merge "
                              f"exceed max_gap = {max_gap:g} s", column="k",
                              fix="a corridor-bound trainer must have merged; check K")
         return EdgeClass(0, first_lo, first_hi, a, max_gap, last_lo, last_hi, d, 1.0)

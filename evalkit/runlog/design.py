@@ -1,0 +1,105 @@
+"""Per-run facts about the experiment's *design*, read from the logs, never from run.json.
+
+The audit's soundness checks compare these across the runs of a seed: pairing is verified
+from the arrivals actually replayed (``arrival_fingerprint``), merge windows from their
+observed lengths, the corridor from the merges performed, and open-loop sending from the
+request timings.  ``evalkit summarize`` writes them as extra columns (:data:`DESIGN_COLUMNS`)
+so a summary table carries the same evidence as its runs directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+
+DESIGN_COLUMNS = ("arrival_fingerprint", "merge_duration_median_s", "corridor_violations",
+                  "corridor_note", "completion_tied_share", "identical_arrival_share",
+                  "inner_step_median_s")
+FINGERPRINT_RESOLUTION_S = 1e-6     # arrivals are compared to the microsecond
+TIED_WINDOW_S = 1e-3                # a send this soon after a completion is tied to it
+CORRIDOR_TOLERANCE_S = 0.05         # default slack; real backends add 1.5 inner steps
+
+
+def arrival_fingerprint(arrival_s) -> str:
+    """sha256 (first 32 hex digits) of the request count and sorted arrivals in microseconds."""
+    a = np.sort(np.asarray(arrival_s, dtype=float))
+    a = a[np.isfinite(a)]
+    ticks = np.round(a / FINGERPRINT_RESOLUTION_S).astype(np.int64)
+    h = hashlib.sha256()
+    h.update(str(int(a.size)).encode())
+    h.update(ticks.tobytes())
+    return h.hexdigest()[:32]
+
+
+def completion_tied_share(sent_s, end_s, window_s: float = TIED_WINDOW_S) -> float:
+    """Share of requests sent within ``window_s`` after another request completed.
+
+    Open-loop senders keep the trace's schedule: sends coincide with completions only by
+    chance (about rate x window).  A closed-loop client sends when a request returns.
+    """
+    sent = np.asarray(sent_s, dtype=float)
+    end = np.sort(np.asarray(end_s, dtype=float)[np.isfinite(end_s)])
+    ok = np.isfinite(sent)
+    if not ok.any() or end.size == 0:
+        return 0.0
+    s = sent[ok]
+    i = np.searchsorted(end, s, side="right") - 1          # last completion at or before s
+    prev = np.where(i >= 0, end[np.maximum(i, 0)], -np.inf)
+    return float(np.count_nonzero(s - prev <= window_s) / s.size)
+
+
+def identical_arrival_share(arrival_s) -> float:
+    """Share of requests whose scheduled arrival equals another request's (to 1 us)."""
+    a = np.asarray(arrival_s, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size < 2:
+        return 0.0
+    _, inverse, counts = np.unique(np.round(a / FINGERPRINT_RESOLUTION_S).astype(np.int64),
+                                   return_inverse=True, return_counts=True)
+    return float(np.count_nonzero(counts[inverse] > 1) / a.size)
+
+
+def corridor_tolerance(inner_step_s: float, base: float = CORRIDOR_TOLERANCE_S) -> float:
+    """Slack for the corridor check: decisions happen at inner-step boundaries."""
+    step = inner_step_s if math.isfinite(inner_step_s) else 0.0
+    return float(base + 1.5 * step)
+
+
+def run_corridor_violations(meta: dict, starts, ends, inner_step_s: float = float("nan"),
+                            base_tolerance: float = CORRIDOR_TOLERANCE_S) -> list[str]:
+    """Why the run's merges (every merge it performed) are not in F_K with its edges."""
+    from evalkit.stats.schedules_edges import corridor_violations
+
+    corridor = meta.get("corridor") or {}
+    lo = corridor.get("min_gap_s")
+    hi = corridor.get("max_gap_s")
+    if lo is None or hi is None:
+        return ["run.json has no corridor (min_gap_s/max_gap_s): F_K cannot be checked"]
+    return corridor_violations(
+        starts, ends, (0.0, float(meta["horizon_s"])), float(meta["merge_duration_s"]),
+        float(lo), float(hi), train_start=float(meta.get("training_start_s") or 0.0),
+        tol=corridor_tolerance(inner_step_s, base_tolerance))
+
+
+def design_facts(meta: dict, req: dict, merges: dict, steps: dict | None) -> dict:
+    """The :data:`DESIGN_COLUMNS` of one run from its numpy columns."""
+    starts = np.asarray(merges["start_s"], dtype=float)
+    ends = np.asarray(merges["end_s"], dtype=float)
+    dur = ends - starts
+    step = float("nan")
+    if steps is not None and len(steps["start_s"]):
+        step = float(np.median(np.asarray(steps["end_s"], float)
+                               - np.asarray(steps["start_s"], float)))
+    bad = [] if meta.get("role") == "no_sync" else run_corridor_violations(
+        meta, starts, ends, step)
+    return {
+        "arrival_fingerprint": arrival_fingerprint(req["arrival_s"]),
+        "merge_duration_median_s": float(np.median(dur)) if dur.size else float("nan"),
+        "corridor_violations": len(bad),
+        "corridor_note": "; ".join(bad),
+        "completion_tied_share": completion_tied_share(req["sent_s"], req["end_s"]),
+        "identical_arrival_share": identical_arrival_share(req["arrival_s"]),
+        "inner_step_median_s": step,
+    }
