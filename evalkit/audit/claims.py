@@ -313,13 +313,16 @@ class ClaimContext:
         return self._load_match[key]
 
     def _compute_load_match(self, tolerances) -> pd.DataFrame | str:
-        if not self.campaign.has_logs:
-            return ("not evaluable: a summary table carries no request counts, arrival rates "
-                    "or step rates of the no-sync run")
         from evalkit.stats import load_match
         from evalkit.stats.loadmatch import CHECK_KEYS
 
-        summary = self.campaign.summary
+        # a summary table written by `evalkit summarize` carries the same load columns
+        summary = self.campaign.summary if self.campaign.has_logs else self.campaign.runs
+        if not self.campaign.has_logs and not any(
+                c in summary.columns and summary[c].notna().any() for c in CHECK_KEYS
+                if c != "n_requests"):
+            return ("not evaluable: the summary table carries no arrival rates, token totals "
+                    "or step rates of the no-sync runs (write it with 'evalkit summarize')")
         # one dict per run of the columns load_match reads: a Series lookup costs ~1 ms a run
         used = [c for c in ("seed", "violation_rate", *CHECK_KEYS) if c in summary.columns]
         rows_by_id = dict(zip(summary.run_id.tolist(),
