@@ -28,7 +28,8 @@ def test_bundled_protocol_encodes_the_hierarchy():
     assert p.tier("matched_budget").checks == ("matched_random_present", "k_match",
                                                "pairing_real", "enough_seeds",
                                                "gain_significant")
-    assert p.checks["gain_exceeds_calibration_error"]["multiplier"] == 2.0
+    assert p.checks["gain_explained_by_overlap"]["unexplained_tolerance"] == 0.25
+    assert p.tier("sidecar_transfer").checks == ("transfer_ci_excludes_one", "transfer_paired")
     assert p.checks["load_match"]["tolerances"]["arrival_rate_achieved"] == 0.02
     assert p.tier("harness").skip_if_not_evaluable and not p.tier("calibrated").skip_if_not_evaluable
     assert p.source == "builtin:diloco-slo" and len(p.sha256) == 64
@@ -59,8 +60,9 @@ def _line_of(text: str, needle: str) -> int:
     ('checks = ["no_sync_present", "load_match"]', 'checks = ["no_sync_present", "nosync"]',
      "tiers.placement_gain.checks"),
     ("step_rate = 0.05", "step_rate = -1", "checks.load_match.tolerances.step_rate"),
-    ('eps_source = "in_sample"', 'eps_source = "loose"',
-     "checks.gain_exceeds_calibration_error.eps_source"),
+    ("unexplained_tolerance = 0.25", 'unexplained_tolerance = "a quarter"',
+     "checks.gain_explained_by_overlap.unexplained_tolerance"),
+    ("drain_bin_s = 5.0", 'drain_bin_s = "5 s"', "checks.transfer_ci_excludes_one.drain_bin_s"),
     ("min_runs = 6", "min_runs = 6\nbogus = 1", "checks.psi_fit.bogus"),
 ])
 def test_semantic_error_names_key_and_line(protocol_text, old, new, key):

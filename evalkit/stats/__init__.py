@@ -17,6 +17,7 @@ _SOURCES = {
     "bootstrap": ("BootstrapResult", "bootstrap_ci", "holm"),
     "envelope": ("MeasuredEnvelope", "PlacementGain", "ProxyEnvelope",
                  "matched_random_envelope", "placement_gain", "proxy_envelope"),
+    "explained": ("ExplainedGain", "explained_gain"),
     "exposure": ("Exposure", "ExposureRegression", "exposure", "exposure_regression"),
     "loadmatch": ("LoadCheck", "LoadMatchResult", "load_match"),
     "overlap": ("OverlapCost", "RequestIndex", "cost_curve", "overlap_cost"),
@@ -26,6 +27,8 @@ _SOURCES = {
     "signflip": ("SignFlipResult", "min_attainable_p", "seeds_needed", "sign_flip_test"),
     "transfer": ("CorrelationResult", "RhoEstimate", "TransferResult", "effect_correlation",
                  "effect_size_transfer"),
+    "transfer_paired": ("DrainBin", "RhoSide", "TransferComparison", "fallback_rho",
+                        "guard_band_transfer", "paired_rho", "paired_transfer"),
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 

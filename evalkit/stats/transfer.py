@@ -1,8 +1,13 @@
-"""Effect-size transfer from a stress harness to real serving, with block bootstrap CIs.
+"""The naive active/inactive effect-size split, and the correlation of effects across conditions.
 
 For a mechanism m, ``rho = p_q(latency | m active) / p_q(latency | m inactive)`` (q = 0.95).
 Requests close in time share queue state, so they are not independent: the CI resamples
 contiguous time blocks of ``block_s`` seconds (a block bootstrap), not single requests.
+
+This split is biased both ways -- long requests overlap windows more often (rho > 1 with no
+effect) and a merge's backlog slows the "inactive" group (rho -> 1) -- and is kept as the
+naive reference only.  The audit measures transfer paired against the same requests in a
+no-sync run: :mod:`evalkit.stats.transfer_paired`.
 """
 
 from __future__ import annotations

@@ -231,6 +231,9 @@ class _PairedSubset:
 
     def stats(self, counts):
         """(c, nb) block multiplicities -> p95 ratio (c,) and geometric-mean ratio (c,)."""
+        if self.n == 0:
+            nan = np.full(counts.shape[0], np.nan)
+            return nan, nan.copy()
         w = counts[:, self.block]
         p1 = _weighted_quantile(self.v1, w[:, self.o1], self.q)
         p2 = _weighted_quantile(self.v2, w[:, self.o2], self.q)
