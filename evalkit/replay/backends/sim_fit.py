@@ -28,6 +28,13 @@ Estimators (all from the requests table, so any real backend's runs can be fitte
   and log-scale spread.
 * **Response overhead**: after the rest is fitted, the median of real − simulated
   end-to-end latency over the no-sync runs' requests (transport the engine model lacks).
+* **Host load** (a shared machine): every iteration cost of run r scales as
+  ``(step_r / step_ref)^β``, with ``step_r`` the run's median inner-step time — the trainer
+  competes for the same cores, so its step time measures the contention a run saw without
+  looking at its latencies.  β is the slope of log(observed / predicted decode time) on
+  log(step_r / step_ref) over the no-sync runs; the service is then refitted at the
+  reference load.  The twin itself runs at the reference load (``step_s`` = step_ref); a
+  prediction for a given real run may scale its slowdowns by the run's factor.
 """
 
 from __future__ import annotations
@@ -124,22 +131,31 @@ class Service:
         return f.design() @ coef * f.iters
 
 
-def fit_service(feats: list[DecodeFeatures]) -> Service:
+def _scaled(feats: list[DecodeFeatures], scales) -> np.ndarray:
+    """Per-request load factor: each run's factor repeated over its requests."""
+    if scales is None:
+        return np.ones(sum(f.iters.size for f in feats))
+    return np.concatenate([np.full(f.iters.size, float(s)) for f, s in zip(feats, scales)])
+
+
+def fit_service(feats: list[DecodeFeatures], scales=None) -> Service:
+    """NNLS of per-iteration decode time; ``scales``: each run's host-load factor (or None)."""
     f = _stack(feats)
-    coef, _ = nnls(f.design(), f.span / f.iters)
+    coef, _ = nnls(f.design(), f.span / f.iters / _scaled(feats, scales))
     if coef[0] <= 0:               # a zero base cost would make the engine free when idle
         coef[0] = max(float(np.median(f.span / f.iters)) * 1e-3, 1e-6)
     return Service(*(float(c) for c in coef), n_requests=int(f.iters.size))
 
 
-def fit_merge_ratio(feats: list[DecodeFeatures], service: Service) -> tuple[float, int]:
+def fit_merge_ratio(feats: list[DecodeFeatures], service: Service,
+                    scales=None) -> tuple[float, int]:
     """ρ = merge slowdown / training slowdown, and the number of requests it rests on."""
     f = _stack(feats)
     hit = f.t_in > 0
     if not np.any(hit):
         return float("nan"), 0
     w = 1.0 / f.iters[hit] ** 2
-    work = service.work(f)[hit]
+    work = (service.work(f) * _scaled(feats, scales))[hit]
     t_in, t_out = f.t_in[hit], (f.span - f.t_in)[hit]
     inv = float(np.sum(w * t_in * (work - t_out)) / np.sum(w * t_in * t_in))
     inv = min(max(inv, 0.05), 20.0)         # ρ in [0.05, 20]: the data's range, not a prior
@@ -169,11 +185,48 @@ def quantile_grid(values) -> list[float]:
     return [float(x) for x in np.quantile(v, np.linspace(0, 1, N_QUANTILES))] if v.size else []
 
 
+def run_step_s(run: RealRun) -> float:
+    s = run.step_s[np.isfinite(run.step_s) & (run.step_s > 0)]
+    return float(np.median(s)) if s.size else float("nan")
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """Iteration costs of a run scale as ``(step_r / ref_step_s) ** exponent``."""
+
+    exponent: float
+    ref_step_s: float
+
+    def factor(self, run: RealRun) -> float:
+        step = run_step_s(run)
+        if not (self.exponent and np.isfinite(step) and self.ref_step_s > 0):
+            return 1.0
+        return float((step / self.ref_step_s) ** self.exponent)
+
+
+def fit_load_exponent(runs: list[RealRun], service: Service, ref_step_s: float) -> float:
+    """β: slope of log(observed/predicted decode time) on log(step/ref) over ``runs``."""
+    x, y = [], []
+    for r in runs:
+        f = decode_features(r)
+        step = run_step_s(r)
+        work = service.work(f).sum()
+        if f.iters.size and work > 0 and np.isfinite(step) and step > 0:
+            x.append(np.log(step / ref_step_s))
+            y.append(np.log(f.span.sum() / work))
+    x, y = np.asarray(x), np.asarray(y)
+    if x.size < 3 or np.ptp(x) < 1e-6:
+        return 0.0
+    beta = float(np.sum((x - x.mean()) * (y - y.mean())) / np.sum((x - x.mean()) ** 2))
+    return min(max(beta, 0.0), 3.0)
+
+
 @dataclass
 class FitEstimate:
     settings: dict                 # SimConfig settings of the twin
     service: Service               # while training (what no-sync runs measured)
     merge_ratio: float             # merge slowdown / training slowdown
+    load: HostLoad = HostLoad(0.0, 1.0)
     derived: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
@@ -183,8 +236,18 @@ def fit_settings(runs: list[RealRun], *, with_overhead: bool = True) -> FitEstim
     notes = []
     no_sync = [r for r in runs if r.no_sync]
     merging = [r for r in runs if r.merging]
-    service = fit_service([decode_features(r) for r in no_sync])
-    ratio, n_hit = fit_merge_ratio([decode_features(r) for r in merging], service)
+    ns_feats = [decode_features(r) for r in no_sync]
+    run_steps = np.array([run_step_s(r) for r in runs])
+    run_steps = run_steps[np.isfinite(run_steps)]
+    ref = float(np.median(run_steps)) if run_steps.size else float("nan")
+    service = fit_service(ns_feats)
+    load = HostLoad(0.0, ref)
+    if np.isfinite(ref):
+        for _ in range(2):          # the service at the reference load, then β again
+            load = HostLoad(fit_load_exponent(no_sync, service, ref), ref)
+            service = fit_service(ns_feats, [load.factor(r) for r in no_sync])
+    ratio, n_hit = fit_merge_ratio([decode_features(r) for r in merging], service,
+                                   [load.factor(r) for r in merging])
     if not np.isfinite(ratio):
         ratio = 1.0
         notes.append("no request overlapped a merge window: merge slowdown = training slowdown")
@@ -205,7 +268,9 @@ def fit_settings(runs: list[RealRun], *, with_overhead: bool = True) -> FitEstim
     max_batch = [r.effective.get("max_batch") for r in runs if r.effective.get("max_batch")]
     tokens_per_step = [r.effective.get("tokens_per_step") for r in runs
                        if r.effective.get("tokens_per_step")]
-    log_steps = np.log(steps) if steps.size else np.empty(0)
+    # step-time spread within a run (between runs it is host load, see HostLoad)
+    log_steps = np.concatenate([np.log(r.step_s[r.step_s > 0]) - np.log(run_step_s(r))
+                                for r in runs if np.any(r.step_s > 0)] or [np.empty(0)])
     settings = {
         "max_batch": int(np.median(max_batch)) if max_batch else 128,
         "prefill_budget_tokens": BIG, "kv_capacity_tokens": BIG,
@@ -216,35 +281,48 @@ def fit_settings(runs: list[RealRun], *, with_overhead: bool = True) -> FitEstim
         "merge_duration_quantiles": quantile_grid(durations),
         "send_lag_quantiles": [max(0.0, x) for x in quantile_grid(lags)],
         "response_overhead_s": 0.0,
-        "step_s": float(np.median(steps)) if steps.size else None,
-        "step_jitter_cv": float(1.4826 * np.median(np.abs(log_steps - np.median(log_steps))))
-        if steps.size else 0.02,
+        "step_s": ref if np.isfinite(ref) else None,
+        "step_jitter_cv": float(1.4826 * np.median(np.abs(log_steps)))
+        if log_steps.size else 0.02,
         "tokens_per_step": int(np.median(tokens_per_step)) if tokens_per_step else 4096,
     }
     settings = {k: v for k, v in settings.items() if v is not None}
     derived = {"merge_ratio": ratio, "merge_requests": n_hit,
+               "load_exponent": load.exponent, "load_ref_step_s": ref,
                "service_requests": service.n_requests,
                "merge_duration_mean_s": float(np.mean(durations)),
                "send_lag_p50_s": float(np.median(lags[np.isfinite(lags)]))}
-    est = FitEstimate(settings=settings, service=service, merge_ratio=ratio, derived=derived,
-                      notes=notes)
+    est = FitEstimate(settings=settings, service=service, merge_ratio=ratio, load=load,
+                      derived=derived, notes=notes)
     if with_overhead:
-        est.settings["response_overhead_s"] = response_overhead(no_sync, est.settings)
+        est.settings["response_overhead_s"] = response_overhead(no_sync, est.settings, load)
     return est
 
 
-def overhead_residuals(run: RealRun, settings: dict) -> np.ndarray:
+def at_load(settings: dict, factor: float) -> dict:
+    """The twin's settings with every iteration cost scaled by a host-load ``factor``."""
+    out = dict(settings)
+    for key in ("train_slowdown", "merge_slowdown"):
+        if out.get(key) is not None:
+            out[key] = float(out[key]) * factor
+    return out
+
+
+def overhead_residuals(run: RealRun, settings: dict, load: HostLoad | None = None) -> np.ndarray:
     """Real − simulated end time of ``run``'s completed requests, the twin without overhead."""
     from evalkit.replay.backends.sim_fit_check import simulate_run
 
-    sim = simulate_run(run, dict(settings, response_overhead_s=0.0))
+    factor = load.factor(run) if load is not None else 1.0
+    sim = simulate_run(run, at_load(dict(settings, response_overhead_s=0.0), factor))
     real_end = run.requests["end_s"].to_numpy(float)
     sim_end = sim["end_s"].to_numpy(float)
     good = np.isfinite(real_end) & np.isfinite(sim_end) & run.requests["ok"].to_numpy(bool)
     return real_end[good] - sim_end[good]
 
 
-def response_overhead(no_sync: list[RealRun], settings: dict) -> float:
+def response_overhead(no_sync: list[RealRun], settings: dict,
+                      load: HostLoad | None = None) -> float:
     """Median real − simulated end-to-end latency over the no-sync runs' requests (>= 0)."""
-    d = np.concatenate([overhead_residuals(r, settings) for r in no_sync] or [np.empty(0)])
+    d = np.concatenate([overhead_residuals(r, settings, load) for r in no_sync]
+                       or [np.empty(0)])
     return max(0.0, float(np.median(d))) if d.size else 0.0

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from evalkit.replay.backends.sim_fit import FitEstimate, fit_settings
+from evalkit.replay.backends.sim_fit import FitEstimate, HostLoad, at_load, fit_settings
 from evalkit.replay.backends.sim_fit_data import RealCampaign, RealRun
 from evalkit.runlog import metrics
 
@@ -25,6 +25,7 @@ TARGET_V_MAE = 0.05
 TARGET_P95_REL_ERR = 0.3
 CI_SETTINGS = ("iter_base_s", "decode_per_seq_s", "prefill_base_s", "prefill_per_token_s",
                "train_slowdown", "merge_slowdown", "response_overhead_s", "step_s")
+DERIVED = ("merge_ratio", "merge_duration_mean_s", "load_exponent")
 
 
 def simulate_run(run: RealRun, settings: dict) -> pd.DataFrame:
@@ -55,13 +56,16 @@ def run_metrics(req: pd.DataFrame, merge_start, merge_end, slo_e2e_s: float,
             "n_in": int(inside.sum()), "n": int(lat.size)}
 
 
-def compare_run(run: RealRun, settings: dict) -> dict:
+def compare_run(run: RealRun, settings: dict, load: HostLoad | None = None) -> dict:
+    """Real vs predicted metrics of ``run``; ``load``: condition on the run's step time."""
+    factor = load.factor(run) if load is not None else 1.0
     real = run_metrics(run.requests, run.merge_start, run.merge_end, run.slo["e2e_s"],
                        run.horizon_s)
-    pred = run_metrics(simulate_run(run, settings), run.merge_start, run.merge_end,
-                       run.slo["e2e_s"], run.horizon_s)
+    pred = run_metrics(simulate_run(run, at_load(settings, factor)), run.merge_start,
+                       run.merge_end, run.slo["e2e_s"], run.horizon_s)
     row = {"run_id": run.run_id, "seed": run.seed, "role": run.role, "policy": run.policy,
-           "k": int(run.merge_start.size), "n_requests": real["n"], "n_in": real["n_in"]}
+           "k": int(run.merge_start.size), "n_requests": real["n"], "n_in": real["n_in"],
+           "load_factor": factor}
     for key in ("v", "p95", "p95_in", "p95_out"):
         row[f"{key}_real"], row[f"{key}_pred"] = real[key], pred[key]
     return row
@@ -84,7 +88,11 @@ def summarize_predictions(rows: list[dict]) -> dict:
            "p95_rel_err": float(np.mean(both)) if both.size else float("nan"),
            "p95_in_rel_err": float(np.mean(rel_in)) if rel_in.size else float("nan"),
            "p95_out_rel_err": float(np.mean(rel_out)) if rel_out.size else float("nan"),
-           "p95_all_rel_err": float(np.mean(_rel(df["p95_pred"], df["p95_real"])))}
+           "p95_all_rel_err": float(np.mean(_rel(df["p95_pred"], df["p95_real"]))),
+           # E|V_hat - V| of a run's V from its own n requests alone (independent requests):
+           # no model of the run's conditions can predict V more closely on average
+           "v_noise_floor": float(np.mean(np.sqrt(2 / np.pi) * np.sqrt(
+               df["v_real"] * (1 - df["v_real"]) / df["n_requests"])))}
     out["sync_excess"] = sync_excess(df)
     return out
 
@@ -110,13 +118,16 @@ def sync_excess(df: pd.DataFrame) -> dict:
             "p95_excess_sign_agrees": bool(np.sign(a[:, 2].mean()) == np.sign(a[:, 3].mean()))}
 
 
-def leave_one_seed_out(camp: RealCampaign) -> tuple[dict, list[dict]]:
-    rows = []
+def leave_one_seed_out(camp: RealCampaign) -> tuple[dict, list[dict], dict]:
+    """Held-out predictions conditioned on each run's host load, and at constant load."""
+    rows, flat = [], []
     for seed in camp.seeds:
         train = camp.subset([s for s in camp.seeds if s != seed])
         est = fit_settings(train)
-        rows += [compare_run(r, est.settings) for r in camp.subset([seed])]
-    return summarize_predictions(rows), rows
+        for r in camp.subset([seed]):
+            rows.append(compare_run(r, est.settings, est.load))
+            flat.append(compare_run(r, est.settings))
+    return summarize_predictions(rows), rows, summarize_predictions(flat)
 
 
 def bootstrap(camp: RealCampaign, est: FitEstimate, n_boot: int,
@@ -129,9 +140,9 @@ def bootstrap(camp: RealCampaign, est: FitEstimate, n_boot: int,
     from evalkit.replay.backends.sim_fit import overhead_residuals
 
     seeds = np.asarray(camp.seeds)
-    residuals = {r.run_id: overhead_residuals(r, est.settings) for r in camp.runs if r.no_sync}
-    draws: dict[str, list] = {k: [] for k in CI_SETTINGS + ("merge_ratio",
-                                                            "merge_duration_mean_s")}
+    residuals = {r.run_id: overhead_residuals(r, est.settings, est.load)
+                 for r in camp.runs if r.no_sync}
+    draws: dict[str, list] = {k: [] for k in CI_SETTINGS + DERIVED}
     used = 0
     for _ in range(n_boot):
         pick = rng.choice(seeds, size=seeds.size, replace=True)
@@ -166,10 +177,11 @@ def fit_report(camp: RealCampaign, *, n_boot: int = 200, seed: int = 0) -> FitRe
     rng = np.random.default_rng(seed)
     est = fit_settings(camp.runs)
     boot = bootstrap(camp, est, n_boot, rng)
-    heldout, rows = leave_one_seed_out(camp)
-    in_sample = summarize_predictions([compare_run(r, est.settings) for r in camp.runs])
+    heldout, rows, flat = leave_one_seed_out(camp)
+    in_sample = summarize_predictions([compare_run(r, est.settings, est.load)
+                                       for r in camp.runs])
     params = {}
-    for k in CI_SETTINGS + ("merge_ratio", "merge_duration_mean_s"):
+    for k in CI_SETTINGS + DERIVED:
         v = est.settings.get(k, est.derived.get(k))
         if v is not None:
             params[k] = {"value": float(v), "ci": boot["ci"].get(k)}
@@ -188,7 +200,10 @@ def fit_report(camp: RealCampaign, *, n_boot: int = 200, seed: int = 0) -> FitRe
             "n_requests": est.service.n_requests},
         "settings": est.settings, "derived": est.derived,
         "bootstrap": {"n_boot": boot["n_boot"], "seed": seed, "unit": "seed"},
+        "host_load": {"exponent": est.load.exponent, "ref_step_s": est.load.ref_step_s,
+                      "rule": "iteration costs of a run scale as (median step / ref)^exponent"},
         "heldout": dict(heldout, runs=rows),
+        "heldout_constant_load": flat,
         "in_sample": in_sample,
         "targets": {"v_mae": TARGET_V_MAE, "p95_rel_err": TARGET_P95_REL_ERR, "met": bool(met)},
         "notes": list(est.notes),
