@@ -150,7 +150,8 @@ def transfer_paired(ctx, spec) -> Outcome:
     parts = []
     for side in ("harness", "real"):
         d = res[side]
-        drained = ("returns to 1 after " + _fmt(band[side]) + " s" if d["drains"] else
+        drained = ("at 1 from lag 0 (no post-window effect)" if d["drains"] and not band[side]
+                   else "returns to 1 after " + _fmt(band[side]) + " s" if d["drains"] else
                    f"still above 1 at {_fmt(band[side])} s")
         parts.append(f"{side}: {d['n_runs']} runs over {d['n_seeds']} seeds paired, "
                      f"{d['n_active']} in-window requests, drain curve {drained}")
