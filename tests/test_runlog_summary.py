@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
+from evalkit.runlog.design import DESIGN_COLUMNS
 from evalkit.runlog.summary import SUMMARY_COLUMNS, summarize_run, summarize_runs
 
 RUN = "fixture-s0-fixed_h"
@@ -44,7 +45,7 @@ def set_meta(run_dir, **changes):
 
 
 def test_columns_order_and_determinism(table, fixtures_dir):
-    assert list(table.columns) == list(SUMMARY_COLUMNS)
+    assert list(table.columns) == list(SUMMARY_COLUMNS) + list(DESIGN_COLUMNS)
     assert len(table) == 12 and table.run_id.is_monotonic_increasing
     pd.testing.assert_frame_equal(table, summarize_runs(fixtures_dir / "runs"))
 

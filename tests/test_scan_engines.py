@@ -77,7 +77,7 @@ def store(tmp_path_factory):
 
 
 def test_arrow_engine_is_summarize_exactly(store):
-    ref = summarize_runs(store, threads=1)
+    ref = summarize_runs(store, threads=1, design=False)
     got = scan_runs(store, threads=2)
     assert list(got.columns) == list(SUMMARY_COLUMNS) and len(got) == 9
     pd.testing.assert_frame_equal(got, ref, check_exact=True, check_like=False)
@@ -87,7 +87,7 @@ def test_arrow_engine_is_summarize_exactly(store):
 def test_duckdb_engine_agrees(store, monkeypatch):
     """The DuckDB engine (tiny bucket cap: several window ends per bucket, small batches)."""
     monkeypatch.setattr(scan_mod, "MAX_BUCKETS", 3)
-    ref = summarize_runs(store)
+    ref = summarize_runs(store, design=False)
     got = scan_runs(store, engine="duckdb", threads=1, batch_rows=900)
     assert list(got["run_id"]) == list(ref["run_id"])
     for col in SUMMARY_COLUMNS:
@@ -102,8 +102,8 @@ def test_duckdb_engine_agrees(store, monkeypatch):
 
 
 def test_thread_count_changes_nothing(store):
-    one = summarize_runs(store, include_incomplete=True, threads=1)
-    three = summarize_runs(store, include_incomplete=True, threads=3)
+    one = summarize_runs(store, include_incomplete=True, threads=1, design=False)
+    three = summarize_runs(store, include_incomplete=True, threads=3, design=False)
     pd.testing.assert_frame_equal(one, three, check_exact=True)
     assert one.attrs == three.attrs
     a = validate_runs(store, threads=1)

@@ -235,15 +235,15 @@ def summarize_run(run: Run | str | os.PathLike) -> dict:
                             _from_frame(run.steps, ("start_s", "end_s")))
 
 
-def _summarize_check(check: RunCheck) -> dict:
+def _summarize_check(check: RunCheck, design: bool = True) -> dict:
     t = check.tables
     return summarize_arrays(check.meta, _from_arrow(t["requests"], REQUEST_COLUMNS),
                             _from_arrow(t["merges"], ("start_s", "end_s")),
-                            _from_arrow(t.get("steps"), ("start_s", "end_s")), design=True)
+                            _from_arrow(t.get("steps"), ("start_s", "end_s")), design=design)
 
 
 def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False,
-                   threads: int | None = None) -> pd.DataFrame:
+                   threads: int | None = None, design: bool = True) -> pd.DataFrame:
     """One row per run under ``runs_dir``, sorted by run_id.
 
     Every run is validated first; any error raises :class:`InputError` (nothing is
@@ -251,13 +251,14 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     are in ``df.attrs["excluded"]``.  Runs (or directories) that cannot be read for lack of
     permission are excluded too and listed, with the reason, in ``df.attrs["unreadable"]``.
     Each run's files are read once, for the checks and the row; ``threads`` runs at a time
-    (None: every core).
+    (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`; the DuckDB
+    scan of large stores (:mod:`evalkit.runlog.scan`) gives :data:`SUMMARY_COLUMNS` only.
     """
     rows: list[dict] = []
 
     def on_run(check: RunCheck) -> None:     # in a worker thread
         if not check.errors:
-            rows.append(_summarize_check(check))
+            rows.append(_summarize_check(check, design))
 
     report = validate_runs(runs_dir, include_incomplete=include_incomplete, on_run=on_run,
                            threads=threads)
@@ -279,7 +280,7 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
                          fix="rerun the incomplete runs (--include-incomplete to inspect them)")
     # the design facts (pairing fingerprint, merge lengths, corridor, open loop) follow the
     # summary columns: summary tables written from this carry the audit's design evidence
-    df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS) + list(DESIGN_COLUMNS))
+    df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS) + list(DESIGN_COLUMNS if design else ()))
     df["draw"] = df["draw"].astype("Int64")
     df = df.sort_values("run_id", kind="stable").reset_index(drop=True)
     df.attrs["excluded"] = sorted(report.excluded)
