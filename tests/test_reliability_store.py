@@ -297,3 +297,38 @@ def test_read_only_out_exits_2(tmp_path, store):
     finally:
         ro.chmod(0o755)
     assert list(ro.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- durability
+
+def test_run_files_and_directory_are_fsynced_before_the_publishing_rename(tmp_path, monkeypatch):
+    """A power loss must not leave a renamed (published) run with unwritten data."""
+    import evalkit.fsutil as fsutil
+    from evalkit.runlog.io import read_run, write_run
+
+    events = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def rename(src, dst, *a, **k):
+        events.append(("rename", str(src), str(dst)))
+        return real_rename(src, dst, *a, **k)
+
+    if not Path("/proc/self/fd").exists():
+        pytest.skip("needs /proc to name the file behind a descriptor")
+    monkeypatch.setattr(fsutil.os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    run = read_run(Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "fixture-s0-fixed_h")
+    for _ in range(2):                                  # a new run, then a replace
+        events.clear()
+        final = write_run(tmp_path, run.meta, run.requests, run.merges)
+        publish = [i for i, e in enumerate(events) if e[0] == "rename" and e[2] == str(final)]
+        assert len(publish) == 1
+        tmp = events[publish[0]][1]
+        synced = {e[1] for e in events[:publish[0]] if e[0] == "fsync"}
+        files = {str(Path(tmp) / p.name) for p in final.iterdir()}
+        assert files | {tmp} <= synced, files | {tmp} - synced       # data and directory
+        assert ("fsync", str(tmp_path)) in events[publish[0]:]     # and the parent after
