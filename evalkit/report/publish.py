@@ -162,11 +162,14 @@ def discard_tree(tree: Path, live: Path) -> list[str]:
     live on in ``live``; move other files back into ``live`` where that path is free.
     Returns the relative paths left in ``tree`` (nothing is deleted that evalkit did not
     write); ``tree`` itself is removed when empty."""
-    owned = read_manifest(tree) | {MANIFEST}
+    owned = read_manifest(tree)
     left = []
-    for path, rel in list(_walk_files(tree)):
+    # the manifest goes last: a kill while discarding leaves a tree that still says what is
+    # evalkit's
+    for path, rel in sorted(_walk_files(tree),
+                            key=lambda item: (item[1] == MANIFEST, item[1] == "audit.json")):
         target = live / rel
-        if rel in owned or _same_file(path, target):
+        if rel in owned or rel == MANIFEST or _same_file(path, target):
             path.unlink()
             continue
         if not os.path.lexists(target):
