@@ -59,7 +59,8 @@ def cli_env(extra: dict | None = None, log_dir: Path | None = None) -> dict:
     return env
 
 
-def run_cli(args, *, cwd=None, env=None, preexec_fn=None, timeout=300) -> subprocess.CompletedProcess:
+def run_cli(args, *, cwd=None, env=None, preexec_fn=None,
+            timeout=300) -> subprocess.CompletedProcess:
     """``evalkit ARGS`` in a fresh interpreter; output captured as text."""
     return subprocess.run([sys.executable, "-m", "evalkit.cli.main", *map(str, args)],
                           cwd=cwd, env=env or cli_env(), preexec_fn=preexec_fn,
@@ -175,7 +176,8 @@ def run_fingerprints(runs_dir: Path) -> dict[str, dict]:
     for d in list_runs(runs_dir).run_dirs:
         meta = json.loads((d / "run.json").read_text())
         meta.pop("created_at", None)
-        out[d.name] = {"meta": meta, **{p.name: p.read_bytes() for p in sorted(d.glob("*.parquet"))}}
+        tables = {p.name: p.read_bytes() for p in sorted(d.glob("*.parquet"))}
+        out[d.name] = {"meta": meta, **tables}
     return out
 
 
