@@ -159,7 +159,7 @@ _HARNESS = textwrap.dedent("""
 
     for name in ("rename", "replace", "unlink", "link", "mkdir", "rmdir", "symlink", "chmod"):
         setattr(os, name, counted(getattr(os, name)))
-    for name in ("_write", "_exchange", "fsync_path"):
+    for name in ("_write", "_exchange", "fsync_dir"):
         setattr(pub, name, counted(getattr(pub, name)))
     pub.publish(out, files)
     print(count)

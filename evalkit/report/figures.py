@@ -177,7 +177,8 @@ def psi_claim(phi_table: pd.DataFrame, grid_phi: np.ndarray, grid_psi: np.ndarra
     ax.plot(phi[rest], vex[rest], ".", color=OTHER_COLOR, ms=4, label="other runs of the regime")
     ax.fill_between(grid_phi, grid_psi - eps_cal, grid_psi + eps_cal, step="post",
                     color="black", alpha=0.08, label=f"\u00b1 \u03b5_cal = {100 * eps_cal:.2g} pp")
-    ax.step(grid_phi, grid_psi, where="post", color="black", lw=1.4, label="\u03c8\u0302 (isotonic)")
+    ax.step(grid_phi, grid_psi, where="post", color="black", lw=1.4,
+            label="\u03c8\u0302 (isotonic)")
     ax.plot(phi[is_drw], vex[is_drw], "s", color=DRAWS_COLOR, ms=4, alpha=0.85,
             label="its matched-random draws")
     ax.plot(phi[is_pol], vex[is_pol], "o", color=POLICY_COLOR, ms=5, label=name)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import InputError
+from evalkit.fsutil import fsync_dir
 
 MANIFEST = ".evalkit-manifest.json"
 REPORT_FILES = ("report.html", "report.md", "audit.json")
@@ -50,23 +51,6 @@ class Published:
 
 
 # ------------------------------------------------------------------------------ durability
-
-def fsync_path(path: Path, directory: bool = False) -> None:
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        if directory:        # some platforms cannot open directories: nothing to sync then
-            return
-        raise
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if not directory or exc.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
-
 
 def _write(path: Path, data: bytes) -> None:
     # modes follow the umask (plain open), durable before the directory is published
@@ -315,10 +299,10 @@ def publish(out_dir, files: dict[str, bytes]) -> Published:
         if user:
             _link_user_files(out, tmp, user)
         for d in sorted(dirs, key=lambda p: -len(p.parts)):
-            fsync_path(d, directory=True)
+            fsync_dir(d)
         if not out.exists():
             os.rename(tmp, out)
-            fsync_path(out.parent, directory=True)
+            fsync_dir(out.parent)
             return Published(out, tuple(sorted(new_names)), True)
         swapped = _exchange(tmp, out)
     except _CannotSwap as why:
@@ -331,7 +315,7 @@ def publish(out_dir, files: dict[str, bytes]) -> Published:
         discard_tree(tmp, out)
         return _publish_in_place(out, files, manifest, owned,
                                  "this file system or --out cannot be swapped atomically")
-    fsync_path(out.parent, directory=True)
+    fsync_dir(out.parent)
     left = discard_tree(tmp, out)
     if left:
         return Published(out, tuple(sorted(new_names)), True, kept_aside=tmp,
@@ -362,14 +346,14 @@ def _publish_in_place(out: Path, files: dict[str, bytes], manifest: bytes,
         for rel in order:
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / rel, out / rel)
-            fsync_path((out / rel).parent, directory=True)
+            fsync_dir((out / rel).parent)
         for rel in sorted(owned - set(files) - {MANIFEST}):
             try:
                 (out / rel).unlink()
             except FileNotFoundError:
                 pass
         os.replace(staging / MANIFEST, out / MANIFEST)
-        fsync_path(out, directory=True)
+        fsync_dir(out)
     finally:
         discard_tree(staging, out)
     return Published(out, tuple(sorted(files)), False,
