@@ -103,7 +103,8 @@ def _azure_arrivals(raw: pd.Series, path: Path) -> tuple[np.ndarray, dict]:
                 "or numbers (seconds) in every row")
     origin = ts.min()
     arrival = (ts - origin).dt.total_seconds().to_numpy()
-    return arrival, {"timestamp_kind": "datetime", "wall_clock_origin": str(origin.tz_localize(None))}
+    return arrival, {"timestamp_kind": "datetime",
+                     "wall_clock_origin": str(origin.tz_localize(None))}
 
 
 def read_azure(path, *, sort: bool = False) -> Trace:
