@@ -33,11 +33,14 @@ def window_costs(starts: np.ndarray, duration: float, arrival_s: np.ndarray,
     return cost_curve(np.asarray(starts, dtype=float), duration, arrival, end)
 
 
-def min_phi_schedule(cost: np.ndarray, k: int, gap_lo: int, gap_hi: int) -> tuple[np.ndarray, float]:
+def min_phi_schedule(cost: np.ndarray, k: int, gap_lo: int, gap_hi: int,
+                     first_ok: np.ndarray | None = None,
+                     last_ok: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """Exact minimiser of Σ cost[i_j] over index sets i_1 < … < i_k with gaps in [gap_lo, gap_hi].
 
-    ``cost`` shape (m,).  Returns (indices shape (k,), minimal total).  Ties go to the
-    earliest indices.  Raises InputError when no feasible schedule exists.
+    ``cost`` shape (m,); ``first_ok``/``last_ok`` (m,) bool: candidates the first / last
+    window may take (F_K's edges; None: any).  Returns (indices shape (k,), minimal total).
+    Ties go to the earliest indices.  Raises InputError when no feasible schedule exists.
     """
     cost = np.asarray(cost, dtype=float)
     m = len(cost)
@@ -45,6 +48,8 @@ def min_phi_schedule(cost: np.ndarray, k: int, gap_lo: int, gap_hi: int) -> tupl
         return np.empty(0, dtype=np.int64), 0.0
     gap_lo, gap_hi = max(1, int(gap_lo)), int(gap_hi)
     best = cost.copy()                         # best[i]: min cost of j windows ending at i
+    if first_ok is not None:
+        best[~np.asarray(first_ok, dtype=bool)] = np.inf
     back = np.full((k, m), -1, dtype=np.int64)
     for j in range(1, k):
         new = np.full(m, np.inf)
@@ -56,6 +61,8 @@ def min_phi_schedule(cost: np.ndarray, k: int, gap_lo: int, gap_hi: int) -> tupl
                 new[i] = window[a] + cost[i]
                 back[j, i] = lo + a
         best = new
+    if last_ok is not None:
+        best = np.where(np.asarray(last_ok, dtype=bool), best, np.inf)
     end = int(np.argmin(best))
     if not np.isfinite(best[end]):
         raise InputError(f"no schedule of K={k} windows fits the span with the corridor",
@@ -108,9 +115,14 @@ class CalibratedOffline(_Planned):
         cand = lo + grid * np.arange(int(np.floor((hi - lo) / grid + 1e-9)) + 1)
         c = window_costs(cand, ctx.merge_duration_s, fr["arrival_s"].to_numpy(),
                          fr["end_s"].to_numpy(), ctx.horizon_s)
-        gap_lo = int(np.ceil(ctx.corridor.min_gap_s / grid - 1e-9))
+        gap_lo = int(np.ceil(max(ctx.corridor.min_gap_s, ctx.merge_duration_s) / grid - 1e-9))
         gap_hi = int(np.floor(ctx.corridor.max_gap_s / grid + 1e-9))
-        idx, phi = min_phi_schedule(c, k, gap_lo, gap_hi)
+        # F_K's edges: training starts at the run's time origin; no forced merge may fit
+        # after the last window
+        min_gap, max_gap = ctx.corridor.min_gap_s, ctx.corridor.max_gap_s
+        first_ok = (cand >= min_gap - 1e-9) & (cand <= max_gap + 1e-9)
+        last_ok = cand > ctx.horizon_s - ctx.merge_duration_s - max_gap
+        idx, phi = min_phi_schedule(c, k, gap_lo, gap_hi, first_ok, last_ok)
         self.planned_starts = cand[idx]
         self.k, self.phi = k, phi
         self.planned_scores = c[idx].astype(float)
