@@ -17,6 +17,11 @@ from evalkit.replay.sweep import JobOutcome, execute_job, run_campaign
 
 
 class DeadlineExecutor:
+    # one job in flight: the scheduler then always takes the lowest job of the plan whose
+    # dependencies are done, so each seed's no-sync run, policy runs and draws run back to
+    # back (seed by seed) and a time cap leaves whole seeds, not a policy without its draws
+    max_in_flight = 1
+
     def __init__(self, deadline_epoch_s: float, first_guess_s: float):
         self.deadline = deadline_epoch_s
         self.guess = first_guess_s

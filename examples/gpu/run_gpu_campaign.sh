@@ -1,28 +1,41 @@
 #!/usr/bin/env bash
-# One command: the sim twin (harness, seconds), the bursty GPU campaign (torch trainer +
-# torch sidecar on CUDA, one warm rig for every run), `evalkit audit` over both, then
-# RESULTS.md -- all inside TOTAL_S (default 420 s).
+# One command, inside TOTAL_S (default 600 s = 10 device minutes):
+#   1. the bursty GPU campaign (torch trainer + torch sidecar on CUDA, one warm rig, seed by
+#      seed: 6 seeds x no-sync, ewma, one matched-random draw) -> $OUT/runs
+#   2. `evalkit sim fit` of the twin to those real runs -> $OUT/twin.toml, $OUT/fit.json
+#   3. the same campaign on the sim backend with the fitted twin (the harness) -> $OUT/twin_runs
+#   4. `evalkit audit` of the real runs ($OUT/audit_real) and of both side by side
+#      ($OUT/audit: effect-size transfer twin -> real), then $OUT/RESULTS.md
+#   5. with COMMIT_TO=DIR (e.g. examples/gpu, run from a checkout): copy runs/, twin_runs/,
+#      twin.toml, fit.json, RESULTS.md and the two campaign files there and git-commit
+#      exactly those paths (the Parquet run logs of 18 runs are well under 5 MB)
 #   OUT=/some/dir examples/gpu/run_gpu_campaign.sh            (default OUT: ./gpu-out)
-# Knobs (env): SEEDS (2), HORIZON_S (20), TOTAL_S (420: wall-clock budget of the whole
-#   script), RESERVE_S (60: kept for audit + summary), SERVER_MODEL (qwen2.5-1.5b),
-#   TRAINER_MODEL (qwen2.5-0.5b), OVERRIDES (extra "key=value;key=value" replacements of
-#   top-level or [backend.config] lines, e.g. "device='cpu';batch=2"), SMOKE=1 (one run).
-# CPU dry run of every step (tiny models, short horizon):
+# Knobs (env): SEEDS (6), HORIZON_S (20), TOTAL_S (600: wall-clock budget of the whole
+#   script), RESERVE_S (130: kept for fit + harness + audits + summary), SERVER_MODEL
+#   (qwen2.5-1.5b), TRAINER_MODEL (qwen2.5-0.5b), OVERRIDES (extra "key=value;key=value"
+#   replacements of top-level or [backend.config] lines, e.g. "device='cpu';batch=2"),
+#   SMOKE=1 (one run), COMMIT_TO (see 5).
+# Sizing: a warm run costs about horizon + 4 s, so 18 runs x ~24 s + ~35 s start-up ~ 470 s;
+#   the capped sweep starts a run only if it fits before TOTAL_S - RESERVE_S, and runs seed by
+#   seed, so a slow machine yields fewer complete seeds rather than policies without draws.
+# CPU dry run of every step (tiny models, short horizon, 3 seeds):
 #   DRY_RUN_CPU=1 OUT=/tmp/gpu-dry examples/gpu/run_gpu_campaign.sh
 set -u
 export PYTHONUNBUFFERED=1
 T_START=$(date +%s)
 HERE="$(cd "$(dirname "$0")" && pwd)"
 OUT="${OUT:-$PWD/gpu-out}"
-SEEDS="${SEEDS:-2}"; HORIZON_S="${HORIZON_S:-20}"
-TOTAL_S="${TOTAL_S:-420}"; RESERVE_S="${RESERVE_S:-60}"
+SEEDS="${SEEDS:-6}"; HORIZON_S="${HORIZON_S:-20}"
+TOTAL_S="${TOTAL_S:-600}"; RESERVE_S="${RESERVE_S:-130}"
 SERVER_MODEL="${SERVER_MODEL:-qwen2.5-1.5b}"; TRAINER_MODEL="${TRAINER_MODEL:-qwen2.5-0.5b}"
 OVERRIDES="${OVERRIDES:-}"
 if [ "${DRY_RUN_CPU:-0}" = "1" ]; then
   SERVER_MODEL=tiny; TRAINER_MODEL=tiny; HORIZON_S="${HORIZON_S_DRY:-12}"
-  OVERRIDES="device='cpu';batch=2;seq_len=32;max_batch=8;max_prompt_tokens=64;merge_min_s=0.5;merge_duration_s=1.0;min_gap_s=2.0;max_gap_s=6.0;inner_step_s=0.05;e2e_s=1.0;${OVERRIDES}"
+  SEEDS="${SEEDS_DRY:-3}"
+  OVERRIDES="device='cpu';batch=2;seq_len=32;max_batch=8;max_prompt_tokens=64;merge_min_s=0.8;merge_duration_s=1.0;min_gap_s=2.0;max_gap_s=6.0;inner_step_s=0.05;e2e_s=1.0;${OVERRIDES}"
 fi
 mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
 CAMPAIGN="$OUT/campaign.toml"
 SEEDS="$SEEDS" HORIZON_S="$HORIZON_S" SERVER_MODEL="$SERVER_MODEL" \
 TRAINER_MODEL="$TRAINER_MODEL" OVERRIDES="$OVERRIDES" \
@@ -40,13 +53,14 @@ for key, value in sets.items():
     if n == 0:
         sys.exit(f"override {key!r}: no such line in {sys.argv[1]}")
 open(sys.argv[2], "w").write(text)
-# the sim twin (harness): same trace, corridor, SLO and policies on the simulated backend,
-# its own regime, so the audit's effect-size transfer compares harness and real rho_s
+# the twin harness: same trace, corridor, SLO and policies on the sim backend with the twin
+# that `evalkit sim fit` writes next to it; its own regime, so the audit compares harness and
+# real side by side
 regime = re.search(r'(?m)^regime = "(.*)"', text).group(1)
-sim = re.sub(r'(?m)^regime = .*$', f'regime = "{regime}_sim"', text)
+sim = re.sub(r'(?m)^regime = .*$', f'regime = "{regime}_twin"', text)
 sim = re.sub(r'(?ms)^\[backend\]\nname = .*?(?=^\[\[policies\]\])',
-             '[backend]\nname = "sim"\n\n', sim)
-open(sys.argv[2].replace(".toml", "_sim.toml"), "w").write(sim)
+             '[backend]\nname = "sim"\nsim_params = "twin.toml"\n\n', sim)
+open(sys.argv[2].replace(".toml", "_twin.toml"), "w").write(sim)
 PY
 [ $? -eq 0 ] || { echo "could not write $CAMPAIGN"; exit 2; }
 if command -v nvidia-smi >/dev/null; then
@@ -57,24 +71,54 @@ if [ "${SMOKE:-0}" = "1" ]; then
     | tee "$OUT/smoke.log"
   exit "${PIPESTATUS[0]}"
 fi
-echo "== sim twin (harness) -> $OUT/runs"
-timeout -k 5 90 evalkit sweep "$OUT/campaign_sim.toml" --out "$OUT/runs" --jobs 4 \
-  --no-progress 2>&1 | tee "$OUT/sweep_sim.log"
+left() { echo $((T_START + TOTAL_S - $(date +%s))); }
 DEADLINE=$((T_START + TOTAL_S - RESERVE_S))
-echo "== sweep -> $OUT/runs (no new run starts after $(date -d @"$DEADLINE" +%T) unless it fits)"
+echo "== real campaign -> $OUT/runs (no run starts after $(date -d @"$DEADLINE" +%T) unless it fits)"
 # capped_sweep.py starts a run only if it fits before the deadline; `timeout` is a backstop
 timeout -k 15 --signal=INT "$((DEADLINE - $(date +%s) + 30))" \
   python "$HERE/capped_sweep.py" "$CAMPAIGN" "$OUT/runs" "$DEADLINE" 2>&1 | tee "$OUT/sweep.log"
 echo "sweep exit: ${PIPESTATUS[0]}"
 T_SWEEP=$(date +%s)
-echo "== audit"
-timeout -k 10 "$((RESERVE_S - 15))" evalkit audit "$OUT/runs" --out "$OUT/audit" 2>&1 \
-  | tee "$OUT/audit.log"
+echo "== twin fit ($(left) s left)"
+timeout -k 5 "$(( $(left) > 60 ? 60 : $(left) ))" evalkit sim fit "$OUT/runs" \
+  --out "$OUT/twin.toml" --report "$OUT/fit.json" --bootstrap 100 2>&1 | tee "$OUT/fit.log"
+T_FIT=$(date +%s)
+if [ -s "$OUT/twin.toml" ]; then
+  echo "== twin harness -> $OUT/twin_runs ($(left) s left)"
+  timeout -k 5 "$(( $(left) > 40 ? 40 : $(left) ))" evalkit sweep "$OUT/campaign_twin.toml" \
+    --out "$OUT/twin_runs" --jobs 4 --no-progress 2>&1 | tee "$OUT/sweep_twin.log"
+fi
+T_TWIN=$(date +%s)
+echo "== audits ($(left) s left)"
+timeout -k 5 "$(( $(left) > 30 ? 30 : $(left) ))" evalkit audit "$OUT/runs" \
+  --out "$OUT/audit_real" 2>&1 | tee "$OUT/audit_real.log"
+timeout -k 5 "$(( $(left) > 30 ? 30 : $(left) ))" evalkit audit "$OUT" \
+  --out "$OUT/audit" 2>&1 | tee "$OUT/audit.log"
 T_AUDIT=$(date +%s)
-printf '{"sweep": %d, "audit": %d, "total_before_summary": %d}\n' \
-  "$((T_SWEEP - T_START))" "$((T_AUDIT - T_SWEEP))" "$((T_AUDIT - T_START))" > "$OUT/wall.json"
+printf '{"sweep": %d, "fit": %d, "twin_harness": %d, "audits": %d, "total_before_summary": %d}\n' \
+  "$((T_SWEEP - T_START))" "$((T_FIT - T_SWEEP))" "$((T_TWIN - T_FIT))" \
+  "$((T_AUDIT - T_TWIN))" "$((T_AUDIT - T_START))" > "$OUT/wall.json"
 python "$HERE/summarize_gpu.py" "$OUT/runs" "$OUT/audit" --wall "$OUT/wall.json" \
-  > "$OUT/RESULTS.md" 2> "$OUT/summarize.err"
+  --fit "$OUT/fit.json" > "$OUT/RESULTS.md" 2> "$OUT/summarize.err"
 cat "$OUT/RESULTS.md"
 [ -s "$OUT/summarize.err" ] && { echo "summarize_gpu.py stderr:"; cat "$OUT/summarize.err"; }
 echo "total wall time: $(( $(date +%s) - T_START )) s (budget ${TOTAL_S} s)"
+if [ -n "${COMMIT_TO:-}" ]; then
+  # commit the run logs (Parquet, small) so anyone can re-audit them
+  mkdir -p "$COMMIT_TO"
+  for item in runs twin_runs; do
+    [ -d "$OUT/$item" ] || continue
+    rm -rf "${COMMIT_TO:?}/$item"
+    mkdir -p "$COMMIT_TO/$item"
+    for run in "$OUT/$item"/*/; do cp -r "$run" "$COMMIT_TO/$item/"; done
+  done
+  FILES=()
+  for f in twin.toml fit.json RESULTS.md campaign.toml campaign_twin.toml; do
+    [ -f "$OUT/$f" ] && cp "$OUT/$f" "$COMMIT_TO/$f" && FILES+=("$COMMIT_TO/$f")
+  done
+  du -sh "$COMMIT_TO/runs" "$COMMIT_TO/twin_runs" 2>/dev/null
+  git add "$COMMIT_TO/runs" "$COMMIT_TO/twin_runs" "${FILES[@]}" \
+    && git commit -m "GPU campaign run logs, fitted twin and results" -- "$COMMIT_TO/runs" \
+         "$COMMIT_TO/twin_runs" "${FILES[@]}" \
+    || echo "nothing committed (not a git checkout, or nothing changed)"
+fi

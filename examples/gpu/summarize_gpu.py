@@ -1,6 +1,6 @@
 """RESULTS-style markdown for a GPU (or CPU dry-run) campaign.
 
-    python examples/gpu/summarize_gpu.py RUNS_DIR AUDIT_DIR [--wall WALL_JSON] > RESULTS.md
+    python examples/gpu/summarize_gpu.py RUNS_DIR AUDIT_DIR [--wall WALL_JSON] [--fit FIT_JSON]
 
 Per run: K, requests, failures, V, p95; campaign-wide: merge durations, p95 latency of
 requests overlapping a merge window vs not (rho_s), send lag, rig start-up/reset times,
@@ -68,10 +68,29 @@ def summarize_runs(runs_dir: Path):
     return rows, in_lat, out_lat, durs, lags, rigs
 
 
+def fit_summary(fit: dict) -> str:
+    """Fitted slowdowns with CIs and the leave-one-seed-out errors of fit.json."""
+    p, h = fit["parameters"], fit["heldout"]
+    lines = []
+    for key in ("train_slowdown", "merge_slowdown", "merge_ratio", "merge_duration_mean_s",
+                "iter_base_s", "decode_per_seq_s", "load_exponent"):
+        if key in p:
+            ci = p[key]["ci"] or [float("nan")] * 2
+            lines.append(f"- {key}: {p[key]['value']:.4g} [{ci[0]:.4g}, {ci[1]:.4g}]")
+    sx = h.get("sync_excess", {})
+    lines.append(f"- held out (leave one seed out): V MAE {h['v_mae']:.4f} (binomial floor "
+                 f"{h.get('v_noise_floor', float('nan')):.4f}), p95 relative error "
+                 f"{h['p95_rel_err']:.3f}")
+    lines.append(f"- sync excess V(merging) - V(no-sync): real {sx.get('vex_real_mean', 0):+.4f},"
+                 f" twin {sx.get('vex_pred_mean', 0):+.4f}")
+    return "\n".join(lines)
+
+
 def main(argv) -> int:
     runs_dir, audit_dir = Path(argv[0]), Path(argv[1])
-    wall = json.loads(Path(argv[3]).read_text()) if len(argv) > 3 and argv[2] == "--wall" \
-        else {}
+    opts = dict(zip(argv[2::2], argv[3::2]))
+    wall = json.loads(Path(opts["--wall"]).read_text()) if "--wall" in opts else {}
+    fit_path = Path(opts["--fit"]) if "--fit" in opts else None
     print("# Campaign results\n")
     if not runs_dir.is_dir():
         print(f"no runs directory {runs_dir}")
@@ -94,6 +113,12 @@ def main(argv) -> int:
         resets = [r["reset_s"] for r in rigs if r["warm"]]
         print(f"- rig: {len(fresh)} start-up(s) of {', '.join(f'{x:.1f}' for x in fresh)} s; "
               f"{len(resets)} warm runs, reset median {q(resets, .5):.2f} s")
+    if fit_path is not None:
+        print("\n## Twin (evalkit sim fit)\n")
+        if fit_path.exists():
+            print(fit_summary(json.loads(fit_path.read_text())))
+        else:
+            print(f"no {fit_path} (the fit did not run or failed; see fit.log)")
     print("\n## Audit\n")
     path = audit_dir / "audit.json"
     if not path.exists():
