@@ -411,7 +411,13 @@ def make_app(engine: Engine, model_name: str, *, max_model_len: int = 32768,
                                    max_model_len=max_model_len)
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
-        emit = lambda item: loop.call_soon_threadsafe(q.put_nowait, item)  # noqa: E731
+
+        def emit(item):                 # engine thread; the loop may be gone at shutdown
+            try:
+                loop.call_soon_threadsafe(q.put_nowait, item)
+            except RuntimeError:
+                pass
+
         seqs = [Seq(f"{req.request_id}-{p * req.n + j}", ids, req.sampling.max_tokens, emit,
                     index=p * req.n + j, sampling=req.sampling, count_prompt=j == 0)
                 for p, ids in enumerate(req.prompts) for j in range(req.n)]
