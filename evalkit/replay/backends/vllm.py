@@ -2,7 +2,9 @@
 
 ``backend_config``: ``endpoint`` (URL of a running server) and ``model`` (served name), or
 ``serve_vllm`` (a model to launch with ``vllm serve`` on a free port; ``vllm_args`` adds
-arguments).  The open-loop client, metrics scraper and policy loop are the torch backend's.
+arguments).  The open-loop client, metrics scraper and policy loop are the torch backend's;
+the scraper reads vLLM's metric names (``vllm:num_requests_running`` / ``waiting``), which
+``evalkit serve`` also exports, so the sidecar can stand in for vLLM at ``endpoint``.
 """
 
 from __future__ import annotations
