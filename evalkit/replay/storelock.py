@@ -10,8 +10,8 @@ The lock itself is ``flock`` on that file: the kernel drops it when the holder d
 lock file left by a killed sweep is recognised as stale and taken over.  Where ``flock``
 is unavailable, or may not reach across machines, the holder refreshes the file's mtime
 every :data:`HEARTBEAT_S` seconds; a lock file of another host is stale once it is older
-than :data:`STALE_AFTER_S`, one of this host once its pid is gone.  A short-lived master
-lock (``.evalkit-sweep.lock``) serialises taking and dropping the per-scope locks.
+than :data:`STALE_AFTER_S`, one of this host once its pid is gone.  A short-lived ``flock``
+on the runs directory itself serialises taking and dropping the per-scope locks.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ try:
 except ImportError:                  # not POSIX: heartbeat and pid checks only
     fcntl = None
 
-MASTER_NAME = ".evalkit-sweep.lock"
 SCOPE_RE = re.compile(r"^\.evalkit-sweep\.(all|shard-(\d+)-of-(\d+))\.lock$")
 HEARTBEAT_S = 20.0
 STALE_AFTER_S = 120.0
@@ -136,14 +135,15 @@ def _try_flock(fd: int, shared: bool = False) -> bool | None:
 
 
 class _Master:
-    """The short critical section around taking or dropping a scope lock."""
+    """The short critical section around taking or dropping a scope lock: ``flock`` on the
+    runs directory itself (no file left behind); skipped where directories cannot be locked."""
 
     def __init__(self, runs_dir: Path):
-        self.path = Path(runs_dir) / MASTER_NAME
+        self.path = Path(runs_dir)
         self.fd = None
 
     def __enter__(self):
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         if fcntl is not None:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
