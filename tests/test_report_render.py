@@ -319,19 +319,35 @@ def test_per_seed_figure_draws_the_draws_spread():
 
 
 def test_transfer_figure_draws_a_drain_curve_when_present_and_skips_it_when_absent():
-    from evalkit.report.figures import transfer
+    from evalkit.report.figures import drain_curves, transfer
 
     base = {"rho_harness": 2.9, "rho_harness_ci": [2.8, 3.0], "rho_real": 1.4,
             "rho_real_ci": [1.2, 1.6]}
     plain = transfer({"sync": base})
     curve = [{"lag_lo": lo, "lag_hi": lo + 5, "ratio": 1.5 - lo / 40, "ci_low": 1.2 - lo / 40,
               "ci_high": 1.8 - lo / 40} for lo in range(0, 20, 5)]
-    drawn = transfer({"sync": {**base, "paired_ratio": 1.5, "paired_ratio_ci": [1.3, 1.7],
-                               "drain_curve": curve}})
-    assert drawn.width_in > plain.width_in and "drain curve" in drawn.alt
+    paired = {**base, "gm_ratio_real": 1.5, "gm_ratio_real_ci": [1.3, 1.7]}
+    per_condition = transfer({"sync": {**paired, "drain_curve": {"harness": curve,
+                                                                 "real": curve[:2]}}})
+    as_list = transfer({"sync": {**paired, "drain_curve": curve}})
+    for drawn in (per_condition, as_list):
+        assert drawn.width_in > plain.width_in and "drain curve" in drawn.alt
+    assert "sync harness, sync real" in per_condition.alt
     assert "drain" not in plain.alt
+    assert list(drain_curves({"sync": {"drain_curve": {"real": curve}}})["sync real"][0]) == \
+        [2.5, 1.5, 1.2, 1.8]
     broken = transfer({"sync": {**base, "drain_curve": [{"lag_lo": None}], "rho_real_ci": None}})
-    assert broken.png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert broken.png[:8] == b"\x89PNG\r\n\x1a\n" and "drain" not in broken.alt
+
+
+def test_transfer_campaign_report_has_the_table_and_figure(tmp_path, repo_root):
+    result = run_audit(repo_root / "fixtures" / "campaigns" / "transfer", tmp_path / "out")
+    audit = json.loads((tmp_path / "out" / "audit.json").read_text())
+    assert audit["transfer_figure"] in result.files["figures"]
+    page = (tmp_path / "out" / "report.html").read_text()
+    section = _section(page, "transfer", 'id="detail"')
+    assert "\u03c1 harness [CI]" in section and "<img" in section
+    assert "transfer fraction" in section
 
 
 # ---------------------------------------------------------------------------- chromium

@@ -220,21 +220,54 @@ def exposure_scatter(runs: pd.DataFrame, r2: float | None) -> Figure:
     return _finish(fig, title, alt)
 
 
+TRANSFER_SERIES = (("rho_harness", "harness \u03c1", DRAWS_COLOR, "s"),
+                   ("rho_real", "real \u03c1", POLICY_COLOR, "o"),
+                   ("gm_ratio_harness", "harness paired ratio", "#9e9e9e", "D"),
+                   ("gm_ratio_real", "real paired ratio", OBSERVED_COLOR, "D"),
+                   ("paired_ratio", "paired ratio", OBSERVED_COLOR, "^"))
+
+
+def drain_curves(mechanisms: dict) -> dict[str, list[tuple]]:
+    """``{label: [(lag_mid, ratio, ci_low, ci_high)]}`` from each mechanism's
+    ``drain_curve``: a list of bins, or a dict of such lists per condition (harness/real).
+    Bins without a finite lag or ratio are left out; a mechanism without a curve is skipped."""
+    out = {}
+    for mech, t in mechanisms.items():
+        curve = t.get("drain_curve")
+        groups = curve.items() if isinstance(curve, dict) else [("", curve)]
+        for cond, bins in groups:
+            if not isinstance(bins, list):
+                continue
+            pts = []
+            for b in bins:
+                if not isinstance(b, dict):
+                    continue
+                lo, hi, ratio = (_finite(b.get(k)) for k in ("lag_lo", "lag_hi", "ratio"))
+                if None in (lo, hi, ratio):
+                    continue
+                c_lo, c_hi = _finite(b.get("ci_low")), _finite(b.get("ci_high"))
+                pts.append(((lo + hi) / 2, ratio, np.nan if c_lo is None else c_lo,
+                            np.nan if c_hi is None else c_hi))
+            if pts:
+                out[f"{shorten(mech, 16)} {cond}".strip()] = pts
+    return out
+
+
 def transfer(mechanisms: dict) -> Figure:
-    """rho (p95 latency while the mechanism is active / inactive) of the harness and the real
-    sidecar with CIs per mechanism, a paired ratio when the audit has one, and each
-    mechanism's drain curve (ratio against the lag after a window) when present."""
-    curves = {m: t["drain_curve"] for m, t in mechanisms.items()
-              if isinstance(t.get("drain_curve"), list) and t["drain_curve"]}
+    """Latency ratios (mechanism active / inactive, or paired against the same requests in
+    no-sync) of the harness and the real sidecar with CIs per mechanism, and the drain curves
+    (ratio against the lag after a window) when the audit has them."""
+    curves = drain_curves(mechanisms)
     ncols = 2 if curves else 1
     title = "Effect-size transfer: harness \u2192 real sidecar"
-    fig, axes = _canvas(title, 2, width=WIDTH_IN * (1.6 if curves else 1.1), ncols=ncols)
-    ax = axes[0] if curves else axes
-    rows = [("rho_harness", "harness \u03c1", DRAWS_COLOR, "s"),
-            ("rho_real", "real \u03c1", POLICY_COLOR, "o"),
-            ("paired_ratio", "real paired ratio", OBSERVED_COLOR, "D")]
     names = list(mechanisms)
-    for j, (key, label, color, marker) in enumerate(rows):
+    present = [row for row in TRANSFER_SERIES
+               if any(_finite(mechanisms[m].get(row[0])) is not None for m in names)]
+    fig, axes = _canvas(title, _rows(len(present) + 1 + len(curves), 3),
+                        width=WIDTH_IN * (1.6 if curves else 1.1), ncols=ncols)
+    ax = axes[0] if curves else axes
+    width = 0.7 / max(1, len(present))
+    for j, (key, label, color, marker) in enumerate(present):
         xs, ys, lo, hi = [], [], [], []
         for i, m in enumerate(names):
             t = mechanisms[m]
@@ -242,33 +275,23 @@ def transfer(mechanisms: dict) -> Figure:
             if val is None:
                 continue
             ci = t.get(f"{key}_ci") or [None, None]
-            xs.append(i + (j - 1) * 0.18)
-            ys.append(val)
             low, high = _finite(ci[0]), _finite(ci[1])
+            xs.append(i + (j - (len(present) - 1) / 2) * width)
+            ys.append(val)
             lo.append(max(0.0, val - low) if low is not None else 0.0)
             hi.append(max(0.0, high - val) if high is not None else 0.0)
-        if xs:
-            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker, color=color, capsize=3, ms=5,
-                        label=label)
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker, color=color, capsize=3, ms=5,
+                    label=label)
     ax.axhline(1.0, color="black", lw=1, ls="--", label="no effect (ratio 1)")
     ax.set_xticks(range(len(names)), [shorten(m, 16) for m in names])
     ax.set_xlim(-0.6, len(names) - 0.4)
     ax.set_xlabel("mechanism", fontsize=_FONT["label"])
-    ax.set_ylabel("p95 latency ratio (active / inactive)", fontsize=_FONT["label"])
+    ax.set_ylabel("latency ratio (95% CI)", fontsize=_FONT["label"])
     if curves:
         cax = axes[1]
-        for m, curve in curves.items():
-            pts = [(_finite(r.get("lag_lo")), _finite(r.get("lag_hi")), _finite(r.get("ratio")),
-                    _finite(r.get("ci_low")), _finite(r.get("ci_high"))) for r in curve
-                   if isinstance(r, dict)]
-            pts = [p for p in pts if None not in p[:3]]
-            if not pts:
-                continue
-            mid = np.array([(a + b) / 2 for a, b, *_ in pts])
-            ratio = np.array([p[2] for p in pts])
-            line, = cax.plot(mid, ratio, "o-", ms=4, label=f"drain: {shorten(m, 16)}")
-            lo = np.array([np.nan if p[3] is None else p[3] for p in pts])
-            hi = np.array([np.nan if p[4] is None else p[4] for p in pts])
+        for label, pts in curves.items():
+            mid, ratio, lo, hi = (np.array(col, dtype=float) for col in zip(*pts))
+            line, = cax.plot(mid, ratio, "o-", ms=3.5, label=f"drain: {label}")
             cax.fill_between(mid, lo, hi, color=line.get_color(), alpha=0.2)
         cax.axhline(1.0, color="black", lw=1, ls="--")
         cax.set_xlabel("lag after the window (s)", fontsize=_FONT["label"])
@@ -276,9 +299,9 @@ def transfer(mechanisms: dict) -> Figure:
         cax.set_title("drain curve", fontsize=_FONT["label"])
     _legend_below(fig, axes, ncol=3)
     alt = (f"{title}: for each mechanism ({', '.join(names)}) the harness and real-sidecar "
-           "latency ratios with confidence intervals and a dashed line at 1 (no effect)"
-           + ("; right: the drain curve, the ratio against the lag after a window" if curves
-              else "") + ".")
+           "latency ratios with 95% confidence intervals and a dashed line at 1 (no effect)"
+           + ("; right: the drain curve, the latency ratio against the lag after a window "
+              "(" + ", ".join(curves) + ")" if curves else "") + ".")
     return _finish(fig, title, alt)
 
 

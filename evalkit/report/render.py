@@ -28,8 +28,11 @@ TEMPLATE_PACKAGE = "evalkit.report"
 MD_LIMIT = 60_000      # GitHub comments hold 65,536 characters; job summaries 1 MiB
 FIGURE_KINDS = ("v_per_seed", "null", "psi")
 TRANSFER_COLUMNS = (("rho_harness", "\u03c1 harness"), ("rho_real", "\u03c1 real"),
-                    ("paired_ratio", "paired ratio (real vs no-sync)"),
-                    ("transfer_fraction", "transfer fraction"))
+                    ("gm_ratio_harness", "paired ratio harness"),
+                    ("gm_ratio_real", "paired ratio real"),
+                    ("paired_ratio", "paired ratio"),
+                    ("transfer_fraction", "transfer fraction (\u03c1)"),
+                    ("transfer_fraction_gm", "transfer fraction (paired)"))
 
 
 def template_env(autoescape: bool, template_dir: str | Path | None = None) -> jinja2.Environment:
