@@ -12,7 +12,8 @@ A campaign (see ``examples/*.toml``)::
     h_max = 512
     [slo]      e2e_s = ..., ttft_s = ..., tpot_s = ...
     [trace]    generator = "square_wave" + its parameters, prompt_tokens/output_tokens specs
-               | path = "..." (+ format, start_s, end_s, time_scale)
+               | path = "..." (+ format, start_s, end_s, time_scale, seed_stride_s: seed s
+                 replays [start_s, end_s] shifted by s x seed_stride_s, its own realisation)
     [backend]  name = "sim"; [backend.config] ... backend settings
                sim_params = "twin.toml"  (sim: a fitted twin, path relative to this file;
                [backend.config] overrides it)
@@ -43,7 +44,8 @@ TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
             "slo", "trace", "backend", "policies"}
 SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
-TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort"}
+TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort",
+                   "seed_stride_s"}
 TRACE_GEN_KEYS = {"generator", "prompt_tokens", "output_tokens", "name"}
 BACKEND_KEYS = {"name", "config", "sim_params"}
 POLICY_KEYS = {"name", "label", "params", "draws"}

@@ -160,9 +160,13 @@ def _build_trace(camp: Campaign, seed: int):
                          file=str(camp.path) if camp.path else None,
                          fix='add format = "azure" | "burstgpt" | "mooncake" | "vllm-bench"')
     trace = _load_file_trace(str(path), fmt, bool(spec.get("sort", False)))
-    if "start_s" in spec or "end_s" in spec:
-        trace = T.slice_window(trace, spec.get("start_s", 0.0),
-                               spec.get("end_s", float(trace.arrival_s[-1]) + 1.0))
+    stride = float(spec.get("seed_stride_s", 0.0)) * int(seed)
+    if "start_s" in spec or "end_s" in spec or stride:
+        # seed_stride_s: each seed replays its own window of the file (its own trace
+        # realisation); without it every seed replays the same requests and counts once
+        end = spec.get("end_s")
+        trace = T.slice_window(trace, spec.get("start_s", 0.0) + stride,
+                               float(trace.arrival_s[-1]) + 1.0 if end is None else end + stride)
     if "time_scale" in spec:
         trace = T.time_scale(trace, spec["time_scale"])
     if "name" in spec:                  # a copy: the loaded trace is cached and shared
