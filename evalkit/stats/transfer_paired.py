@@ -352,8 +352,9 @@ class _FallbackSide:
     def stats(self, counts):
         w = counts[:, self.block].astype(float)
         s = self.stratum
-        share_a = np.stack([w[:, self.a][:, s[self.a] == k].sum(1) for k in range(self.n_strata)], 1)
-        share_r = np.stack([w[:, self.r][:, s[self.r] == k].sum(1) for k in range(self.n_strata)], 1)
+        onehot = np.eye(self.n_strata)
+        share_a = w[:, self.a] @ onehot[s[self.a]]          # (c, strata) weight per stratum
+        share_r = w[:, self.r] @ onehot[s[self.r]]
         with np.errstate(divide="ignore", invalid="ignore"):
             fa = share_a / share_a.sum(1, keepdims=True)
             fr = share_r / share_r.sum(1, keepdims=True)
