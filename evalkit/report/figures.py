@@ -123,9 +123,8 @@ def v_per_seed(per_seed: pd.DataFrame, policy: str) -> Figure:
         ax.plot(x, per_seed.v_no_sync, "x", color=NO_SYNC_COLOR, ms=6, mew=1.6,
                 label="no-sync (same seed)")
     ax.plot(x, per_seed.v_policy, "o", color=POLICY_COLOR, ms=5.5, label=name)
-    ax.set_xticks(x, [str(s) for s in per_seed.seed])
-    if len(x) > 20:
-        ax.tick_params(axis="x", labelrotation=90)
+    step = max(1, -(-len(x) // 12))          # at most 12 seed labels
+    ax.set_xticks(x[::step], [str(s) for s in per_seed.seed.iloc[::step]])
     ax.set_xlabel("seed", fontsize=_FONT["label"])
     ax.set_ylabel("V (% of requests violating the SLO)", fontsize=_FONT["label"])
     ax.yaxis.set_major_formatter(_PERCENT)

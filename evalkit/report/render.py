@@ -27,6 +27,7 @@ from evalkit.report.text import (file_part, honest, md, md_line, md_name, num, p
 TEMPLATE_PACKAGE = "evalkit.report"
 MD_LIMIT = 60_000      # GitHub comments hold 65,536 characters; job summaries 1 MiB
 FIGURE_KINDS = ("v_per_seed", "null", "psi")
+MAX_TABLE_ROWS = 1_000    # rows of one load-match table in the page (the page stays usable)
 TRANSFER_COLUMNS = (("rho_harness", "\u03c1 harness"), ("rho_real", "\u03c1 real"),
                     ("gm_ratio_harness", "paired ratio harness"),
                     ("gm_ratio_real", "paired ratio real"),
@@ -143,7 +144,9 @@ def _load_match(c, protocol) -> dict:
     runs = table.groupby("run_id", sort=False).passed.all()
     summary = (f"{int(runs.sum())} of {len(runs)} runs load-matched to their seed's no-sync "
                f"run; {len(bad)} quantit{'y' if len(bad) == 1 else 'ies'} outside tolerance")
-    return {"reason": "", "rows": rows, "bad": bad, "summary": summary}
+    return {"reason": "", "rows": rows[:MAX_TABLE_ROWS], "bad": bad[:MAX_TABLE_ROWS],
+            "summary": summary, "rows_left_out": max(0, len(rows) - MAX_TABLE_ROWS),
+            "bad_left_out": max(0, len(bad) - MAX_TABLE_ROWS)}
 
 
 def _checks_summary(checks: list[dict]) -> str:
