@@ -473,7 +473,8 @@ def _verdict(result_tier: str | None, protocol: Protocol, claim: ClaimData, chec
         "matched_budget": f"head-to-head: beats matched random at the same merge budget ({g}); "
                           "not shown to be placement gain",
         "placement_gain": f"placement gain over matched random, load-matched to no-sync ({g})",
-        "calibrated": f"placement gain explained by request overlap ({g} > 2 eps_cal)",
+        "calibrated": f"placement gain explained by request overlap ({g}; psi-predicted "
+                      "gain above 0, unexplained part within tolerance)",
         "deployable": f"deployable controller beats matched random ({g})",
     }
     return prefix + wording.get(result_tier, protocol.tier(result_tier).claim)
