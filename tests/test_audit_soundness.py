@@ -233,3 +233,22 @@ def test_summarize_table_reaches_the_runs_tiers(tmp_path):
     assert check(from_table, "pairing_real").passed is True
     assert from_table.to_dict()["p_two_sided"] == pytest.approx(
         from_runs.to_dict()["p_two_sided"], rel=1e-12)
+
+
+def test_tied_seeds_do_not_count_towards_power(tmp_path):
+    # d = [.1, .1, .1, .1, 0, 0]: six seeds, but two cannot move the test: 1/16 is the floor
+    rows = []
+    for seed, d in enumerate([0.1, 0.1, 0.1, 0.1, 0.0, 0.0]):
+        rows.append({"policy": "wa", "seed": seed, "violation_rate": 0.2})
+        rows.append({"policy": "matched_random", "seed": seed, "violation_rate": 0.2 + d})
+    path = tmp_path / "tied.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    from evalkit.audit.protocol import load_protocol
+
+    wa = audit_campaign(path, protocol=load_protocol().with_accept_vouched(True)).claim("wa")
+    es = check(wa, "enough_seeds")
+    assert es.passed is False and es.found.startswith("underpowered: 4 independent")
+    assert "2 seed(s) whose policy run and draws have the same V" in es.found
+    gs = check(wa, "gain_significant")
+    assert gs.passed is False and "0.125" in gs.found     # two-sided 2/16, not 2/64
+    assert wa.underpowered

@@ -414,11 +414,15 @@ def open_loop_sending(ctx, spec) -> Outcome:
 
 
 def enough_seeds(ctx, spec) -> Outcome:
-    n = ctx.effective_n
+    n = ctx.informative_n
     needed = max(spec["min_seeds"], ctx.seeds_needed)
     dup = ctx.pseudo_replicates
     note = (f"; {len(dup)} seed(s) replay another seed's trace realisation and count once "
             f"({', '.join(f'{a} = {b}' for a, b in dup[:4])})") if dup else ""
+    tied = ctx.effective_n - n
+    if tied:
+        note += (f"; {tied} seed(s) whose policy run and draws have the same V cannot move the "
+                 "test and do not count")
     expected = (f">= {needed} independent paired seeds (protocol minimum {spec['min_seeds']}; "
                 f"the {ctx.test_name} needs {ctx.seeds_needed} to reach alpha = "
                 f"{ctx.alpha:g} {ctx.alternative})")

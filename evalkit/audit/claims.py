@@ -229,6 +229,16 @@ class ClaimContext:
     def effective_n(self) -> int:
         return len(self.units)
 
+    @property
+    def informative_n(self) -> int:
+        """Independent seeds whose runs differ: a seed whose policy run and draws all have
+        the same V cannot move the test statistic (it counts for nothing in min p)."""
+        count = 0
+        for p in self.units:
+            v = np.concatenate(([p.v_policy], p.draws.violation_rate.to_numpy(float)))
+            count += bool(np.ptp(v) > 1e-12 * max(1.0, float(np.max(np.abs(v)))))
+        return count
+
     @cached_property
     def draws_per_seed(self) -> np.ndarray:
         return np.array([len(p.draws) for p in self.units], dtype=int)
