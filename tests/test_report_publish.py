@@ -101,6 +101,19 @@ def test_symlinked_out_keeps_the_link(tmp_path):
     assert link.is_symlink() and (link / "report.html").read_bytes() == NEW["report.html"]
 
 
+def test_links_of_the_users_survive_and_are_not_followed(old_report, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "big.bin").write_bytes(b"not mine to copy")
+    (old_report / "data").symlink_to(elsewhere, target_is_directory=True)
+    (old_report / "link.txt").symlink_to("notes.txt")
+    publish(old_report, NEW)
+    assert (old_report / "data").is_symlink() and (old_report / "link.txt").is_symlink()
+    assert (elsewhere / "big.bin").read_bytes() == b"not mine to copy"
+    assert (old_report / "link.txt").read_bytes() == USER["notes.txt"]
+    assert not list(old_report.parent.glob(".out.evalkit-tmp-*"))
+
+
 def test_without_an_atomic_exchange_files_are_replaced_in_place(old_report, monkeypatch):
     monkeypatch.setattr(pub, "_exchange", lambda a, b: False)
     res = publish(old_report, NEW)
@@ -231,6 +244,17 @@ def test_kill_9_during_evalkit_audit_keeps_the_previous_or_the_new_report(tmp_pa
     assert done.returncode == 0, done.stderr
     assert _files(out) == previous                     # leftovers of the kills cleaned
     assert [p.name for p in tmp_path.iterdir()] == ["report"]
+
+
+def test_audit_prints_the_path_of_report_html(tmp_path, repo_root):
+    from evalkit.cli.main import cli
+
+    table = repo_root / "fixtures" / "campaigns" / "summary_table.csv"
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(cli, ["audit", str(table), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert f"report: {out / 'report.html'}" in res.output
+    assert (out / "report.html").is_file()
 
 
 def test_audit_into_a_file_exits_2(tmp_path, repo_root):

@@ -127,9 +127,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _walk_files(root: Path):
+    """(path, relative path) of every file below ``root``; a symbolic link to a directory
+    counts as a file (it is never followed)."""
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = sorted(d for d in dirnames if d not in links)
+        for name in sorted(filenames + links):
             path = Path(dirpath) / name
             yield path, path.relative_to(root).as_posix()
 
@@ -243,6 +246,8 @@ def _link_user_files(out: Path, tmp: Path, user: list[tuple[Path, str]]) -> None
     for dirpath, dirnames, _ in os.walk(out):     # the user's directories, modes kept
         for d in dirnames:
             src = Path(dirpath) / d
+            if src.is_symlink():
+                continue
             dest = tmp / src.relative_to(out)
             dest.mkdir(parents=True, exist_ok=True)
             os.chmod(dest, stat.S_IMODE(src.lstat().st_mode))
