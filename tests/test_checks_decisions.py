@@ -1,0 +1,514 @@
+"""Every audit check's decision on a small stub context, at and on both sides of its threshold.
+
+End-to-end audits pass or fail their claims by wide margins; here each rule is pinned where
+it flips, so a changed comparison, a dropped condition or the wrong p-value fails a test.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalkit.audit import checks as C
+from evalkit.audit.campaign import SeedPair
+from evalkit.audit.claims import _tier_walk
+from evalkit.audit.protocol import CheckSpec, TierSpec
+from evalkit.errors import NotEstimable
+
+
+def spec(name="check", on_not_evaluable="block", **params):
+    return CheckSpec(name, f"{name} description", on_not_evaluable, params)
+
+
+def draws(seed, ks=(3,), vs=None, durations=None):
+    n = len(ks)
+    vs = [0.2] * n if vs is None else vs
+    return pd.DataFrame({"run_id": [f"s{seed}-d{i}" for i in range(n)], "draw": range(n),
+                         "k_observed": [float(k) for k in ks], "violation_rate": vs,
+                         "seed": [seed] * n})
+
+
+def pair(seed, k_policy=3.0, ks=(3,), vs=None, no_sync=True, v_policy=0.1):
+    ns = pd.Series({"run_id": f"s{seed}-ns", "violation_rate": 0.05}) if no_sync else None
+    return SeedPair(seed=seed, policy_run=f"s{seed}-pol", v_policy=v_policy, k_policy=k_policy,
+                    realisation=None, draws=draws(seed, ks, vs), no_sync=ns)
+
+
+def claim(pairs, policy="ewma", regime="r", oracle=False, backends=None):
+    seeds = [p.seed for p in pairs]
+    backends = backends or ["torch"] * len(pairs)
+    return SimpleNamespace(
+        regime=regime, policy=policy, pairs=pairs, seeds=seeds,
+        paired=[p for p in pairs if len(p.draws)], oracle=oracle,
+        policy_runs=pd.DataFrame({"run_id": [p.policy_run for p in pairs], "seed": seeds,
+                                  "backend": backends}))
+
+
+def ctx(pairs=None, **kw):
+    pairs = [pair(0), pair(1)] if pairs is None else pairs
+    base = dict(claim=claim(pairs), protocol=SimpleNamespace(accept_vouched=False,
+                                                             multiplicity="holm"),
+                alpha=0.05, alternative="two-sided")
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+# ------------------------------------------------------------------------- run_check / vouch
+
+def test_run_check_vouch_only_when_accepted_and_not_evaluable():
+    C.CHECKS["_stub_ne"] = lambda c, s: C.not_evaluable("e", "f", "do x")
+    C.CHECKS["_stub_fail"] = lambda c, s: C.Outcome(False, "e", "f")
+    C.CHECKS["_stub_raise"] = lambda c, s: 1 / 0
+    C.CHECKS["_stub_nest"] = lambda c, s: (_ for _ in ()).throw(NotEstimable("why", fix="fx"))
+    try:
+        vouch, block = spec(on_not_evaluable="vouch"), spec()
+        no, yes = ctx(), ctx(protocol=SimpleNamespace(accept_vouched=True))
+        c = C.run_check("_stub_ne", "t", no, vouch)
+        assert c.blocking and not c.vouched and "--accept-vouched" in c.recommendation
+        c = C.run_check("_stub_ne", "t", yes, vouch)
+        assert not c.blocking and c.vouched and c.passed is None
+        c = C.run_check("_stub_ne", "t", yes, block)          # vouching needs "vouch"
+        assert c.blocking and not c.vouched
+        c = C.run_check("_stub_fail", "t", yes, vouch)        # a failure is never vouched
+        assert c.blocking and not c.vouched and c.passed is False
+        c = C.run_check("_stub_raise", "t", yes, vouch)       # a broken check fails
+        assert c.passed is False and c.blocking and "ZeroDivisionError" in c.found
+        c = C.run_check("_stub_nest", "t", no, block)
+        assert c.passed is None and not c.evaluable and "why" in c.found
+        assert c.recommendation == "fx"
+    finally:
+        for k in ("_stub_ne", "_stub_fail", "_stub_raise", "_stub_nest"):
+            C.CHECKS.pop(k)
+
+
+# ------------------------------------------------------------------------------- harness
+
+def test_harness_baselines():
+    sp = spec(harness_backends=["sim"], policies=["fixed_h"])
+    runs = pd.DataFrame({"backend": ["sim", "sim", "torch"], "policy": ["fixed_h"] * 2 + ["x"],
+                         "seed": [0, 1, 2]})
+    assert C.fixed_cadence_baseline(ctx(regime_runs=runs), sp).passed is True
+    out = C.fixed_cadence_baseline(ctx(regime_runs=runs.iloc[[0, 2]]), sp)
+    assert out.passed is False and "seeds 1" in out.found
+    # a fixed_h run on a real backend is not a harness baseline
+    out = C.deferral_baseline(ctx(regime_runs=runs.assign(backend="torch")), sp)
+    assert out.evaluable is False
+    # a harness run of another policy does not count
+    other = runs.assign(policy="ewma")
+    assert C.fixed_cadence_baseline(ctx(regime_runs=other), sp).passed is False
+
+
+# ---------------------------------------------------------------------- sidecar transfer
+
+def _transfer_res(transferred=True, measured=True, drains=True, band=0.0):
+    side = {"n_runs": 2, "n_seeds": 2, "n_active": 40, "drains": drains}
+    return {"rho_real_ci": (1.1, 1.5), "gm_ratio_real_ci": (1.0, 1.2),
+            "transfer_fraction_ci": (0.2, 0.9), "rho_real": 1.3, "gm_ratio_real": 1.1,
+            "rho_harness": 1.6, "transfer_fraction": 0.5, "method": "paired",
+            "transferred": transferred, "guard_band_s": {"real": band, "harness": band},
+            "guard_band_measured": measured, "harness": side, "real": side, "notes": []}
+
+
+def test_transfer_checks():
+    sp = spec(mechanism="sync")
+    assert C.transfer_ci_excludes_one(ctx(transfer=lambda s: _transfer_res()), sp).passed
+    out = C.transfer_ci_excludes_one(ctx(transfer=lambda s: _transfer_res(False)), sp)
+    assert out.passed is False and "did not transfer" in out.found
+    out = C.transfer_ci_excludes_one(ctx(transfer=lambda s: "no real runs"), sp)
+    assert out.evaluable is False and out.found == "no real runs"
+    assert C.transfer_paired(ctx(transfer=lambda s: _transfer_res()), sp).passed is True
+    out = C.transfer_paired(ctx(transfer=lambda s: _transfer_res(measured=False)), sp)
+    assert out.evaluable is False and "weaker evidence" in out.found
+    out = C.transfer_paired(ctx(transfer=lambda s: _transfer_res(drains=False, band=20)), sp)
+    assert out.passed is True and "still above 1 at 20 s" in out.found
+    out = C.transfer_paired(ctx(transfer=lambda s: _transfer_res(band=15)), sp)
+    assert "returns to 1 after 15 s" in out.found
+    assert "at 1 from lag 0" in C.transfer_paired(
+        ctx(transfer=lambda s: _transfer_res()), sp).found
+
+
+# ------------------------------------------------------------------------ matched budget
+
+@pytest.mark.parametrize("n_draws, need, passed", [(1, 1, True), (2, 2, True), (1, 2, False),
+                                                   (0, 1, False), (3, 2, True)])
+def test_matched_random_present_min_draws(n_draws, need, passed):
+    pairs = [pair(0, ks=(3,) * 2), pair(1, ks=(3,) * n_draws)]
+    out = C.matched_random_present(ctx(pairs), spec(min_draws=need))
+    assert out.passed is passed
+    if not passed:
+        assert "seed 1" in out.found and "seed 0" not in out.found
+
+
+@pytest.mark.parametrize("k_draw, tol, passed", [(3, 0, True), (4, 0, False), (2, 0, False),
+                                                 (4, 1, True), (2, 1, True), (5, 1, False)])
+def test_k_match_tolerance_edges(k_draw, tol, passed):
+    out = C.k_match(ctx([pair(0, 3.0, ks=(3, k_draw)), pair(1)]), spec(max_abs_diff=tol))
+    assert out.passed is passed
+
+
+def test_k_match_unknown_k_is_vouched_not_passed():
+    out = C.k_match(ctx([pair(0, np.nan), pair(1, ks=(np.nan,))]), spec(max_abs_diff=0))
+    assert out.evaluable is False
+    out = C.k_match(ctx([pair(0, np.nan), pair(1)]), spec(max_abs_diff=0))
+    assert out.passed is True and "1 draws without K" in out.found
+    out = C.k_match(ctx([pair(0, np.nan), pair(1, ks=(4,))]), spec(max_abs_diff=0))
+    assert out.passed is False
+
+
+def test_pairing_real():
+    fp = {r: ("abc", 10) for r in ("s0-pol", "s0-d0", "s0-ns", "s1-pol", "s1-d0", "s1-ns")}
+    assert C.pairing_real(ctx(fingerprints=fp), spec()).passed is True
+    for run, value in (("s1-d0", ("abd", 10)), ("s1-ns", ("abc", 11))):
+        out = C.pairing_real(ctx(fingerprints={**fp, run: value}), spec())
+        assert out.passed is False and "nominal pairing" in out.found and run in out.found
+    out = C.pairing_real(ctx(fingerprints={k: v for k, v in fp.items() if k != "s0-ns"}),
+                         spec())
+    assert out.evaluable is False and "s0-ns" in out.found
+    # a mismatch wins over an unknown fingerprint
+    partial = {k: v for k, v in fp.items() if k != "s0-ns"}
+    out = C.pairing_real(ctx(fingerprints={**partial, "s1-d0": ("x", 10)}), spec())
+    assert out.passed is False
+
+
+def _complete_ctx(policy_seeds, regime_seeds, excluded=()):
+    pairs = [pair(s) for s in policy_seeds]
+    return ctx(pairs, regime_runs=pd.DataFrame({"seed": regime_seeds}),
+               campaign=SimpleNamespace(excluded=list(excluded)))
+
+
+def test_policy_runs_complete_survivorship():
+    assert C.policy_runs_complete(_complete_ctx([0, 1], [0, 0, 1]), spec()).passed is True
+    out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1, 2]), spec())
+    assert out.passed is False and "seed 2" in out.found
+    ex = {"run_id": "x", "reason": "crashed", "regime": "r", "seed": 3, "role": "policy",
+          "policy": "ewma"}
+    out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [ex]), spec())
+    assert out.passed is False and "seed 3" in out.found
+    # an excluded policy run replaced by a complete rerun of the same seed is fine
+    assert C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [{**ex, "seed": 1}]),
+                                  spec()).passed is True
+    # other regimes are not this claim's business
+    assert C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [{**ex, "regime": "q"}]),
+                                  spec()).passed is True
+    # an excluded draw counts unless its draw number was rerun
+    exd = {**ex, "seed": 1, "role": "matched_random", "matched_to": "ewma", "draw": 0}
+    assert C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [exd]), spec()).passed is True
+    out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [{**exd, "draw": 5}]), spec())
+    assert out.passed is False and "excluded (crashed)" in out.found
+    exn = {**ex, "seed": 1, "role": "no_sync"}
+    assert C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [exn]), spec()).passed is True
+    unknown = {"run_id": "y", "reason": "unreadable"}
+    out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [unknown]), spec())
+    assert out.passed is False and "unknown regime/seed" in out.found
+
+
+def _design_ctx(rows, pairs=None, has_logs=False, violations=None):
+    runs = pd.DataFrame(rows)
+    return ctx(pairs or [pair(0)], campaign=SimpleNamespace(runs=runs, has_logs=has_logs),
+               corridor_violations=violations)
+
+
+def test_schedules_in_corridor_from_table():
+    ids = ["s0-pol", "s0-d0"]
+    ok = _design_ctx({"run_id": ids, "corridor_violations": [0, 0],
+                      "corridor_note": ["", ""]})
+    assert C.schedules_in_corridor(ok, spec(tolerance_s=0.05)).passed is True
+    bad = _design_ctx({"run_id": ids, "corridor_violations": [0, 1],
+                       "corridor_note": ["", "first merge too early"]})
+    out = C.schedules_in_corridor(bad, spec(tolerance_s=0.05))
+    assert out.passed is False and "first merge too early" in out.found
+    unknown = _design_ctx({"run_id": ids, "corridor_violations": [0, np.nan],
+                           "corridor_note": ["", ""]})
+    assert C.schedules_in_corridor(unknown, spec(tolerance_s=0.05)).evaluable is False
+
+
+def test_schedules_in_corridor_from_logs_passes_tolerance():
+    seen = []
+
+    def viol(run_id, tol):
+        seen.append(tol)
+        return ["gap too short"] if run_id == "s0-d0" else []
+    out = C.schedules_in_corridor(_design_ctx({"run_id": []}, has_logs=True, violations=viol),
+                                  spec(tolerance_s=0.125))
+    assert out.passed is False and "s0-d0" in out.found and seen == [0.125, 0.125]
+
+
+def _durations(pol, draw, d=8.0, k=(3, 3)):
+    return _design_ctx({"run_id": ["s0-pol", "s0-d0"], "merge_duration_median_s": [pol, draw],
+                        "merge_duration_s": [d, d], "k_observed": list(k)})
+
+
+@pytest.mark.parametrize("pol, draw, passed", [
+    (8.0, 8.0, True), (10.0, 8.0, True),      # exactly at rel_tol = 0.25 of D
+    (10.01, 8.0, False), (6.0, 8.0, True), (5.99, 8.0, False),
+    (9.9, 8.0, True), (6.1, 9.9, False),      # each within D, but policy vs draws > 25%
+])
+def test_merge_durations_rel_tol_edges(pol, draw, passed):
+    assert C.merge_durations_match(_durations(pol, draw), spec(rel_tol=0.25)).passed is passed
+
+
+def test_merge_durations_policy_vs_draws_edge():
+    # D = 10: both within D; policy 8 vs draws 10 is exactly 20% of the draws' 10
+    c = _design_ctx({"run_id": ["s0-pol", "s0-d0"], "merge_duration_median_s": [8.0, 10.0],
+                     "merge_duration_s": [9.0, 9.0], "k_observed": [3, 3]})
+    assert C.merge_durations_match(c, spec(rel_tol=0.2)).passed is True
+    assert C.merge_durations_match(c, spec(rel_tol=0.19)).passed is False
+
+
+def test_merge_durations_unknown():
+    out = C.merge_durations_match(_durations(np.nan, np.nan), spec(rel_tol=0.25))
+    assert out.evaluable is False
+
+
+def _open_loop(tied, same):
+    return _design_ctx({"run_id": ["s0-pol", "s0-d0", "s0-ns"],
+                        "completion_tied_share": tied, "identical_arrival_share": same})
+
+
+@pytest.mark.parametrize("tied, same, passed", [
+    ([0.1, 0.1, 0.1], [0.05, 0.0, 0.0], True),          # exactly at both limits
+    ([0.1, 0.1, 0.11], [0.0, 0.0, 0.0], False),         # the no-sync run counts too
+    ([0.0, 0.0, 0.0], [0.0, 0.051, 0.0], False),
+])
+def test_open_loop_sending_edges(tied, same, passed):
+    sp = spec(max_completion_tied_share=0.1, max_identical_arrival_share=0.05)
+    assert C.open_loop_sending(_open_loop(tied, same), sp).passed is passed
+
+
+def test_open_loop_unknown():
+    sp = spec(max_completion_tied_share=0.1, max_identical_arrival_share=0.05)
+    out = C.open_loop_sending(_open_loop([0.0, np.nan, 0.0], [0.0, 0.0, 0.0]), sp)
+    assert out.evaluable is False
+
+
+def _seeds_ctx(n, needed, dup=(), tied=0):
+    return ctx(effective_n=n + tied, informative_n=n, seeds_needed=needed,
+               pseudo_replicates=list(dup), test_name="sign-flip test",
+               design_min_p=2.0 ** -n)
+
+
+@pytest.mark.parametrize("n, min_seeds, needed, passed", [
+    (5, 5, 5, True), (4, 5, 5, False), (6, 5, 6, True), (5, 5, 6, False), (6, 6, 1, True),
+    (5, 6, 1, False)])
+def test_enough_seeds_edges(n, min_seeds, needed, passed):
+    out = C.enough_seeds(_seeds_ctx(n, needed), spec(min_seeds=min_seeds))
+    assert out.passed is passed
+    if not passed:
+        assert out.found.startswith("underpowered")
+        assert f">= {max(min_seeds, needed)} seeds" in out.recommendation
+
+
+def test_enough_seeds_below_two_and_pseudo_replicates():
+    out = C.enough_seeds(_seeds_ctx(1, 5), spec(min_seeds=5))
+    assert out.passed is False and "no paired test" in out.found
+    out = C.enough_seeds(_seeds_ctx(5, 5, [(7, 3)]), spec(min_seeds=5))
+    assert out.passed is True and "7 = 3" in out.found
+    # seeds whose runs all tie do not count towards the seeds needed
+    out = C.enough_seeds(_seeds_ctx(4, 5, tied=2), spec(min_seeds=5))
+    assert out.passed is False and "2 seed(s) whose policy run and draws" in out.found
+
+
+class _SF(SimpleNamespace):
+    pass
+
+
+def _gain_ctx(p, p_adj, stat=0.02, min_p=1 / 64, n=6, multiplicity="holm"):
+    sf = _SF(statistic=stat, ci_low=0.0, ci_high=0.04, n=n, p_value=p, exact=True, min_p=min_p)
+    return ctx(effective_n=n, informative_n=n, sign_flip=sf, p_adjusted=p_adj, d=np.full(n, np.sign(stat)),
+               protocol=SimpleNamespace(multiplicity=multiplicity, accept_vouched=False),
+               test_name="sign-flip test", seeds_needed=6)
+
+
+@pytest.mark.parametrize("p, p_adj, passed", [
+    (0.01, 0.05, True),          # adjusted exactly at alpha
+    (0.01, 0.0501, False),       # raw p significant, adjusted not: the decision is adjusted
+    (0.06, 0.03, True),          # (adjusted below raw cannot happen with Holm; rule check)
+    (0.05, 0.05, True), (0.0501, 0.0501, False)])
+def test_gain_significant_decides_on_adjusted_p(p, p_adj, passed):
+    out = C.gain_significant(_gain_ctx(p, p_adj), spec())
+    assert out.passed is passed
+    assert "Holm-adjusted" in out.expected
+
+
+def test_gain_significant_direction_min_p_and_n():
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, stat=-0.02), spec())
+    assert out.passed is False and "WORSE" in out.found
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, stat=0.0), spec())
+    assert out.passed is False and "WORSE" in out.found
+    out = C.gain_significant(_gain_ctx(0.5, 0.5, stat=0.02), spec())
+    assert out.passed is False and "not significant" in out.found
+    # min_p exactly at alpha is reachable; above alpha is underpowered
+    assert C.gain_significant(_gain_ctx(0.05, 0.05, min_p=0.05), spec()).passed is True
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, min_p=0.0625), spec())
+    assert out.passed is False and out.found.startswith("underpowered")
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, n=1), spec())
+    assert out.evaluable is False
+    assert C.gain_significant(_gain_ctx(0.01, 0.01, n=2, min_p=0.01), spec()).passed is True
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, multiplicity="none"), spec())
+    assert "Holm" not in out.expected and "adjusted" not in out.found
+
+
+# ------------------------------------------------------------------------ placement gain
+
+def test_no_sync_present():
+    assert C.no_sync_present(ctx(), spec()).passed is True
+    out = C.no_sync_present(ctx([pair(0), pair(1, no_sync=False)]), spec())
+    assert out.passed is False and "no_sync for seed 1" in out.found and "seed 0" not in out.found
+
+
+def _lm_table(passed=(True, True), status=("passed", "passed")):
+    return pd.DataFrame({"seed": [0, 0], "run_id": ["s0-pol", "s0-d0"],
+                         "check": ["n_requests", "step_rate"], "expected": [10.0, 1.0],
+                         "found": [10.0, 1.0], "passed": list(passed), "status": list(status),
+                         "reason": ["", "missing"]})
+
+
+def test_load_match_check():
+    sp = spec(tolerances={"step_rate": 0.05})
+    assert C.load_match(ctx(load_match_table=lambda s: _lm_table()), sp).passed is True
+    out = C.load_match(ctx(load_match_table=lambda s: _lm_table((True, False),
+                                                                ("passed", "failed"))), sp)
+    assert out.passed is False and "step_rate" in out.found
+    out = C.load_match(ctx(load_match_table=lambda s: _lm_table(
+        (True, False), ("passed", "not evaluable"))), sp)
+    assert out.evaluable is False and "missing" in out.found
+    out = C.load_match(ctx(load_match_table=lambda s: "not evaluable: no seed"), sp)
+    assert out.evaluable is False
+
+
+# ---------------------------------------------------------------------------- calibrated
+
+def _psi_ctx(n_runs, psi=True):
+    fit = SimpleNamespace(eps_cal=0.01, eps_cal_loso=0.02) if psi else None
+    ev = SimpleNamespace(psi=fit, phi_table=pd.DataFrame({"phi": range(n_runs)}),
+                         psi_reason="no no-sync runs")
+    return ctx(regime_evidence=ev)
+
+
+@pytest.mark.parametrize("n_runs, passed", [(6, True), (5, False), (7, True)])
+def test_psi_fit_min_runs(n_runs, passed):
+    assert C.psi_fit(_psi_ctx(n_runs), spec(min_runs=6)).passed is passed
+
+
+def test_psi_fit_without_psi():
+    assert C.psi_fit(_psi_ctx(10, psi=False), spec(min_runs=6)).evaluable is False
+
+
+def _explained_ctx(res, reason=""):
+    ev = SimpleNamespace(psi=SimpleNamespace(eps_cal=0.01, eps_cal_loso=0.02),
+                         explained_gain=lambda *a: (res, reason), psi_reason="")
+    return ctx(regime_evidence=ev, seed=0,
+               protocol=SimpleNamespace(bootstrap_resamples=200, accept_vouched=False))
+
+
+def test_gain_explained_by_overlap_outcomes():
+    from evalkit.stats.explained import ExplainedGain
+
+    def res(predicts, within):
+        return ExplainedGain(4, 0.02, [0.01, 0.03], 0.015, [0.001, 0.03], 0.005, [-0.01, 0.02],
+                             0.25, 0.005, 0.95, predicts, within, predicts and within, [], 200,
+                             "m")
+    sp = spec(unexplained_tolerance=0.25)
+    assert C.gain_explained_by_overlap(_explained_ctx(res(True, True)), sp).passed is True
+    out = C.gain_explained_by_overlap(_explained_ctx(res(False, True)), sp)
+    assert out.passed is False and "does not predict" in out.found
+    out = C.gain_explained_by_overlap(_explained_ctx(res(True, False)), sp)
+    assert out.passed is False and "exceeds what overlap predicts" in out.found
+    out = C.gain_explained_by_overlap(_explained_ctx(None, "not evaluable: 1 seed"), sp)
+    assert out.evaluable is False
+    assert "95% CI" in C.gain_explained_by_overlap(_explained_ctx(res(True, True)), sp).expected
+
+
+# ---------------------------------------------------------------------------- deployable
+
+def test_not_oracle_and_real_sidecar():
+    assert C.not_oracle(ctx(claim=claim([pair(0)], oracle=False)), spec()).passed is True
+    assert C.not_oracle(ctx(claim=claim([pair(0)], oracle=True)), spec()).passed is False
+    sp = spec(real_backends=["torch", "vllm"])
+    two = [pair(0), pair(1)]
+    assert C.real_sidecar(ctx(claim=claim(two, backends=["torch", "vllm"])), sp).passed is True
+    out = C.real_sidecar(ctx(claim=claim(two, backends=["torch", "sim"])), sp)
+    assert out.passed is False and "sim" in out.found
+    out = C.real_sidecar(ctx(claim=claim(two, backends=["torch", None])), sp)
+    assert out.passed is False and "unknown" in out.found
+    out = C.real_sidecar(ctx(claim=claim(two, backends=[None, None])), sp)
+    assert out.evaluable is False
+    assert C.real_sidecar(ctx(claim=claim(two, backends=["sim", "sim"])),
+                          spec(real_backends=["sim"])).passed is True
+
+
+def test_every_registered_check_has_a_decision_test():
+    tested = {"fixed_cadence_baseline", "deferral_baseline", "transfer_ci_excludes_one",
+              "transfer_paired", "matched_random_present", "k_match", "pairing_real",
+              "policy_runs_complete", "schedules_in_corridor", "merge_durations_match",
+              "open_loop_sending", "enough_seeds", "gain_significant", "no_sync_present",
+              "load_match", "psi_fit", "gain_explained_by_overlap", "not_oracle",
+              "real_sidecar"}
+    assert set(C.CHECKS) == tested
+
+
+# ------------------------------------------------------------------------------ tier walk
+
+def _check(name, tier, passed, evaluable=True, vouched=False):
+    blocking = passed is False or (not evaluable and not vouched)
+    return C.Check(name, tier, passed, evaluable, "e", f"{name} found", "r", blocking, vouched)
+
+
+def _protocol(skip=("a",)):
+    tiers = tuple(TierSpec(n, n, n in skip, (n + "1", n + "2")) for n in ("a", "b", "c"))
+    return SimpleNamespace(tiers=tiers)
+
+
+def test_tier_walk_all_pass():
+    cs = [_check(f"{t}{i}", t, True) for t in "abc" for i in (1, 2)]
+    reached, status, reason = _tier_walk(_protocol(), cs)
+    assert reached == "c" and set(status.values()) == {"passed"}
+    assert reason == "every tier of the protocol is supported"
+
+
+def test_tier_walk_failed_stops_and_names_first_blocker():
+    cs = [_check("a1", "a", True), _check("a2", "a", True), _check("b1", "b", False),
+          _check("b2", "b", False), _check("c1", "c", True), _check("c2", "c", True)]
+    reached, status, reason = _tier_walk(_protocol(), cs)
+    assert reached == "a" and status["b"] == "failed" and status["c"] == "passed"
+    assert reason.startswith("stops before b (failed): b1: b1 found") and "(+1 more)" in reason
+
+
+def test_tier_walk_not_evaluable_skipped_only_when_allowed():
+    cs = [_check("a1", "a", None, False), _check("a2", "a", None, False),
+          _check("b1", "b", True), _check("b2", "b", True)]
+    reached, status, _ = _tier_walk(_protocol(skip=("a",)), cs + [_check("c1", "c", True)])
+    assert status["a"] == "not_evaluable" and reached == "c"
+    reached, status, reason = _tier_walk(_protocol(skip=()), cs + [_check("c1", "c", True)])
+    assert reached is None and reason.startswith("stops before a (not evaluable): a1")
+
+
+def test_tier_walk_mixed_tier_with_unevaluable_blocker_fails():
+    # one check passed, one could not be evaluated (and is not vouched): the tier failed
+    cs = [_check("a1", "a", True), _check("b1", "b", True), _check("b2", "b", None, False),
+          _check("c1", "c", True)]
+    reached, status, reason = _tier_walk(_protocol(skip=("b",)), cs)
+    assert status["b"] == "failed" and reached == "a"
+    assert "stops before b (failed): b2" in reason and "more" not in reason
+
+
+def test_tier_walk_vouched_check_does_not_block():
+    cs = [_check("a1", "a", True), _check("b1", "b", True),
+          _check("b2", "b", None, False, vouched=True), _check("c1", "c", True)]
+    reached, status, _ = _tier_walk(_protocol(), cs)
+    assert status["b"] == "passed" and reached == "c"
+    # a tier whose only checks are vouched was not evaluated at all
+    cs = [_check("a1", "a", True), _check("b1", "b", None, False, vouched=True),
+          _check("c1", "c", True)]
+    reached, status, reason = _tier_walk(_protocol(), cs)
+    assert status["b"] == "not_evaluable" and reached == "a"
+    assert reason == "stops before b (not evaluable)"
+
+
+def test_tier_walk_stops_at_first_gap_even_if_higher_pass():
+    cs = [_check("a1", "a", False), _check("b1", "b", True), _check("c1", "c", True)]
+    reached, status, reason = _tier_walk(_protocol(skip=()), cs)
+    assert reached is None and status["b"] == "passed" and reason.startswith("stops before a")
