@@ -122,6 +122,27 @@ def test_without_an_atomic_exchange_files_are_replaced_in_place(old_report, monk
     assert not [p for p in old_report.rglob("*") if ".evalkit-tmp-" in p.name]
 
 
+def test_a_killed_in_place_replacement_leaves_every_evalkit_file_known(old_report,
+                                                                       monkeypatch):
+    monkeypatch.setattr(pub, "_exchange", lambda a, b: False)
+    real_replace = os.replace
+    calls = []
+
+    def replace_then_die(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:                # the union manifest, then one file, then "kill"
+            raise KeyboardInterrupt
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(pub.os, "replace", replace_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        publish(old_report, NEW)
+    monkeypatch.setattr(pub.os, "replace", real_replace)
+    assert set(json.loads((old_report / MANIFEST).read_text())["files"]) == set(OLD) | set(NEW)
+    publish(old_report, NEW)                          # the next run is not refused
+    assert _state(old_report) == "new"
+
+
 def test_too_many_user_files_are_not_moved_around(old_report, monkeypatch):
     monkeypatch.setattr(pub, "MAX_USER_FILES", 2)
     res = publish(old_report, NEW)

@@ -303,8 +303,8 @@ def publish(out_dir, files: dict[str, bytes]) -> Published:
             _write(dest, data)
         if user:
             _link_user_files(out, tmp, user)
-        for d in sorted(dirs, key=lambda p: -len(p.parts)):
-            fsync_dir(d)
+        for d in sorted((Path(p) for p, _, _ in os.walk(tmp)), key=lambda p: -len(p.parts)):
+            fsync_dir(d)              # new files and the links to the user's files
         if not out.exists():
             os.rename(tmp, out)
             fsync_dir(out.parent)
@@ -340,6 +340,13 @@ def _publish_in_place(out: Path, files: dict[str, bytes], manifest: bytes,
     staging = out / f"{_TMP_TAG}{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
+        # first record every file this replacement may leave behind, old and new: a kill
+        # half-way leaves a --out whose evalkit files are all known
+        union = json.dumps({"written_by": "evalkit", "files": sorted(owned | set(files))},
+                           indent=1).encode() + b"\n"
+        _write(staging / MANIFEST, union)
+        os.replace(staging / MANIFEST, out / MANIFEST)
+        fsync_dir(out)
         _write(staging / MANIFEST, manifest)
         for rel, data in files.items():
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -355,7 +362,7 @@ def _publish_in_place(out: Path, files: dict[str, bytes], manifest: bytes,
         for rel in sorted(owned - set(files) - {MANIFEST}):
             try:
                 (out / rel).unlink()
-            except FileNotFoundError:
+            except (FileNotFoundError, IsADirectoryError):
                 pass
         os.replace(staging / MANIFEST, out / MANIFEST)
         fsync_dir(out)
