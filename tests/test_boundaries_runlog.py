@@ -1,0 +1,198 @@
+"""Boundary values of run-log validation and metrics: equal times, zero tokens, exactly at the
+SLO, a fixed-cadence corridor (min = max), windows reaching past the observed span."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from evalkit.runlog import metrics
+from evalkit.runlog.validate import validate_run
+
+RUN = "fixture-s0-fixed_h"
+
+
+@pytest.fixture
+def run(copy_fixture) -> Path:
+    return copy_fixture(f"runs/{RUN}")
+
+
+def edit_requests(run_dir: Path, fn) -> None:
+    path = run_dir / "requests.parquet"
+    df = fn(pq.read_table(path).to_pandas())
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+
+
+def edit_meta(run_dir: Path, fn) -> None:
+    path = run_dir / "run.json"
+    meta = json.loads(path.read_text())
+    fn(meta)
+    path.write_text(json.dumps(meta))
+
+
+def errors(run_dir: Path) -> list:
+    return [p for p in validate_run(run_dir) if p.severity == "error"]
+
+
+def _set(row: int, **values):
+    def damage(df):
+        for col, v in values.items():
+            df.loc[row, col] = v
+        return df
+    return damage
+
+
+def test_fixture_run_is_valid(run):
+    assert errors(run) == []
+
+
+def test_end_before_sent_alone_is_caught(run):
+    # arrival <= end < sent, no first token: only "end before sent" applies
+    edit_requests(run, _set(4, arrival_s=10.0, sent_s=10.5, first_token_s=np.nan, end_s=10.2,
+                            ok=False))
+    found = errors(run)
+    assert [p.column for p in found] == ["end_s"]
+    assert "end_s before sent_s" in found[0].message and "request_id" not in found[0].fix
+
+
+def test_end_before_first_token_alone_is_caught(run):
+    edit_requests(run, _set(4, arrival_s=10.0, sent_s=10.0, first_token_s=10.5, end_s=10.3))
+    found = errors(run)
+    assert [p.column for p in found] == ["end_s"]
+    assert "end_s before first_token_s" in found[0].message
+
+
+def test_equal_times_are_valid(run):
+    # a request finishing the instant it is sent (cache hit) is not out of order
+    edit_requests(run, _set(4, arrival_s=10.0, sent_s=10.0, first_token_s=10.0, end_s=10.0))
+    assert errors(run) == []
+
+
+def test_times_within_tolerance_are_valid_and_beyond_are_not(run):
+    from evalkit.runlog.validate import TIME_TOL_S
+
+    edit_requests(run, _set(4, arrival_s=10.0, sent_s=10.0, first_token_s=10.0,
+                            end_s=10.0 - 0.5 * TIME_TOL_S))
+    assert errors(run) == []
+    edit_requests(run, _set(4, end_s=10.0 - 2 * TIME_TOL_S))
+    assert errors(run)
+
+
+@pytest.mark.parametrize("col", ["output_tokens", "prompt_tokens"])
+def test_zero_tokens_are_valid_negative_are_not(run, col):
+    edit_requests(run, _set(4, **{col: 0}))
+    assert errors(run) == []
+    edit_requests(run, _set(5, **{col: -1}))
+    found = errors(run)
+    assert [p.column for p in found] == [col] and "negative token count" in found[0].message
+
+
+def test_fixed_cadence_corridor_min_equals_max_is_valid(run):
+    edit_meta(run, lambda m: m.update(corridor={"min_gap_s": 64.0, "max_gap_s": 64.0}))
+    assert errors(run) == []
+    edit_meta(run, lambda m: m.update(corridor={"min_gap_s": 64.0, "max_gap_s": 63.9}))
+    found = errors(run)
+    assert found and found[0].column == "corridor" and "min_gap_s" in found[0].message
+
+
+def test_corridor_zero_min_gap_is_valid(run):
+    edit_meta(run, lambda m: m.update(corridor={"min_gap_s": 0.0, "max_gap_s": 64.0}))
+    assert errors(run) == []
+    edit_meta(run, lambda m: m.update(corridor={"min_gap_s": -1.0, "max_gap_s": 64.0}))
+    assert errors(run)
+
+
+# --------------------------------------------------------------------------------- metrics
+
+def test_exactly_at_slo_is_not_a_violation():
+    slo = 2.0
+    lat = np.array([np.nextafter(slo, 0), slo, np.nextafter(slo, 9), np.inf])
+    assert metrics.violations(lat, slo).tolist() == [False, False, True, True]
+
+
+def test_slo_flags_at_each_slo_boundary():
+    arrival = np.zeros(4)
+    first = np.array([1.0, 1.0, 1.0 + 1e-9, 0.5])
+    end = np.array([5.0, 5.0 + 1e-9, 3.0, 0.5 + 0.2 * 2])       # last: 3 tokens at 0.2 s
+    tokens = np.array([5, 5, 5, 3])
+    ok = np.ones(4, bool)
+    flags = metrics.slo_flags(arrival, first, end, tokens, ok,
+                              {"e2e_s": 5.0, "ttft_s": 1.0, "tpot_s": 1.0})
+    assert flags.e2e.tolist() == [False, True, False, False]
+    assert flags.ttft.tolist() == [False, False, True, False]
+    assert flags.good.tolist() == [True, False, False, True]
+    exact = metrics.slo_flags(arrival, first, end, tokens, ok,
+                              {"e2e_s": 5.0, "ttft_s": None, "tpot_s": 0.2})
+    assert exact.tpot[3] == False  # noqa: E712 - exactly at the TPOT SLO
+    assert exact.ttft is None
+
+
+def test_tpot_zero_and_one_token_requests_cannot_violate():
+    tp = metrics.tpot([1.0, 1.0, 1.0], [9.0, 9.0, 9.0], [0, 1, 2], [True, True, True])
+    assert tp.tolist() == [0.0, 0.0, 8.0]
+
+
+def test_failed_request_is_always_a_violation():
+    flags = metrics.slo_flags([0.0], [0.1], [0.2], [3], [False],
+                              {"e2e_s": 5.0, "ttft_s": None, "tpot_s": None})
+    assert flags.good.tolist() == [False] and flags.e2e.tolist() == [True]
+
+
+def test_time_exposure_is_clipped_to_the_span():
+    span = (10.0, 20.0)
+    # window [5, 12] covers 2 s of the span, [18, 30] covers 2 s: 4 / 10
+    assert metrics.time_exposure([5.0, 18.0], [12.0, 30.0], span) == pytest.approx(0.4)
+    # a window entirely outside the span adds nothing
+    assert metrics.time_exposure([0.0, 25.0], [5.0, 30.0], span) == 0.0
+    # touching the span edge adds nothing; covering all of it gives exactly 1
+    assert metrics.time_exposure([20.0], [25.0], span) == 0.0
+    assert metrics.time_exposure([0.0], [40.0], span) == 1.0
+    assert np.isnan(metrics.time_exposure([0.0], [1.0], (5.0, 5.0)))
+
+
+def test_observed_windows_boundaries():
+    span = metrics.Span(10.0, 50.0, 8.0)
+    starts = np.array([10.0, 42.0, 9.999, 42.001])
+    ends = starts + 8.0
+    assert metrics.observed_windows(starts, ends, span).tolist() == [True, True, False, False]
+    assert metrics.windows_observed(starts, ends, span) == 2
+
+
+def test_observed_span_clipped_to_horizon_and_failed_requests_run_to_it():
+    span = metrics.observed_span([5.0, 6.0], [7.0, np.nan], 100.0, 8.0)
+    assert (span.start_s, span.end_s) == (5.0, 100.0)
+    span = metrics.observed_span([5.0, 6.0], [7.0, 130.0], 100.0, 8.0)
+    assert span.end_s == 100.0
+    span = metrics.observed_span([5.0, 6.0], [7.0, 9.0], 100.0, 8.0)
+    assert span.end_s == 9.0
+
+
+def test_request_overlap_touching_window_edge_is_not_exposure():
+    # request [0, 10] and window [10, 18]: no positive overlap; [0, 10.001] overlaps
+    assert metrics.overlaps_windows([0.0, 0.0], [10.0, 10.001], [10.0], [18.0]).tolist() == [
+        False, True]
+    assert metrics.overlaps_windows([18.0, 17.999], [20.0, 20.0], [10.0], [18.0]).tolist() == [
+        False, True]
+
+
+def test_step_rate_zero_steps_and_zero_width():
+    assert np.isnan(metrics.step_rate(0, 0.0, 10.0, [], []))
+    assert np.isnan(metrics.step_rate(5, 3.0, 3.0, [], []))
+    assert metrics.step_rate(10, 0.0, 10.0, [], []) == 1.0
+    assert metrics.step_rate(10, 0.0, 10.0, [0.0], [5.0]) == 2.0
+    assert np.isnan(metrics.step_rate(10, 0.0, 10.0, [0.0], [10.0]))
+
+
+def test_clopper_pearson_at_zero_and_n():
+    from scipy.stats import binomtest
+
+    for k in (0, 10):
+        lo, hi = metrics.clopper_pearson(k, 10)
+        ref = binomtest(k, 10).proportion_ci(0.95, method="exact")
+        assert (lo, hi) == pytest.approx((ref.low, ref.high))
+    assert metrics.clopper_pearson(0, 10)[0] == 0.0 and metrics.clopper_pearson(10, 10)[1] == 1.0
