@@ -72,7 +72,7 @@ def test_underpowered_claim_names_the_seeds_it_needs():
                    min_p=0.0625, seeds_needed=6)
     h = headline(claim, _audit([claim]))
     assert h.status == "underpowered"
-    assert "with 5 seeds the smallest attainable p is 0.062" in h.test
+    assert "with 5 seeds the smallest attainable p is 0.0625" in h.test
     assert "needs >= 6 seeds" in h.test
 
 

@@ -106,5 +106,6 @@ def test_negative_gain_is_never_within_the_calibration_error():
 
 def test_number_formats():
     assert pp(0.0078417) == "+0.78" and pp(-0.0133) == "-1.33" and pp(None) == "n/a"
-    assert p_value(0.0009765625) == "0.00098" and p_value(0.01171875) == "0.012"
+    assert p_value(0.0009765625) == "0.000977" and p_value(0.01171875) == "0.0117"
+    assert p_value(0.0625) == "0.0625" and p_value(2e-07) == "2e-07"
     assert p_value(1.0) == "1" and p_value(None) == "n/a"

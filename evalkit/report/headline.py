@@ -173,6 +173,8 @@ def headline(claim: dict, audit: dict) -> Headline:
         effect = f"G = {pp(g)} pp"
         if ci and None not in ci:
             effect += f" [{pp(ci[0])}, {pp(ci[1])}] (95% CI)"
+        else:
+            effect += " (no CI: too few seeds)"
         direction = "fewer" if g > 0 else ("more" if g < 0 else "")
         if direction:
             effect += (f": {pp(abs(g), signed=False)} pp {direction} requests violate the SLO "

@@ -86,7 +86,7 @@ def p_value(p) -> str:
     if p is None or not np.isfinite(float(p)):
         return "n/a"
     p = float(p)
-    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}".rstrip("0").rstrip(".") if p < 1 else "1"
+    return f"{p:.3g}" if p < 1 else "1"
 
 
 def file_part(name: str, limit: int = FILE_PART_LIMIT) -> str:
