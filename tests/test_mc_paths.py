@@ -1,0 +1,197 @@
+"""Monte Carlo paths of the sign-flip and within-seed permutation tests: forced Monte Carlo
+against exact within MC error, the (k + 1)/(B + 1) floor, ties counted in MC mode, min_p
+with B, and the fields a MC result reports."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from evalkit.stats import sign_flip_test
+from evalkit.stats.permutation import (min_attainable_p, seed_label_values,
+                                       within_seed_permutation_test)
+from evalkit.stats.signflip import min_attainable_p as sf_min_p
+
+B = 20_000
+
+
+def _within_mc_error(p_mc, p_exact, b=B, z=4.5):
+    se = math.sqrt(max(p_exact * (1 - p_exact), 1e-12) / b)
+    return abs(p_mc - p_exact) <= z * se + 2.0 / (b + 1)
+
+
+# ----------------------------------------------------------------------------- sign flip
+
+def test_sign_flip_forced_mc_matches_exact():
+    d = np.random.default_rng(5).normal(0.01, 0.03, 16)
+    exact = sign_flip_test(d, alternative="greater")
+    mc = sign_flip_test(d, alternative="greater", n_resamples=B, rng=11)
+    assert exact.exact and not mc.exact
+    assert mc.null_size == B and mc.n_resamples == B and "Monte Carlo" in mc.method
+    for f in ("p_greater", "p_less", "p_two_sided"):
+        assert _within_mc_error(getattr(mc, f), getattr(exact, f)), f
+    assert mc.p_two_sided == min(1.0, 2 * min(mc.p_greater, mc.p_less))
+
+
+def test_sign_flip_mc_floor_is_k_plus_one_over_b_plus_one():
+    d = np.linspace(1.0, 2.0, 16)                     # only the identity reaches the sum
+    res = sign_flip_test(d, alternative="greater", n_resamples=99, rng=0)
+    assert res.p_greater == pytest.approx(1 / 100) and res.p_less == 1.0
+    assert res.min_p == pytest.approx(1 / 100)
+    two = sign_flip_test(d, alternative="two-sided", n_resamples=99, rng=0)
+    assert two.p_value == pytest.approx(2 / 100) and two.min_p == pytest.approx(2 / 100)
+    # exact: 2^-16, far below the MC floor
+    assert sign_flip_test(d, alternative="greater").p_value == 2.0 ** -16
+
+
+def test_sign_flip_mc_p_is_k_plus_one_over_b_plus_one_exactly():
+    d = np.random.default_rng(1).normal(0.0, 1.0, 12)
+    b = 1000
+    res = sign_flip_test(d, alternative="greater", n_resamples=b, rng=7)
+    k = round(res.p_greater * (b + 1)) - 1
+    assert res.p_greater == pytest.approx((k + 1) / (b + 1))
+    # reproduce k with the same draws
+    rng = np.random.default_rng(7)
+    flips = rng.integers(0, 2, size=(b, d.size), dtype=np.int8).astype(bool)
+    sums = (1.0 - 2.0 * flips) @ d
+    tol = 1e-9 * np.mean(np.abs(d)) * d.size
+    assert k == int(np.count_nonzero(sums >= d.sum() - tol))
+
+
+def test_sign_flip_ties_counted_in_mc_mode():
+    d = np.array([1.0, -1.0] * 8)                     # observed sum 0; P(sum = 0) = 0.196
+    exact = sign_flip_test(d, alternative="greater")
+    ref = sum(math.comb(16, j) for j in range(8, 17)) / 2 ** 16
+    assert exact.p_greater == pytest.approx(ref)
+    mc = sign_flip_test(d, alternative="greater", n_resamples=B, rng=3)
+    assert _within_mc_error(mc.p_greater, ref)
+    assert _within_mc_error(mc.p_less, ref)
+    assert mc.p_greater > 0.55                        # dropping ties would give ~0.40
+
+
+def test_sign_flip_min_p_counts_only_nonzero_d_and_b():
+    d = np.array([0.1, 0.2, 0.0, 0.3, 0.0, 0.4])
+    res = sign_flip_test(d, alternative="greater")
+    assert res.n_zero == 2 and res.min_p == 2.0 ** -4
+    assert sf_min_p(4, "greater", 10) == pytest.approx(1 / 11)
+    assert sf_min_p(4, "greater", 10_000) == 2.0 ** -4
+    assert sf_min_p(4, "two-sided") == 2.0 ** -3
+    assert sf_min_p(1, "two-sided") == 1.0
+    res = sign_flip_test(d, alternative="greater", n_resamples=7, rng=0)
+    assert res.min_p == pytest.approx(1 / 8)
+
+
+def test_sign_flip_exact_when_b_covers_all_patterns():
+    d = np.random.default_rng(2).normal(0.0, 1.0, 8)
+    assert sign_flip_test(d, n_resamples=256).exact
+    assert not sign_flip_test(d, n_resamples=255).exact
+    assert sign_flip_test(d, n_resamples=np.inf).exact
+
+
+def test_sign_flip_default_switches_to_mc_beyond_40():
+    d = np.random.default_rng(4).normal(0.05, 0.2, 41)
+    res = sign_flip_test(d, alternative="greater", rng=0)
+    assert not res.exact and res.n_resamples == 100_000
+    assert res.min_p == pytest.approx(1 / 100_001)
+
+
+# ---------------------------------------------------------------- within-seed permutation
+
+def _design(n=10, m=2, seed=0, integer=False):
+    rng = np.random.default_rng(seed)
+    if integer:
+        pol = rng.integers(0, 3, n).astype(float)
+        draws = [rng.integers(0, 3, m).astype(float) for _ in range(n)]
+    else:
+        pol = rng.normal(0.10, 0.02, n)
+        draws = [rng.normal(0.11, 0.02, m) for _ in range(n)]
+    return pol, draws
+
+
+def _brute_force(pol, draws):
+    """Enumerate every label set: (p_greater, p_less)."""
+    vals = [seed_label_values(p, d) for p, d in zip(pol, draws)]
+    t = sum(v[0] for v in vals)
+    tol = 1e-9 * np.mean(np.abs(np.concatenate(vals))) * len(vals)
+    sums = np.array([sum(c) for c in itertools.product(*vals)])
+    return float(np.mean(sums >= t - tol)), float(np.mean(sums <= t + tol))
+
+
+def test_permutation_exact_matches_brute_force_with_ties():
+    pol, draws = _design(n=6, m=2, seed=1, integer=True)
+    res = within_seed_permutation_test(pol, draws, alternative="greater")
+    g, l = _brute_force(pol, draws)
+    assert res.exact and res.p_greater == pytest.approx(g) and res.p_less == pytest.approx(l)
+
+
+def test_permutation_forced_mc_matches_exact():
+    pol, draws = _design(n=10, m=2, seed=2)
+    exact = within_seed_permutation_test(pol, draws, alternative="two-sided",
+                                         confidence_level=None)
+    mc = within_seed_permutation_test(pol, draws, alternative="two-sided", n_resamples=B,
+                                      rng=5, confidence_level=None)
+    assert exact.exact and exact.null_size == 3 ** 10
+    assert not mc.exact and mc.null_size == B and mc.n_resamples == B
+    assert "Monte Carlo" in mc.method
+    for f in ("p_greater", "p_less", "p_two_sided"):
+        assert _within_mc_error(getattr(mc, f), getattr(exact, f)), f
+
+
+def test_permutation_ties_counted_in_mc_mode():
+    pol, draws = _design(n=9, m=2, seed=3, integer=True)
+    g, l = _brute_force(pol, draws)
+    mc = within_seed_permutation_test(pol, draws, alternative="greater", n_resamples=B, rng=9,
+                                      confidence_level=None)
+    assert _within_mc_error(mc.p_greater, g) and _within_mc_error(mc.p_less, l)
+    # with integer V many label sets tie the observed sum: counting them matters
+    vals = [seed_label_values(p, d) for p, d in zip(pol, draws)]
+    sums = np.array([sum(c) for c in itertools.product(*vals)])
+    t = sum(v[0] for v in vals)
+    assert np.mean(np.isclose(sums, t)) > 0.02
+
+
+def test_permutation_mc_floor_and_min_p_with_b():
+    n, m = 10, 3
+    pol = np.full(n, 0.01)
+    draws = [np.array([0.2, 0.3, 0.4]) + 0.01 * i for i in range(n)]
+    res = within_seed_permutation_test(pol, draws, alternative="greater", n_resamples=99,
+                                       rng=0, confidence_level=None)
+    assert res.p_greater == pytest.approx(1 / 100) and res.p_less == 1.0
+    assert res.min_p == pytest.approx(1 / 100) and res.design_min_p == pytest.approx(1 / 100)
+    exact = within_seed_permutation_test(pol, draws, alternative="greater",
+                                         confidence_level=None)
+    assert exact.p_greater == pytest.approx(4.0 ** -n) and exact.min_p == pytest.approx(4.0 ** -n)
+    two = within_seed_permutation_test(pol, draws, alternative="two-sided", n_resamples=99,
+                                       rng=0, confidence_level=None)
+    assert two.p_value == pytest.approx(2 / 100) and two.min_p == pytest.approx(2 / 100)
+    assert min_attainable_p([m] * n, "greater", 10 ** 9) == pytest.approx(4.0 ** -n)
+
+
+def test_permutation_min_p_counts_tied_seeds():
+    # seed 2's runs all have the same V: it cannot move the statistic
+    pol = [0.1, 0.1, 0.3]
+    draws = [[0.2, 0.3], [0.2, 0.4], [0.3, 0.3]]
+    res = within_seed_permutation_test(pol, draws, alternative="greater")
+    assert res.min_p == pytest.approx(1 / 9) and res.design_min_p == pytest.approx(1 / 27)
+    assert res.n_zero == 1 and res.n_positive == 2
+    assert min_attainable_p([2, 2], "less") == pytest.approx(1 / 9)
+    assert min_attainable_p([1, 2], "two-sided") == pytest.approx(2 / 6)
+
+
+def test_permutation_with_one_draw_is_the_sign_flip_test():
+    pol, draws = _design(n=12, m=1, seed=6)
+    perm = within_seed_permutation_test(pol, draws, alternative="two-sided")
+    d = np.array([dr[0] - p for p, dr in zip(pol, draws)])
+    sf = sign_flip_test(d, alternative="two-sided")
+    assert perm.p_value == pytest.approx(sf.p_value) and perm.statistic == pytest.approx(
+        sf.statistic)
+    assert perm.min_p == pytest.approx(sf.min_p)
+
+
+def test_permutation_exact_when_b_covers_all_label_sets():
+    pol, draws = _design(n=5, m=2, seed=7)
+    assert within_seed_permutation_test(pol, draws, n_resamples=243).exact
+    assert not within_seed_permutation_test(pol, draws, n_resamples=242).exact
