@@ -1,0 +1,397 @@
+"""Deterministic mutation testing for evalkit.stats, evalkit.audit and evalkit.runlog.
+
+Each mutant is one small, realistic bug from a fixed catalogue (:data:`OPERATORS`), applied
+to one module of a private copy of the package; the test files that cover that module
+(:data:`TEST_MAP`) run against it with ``pytest -x -q -p no:cacheprovider -m "not slow"``.
+A failing run (or a timeout) kills the mutant; a passing run lets it survive.  The checkout
+itself is never modified, so other work in the tree is unaffected.
+
+Speed: the parent process imports the heavy third-party libraries once and forks one child
+per mutant (numpy, pandas, scipy are shared copy-on-write); evalkit itself is imported fresh
+in every child, from the mutated copy.  Bytecode caching is off so no stale .pyc is reused.
+
+    nice -n 10 python3 tools/mutate.py --sample 120 --seed 16 --out mutation.jsonl
+    python3 tools/mutate.py --list | wc -l            # the whole catalogue, no tests run
+    python3 tools/mutate.py --only 'evalkit/stats/signflip.py:214:3'   # re-run some ids
+
+A mutant id is ``path:line:n`` (n-th mutable site of that line); ids follow the source, so
+record the commit with a score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import fnmatch
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("evalkit/stats", "evalkit/audit", "evalkit/runlog")
+
+# module glob -> test files that cover it (fast ones; slow tests are deselected anyway)
+TEST_MAP = {
+    "evalkit/stats/signflip.py": ["test_stats_signflip", "test_mc_paths", "test_intervals"],
+    "evalkit/stats/_result.py": ["test_stats_signflip", "test_mc_paths"],
+    "evalkit/stats/permutation.py": ["test_stats_permutation", "test_mc_paths",
+                                     "test_intervals"],
+    "evalkit/stats/bootstrap.py": ["test_intervals", "test_stats_explained",
+                                   "test_stats_envelope"],
+    "evalkit/stats/loadmatch.py": ["test_boundaries_stats", "test_audit_fast_paths"],
+    "evalkit/stats/schedules*.py": ["test_stats_schedules", "test_stats_schedules_edges",
+                                    "test_boundaries_stats"],
+    "evalkit/stats/exposure.py": ["test_stats_transfer_exposure", "test_boundaries_runlog"],
+    "evalkit/stats/transfer.py": ["test_stats_transfer_exposure"],
+    "evalkit/stats/transfer_paired.py": ["test_stats_transfer_paired", "test_intervals"],
+    "evalkit/stats/psi.py": ["test_stats_overlap_psi", "test_stats_explained"],
+    "evalkit/stats/overlap.py": ["test_stats_overlap_psi"],
+    "evalkit/stats/explained.py": ["test_stats_explained"],
+    "evalkit/stats/envelope.py": ["test_stats_envelope"],
+    "evalkit/stats/__init__.py": ["test_stats_lazy_imports"],
+    "evalkit/audit/checks.py": ["test_checks_decisions", "test_audit_soundness"],
+    "evalkit/audit/claims.py": ["test_checks_decisions", "test_audit_soundness",
+                                "test_audit_fast_paths"],
+    "evalkit/audit/campaign.py": ["test_boundaries_stats", "test_audit_campaigns",
+                                  "test_audit_soundness"],
+    "evalkit/audit/summary_table.py": ["test_audit_campaigns", "test_boundaries_stats"],
+    "evalkit/audit/protocol.py": ["test_audit_protocol", "test_checks_decisions"],
+    "evalkit/audit/transfer_evidence.py": ["test_audit_transfer_paired",
+                                           "test_audit_transfer"],
+    "evalkit/audit/__init__.py": ["test_audit_fast_paths", "test_audit_campaigns"],
+    "evalkit/runlog/validate.py": ["test_runlog_validate", "test_boundaries_runlog"],
+    "evalkit/runlog/metrics.py": ["test_runlog_metrics", "test_boundaries_runlog"],
+    "evalkit/runlog/design.py": ["test_runlog_summary", "test_audit_soundness"],
+    "evalkit/runlog/io.py": ["test_runlog_io"],
+    "evalkit/runlog/schema.py": ["test_runlog_io"],
+    "evalkit/runlog/scan.py": ["test_scan_bad_input", "test_scan_equivalence"],
+    "evalkit/runlog/summary.py": ["test_runlog_summary"],
+    "evalkit/runlog/vinterval.py": ["test_runlog_vinterval"],
+}
+
+# ------------------------------------------------------------------------ the catalogue
+
+_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
+        ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
+        ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
+          ast.FloorDiv: ast.Div}
+_SWAP_NAMES = {"min": "max", "max": "min", "minimum": "maximum", "maximum": "minimum",
+               "any": "all", "all": "any", "floor": "ceil", "ceil": "floor"}
+
+OPERATORS = {
+    "cmp": "comparison flipped at its boundary (< <-> <=, > <-> >=) or negated (== <-> !=, "
+           "in <-> not in, is <-> is not)",
+    "bool": "and <-> or",
+    "not": "'not x' -> 'x'",
+    "arith": "+ <-> -, * <-> /, // -> /",
+    "plus1": "'x + 1' / 'x - 1' -> 'x' (the +1 removed)",
+    "const": "numeric constant changed: int k -> k + 1, float f -> 2 f (0.0 -> 1.0)",
+    "swap": "min <-> max, minimum <-> maximum, any <-> all, floor <-> ceil",
+    "if": "'if c:' -> 'if not c:'",
+    "drop": "a call statement (e.g. a validation step, an append) replaced by 'pass'",
+}
+
+
+def _skip_parents(tree) -> set[int]:
+    """ids of nodes inside f-strings, raise statements, asserts and slices: message text,
+    not behaviour."""
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.JoinedStr, ast.Raise, ast.Assert, ast.Slice)):
+            skip.update(id(n) for n in ast.walk(node))
+        # docstrings and string constants are never mutated (see _sites)
+    return skip
+
+
+def _sites(tree) -> list[tuple[ast.AST, str, int, str]]:
+    """(node, operator, variant, label) for every mutable site, in ast.walk order."""
+    skip = _skip_parents(tree)
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                if type(op) in _CMP:
+                    out.append((node, "cmp", i, f"{type(op).__name__} -> "
+                                                f"{_CMP[type(op)].__name__}"))
+        elif isinstance(node, ast.BoolOp):
+            out.append((node, "bool", 0, f"{type(node.op).__name__} -> "
+                                         f"{'Or' if isinstance(node.op, ast.And) else 'And'}"))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            out.append((node, "not", 0, "not dropped"))
+        elif isinstance(node, ast.BinOp):
+            if (isinstance(node.op, (ast.Add, ast.Sub)) and isinstance(node.right, ast.Constant)
+                    and node.right.value == 1 and type(node.right.value) is int):
+                out.append((node, "plus1", 0, f"{type(node.op).__name__} 1 removed"))
+            elif type(node.op) in _ARITH:
+                out.append((node, "arith", 0, f"{type(node.op).__name__} -> "
+                                              f"{_ARITH[type(node.op)].__name__}"))
+        elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            out.append((node, "const", 0, f"{node.value!r} -> {_const(node.value)!r}"))
+        elif isinstance(node, ast.Call):
+            name = (node.func.id if isinstance(node.func, ast.Name) else
+                    node.func.attr if isinstance(node.func, ast.Attribute) else None)
+            if name in _SWAP_NAMES:
+                out.append((node, "swap", 0, f"{name} -> {_SWAP_NAMES[name]}"))
+        elif isinstance(node, (ast.If, ast.While)):
+            out.append((node, "if", 0, "condition negated"))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            out.append((node, "drop", 0, "call statement dropped"))
+    return out
+
+
+def _const(v):
+    if type(v) is int:
+        return v + 1
+    return 1.0 if v == 0 else v * 2
+
+
+class _Pass(ast.Pass):
+    pass
+
+
+def _apply(node, op: str, variant: int):
+    """Mutate ``node`` in place (statements are replaced through their parent)."""
+    if op == "cmp":
+        node.ops[variant] = _CMP[type(node.ops[variant])]()
+    elif op == "bool":
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif op == "arith":
+        node.op = _ARITH[type(node.op)]()
+    elif op == "const":
+        node.value = _const(node.value)
+    elif op == "swap":
+        new = _SWAP_NAMES[node.func.id if isinstance(node.func, ast.Name) else node.func.attr]
+        if isinstance(node.func, ast.Name):
+            node.func.id = new
+        else:
+            node.func.attr = new
+    elif op == "if":
+        node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+
+
+def _replace_child(tree, target, make):
+    for parent in ast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if item is target:
+                        value[i] = make(item)
+                        return
+            elif value is target:
+                setattr(parent, field, make(value))
+                return
+    raise RuntimeError("mutation site lost")
+
+
+def mutated_source(source: str, index: int) -> str:
+    tree = ast.parse(source)
+    node, op, variant, _ = _sites(tree)[index]
+    if op in ("not", "plus1", "drop"):
+        make = {"not": lambda n: n.operand, "plus1": lambda n: n.left,
+                "drop": lambda n: ast.Pass()}[op]
+        _replace_child(tree, node, make)
+    else:
+        _apply(node, op, variant)
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def catalogue(modules: list[str]) -> list[dict]:
+    muts = []
+    for rel in modules:
+        source = (REPO / rel).read_text()
+        per_line: dict[int, int] = {}
+        for index, (node, op, _variant, label) in enumerate(_sites(ast.parse(source))):
+            line = getattr(node, "lineno", 0)
+            n = per_line.get(line, 0)
+            per_line[line] = n + 1
+            muts.append({"id": f"{rel}:{line}:{n}", "module": rel, "index": index,
+                         "line": line, "op": op, "label": label,
+                         "code": source.splitlines()[line - 1].strip()[:100] if line else ""})
+    return muts
+
+
+def tests_for(module: str) -> list[str]:
+    for pattern, files in TEST_MAP.items():
+        if fnmatch.fnmatch(module, pattern):
+            return [f"tests/{f}.py" for f in files]
+    return []
+
+
+# --------------------------------------------------------------------------------- running
+
+_PRELOAD = ("numpy", "pandas", "pyarrow", "pyarrow.parquet", "scipy", "scipy.special",
+            "scipy.stats", "scipy.optimize", "statsmodels.api", "statsmodels.stats.multitest",
+            "sklearn.isotonic", "click", "click.testing", "jinja2", "duckdb", "tqdm", "pytest",
+            "hypothesis", "matplotlib", "matplotlib.pyplot")
+
+
+def _preload():
+    import importlib
+
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an optional library; the child imports it if used
+            pass
+
+
+def _workspace() -> Path:
+    ws = Path(tempfile.mkdtemp(prefix="evalkit-mutate-"))
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "evalkit", ws / "evalkit", ignore=ignore)
+    shutil.copytree(REPO / "tests", ws / "tests", ignore=ignore)
+    shutil.copy2(REPO / "pyproject.toml", ws / "pyproject.toml")
+    for name in ("fixtures", "examples", "protocols"):
+        if (REPO / name).exists():
+            os.symlink(REPO / name, ws / name)
+    return ws
+
+
+def _run_tests(ws: Path, files: list[str], timeout: float) -> tuple[str, float, str]:
+    """Fork a child that runs pytest on ``files`` in ``ws``: ('passed'|'failed'|'timeout'|
+    'error:<rc>', seconds, the first FAILED/ERROR line of pytest's summary)."""
+    t0 = time.monotonic()
+    log = ws / "pytest.log"
+    pid = os.fork()
+    if pid == 0:                                             # child
+        try:
+            os.setpgid(0, 0)
+            os.chdir(ws)
+            sys.path.insert(0, str(ws))
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            import pytest
+
+            rc = pytest.main([*files, "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+                              "--rootdir", str(ws)])
+            os._exit(int(rc))
+        except BaseException:  # noqa: BLE001 - whatever happens, the child must exit
+            os._exit(3)
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            rc = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() - t0 > timeout:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            return "timeout", time.monotonic() - t0, ""
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    text = log.read_text(errors="replace") if log.exists() else ""
+    killer = next((ln.strip() for ln in text.splitlines()
+                   if ln.startswith(("FAILED ", "ERROR "))), "")[:160]
+    if rc == 0:
+        return "passed", took, ""
+    if rc == 1:
+        return "failed", took, killer
+    return f"error:{rc}", took, killer
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--modules", nargs="*", default=None,
+                    help="module globs relative to the repo (default: the three packages)")
+    ap.add_argument("--sample", type=int, default=0, help="run a random sample of N mutants")
+    ap.add_argument("--seed", type=int, default=16, help="seed of the sample")
+    ap.add_argument("--only", nargs="*", default=None, help="mutant ids to run")
+    ap.add_argument("--timeout", type=float, default=0.0,
+                    help="seconds per mutant (default: 3 x the module's baseline + 30)")
+    ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the unmutated run per test group (the killing test is recorded "
+                         "either way; a group whose mutants all die on one test is suspect)")
+    ap.add_argument("--out", default=None, help="append one JSON line per mutant here")
+    args = ap.parse_args(argv)
+
+    every = sorted(str(p.relative_to(REPO)) for pkg in PACKAGES
+                   for p in (REPO / pkg).glob("*.py"))
+    globs = args.modules or ["*"]
+    modules = [m for m in every if any(fnmatch.fnmatch(m, g) for g in globs)]
+    muts = catalogue(modules)
+    if args.list:
+        for m in muts:
+            print(f"{m['id']}\t{m['op']}\t{m['label']}\t{m['code']}")
+        return 0
+    if args.only:
+        wanted = set(args.only)
+        muts = [m for m in muts if m["id"] in wanted]
+    elif args.sample:
+        muts = sorted(random.Random(args.seed).sample(muts, min(args.sample, len(muts))),
+                      key=lambda m: (m["module"], m["index"]))
+    muts = [m for m in muts if tests_for(m["module"])]
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    sys.dont_write_bytecode = True
+    _preload()
+    ws = _workspace()
+    out = open(args.out, "a") if args.out else None
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    counts = {"killed": 0, "survived": 0}
+    survivors = []
+    baseline: dict[str, float] = {}
+    try:
+        for m in muts:
+            files = [f for f in tests_for(m["module"]) if (ws / f).exists()]
+            key = " ".join(files)
+            if key not in baseline and args.no_baseline:
+                baseline[key] = 60.0
+            if key not in baseline:
+                status, took, _ = _run_tests(ws, files, 900)
+                if status != "passed":
+                    print(f"baseline {status} for {key}: its mutants are skipped", flush=True)
+                    baseline[key] = -1.0
+                else:
+                    baseline[key] = took
+            if baseline[key] < 0:
+                continue
+            target = ws / m["module"]
+            original = target.read_text()
+            try:
+                target.write_text(mutated_source(original, m["index"]))
+                limit = args.timeout or 3 * baseline[key] + 30
+                status, took, killer = _run_tests(ws, files, limit)
+            finally:
+                target.write_text(original)
+            verdict = "survived" if status == "passed" else "killed"
+            counts[verdict] += 1
+            if verdict == "survived":
+                survivors.append(m)
+            rec = {**m, "status": status, "verdict": verdict, "seconds": round(took, 1),
+                   "tests": files, "killed_by": killer, "commit": commit}
+            print(f"{verdict:8s} {status:9s} {took:6.1f}s {m['id']} {m['op']} {m['label']}"
+                  + (f"  <- {killer}" if killer else ""), flush=True)
+            if out:
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+        if out:
+            out.close()
+    total = counts["killed"] + counts["survived"]
+    print(f"\n{counts['killed']} of {total} mutants killed "
+          f"({100.0 * counts['killed'] / max(total, 1):.1f}%), commit {commit}")
+    for m in survivors:
+        print(f"SURVIVED {m['id']} {m['op']} {m['label']}: {m['code']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
