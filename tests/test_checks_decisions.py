@@ -512,3 +512,40 @@ def test_tier_walk_stops_at_first_gap_even_if_higher_pass():
     cs = [_check("a1", "a", False), _check("b1", "b", True), _check("c1", "c", True)]
     reached, status, reason = _tier_walk(_protocol(skip=()), cs)
     assert reached is None and status["b"] == "passed" and reason.startswith("stops before a")
+
+
+# ---------------------------------------------------- explained gain: the decision's edges
+
+def _explained_inputs():
+    rng = np.random.default_rng(11)
+    phi, vex, groups, seeds = [], [], [], []
+    for s in range(6):
+        rows = []
+        for j in range(4):                     # policy first, then three draws
+            p = rng.uniform(0, 10) if j else rng.uniform(0, 3)
+            rows.append(len(phi))
+            phi.append(p)
+            vex.append(0.01 * p + rng.normal(0, 0.002) + (0.02 if j == 0 else 0.0))
+            groups.append(s)
+        seeds.append((s, rows[0], rows[1:]))
+    return np.array(phi), np.array(vex), np.array(groups), seeds
+
+
+def test_explained_gain_tolerance_edges():
+    from evalkit.stats.explained import explained_gain
+
+    phi, vex, groups, seeds = _explained_inputs()
+
+    def run(tol):
+        return explained_gain(phi, vex, groups, seeds, n_boot=400, rng=5, tolerance=tol)
+    base = run(0.0)
+    assert base.predicts_gain and base.g_pred_ci[0] > 0
+    lo, hi = base.unexplained_ci
+    # the unexplained part's CI misses 0 here; the tolerance that just reaches it decides
+    need = (lo if lo > 0 else -hi) / abs(base.gain)
+    assert need > 0 and not base.within_tolerance and not base.explained
+    at = run(need * (1 + 1e-9))
+    assert at.unexplained_ci == [lo, hi] and at.within_tolerance and at.explained
+    assert at.tolerance_abs == pytest.approx(need * abs(base.gain))
+    below = run(need * (1 - 1e-6))
+    assert not below.within_tolerance and not below.explained
