@@ -332,8 +332,11 @@ def main(argv=None) -> int:
         wanted = set(args.only)
         muts = [m for m in muts if m["id"] in wanted]
     elif args.sample:
-        muts = sorted(random.Random(args.seed).sample(muts, min(args.sample, len(muts))),
-                      key=lambda m: (m["module"], m["index"]))
+        # kept in sampled order: a run stopped early is still a random sample
+        muts = random.Random(args.seed).sample(muts, min(args.sample, len(muts)))
+    if args.out and Path(args.out).exists():      # resume: skip mutants already recorded
+        done = {json.loads(ln)["id"] for ln in Path(args.out).read_text().splitlines() if ln}
+        muts = [m for m in muts if m["id"] not in done]
     muts = [m for m in muts if tests_for(m["module"])]
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
