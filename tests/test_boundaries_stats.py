@@ -200,3 +200,18 @@ def test_duplicate_no_sync_runs_for_one_seed_are_an_error(tmp_path):
     with pytest.raises(InputError) as info:
         assemble_claims(_table(tmp_path, rows))
     assert info.value.column == "seed" and "no-sync" in info.value.message
+
+
+def test_campaign_tables_of_known_and_unknown_runs(fixtures_dir):
+    campaign = load_campaign(fixtures_dir / "runs")
+    run_id = campaign.runs.run_id.iloc[0]
+    req = campaign.table(run_id, "requests")
+    assert len(req) > 0 and "arrival_s" in req.columns
+    assert campaign.table(run_id, "requests") is req                 # cached
+    cols = campaign.columns(run_id, "requests", ("arrival_s",))
+    assert np.array_equal(cols["arrival_s"], req.arrival_s.to_numpy(float))
+    for call in (lambda: campaign.table("no-such-run", "requests"),
+                 lambda: campaign.columns("no-such-run", "requests", ("arrival_s",))):
+        with pytest.raises(InputError) as info:
+            call()
+        assert info.value.column == "run_id" and "no-such-run" in info.value.message
