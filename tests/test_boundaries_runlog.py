@@ -196,3 +196,26 @@ def test_clopper_pearson_at_zero_and_n():
         ref = binomtest(k, 10).proportion_ci(0.95, method="exact")
         assert (lo, hi) == pytest.approx((ref.low, ref.high))
     assert metrics.clopper_pearson(0, 10)[0] == 0.0 and metrics.clopper_pearson(10, 10)[1] == 1.0
+
+
+def test_problem_lists_three_ids_then_ellipsis(run):
+    def damage(df):
+        df.loc[[3, 4, 5, 6, 7], "output_tokens"] = -1
+        return df
+    edit_requests(run, damage)
+    (problem,) = errors(run)
+    assert problem.message.endswith("5 row(s), e.g. 3, 4, 5 ...")
+    edit_requests(run, lambda df: df.assign(output_tokens=df.output_tokens.abs()))
+    edit_requests(run, _set(4, output_tokens=-2))
+    assert errors(run)[0].message.endswith("1 row(s), e.g. 4")
+
+
+def test_unreadable_table_is_reported_not_raised(run, monkeypatch):
+    import evalkit.runlog.validate as validate
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(validate.pq, "ParquetFile", denied)
+    found = validate_run(run)
+    assert found and all(p.kind == "unreadable" for p in found)
+    assert "cannot read: Permission denied" in found[0].message

@@ -215,3 +215,8 @@ def test_campaign_tables_of_known_and_unknown_runs(fixtures_dir):
         with pytest.raises(InputError) as info:
             call()
         assert info.value.column == "run_id" and "no-such-run" in info.value.message
+
+
+def test_edge_class_without_free_gaps_reports_acceptance_one():
+    assert edge_class(1, (0, 300), 8.0, 10.0, 200.0).acceptance == 1.0
+    assert edge_class(4, (0, 300), 8.0, 64.0, 64.0).acceptance == 1.0

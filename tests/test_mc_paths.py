@@ -195,3 +195,12 @@ def test_permutation_exact_when_b_covers_all_label_sets():
     pol, draws = _design(n=5, m=2, seed=7)
     assert within_seed_permutation_test(pol, draws, n_resamples=243).exact
     assert not within_seed_permutation_test(pol, draws, n_resamples=242).exact
+
+
+def test_sign_flip_seeds_needed_exactly_at_alpha():
+    from evalkit.stats.signflip import seeds_needed
+
+    assert seeds_needed(0.0625, "greater") == 4          # 2^-4 = alpha exactly: reachable
+    assert seeds_needed(0.0624, "greater") == 5
+    assert seeds_needed(0.125, "two-sided") == 4
+    assert seeds_needed(0.05, "two-sided") == 6
