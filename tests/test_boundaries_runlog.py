@@ -219,3 +219,17 @@ def test_unreadable_table_is_reported_not_raised(run, monkeypatch):
     found = validate_run(run)
     assert found and all(p.kind == "unreadable" for p in found)
     assert "cannot read: Permission denied" in found[0].message
+
+
+@pytest.mark.parametrize("change, column", [
+    ({"role": "no_sync", "policy": "ewma", "corridor": None}, "policy"),
+    ({"role": "policy", "policy": "no_sync"}, "role"),
+    ({"draw": 0}, "draw"),
+    ({"matched_to": "ewma"}, "matched_to"),
+    ({"role": "matched_random", "draw": None, "matched_to": "fixed_h"}, "draw"),
+    ({"role": "matched_random", "draw": 0, "matched_to": None}, "matched_to"),
+])
+def test_role_consistency_of_run_json(run, change, column):
+    edit_meta(run, lambda m: m.update(change))
+    found = [p for p in errors(run) if p.column == column]
+    assert found, [p.format() for p in errors(run)]
