@@ -213,3 +213,20 @@ def test_serve_with_windows_places_merges_exactly():
     assert (with_w["end_s"] - without["end_s"])[inside].min() > 0
     assert np.allclose(with_w["end_s"][with_w["arrival_s"] < 4.9],
                        without["end_s"][without["arrival_s"] < 4.9])
+
+
+def test_prefill_pass_emits_the_first_token_after_the_prefill_part():
+    # one request alone: admission = prefill (0.02 + 10 * 0.001) then decode (0.01 each)
+    req = pd.DataFrame({"request_id": [0], "arrival_s": [1.0], "prompt_tokens": [10],
+                        "output_tokens": [3]})
+    base = {"iter_base_s": 0.01, "decode_per_seq_s": 0.0, "prefill_base_s": 0.02,
+            "prefill_per_token_s": 0.001, "train_slowdown": 1.0, "send_jitter_s": 0.0}
+    chunked = sim.serve_with_windows(req, [], [], SimConfig.from_dict(base), seed=0,
+                                     horizon_s=5.0)
+    split = sim.serve_with_windows(req, [], [], SimConfig.from_dict(dict(base,
+                                                                         prefill_pass=True)),
+                                   seed=0, horizon_s=5.0)
+    assert chunked["first_token_s"][0] == pytest.approx(1.0 + 0.04)      # end of admission
+    assert chunked["end_s"][0] == pytest.approx(1.0 + 0.04 + 2 * 0.01)
+    assert split["first_token_s"][0] == pytest.approx(1.0 + 0.03)        # after the prefill
+    assert split["end_s"][0] == pytest.approx(1.0 + 0.04 + 0.01)         # 2nd token at 1.04

@@ -255,6 +255,9 @@ class _Simulation:
         kv_cap = int(cfg.kv_capacity_tokens)
         base, per_seq, per_tok = cfg.iter_base_s, cfg.decode_per_seq_s, cfg.prefill_per_token_s
         per_admit = cfg.prefill_base_s
+        # prefill_pass: admitted requests get their first token after the prefill part of the
+        # iteration and their second at its end (a separate prefill forward, then the decode)
+        split = 1 if cfg.prefill_pass else 0
         first, end, err = self._first, self._end, self._error
         sent_list = sent.tolist()
         t_stop = spec.horizon_s + cfg.drain_limit_s
@@ -318,6 +321,7 @@ class _Simulation:
                     t_new = t + slow * (m * (base + per_seq * n_run) + per_admit
                                         + per_tok * tokens)
                     G += m
+                    t_first = t + slow * (per_admit + per_tok * tokens) if split else t_new
                     if t_new >= tr_next:
                         self._trainer_until(t_new, head, na, n_run, kv_used, t)
                         slow, tr_next = self.slow, self.tr_next
@@ -325,13 +329,13 @@ class _Simulation:
                     for pos in range(first_pos, head):
                         if err[pos] is not None:
                             continue
-                        first[pos] = t
+                        first[pos] = t_first
                         if output[pos] <= 1:
-                            end[pos] = t
+                            end[pos] = t_first
                             kv_used -= prompt[pos] + output[pos]
                             done += 1
                         else:
-                            heappush(running, (G + output[pos] - 1, pos))
+                            heappush(running, (G + output[pos] - 1 - split, pos))
                     while running and running[0][0] <= G:
                         pos = heappop(running)[1]
                         end[pos] = t

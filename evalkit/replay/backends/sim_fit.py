@@ -3,7 +3,8 @@
 The engine model of :mod:`evalkit.replay.backends.sim`: every iteration advances each running
 request by one token and lasts ``slow × (iter_base + decode_per_seq·n + [admission]
 (prefill_base + prefill_per_token·P))``, with ``slow`` = ``train_slowdown`` while inner
-training runs and ``merge_slowdown`` during a merge window.
+training runs and ``merge_slowdown`` during a merge window; an admission iteration is a prefill
+pass then a decode pass (``prefill_pass``, as in the torch sidecar).
 
 Estimators (all from the requests table, so any real backend's runs can be fitted):
 
@@ -276,7 +277,7 @@ def fit_settings(runs: list[RealRun], *, with_overhead: bool = True) -> FitEstim
         "prefill_budget_tokens": BIG, "kv_capacity_tokens": BIG,
         "iter_base_s": service.base / slow, "decode_per_seq_s": service.per_seq / slow,
         "prefill_base_s": service.prefill_base / slow,
-        "prefill_per_token_s": service.per_token / slow,
+        "prefill_per_token_s": service.per_token / slow, "prefill_pass": True,
         "train_colocated": True, "train_slowdown": slow, "merge_slowdown": slow * ratio,
         "merge_duration_quantiles": quantile_grid(durations),
         "send_lag_quantiles": [max(0.0, x) for x in quantile_grid(lags)],

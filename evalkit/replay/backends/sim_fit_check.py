@@ -68,6 +68,12 @@ def compare_run(run: RealRun, settings: dict, load: HostLoad | None = None) -> d
            "load_factor": factor}
     for key in ("v", "p95", "p95_in", "p95_out"):
         row[f"{key}_real"], row[f"{key}_pred"] = real[key], pred[key]
+    # the real V's own cluster-robust 95% interval (time blocks; evalkit summarize's v_ci)
+    from evalkit.runlog.vinterval import v_interval
+    lat = metrics.e2e_latency(run.requests["arrival_s"], run.requests["end_s"],
+                              run.requests["ok"])
+    row["v_ci_low"], row["v_ci_high"], _, _ = v_interval(
+        run.requests["arrival_s"].to_numpy(float), metrics.violations(lat, run.slo["e2e_s"]))
     return row
 
 
@@ -89,10 +95,13 @@ def summarize_predictions(rows: list[dict]) -> dict:
            "p95_in_rel_err": float(np.mean(rel_in)) if rel_in.size else float("nan"),
            "p95_out_rel_err": float(np.mean(rel_out)) if rel_out.size else float("nan"),
            "p95_all_rel_err": float(np.mean(_rel(df["p95_pred"], df["p95_real"]))),
-           # E|V_hat - V| of a run's V from its own n requests alone (independent requests):
-           # no model of the run's conditions can predict V more closely on average
+           # E|V_hat - V| of a run's V from its own n requests alone: no model of the run's
+           # conditions predicts V more closely on average.  Independent requests (binomial),
+           # and from the run's cluster-robust interval (half-width / 1.96 as the SE)
            "v_noise_floor": float(np.mean(np.sqrt(2 / np.pi) * np.sqrt(
-               df["v_real"] * (1 - df["v_real"]) / df["n_requests"])))}
+               df["v_real"] * (1 - df["v_real"]) / df["n_requests"]))),
+           "v_noise_floor_robust": float(np.mean(np.sqrt(2 / np.pi) * (
+               df["v_ci_high"] - df["v_ci_low"]) / (2 * 1.959964)))}
     out["sync_excess"] = sync_excess(df)
     return out
 

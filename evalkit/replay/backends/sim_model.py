@@ -41,6 +41,10 @@ default, so a run without a twin is exactly the model above:
 
 * ``prefill_base_s``: fixed cost of an iteration that admits requests (an extra prefill
   forward, as in a server that runs prefill and decode as separate passes);
+* ``prefill_pass``: such an iteration is a prefill pass followed by a decode pass, so the
+  admitted requests get their first token after the prefill part and their second at the
+  end of the iteration (the torch sidecar; vLLM without chunked prefill) — by default the
+  first token comes at the end of the admission iteration (chunked prefill);
 * ``merge_slowdown``: slowdown during a merge relative to an idle server, replacing the
   mechanism product ``train_slowdown × Π merge_extra`` (a value below ``train_slowdown``
   means a merge disturbs serving *less* than inner training does);
@@ -85,6 +89,7 @@ class SimConfig:
     merge_bytes: int = 494_032_768 * 4       # fp32 pseudo-gradient of a 0.5B model
     drain_limit_s: float = 3600.0            # requests unfinished this long after the horizon fail
     prefill_base_s: float = 0.0
+    prefill_pass: bool = False
     merge_slowdown: float | None = None
     merge_duration_quantiles: list | None = None
     send_lag_quantiles: list | None = None
