@@ -233,3 +233,20 @@ def test_role_consistency_of_run_json(run, change, column):
     edit_meta(run, lambda m: m.update(change))
     found = [p for p in errors(run) if p.column == column]
     assert found, [p.format() for p in errors(run)]
+
+
+@pytest.mark.parametrize("key, value", [
+    ("settings", [1]), ("host", "x"), ("rng_seeds", 3), ("evalkit_version", 1),
+    ("created_at", ""), ("trace_realisation", ""), ("trace", "fixture-poisson"),
+])
+def test_run_json_value_types(run, key, value):
+    edit_meta(run, lambda m: m.update({key: value}))
+    assert any(p.column == key for p in errors(run)), [p.format() for p in errors(run)]
+
+
+def test_corridor_tolerance_adds_one_and_a_half_steps():
+    from evalkit.runlog.design import CORRIDOR_TOLERANCE_S, corridor_tolerance
+
+    assert corridor_tolerance(float("nan")) == CORRIDOR_TOLERANCE_S
+    assert corridor_tolerance(2.0) == pytest.approx(CORRIDOR_TOLERANCE_S + 3.0)
+    assert corridor_tolerance(0.0, base=0.0) == 0.0
