@@ -409,7 +409,10 @@ class ClaimResult:
             "method": sf.method if sf is not None else None,
             "vouched": sorted(c.name for c in self.checks if c.vouched),
             "exclusions": [e for e in self.ctx.campaign.excluded
-                           if e.get("regime") in (None, self.regime)],
+                           if e.get("regime") is None or (
+                               e.get("regime") == self.regime and (
+                                   e.get("role") == "no_sync"
+                                   or self.policy in (e.get("policy"), e.get("matched_to"))))],
             "wins": int((d > 0).sum()),
             "mean_diff": float(np.mean(d)) if d.size else None,
             "ci": [sf.ci_low, sf.ci_high] if sf is not None else None,

@@ -88,9 +88,9 @@ def check_trace(trace, spec: ReplaySpec, *, source: str | None = None) -> None:
                          fix="slice the trace to the horizon or raise horizon_s")
     lo, hi = observed_span(spec, trace)
     if hi < lo:
-        raise InputError(f"no room for a merge: first request at {lo:.1f} s, horizon − D = "
-                         f"{hi:.1f} s", file=source, column="horizon_s",
-                         fix="lengthen the horizon")
+        raise InputError(f"no room for a merge: first request at {lo:.1f} s, last request "
+                         f"(or the horizon) − D = {hi:.1f} s", file=source, column="horizon_s",
+                         fix="replay a longer trace window (and horizon)")
 
 
 def k_observed(requests: pd.DataFrame, merges: pd.DataFrame, horizon_s: float,

@@ -23,9 +23,15 @@ def policy_seed(spec) -> int:
 
 
 def observed_span(spec, trace) -> tuple[float, float]:
-    """Feasible merge starts [t_first_request, horizon − D]."""
-    t_first = float(trace.requests["arrival_s"].iloc[0])
-    return t_first, float(spec.horizon_s) - float(spec.merge_duration_s)
+    """Merge starts whose window is surely observed: [t_first_request, t_last_request − D].
+
+    The observed span ends when the last request completes (K counts the windows inside
+    it), which is not known before the run; the last scheduled arrival is, and the span
+    always reaches it.  A planned window inside this range is therefore always counted.
+    """
+    arrivals = trace.requests["arrival_s"]
+    t_first, t_last = float(arrivals.iloc[0]), float(arrivals.iloc[-1])
+    return t_first, min(float(spec.horizon_s), t_last) - float(spec.merge_duration_s)
 
 
 def make_context(spec, trace, policy=None, *, inner_step_s: float | None = None) -> RunContext:

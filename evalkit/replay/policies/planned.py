@@ -154,6 +154,6 @@ class MatchedRandom(_Planned):
             # F_K with its edges: training starts at the run's time origin
             starts = sample_schedules(k, (lo, hi + ctx.merge_duration_s), ctx.merge_duration_s,
                                       ctx.corridor.min_gap_s, ctx.corridor.max_gap_s, 1, ctx.rng,
-                                      train_start=0.0)
+                                      train_start=0.0, run_end=ctx.horizon_s)
             self.planned_starts = np.sort(np.asarray(starts, dtype=float).reshape(-1))
         self.planned_scores = np.full(k, np.nan)
