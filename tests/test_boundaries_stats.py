@@ -220,3 +220,36 @@ def test_campaign_tables_of_known_and_unknown_runs(fixtures_dir):
 def test_edge_class_without_free_gaps_reports_acceptance_one():
     assert edge_class(1, (0, 300), 8.0, 10.0, 200.0).acceptance == 1.0
     assert edge_class(4, (0, 300), 8.0, 64.0, 64.0).acceptance == 1.0
+
+
+def _baseline_rows(fixed_h_draws: bool):
+    rows = []
+    for seed in range(3):
+        rows += [{"policy": "wa", "seed": seed, "violation_rate": 0.10},
+                 {"policy": "matched_random", "matched_to": "wa", "seed": seed,
+                  "violation_rate": 0.20},
+                 {"policy": "fixed_h", "seed": seed, "violation_rate": 0.15}]
+        if fixed_h_draws:
+            rows.append({"policy": "matched_random", "matched_to": "fixed_h", "seed": seed,
+                         "violation_rate": 0.25})
+    return rows
+
+
+def test_harness_baseline_with_its_own_draws_is_a_claim(tmp_path):
+    campaign = _table(tmp_path, _baseline_rows(fixed_h_draws=True))
+    claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
+    assert [c.policy for c in claims] == ["fixed_h", "wa"]
+    fixed_h = claims[0]
+    assert len(fixed_h.paired) == 3 and not fixed_h.generic_draws
+    assert all(float(p.draws.violation_rate.iloc[0]) == 0.25 for p in fixed_h.pairs)
+    assert not any("harness baseline" in note for note in campaign.notes)
+
+
+def test_harness_baseline_without_draws_is_not_a_claim(tmp_path):
+    campaign = _table(tmp_path, _baseline_rows(fixed_h_draws=False))
+    claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
+    assert [c.policy for c in claims] == ["wa"]
+    assert any("fixed_h is a harness baseline" in note for note in campaign.notes)
+    # without the baseline list, fixed_h is an ordinary claim with no draws
+    claims = assemble_claims(_table(tmp_path, _baseline_rows(fixed_h_draws=False)))
+    assert [c.policy for c in claims] == ["fixed_h", "wa"] and claims[0].paired == []
