@@ -72,20 +72,9 @@ def brute_force_permutation_p(pol, draws, alternative):
 
 
 def reference_d(runs_dir, policy):
-    """Independent per-seed d from run.json + requests.parquet (no evalkit code)."""
-    rows = []
-    for meta_path in sorted(runs_dir.glob("*/run.json")):
-        meta = json.loads(meta_path.read_text())
-        if not meta["complete"]:
-            continue
-        req = pd.read_parquet(meta_path.parent / "requests.parquet")
-        v = float(((req.end_s - req.arrival_s) > meta["slo"]["e2e_s"]).mean())
-        rows.append({"role": meta["role"], "policy": meta["policy"],
-                     "matched_to": meta["matched_to"], "seed": meta["seed"], "v": v})
-    df = pd.DataFrame(rows)
-    pol = df[(df.role == "policy") & (df.policy == policy)].set_index("seed").v
-    mr = df[(df.role == "matched_random") & (df.matched_to == policy)].groupby("seed").v.mean()
-    return (mr - pol).dropna().sort_index().to_numpy()
+    """Independent per-seed d = mean(draws) - policy, seeds sorted."""
+    pol, draws = reference_design(runs_dir, policy)
+    return np.array([np.mean(d) - p for p, d in zip(pol, draws)])
 
 
 def scipy_p(d, alternative):

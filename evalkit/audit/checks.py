@@ -53,6 +53,12 @@ def _seeds(seeds) -> str:
     return ", ".join(str(s) for s in sorted(seeds))
 
 
+def _listing(items: list[str], limit: int = 6) -> str:
+    """The first ``limit`` items joined, and how many more there are."""
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return "; ".join(items[:limit]) + more
+
+
 def _fmt(x, digits: int = 4) -> str:
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
         return "n/a"
@@ -225,8 +231,7 @@ def pairing_real(ctx, spec) -> Outcome:
                                f"requests with fingerprint {theirs[0][:12]}, policy run "
                                f"{p.policy_run} {mine[1]} requests {mine[0][:12]}")
     if nominal:
-        return Outcome(False, expected, "nominal pairing: " + "; ".join(nominal[:6]) + (
-            f" (+{len(nominal) - 6} more)" if len(nominal) > 6 else ""),
+        return Outcome(False, expected, "nominal pairing: " + _listing(nominal, 6),
             "replay each seed's baselines on the policy run's trace realisation (same "
             "arrivals); metadata such as trace.sha256 is not evidence of pairing")
     if unknown:
@@ -280,12 +285,25 @@ def policy_runs_complete(ctx, spec) -> Outcome:
     if unattributed:
         faults.append("excluded run(s) of unknown regime/seed: " + "; ".join(unattributed[:4]))
     if faults:
-        return Outcome(False, expected, "missing results: " + "; ".join(faults[:8]) + (
-            f" (+{len(faults) - 8} more)" if len(faults) > 8 else ""),
+        return Outcome(False, expected, "missing results: " + _listing(faults, 8),
             "rerun the missing or failed runs (a crashed or deleted run is a missing result, "
             "never a seed to drop); 'evalkit sweep' resumes them")
     return Outcome(True, expected, f"{len(have)} of {len(universe)} seeds complete, nothing "
                    "excluded")
+
+
+_SUMMARIZE_FIX = "audit the runs directory or a table from 'evalkit summarize'"
+
+
+def _design_outcome(expected, bad, unknown, fix, vouched_what, passed_text,
+                    prefix="") -> Outcome:
+    """Failed on any fault, not evaluable (vouched) when runs lack the evidence, else passed."""
+    if bad:
+        return Outcome(False, expected, prefix + _listing(bad, 6), fix)
+    if unknown:
+        return not_evaluable(expected, f"no {vouched_what[0]} for {len(unknown)} run(s): "
+                             f"{vouched_what[1]} is vouched by the input", _SUMMARIZE_FIX)
+    return Outcome(True, expected, passed_text)
 
 
 def _design_column(ctx, col):
@@ -324,16 +342,12 @@ def schedules_in_corridor(ctx, spec) -> Outcome:
         checked += 1
         if why:
             bad.append(f"seed {seed} {run_id} ({role}): {why[0]}")
-    if bad:
-        return Outcome(False, expected, "outside F_K: " + "; ".join(bad[:6]) + (
-            f" (+{len(bad) - 6} more)" if len(bad) > 6 else ""),
-            "replay with a trainer that enforces the corridor, and draw matched-random "
-            "schedules from F_K with its edges (evalkit's sampler does)")
-    if unknown:
-        return not_evaluable(expected, f"no merge logs or corridor column for {len(unknown)} "
-                             "run(s): the corridor is vouched by the input",
-                             "audit the runs directory or a table from 'evalkit summarize'")
-    return Outcome(True, expected, f"all {checked} schedules in F_K")
+    return _design_outcome(
+        expected, bad, unknown,
+        "replay with a trainer that enforces the corridor, and draw matched-random schedules "
+        "from F_K with its edges (evalkit's sampler does)",
+        ("merge logs or corridor column", "the corridor"), f"all {checked} schedules in F_K",
+        prefix="outside F_K: ")
 
 
 def merge_durations_match(ctx, spec) -> Outcome:
@@ -368,8 +382,7 @@ def merge_durations_match(ctx, spec) -> Outcome:
                 bad.append(f"seed {p.seed}: policy windows {float(pol):.3g} s vs draws "
                            f"{ref:.3g} s")
     if bad:
-        return Outcome(False, expected, "; ".join(bad[:6]) + (
-            f" (+{len(bad) - 6} more)" if len(bad) > 6 else ""),
+        return Outcome(False, expected, _listing(bad, 6),
             "a shorter window is a smaller merge, not a better placement: compare schedules "
             "whose windows last the same D")
     if unknown or checked == 0:
@@ -401,16 +414,11 @@ def open_loop_sending(ctx, spec) -> Outcome:
         if float(u) > same_max:
             bad.append(f"seed {seed} {run_id} ({role}): {float(u):.0%} of requests arrive in "
                        "bursts of identical times (batched)")
-    if bad:
-        return Outcome(False, expected, "; ".join(bad[:6]) + (
-            f" (+{len(bad) - 6} more)" if len(bad) > 6 else ""),
-            "replay with an open-loop client on the trace's arrival times; batched or "
-            "closed-loop requests are not independent (the sample is the batches)")
-    if unknown:
-        return not_evaluable(expected, f"no request timings for {len(unknown)} run(s): open-loop "
-                             "sending is vouched by the input",
-                             "audit the runs directory or a table from 'evalkit summarize'")
-    return Outcome(True, expected, f"{checked} runs open loop")
+    return _design_outcome(
+        expected, bad, unknown,
+        "replay with an open-loop client on the trace's arrival times; batched or closed-loop "
+        "requests are not independent (the sample is the batches)",
+        ("request timings", "open-loop sending"), f"{checked} runs open loop")
 
 
 def enough_seeds(ctx, spec) -> Outcome:
