@@ -228,6 +228,7 @@ def test_unreadable_table_is_reported_not_raised(run, monkeypatch):
     ({"matched_to": "ewma"}, "matched_to"),
     ({"role": "matched_random", "draw": None, "matched_to": "fixed_h"}, "draw"),
     ({"role": "matched_random", "draw": 0, "matched_to": None}, "matched_to"),
+    ({"role": "no_sync", "policy": "no_sync", "corridor": None, "oracle": True}, "oracle"),
 ])
 def test_role_consistency_of_run_json(run, change, column):
     edit_meta(run, lambda m: m.update(change))
@@ -235,9 +236,15 @@ def test_role_consistency_of_run_json(run, change, column):
     assert found, [p.format() for p in errors(run)]
 
 
+def test_an_oracle_policy_run_is_valid(run):
+    edit_meta(run, lambda m: m.update({"oracle": True}))
+    assert errors(run) == []
+
+
 @pytest.mark.parametrize("key, value", [
     ("settings", [1]), ("host", "x"), ("rng_seeds", 3), ("evalkit_version", 1),
     ("created_at", ""), ("trace_realisation", ""), ("trace", "fixture-poisson"),
+    ("merge_duration_s", 0.0), ("horizon_s", 0),
 ])
 def test_run_json_value_types(run, key, value):
     edit_meta(run, lambda m: m.update({key: value}))
