@@ -229,6 +229,8 @@ def test_unreadable_table_is_reported_not_raised(run, monkeypatch):
     ({"role": "matched_random", "draw": None, "matched_to": "fixed_h"}, "draw"),
     ({"role": "matched_random", "draw": 0, "matched_to": None}, "matched_to"),
     ({"role": "no_sync", "policy": "no_sync", "corridor": None, "oracle": True}, "oracle"),
+    ({"role": "matched_random", "draw": 0, "matched_to": ""}, "matched_to"),
+    ({"role": "matched_random", "draw": 0, "matched_to": 5}, "matched_to"),
 ])
 def test_role_consistency_of_run_json(run, change, column):
     edit_meta(run, lambda m: m.update(change))
@@ -257,3 +259,15 @@ def test_corridor_tolerance_adds_one_and_a_half_steps():
     assert corridor_tolerance(float("nan")) == CORRIDOR_TOLERANCE_S
     assert corridor_tolerance(2.0) == pytest.approx(CORRIDOR_TOLERANCE_S + 3.0)
     assert corridor_tolerance(0.0, base=0.0) == 0.0
+
+
+def test_mixed_schema_versions_listed_in_version_order(copy_fixture):
+    from evalkit.runlog.validate import validate_runs
+
+    runs = copy_fixture("runs")
+    edit_meta(runs / RUN, lambda m: m.update({"schema_version": 2}))
+    mixed = [p for p in validate_runs(runs).errors if "mix schema versions" in p.message]
+    assert len(mixed) == 1
+    message = mixed[0].message
+    assert 0 <= message.index("v1: ") < message.index("v2: ")
+    assert f"v2: {RUN})" in message
