@@ -204,3 +204,14 @@ def test_sign_flip_seeds_needed_exactly_at_alpha():
     assert seeds_needed(0.0624, "greater") == 5
     assert seeds_needed(0.125, "two-sided") == 4
     assert seeds_needed(0.05, "two-sided") == 6
+
+
+@pytest.mark.parametrize("atol, p_expected", [(0.15, 0.5), (0.05, 0.25)])
+def test_permutation_tie_tolerance_is_on_the_mean_scale(atol, p_expected):
+    # d = (+-1, +-0.1): T = 0.55; the null means are 0.55, 0.45, -0.45, -0.55.  The null 0.45
+    # is 0.1 below T on the mean scale, so it counts as reaching T iff atol > 0.1.
+    from evalkit.stats.permutation import within_seed_permutation_test
+
+    res = within_seed_permutation_test([0.0, 0.0], [[1.0], [0.1]], alternative="greater",
+                                       confidence_level=None, atol=atol)
+    assert res.p_value == pytest.approx(p_expected)
