@@ -340,8 +340,10 @@ def main() -> int:
     if args.check:
         with tempfile.TemporaryDirectory(dir=HERE.parent) as tmp:
             copy = Path(tmp) / HERE.name
-            shutil.copytree(HERE, copy, ignore=shutil.ignore_patterns("twin_runs", "*.json",
-                                                                       "twin.toml"))
+            outputs = {"twin_runs", "twin.toml", "fit.json", "audit_real.json",
+                       "audit_side_by_side.json", "RESULTS.md"}
+            shutil.copytree(HERE, copy, ignore=lambda d, names: [
+                n for n in names if Path(d) == HERE and n in outputs])
             pipeline(copy)
             text = render(copy)
         old = (HERE / "RESULTS.md").read_text()
