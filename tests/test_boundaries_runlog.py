@@ -271,3 +271,49 @@ def test_mixed_schema_versions_listed_in_version_order(copy_fixture):
     message = mixed[0].message
     assert 0 <= message.index("v1: ") < message.index("v2: ")
     assert f"v2: {RUN})" in message
+
+
+@pytest.mark.parametrize("sub", ["ttft_s", "tpot_s"])
+def test_zero_ttft_or_tpot_slo_is_rejected(run, sub):
+    edit_meta(run, lambda m: m["slo"].update({sub: 0}))
+    assert any(p.column == f"slo.{sub}" for p in errors(run)), [p.format() for p in errors(run)]
+
+
+@pytest.mark.parametrize("missing", ["start_s", "end_s"])
+def test_merges_without_one_window_bound_is_reported_not_raised(run, missing):
+    path = run / "merges.parquet"
+    pq.write_table(pq.read_table(path).drop_columns([missing]), path)
+    found = errors(run)
+    assert any(p.column == missing and "missing" in p.message for p in found), \
+        [p.format() for p in found]
+
+
+def test_report_splits_errors_and_warnings():
+    from evalkit.runlog.validate import Problem, ValidationReport
+
+    err = Problem("r1", None, "x", "bad", "fix it")
+    warn = Problem("r2", None, "y", "odd", "check it", severity="warning")
+    report = ValidationReport(runs_dir=Path("runs"), run_dirs=[], problems=[err, warn])
+    assert report.errors == [err] and report.warnings == [warn]
+
+
+@pytest.mark.parametrize("n", [7, 101, 5000])
+def test_quantile_between_order_statistics_of_skewed_values(n):
+    # exponential values are far from linear, so interpolating from the wrong pair shows
+    x = np.random.default_rng(n).exponential(size=n) ** 3
+    for q in (0.013, 0.37, 0.5, 0.951, 0.99):
+        assert metrics.quantile(x, q) == pytest.approx(np.quantile(x, q), rel=1e-12)
+    got = metrics.quantiles(x, (0.13, 0.37, 0.951))
+    assert np.allclose(got, np.quantile(x, (0.13, 0.37, 0.951)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("strided, rest", [(100.0, "low"), (0.0, "high")])
+def test_quantile_when_the_sample_bracket_misses(strided, rest):
+    # every value the strided sample sees is the same, far from the bulk: the bracket
+    # [a, b] misses the order statistics below (or above) it, and the full sort must decide
+    n = 8192
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, n) if rest == "low" else rng.uniform(50, 51, n)
+    x[:: n // metrics.SAMPLE_SIZE] = strided
+    for q in (0.5, 0.9):
+        assert metrics.quantile(x, q) == pytest.approx(np.quantile(x, q), rel=1e-12)

@@ -253,3 +253,10 @@ def test_harness_baseline_without_draws_is_not_a_claim(tmp_path):
     # without the baseline list, fixed_h is an ordinary claim with no draws
     claims = assemble_claims(_table(tmp_path, _baseline_rows(fixed_h_draws=False)))
     assert [c.policy for c in claims] == ["fixed_h", "wa"] and claims[0].paired == []
+
+
+def test_edge_class_gap_count_at_k0_and_k1():
+    assert edge_class(0, (0, 300), 8.0, 0, 292.01).m == 0
+    ec = edge_class(1, (0, 300), 8.0, 0, 300.0)
+    assert ec.k == 1 and ec.m == 0
+    assert edge_class(3, (0, 300), 8.0, 0, 300.0).m == 2

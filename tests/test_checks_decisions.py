@@ -549,3 +549,22 @@ def test_explained_gain_tolerance_edges():
     assert at.tolerance_abs == pytest.approx(need * abs(base.gain))
     below = run(need * (1 - 1e-6))
     assert not below.within_tolerance and not below.explained
+
+
+@pytest.mark.parametrize("n_bad, more", [(6, None), (7, "(+1 more)")])
+def test_pairing_real_lists_six_then_counts_the_rest(n_bad, more):
+    pairs = [pair(0, ks=(3,) * n_bad)]
+    fp = {"s0-pol": ("abc", 10), "s0-ns": ("abc", 10)}
+    fp.update({f"s0-d{i}": ("xyz", 10) for i in range(n_bad)})
+    out = C.pairing_real(ctx(pairs, fingerprints=fp), spec())
+    assert out.passed is False
+    assert out.found.count("seed 0: s0-d") == 6
+    assert ("more)" in out.found) is (more is not None)
+    if more:
+        assert out.found.endswith(more)
+
+
+def test_merge_durations_unknown_draw_does_not_hide_a_bad_policy_run():
+    # the draw's median is NaN (not missing): the policy run's 12 s vs D = 8 s still fails
+    out = C.merge_durations_match(_durations(12.0, np.nan), spec(rel_tol=0.25))
+    assert out.passed is False and "s0-pol" in out.found

@@ -215,3 +215,31 @@ def test_permutation_tie_tolerance_is_on_the_mean_scale(atol, p_expected):
     res = within_seed_permutation_test([0.0, 0.0], [[1.0], [0.1]], alternative="greater",
                                        confidence_level=None, atol=atol)
     assert res.p_value == pytest.approx(p_expected)
+
+
+def test_sign_flip_monte_carlo_in_many_chunks(monkeypatch):
+    # n = 20 > EXACT_CI_MAX_N: the p (B = 3999) and the CI (random sign patterns) are both
+    # Monte Carlo; with a tiny chunk bound they are drawn in many chunks of 1000 rows
+    from evalkit.stats import signflip
+
+    d = np.random.default_rng(5).normal(0.3, 1.0, size=20)
+    exact = sign_flip_test(d, n_resamples=None)
+    monkeypatch.setattr(signflip, "_CHUNK_ELEMENTS", 20 * 1000 + 7)
+    b = 4000 - 1
+    mc = sign_flip_test(d, n_resamples=b, rng=7)
+    k = mc.p_value * (b + 1) - 1
+    assert k == pytest.approx(round(k), abs=1e-6)                      # (k + 1) / (B + 1)
+    p = exact.p_value
+    assert abs(mc.p_value - p) < 4 * math.sqrt(p * (1 - p) / b) + 1e-3
+    assert mc.ci_low < float(np.mean(d)) < mc.ci_high
+    assert mc.ci_low == pytest.approx(exact.ci_low, abs=0.03)
+    assert mc.ci_high == pytest.approx(exact.ci_high, abs=0.03)
+
+
+def test_permutation_reachable_at_exactly_min_p():
+    from evalkit.stats.permutation import within_seed_permutation_test
+
+    res = within_seed_permutation_test([0.0, 0.0, 0.0], [[1.0, 2.0], [1.5, 2.5], [3.0, 4.0]],
+                                       confidence_level=None)
+    assert res.reachable(res.min_p) is True
+    assert res.reachable(res.min_p * (1 - 1e-9)) is False
