@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -317,3 +318,37 @@ def test_quantile_when_the_sample_bracket_misses(strided, rest):
     x[:: n // metrics.SAMPLE_SIZE] = strided
     for q in (0.5, 0.9):
         assert metrics.quantile(x, q) == pytest.approx(np.quantile(x, q), rel=1e-12)
+
+
+def test_merge_scale_ignores_empty_windows(run):
+    # D = 8 s; three windows last 8000 (milliseconds written as seconds) and four are empty:
+    # the empty ones are errors of their own and must not pull the median duration to 0
+    path = run / "merges.parquet"
+    df = pq.read_table(path).to_pandas()
+    df = pd.concat([df, df.iloc[:2]], ignore_index=True)
+    df["merge_idx"] = range(len(df))
+    df["start_s"] = 1000.0 * np.arange(len(df))
+    df["end_s"] = df.start_s + np.where(np.arange(len(df)) < 3, 8000.0, 0.0)
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    found = validate_run(run)
+    assert any(p.kind == "scale" and p.column == "end_s" for p in found), \
+        [p.format() for p in found]
+
+
+@pytest.mark.parametrize("value, words", [(-1.0, "negative time"), (np.inf, "infinite time")])
+def test_step_times_are_checked(run, value, words):
+    path = run / "steps.parquet"
+    df = pq.read_table(path).to_pandas()
+    df.loc[1, "start_s"] = value
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    found = [p for p in errors(run) if p.file.endswith("steps.parquet")]
+    assert any(p.column == "start_s" and words in p.message for p in found), \
+        [p.format() for p in found]
+
+
+def test_completion_tied_window_is_one_millisecond():
+    from evalkit.runlog.design import TIED_WINDOW_S, completion_tied_share
+
+    assert TIED_WINDOW_S == 1e-3
+    end = [1.0, 2.0, 3.0, 4.0]
+    assert completion_tied_share([1.0005, 2.001, 3.0015, 4.0019], end) == 0.5

@@ -568,3 +568,17 @@ def test_merge_durations_unknown_draw_does_not_hide_a_bad_policy_run():
     # the draw's median is NaN (not missing): the policy run's 12 s vs D = 8 s still fails
     out = C.merge_durations_match(_durations(12.0, np.nan), spec(rel_tol=0.25))
     assert out.passed is False and "s0-pol" in out.found
+
+
+def test_regime_evidence_reason_without_logs(tmp_path):
+    from evalkit.audit.campaign import load_campaign
+    from evalkit.audit.claims import RegimeEvidence
+
+    rows = [{"policy": p, "seed": s, "violation_rate": v} for s in range(3)
+            for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    campaign = load_campaign(path)
+    ev = RegimeEvidence(campaign, campaign.runs.regime.iloc[0])
+    assert ev.psi is None and ev.phi_table is None
+    assert ev.psi_reason.startswith("not evaluable") and "request/merge logs" in ev.psi_reason

@@ -243,3 +243,33 @@ def test_permutation_reachable_at_exactly_min_p():
                                        confidence_level=None)
     assert res.reachable(res.min_p) is True
     assert res.reachable(res.min_p * (1 - 1e-9)) is False
+
+
+def test_sign_flip_null_distribution_monte_carlo_values():
+    # n = 20: 2^20 patterns > max_points, so the plotted null is drawn at random; every value
+    # is the mean of d with some signs flipped, so it lies within mean(|d|) of zero
+    d = np.random.default_rng(2).normal(0.2, 1.0, size=20)
+    null = sign_flip_test(d).null_distribution(max_points=5000, seed=1)
+    assert null.size == 5000 and np.all(np.diff(null) >= 0)
+    assert np.abs(null).max() <= np.abs(d).mean() + 1e-12
+    assert abs(null.mean()) < 4 * np.sqrt(np.mean(d ** 2) / d.size / 5000) + 1e-3
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_permutation_seeds_needed_rejects_alpha_at_the_bounds(alpha):
+    from evalkit.errors import InputError
+    from evalkit.stats.permutation import seeds_needed
+
+    with pytest.raises(InputError):
+        seeds_needed(3, alpha=alpha)
+
+
+def test_permutation_monte_carlo_ci_label_sets_are_identity_plus_random():
+    from evalkit.stats import permutation
+
+    sizes = np.array([6] * 12)                      # 6^12 label sets: Monte Carlo for the CI
+    labels, exact = permutation._label_sets(sizes, np.random.default_rng(0),
+                                            float(np.prod(sizes.astype(float))))
+    assert exact is False and labels.shape == (permutation.CI_MC_SETS + 1, sizes.size)
+    assert not labels[0].any()                      # the observed labelling, once
+    assert labels.min() >= 0 and (labels < sizes).all()
