@@ -352,3 +352,13 @@ def test_completion_tied_window_is_one_millisecond():
     assert TIED_WINDOW_S == 1e-3
     end = [1.0, 2.0, 3.0, 4.0]
     assert completion_tied_share([1.0005, 2.001, 3.0015, 4.0019], end) == 0.5
+
+
+def test_step_ending_before_it_starts_is_reported(run):
+    path = run / "steps.parquet"
+    df = pq.read_table(path).to_pandas()
+    df.loc[1, "end_s"] = df.loc[1, "start_s"] - 0.5
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    found = [p for p in errors(run) if p.file.endswith("steps.parquet")]
+    assert any(p.column == "end_s" and "before start_s" in p.message for p in found), \
+        [p.format() for p in found]

@@ -582,3 +582,19 @@ def test_regime_evidence_reason_without_logs(tmp_path):
     ev = RegimeEvidence(campaign, campaign.runs.regime.iloc[0])
     assert ev.psi is None and ev.phi_table is None
     assert ev.psi_reason.startswith("not evaluable") and "request/merge logs" in ev.psi_reason
+
+
+@pytest.mark.parametrize("n_faults, more", [(8, False), (9, True)])
+def test_policy_runs_complete_lists_eight_then_counts_the_rest(n_faults, more):
+    out = C.policy_runs_complete(_complete_ctx([0], list(range(n_faults + 1))), spec())
+    assert out.passed is False and out.found.count("no complete") == 8
+    assert ("more)" in out.found) is more
+
+
+@pytest.mark.parametrize("effective_n, shown", [(1, False), (2, True), (5, True)])
+def test_claim_result_sign_flip_from_two_effective_seeds(effective_n, shown):
+    from evalkit.audit.claims import ClaimResult
+
+    sf = object()
+    fake = SimpleNamespace(ctx=SimpleNamespace(effective_n=effective_n, sign_flip=sf))
+    assert (ClaimResult.sign_flip.fget(fake) is sf) is shown
