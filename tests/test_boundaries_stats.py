@@ -260,3 +260,20 @@ def test_edge_class_gap_count_at_k0_and_k1():
     ec = edge_class(1, (0, 300), 8.0, 0, 300.0)
     assert ec.k == 1 and ec.m == 0
     assert edge_class(3, (0, 300), 8.0, 0, 300.0).m == 2
+
+
+def test_load_match_defaults_are_the_shipped_protocol_tolerances():
+    import tomllib
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "protocols" / "diloco-slo.toml"
+    protocol = tomllib.loads(path.read_text())
+    assert DEFAULT_TOLERANCES == protocol["checks"]["load_match"]["tolerances"]
+
+
+def test_edge_class_zero_slack_at_the_end_is_feasible():
+    # first start >= 20, gaps >= 20, last start <= 68 - 8 = 60: exactly one latest schedule
+    ec = edge_class(3, (0, 68), 8.0, 20.0, 30.0)
+    assert ec.k == 3 and ec.last_hi == 60.0 and ec.first_lo == 20.0
+    with pytest.raises(InputError):
+        edge_class(3, (0, 67.99), 8.0, 20.0, 30.0)

@@ -598,3 +598,10 @@ def test_claim_result_sign_flip_from_two_effective_seeds(effective_n, shown):
     sf = object()
     fake = SimpleNamespace(ctx=SimpleNamespace(effective_n=effective_n, sign_flip=sf))
     assert (ClaimResult.sign_flip.fget(fake) is sf) is shown
+
+
+def test_schedules_in_corridor_counts_each_run_once():
+    ids = ["s0-pol", "s0-d0"]
+    ok = _design_ctx({"run_id": ids, "corridor_violations": [0, 0], "corridor_note": ["", ""]})
+    out = C.schedules_in_corridor(ok, spec(tolerance_s=0.05))
+    assert out.passed is True and out.found == "all 2 schedules in F_K"
