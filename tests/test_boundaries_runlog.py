@@ -362,3 +362,11 @@ def test_step_ending_before_it_starts_is_reported(run):
     found = [p for p in errors(run) if p.file.endswith("steps.parquet")]
     assert any(p.column == "end_s" and "before start_s" in p.message for p in found), \
         [p.format() for p in found]
+
+
+def test_completion_tied_share_without_sends_or_completions_is_zero():
+    from evalkit.runlog.design import completion_tied_share
+
+    assert completion_tied_share([], [1.0]) == 0.0
+    assert completion_tied_share([np.nan], [1.0]) == 0.0
+    assert completion_tied_share([1.0, 2.0], [np.nan, np.nan]) == 0.0

@@ -224,3 +224,14 @@ def test_paired_gm_ratio_ci_coverage():
         assert side.gm_ci_low <= side.gm_ci_high
         hits += side.gm_ci_low <= 1.3 <= side.gm_ci_high
     assert hits / reps >= 0.85
+
+
+@pytest.mark.parametrize("method", ["percentile", "BCa"])
+def test_bootstrap_of_two_seeds_is_allowed_one_is_not(method):
+    from evalkit.errors import InputError
+
+    res = bootstrap_ci([0.1, 0.3], n_resamples=1000, rng=0, method=method)
+    assert res.ci_low <= 0.2 <= res.ci_high
+    assert 0.1 <= res.ci_low and res.ci_high <= 0.3           # means of resampled pairs
+    with pytest.raises(InputError):
+        bootstrap_ci([0.1], n_resamples=1000, rng=0, method=method)
