@@ -370,3 +370,11 @@ def test_completion_tied_share_without_sends_or_completions_is_zero():
     assert completion_tied_share([], [1.0]) == 0.0
     assert completion_tied_share([np.nan], [1.0]) == 0.0
     assert completion_tied_share([1.0, 2.0], [np.nan, np.nan]) == 0.0
+
+
+@pytest.mark.parametrize("early, warned", [(0.0005, False), (0.0015, True)])
+def test_early_send_tolerance_is_one_millisecond(run, early, warned):
+    edit_requests(run, lambda df: df.assign(sent_s=np.where(df.index == 1, df.arrival_s - early,
+                                                            df.sent_s)))
+    found = [p for p in validate_run(run) if p.column == "sent_s" and "earlier" in p.message]
+    assert bool(found) is warned and all(p.severity == "warning" for p in found)

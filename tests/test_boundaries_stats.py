@@ -277,3 +277,7 @@ def test_edge_class_zero_slack_at_the_end_is_feasible():
     assert ec.k == 3 and ec.last_hi == 60.0 and ec.first_lo == 20.0
     with pytest.raises(InputError):
         edge_class(3, (0, 67.99), 8.0, 20.0, 30.0)
+
+
+def test_edge_class_k0_reports_acceptance_one():
+    assert edge_class(0, (0, 300), 8.0, 0, 292.01).acceptance == 1.0
