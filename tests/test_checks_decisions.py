@@ -605,3 +605,18 @@ def test_schedules_in_corridor_counts_each_run_once():
     ok = _design_ctx({"run_id": ids, "corridor_violations": [0, 0], "corridor_note": ["", ""]})
     out = C.schedules_in_corridor(ok, spec(tolerance_s=0.05))
     assert out.passed is True and out.found == "all 2 schedules in F_K"
+
+
+def test_load_match_of_a_summary_table_without_load_columns_is_not_evaluable(tmp_path):
+    from evalkit.audit.campaign import load_campaign
+    from evalkit.audit.claims import ClaimContext
+    from evalkit.stats.loadmatch import DEFAULT_TOLERANCES
+
+    rows = [{"policy": p, "seed": s, "violation_rate": v} for s in range(3)
+            for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    fake = SimpleNamespace(campaign=load_campaign(path))
+    out = ClaimContext._compute_load_match(fake, dict(DEFAULT_TOLERANCES))
+    assert isinstance(out, str) and out.startswith("not evaluable")
+    assert "evalkit summarize" in out

@@ -273,3 +273,10 @@ def test_permutation_monte_carlo_ci_label_sets_are_identity_plus_random():
     assert exact is False and labels.shape == (permutation.CI_MC_SETS + 1, sizes.size)
     assert not labels[0].any()                      # the observed labelling, once
     assert labels.min() >= 0 and (labels < sizes).all()
+
+
+def test_permutation_min_p_counts_a_value_exactly_at_the_tie_tolerance():
+    # tol = 1e-9 x max(1, max |v|) = 1e-9: a value exactly tol below the maximum ties with it
+    vals = np.array([1.0, 1.0 - 1e-9, 0.0])
+    assert min_attainable_p([2], "greater", values=[vals]) == pytest.approx(2 / 3)
+    assert min_attainable_p([2], "less", values=[-vals]) == pytest.approx(2 / 3)
