@@ -280,3 +280,8 @@ def test_permutation_min_p_counts_a_value_exactly_at_the_tie_tolerance():
     vals = np.array([1.0, 1.0 - 1e-9, 0.0])
     assert min_attainable_p([2], "greater", values=[vals]) == pytest.approx(2 / 3)
     assert min_attainable_p([2], "less", values=[-vals]) == pytest.approx(2 / 3)
+
+
+def test_sign_flip_counts_with_zero_tolerance():
+    res = sign_flip_test([0.5, 0.2, -0.1, 0.3, 0.0], atol=0.0)
+    assert (res.n_positive, res.n_negative, res.n_zero, res.wins) == (3, 1, 1, 3)
