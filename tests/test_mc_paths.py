@@ -285,3 +285,15 @@ def test_permutation_min_p_counts_a_value_exactly_at_the_tie_tolerance():
 def test_sign_flip_counts_with_zero_tolerance():
     res = sign_flip_test([0.5, 0.2, -0.1, 0.3, 0.0], atol=0.0)
     assert (res.n_positive, res.n_negative, res.n_zero, res.wins) == (3, 1, 1, 3)
+
+
+def test_permutation_one_resample_is_the_smallest_allowed():
+    from evalkit.errors import InputError
+    from evalkit.stats.permutation import within_seed_permutation_test
+
+    args = ([0.0, 0.0, 0.0], [[1.0, 2.0], [1.5, 2.5], [3.0, 4.0]])
+    res = within_seed_permutation_test(*args, n_resamples=1, rng=0, confidence_level=None)
+    assert res.p_value in (0.5, 1.0)                               # (k + 1) / (1 + 1)
+    for bad in (0, 0.5):
+        with pytest.raises(InputError):
+            within_seed_permutation_test(*args, n_resamples=bad, rng=0, confidence_level=None)
