@@ -281,3 +281,11 @@ def test_edge_class_zero_slack_at_the_end_is_feasible():
 
 def test_edge_class_k0_reports_acceptance_one():
     assert edge_class(0, (0, 300), 8.0, 0, 292.01).acceptance == 1.0
+
+
+def test_corridor_window_end_within_tolerance_of_the_run_end():
+    kw = dict(train_start=0.0, tol=0.05)
+    assert corridor_violations([200.0], [300.0], (0, 300), 8.0, 0, 300, **kw) == []
+    assert corridor_violations([200.0], [300.04], (0, 300), 8.0, 0, 300, **kw) == []
+    out = corridor_violations([200.0], [300.06], (0, 300), 8.0, 0, 300, **kw)
+    assert out and "past the end" in out[-1]

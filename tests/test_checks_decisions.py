@@ -620,3 +620,12 @@ def test_load_match_of_a_summary_table_without_load_columns_is_not_evaluable(tmp
     out = ClaimContext._compute_load_match(fake, dict(DEFAULT_TOLERANCES))
     assert isinstance(out, str) and out.startswith("not evaluable")
     assert "evalkit summarize" in out
+
+
+@pytest.mark.parametrize("n_seeds, exact", [(20, True), (21, False)])
+def test_claim_context_exact_permutation_limit(n_seeds, exact):
+    # 3 draws per seed: 4^n label sets; exact up to (2^21)^2 / 4 = 4^20 of them
+    from evalkit.audit.claims import ClaimContext
+
+    fake = SimpleNamespace(draws_per_seed=np.full(n_seeds, 3.0))
+    assert ClaimContext._exact_ok.fget(fake) is exact
