@@ -297,3 +297,18 @@ def test_permutation_one_resample_is_the_smallest_allowed():
     for bad in (0, 0.5):
         with pytest.raises(InputError):
             within_seed_permutation_test(*args, n_resamples=bad, rng=0, confidence_level=None)
+
+
+def test_sign_flip_two_sided_wins_follow_the_sign_of_a_small_mean():
+    res = sign_flip_test([0.5, 0.2, -0.1, 0.3], alternative="two-sided")
+    assert res.wins == 3
+    assert sign_flip_test([-0.5, -0.2, 0.1, -0.3], alternative="two-sided").wins == 3
+
+
+def test_sign_flip_monte_carlo_counts_exact_ties_with_zero_tolerance():
+    # d = +-1: many sign patterns reach exactly the observed sum; with atol = 0 they count
+    d = np.array([1.0] * 8 + [-1.0] * 4)
+    exact = sign_flip_test(d, atol=0.0).p_value
+    b = 4000 - 1
+    mc = sign_flip_test(d, n_resamples=b, rng=3, atol=0.0).p_value
+    assert abs(mc - exact) < 4 * math.sqrt(exact * (1 - exact) / b) + 1e-3
