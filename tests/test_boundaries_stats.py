@@ -289,3 +289,12 @@ def test_corridor_window_end_within_tolerance_of_the_run_end():
     assert corridor_violations([200.0], [300.04], (0, 300), 8.0, 0, 300, **kw) == []
     out = corridor_violations([200.0], [300.06], (0, 300), 8.0, 0, 300, **kw)
     assert out and "past the end" in out[-1]
+
+
+def test_single_window_sample_stays_inside_both_edges():
+    from evalkit.stats.schedules_edges import sample_edge_schedules
+
+    ec = edge_class(1, (0, 300), 8.0, 20.0, 200.0)       # first start in [20, 200], last in [92, 292]
+    starts = sample_edge_schedules(ec, 2000, np.random.default_rng(0))[:, 0]
+    assert starts.min() >= 92.0 and starts.max() <= 200.0
+    assert starts.min() < 95.0 and starts.max() > 197.0
