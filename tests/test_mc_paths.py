@@ -312,3 +312,12 @@ def test_sign_flip_monte_carlo_counts_exact_ties_with_zero_tolerance():
     b = 4000 - 1
     mc = sign_flip_test(d, n_resamples=b, rng=3, atol=0.0).p_value
     assert abs(mc - exact) < 4 * math.sqrt(exact * (1 - exact) / b) + 1e-3
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 1.5])
+def test_permutation_confidence_level_outside_zero_one_is_rejected(level):
+    from evalkit.errors import InputError
+    from evalkit.stats.permutation import within_seed_permutation_test
+
+    with pytest.raises(InputError):
+        within_seed_permutation_test([0.0, 0.0], [[1.0], [2.0]], confidence_level=level)
