@@ -235,3 +235,21 @@ def test_bootstrap_of_two_seeds_is_allowed_one_is_not(method):
     assert 0.1 <= res.ci_low and res.ci_high <= 0.3           # means of resampled pairs
     with pytest.raises(InputError):
         bootstrap_ci([0.1], n_resamples=1000, rng=0, method=method)
+
+
+def test_bca_counts_resamples_tied_with_the_estimate_as_half():
+    # x = (0, 0, 0, 1): about 42% of the resampled means equal the estimate 0.25 exactly.
+    # Reference: Efron's BCa from the same resamples, z0 from P(theta* < theta) + P(=) / 2.
+    from scipy import stats
+
+    x = np.array([0.0, 0.0, 0.0, 1.0])
+    res = bootstrap_ci(x, n_resamples=4000, rng=1, method="BCa", confidence_level=0.9)
+    dist = res.bootstrap_distribution
+    theta = 0.25
+    z0 = stats.norm.ppf((np.sum(dist < theta) + 0.5 * np.sum(dist == theta)) / dist.size)
+    jack = np.array([np.delete(x, i).mean() for i in range(x.size)])
+    dev = jack.mean() - jack
+    accel = np.sum(dev ** 3) / (6.0 * np.sum(dev ** 2) ** 1.5)
+    z = stats.norm.ppf([0.05, 0.95])
+    probs = stats.norm.cdf(z0 + (z0 + z) / (1 - accel * (z0 + z)))
+    assert (res.ci_low, res.ci_high) == pytest.approx(tuple(np.quantile(dist, probs)), abs=1e-12)
