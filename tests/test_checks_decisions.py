@@ -629,3 +629,16 @@ def test_claim_context_exact_permutation_limit(n_seeds, exact):
 
     fake = SimpleNamespace(draws_per_seed=np.full(n_seeds, 3.0))
     assert ClaimContext._exact_ok.fget(fake) is exact
+
+
+def test_oracle_claim_carries_the_bound_note(tmp_path):
+    from evalkit.audit import audit_campaign
+
+    rows = [{"policy": p, "seed": s, "violation_rate": v, "oracle": p == "wa"}
+            for s in range(6) for p, v in (("wa", 0.1), ("matched_random", 0.2),
+                                           ("no_sync", 0.05))]
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    claim = audit_campaign(path).claim("wa")
+    assert claim.data.oracle is True
+    assert any(n.startswith("oracle policy: a bound") for n in claim.notes), claim.notes
