@@ -378,3 +378,11 @@ def test_early_send_tolerance_is_one_millisecond(run, early, warned):
                                                             df.sent_s)))
     found = [p for p in validate_run(run) if p.column == "sent_s" and "earlier" in p.message]
     assert bool(found) is warned and all(p.severity == "warning" for p in found)
+
+
+def test_duplicate_merge_idx_is_reported(run):
+    path = run / "merges.parquet"
+    df = pq.read_table(path).to_pandas()
+    df.loc[2, "merge_idx"] = df.loc[1, "merge_idx"]
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    assert any(p.column == "merge_idx" and "duplicate" in p.message for p in errors(run))

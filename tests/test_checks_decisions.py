@@ -642,3 +642,17 @@ def test_oracle_claim_carries_the_bound_note(tmp_path):
     claim = audit_campaign(path).claim("wa")
     assert claim.data.oracle is True
     assert any(n.startswith("oracle policy: a bound") for n in claim.notes), claim.notes
+
+
+def test_policy_runs_complete_seed_known_only_from_an_excluded_run():
+    # seed 5 has only an excluded no-sync run: the seed exists, so its policy run is missing
+    ex = {"run_id": "x", "reason": "crashed", "regime": "r", "seed": 5, "role": "no_sync",
+          "policy": "no_sync"}
+    out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [ex]), spec())
+    assert out.passed is False and "seed 5: no complete ewma policy run" in out.found
+
+
+def test_merge_durations_checked_against_a_sub_second_d():
+    out = C.merge_durations_match(_durations(2.0, 2.0, d=0.8), spec(rel_tol=0.25))
+    assert out.passed is False and "D = 0.8 s" in out.found
+    assert C.merge_durations_match(_durations(0.9, 0.9, d=0.8), spec(rel_tol=0.25)).passed
