@@ -298,3 +298,10 @@ def test_single_window_sample_stays_inside_both_edges():
     starts = sample_edge_schedules(ec, 2000, np.random.default_rng(0))[:, 0]
     assert starts.min() >= 92.0 and starts.max() <= 200.0
     assert starts.min() < 95.0 and starts.max() > 197.0
+
+
+def test_edge_class_zero_slack_at_the_start_is_feasible():
+    # first start <= 30, gaps <= 30, last start >= 128 - 8 - 30 = 90: only the latest schedule
+    assert edge_class(3, (0, 128), 8.0, 20.0, 30.0).k == 3
+    with pytest.raises(InputError):
+        edge_class(3, (0, 128.01), 8.0, 20.0, 30.0)
