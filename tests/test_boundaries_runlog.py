@@ -386,3 +386,14 @@ def test_duplicate_merge_idx_is_reported(run):
     df.loc[2, "merge_idx"] = df.loc[1, "merge_idx"]
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
     assert any(p.column == "merge_idx" and "duplicate" in p.message for p in errors(run))
+
+
+def test_overlapping_windows_are_named_by_merge_idx(run):
+    path = run / "merges.parquet"
+    df = pq.read_table(path).to_pandas()
+    df["merge_idx"] = df.merge_idx + 10
+    df.loc[2, "start_s"] = df.loc[1, "end_s"] - 1.0
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    found = [p for p in errors(run) if "overlapping" in p.message]
+    assert found and "merge_idx 12 starts at" in found[0].message and "merge_idx 11 ends" in \
+        found[0].message, [p.format() for p in errors(run)]
