@@ -252,3 +252,19 @@ def test_tied_seeds_do_not_count_towards_power(tmp_path):
     gs = check(wa, "gain_significant")
     assert gs.passed is False and "0.125" in gs.found     # two-sided 2/16, not 2/64
     assert wa.underpowered
+
+
+def test_claim_lists_only_its_own_exclusions(tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(CAMPAIGNS / "sim_bursty", runs)
+    edit_meta(runs / "no_sync-s2", lambda m: m.update(complete=False, error="OOM"))
+    edit_meta(runs / "ewma-s1", lambda m: m.update(complete=False, error="OOM"))
+    res = audit_campaign(runs)
+    wa = res.claim("wa").to_dict()
+    listed = {e["run_id"] for e in wa["exclusions"]}
+    # its regime's no-sync run and its own crashed attempt (rerun), not ewma's run
+    assert listed == {"no_sync-s2", "wa-s6-attempt0"}
+    ewma = {e["run_id"] for e in res.claim("ewma").to_dict()["exclusions"]}
+    assert ewma == {"no_sync-s2", "ewma-s1"}
+    c = check(res.claim("wa"), "policy_runs_complete")
+    assert c.passed is False and "no_sync-s2" in c.found and "ewma-s1" not in c.found
