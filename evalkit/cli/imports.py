@@ -23,6 +23,32 @@ class _RoleChoice(click.Choice):
         pass
 
 
+def _run_options(fn):
+    """The run.json options every importer takes: role, SLOs, merge window and corridor."""
+    options = [
+        click.option("--role", type=_RoleChoice(), default="policy", show_default=True),
+        click.option("--draw", type=int, default=None, help="Draw index (matched_random only)."),
+        click.option("--matched-to", default=None,
+                     help="Reference policy (matched_random only)."),
+        click.option("--slo-e2e", "slo_e2e_s", required=True, type=float,
+                     help="End-to-end SLO, s."),
+        click.option("--slo-ttft", "slo_ttft_s", type=float, default=None, help="TTFT SLO, s."),
+        click.option("--slo-tpot", "slo_tpot_s", type=float, default=None, help="TPOT SLO, s."),
+        click.option("--merge-duration", "merge_duration_s", type=float, default=None,
+                     help="Nominal merge duration D, s (default: median merge window length)."),
+        click.option("--min-gap", "min_gap_s", type=float, default=None,
+                     help="Corridor min gap, s."),
+        click.option("--max-gap", "max_gap_s", type=float, default=None,
+                     help="Corridor max gap, s."),
+        click.option("--horizon", "horizon_s", type=float, default=None,
+                     help="End of the observed span, s (default: last request end)."),
+        click.option("--oracle/--no-oracle", default=False, show_default=True),
+    ]
+    for option in reversed(options):       # decorators apply bottom-up: keep the listed order
+        fn = option(fn)
+    return fn
+
+
 @click.group("import")
 def import_group():
     """Write results from other tools as evalkit runs (backend 'import')."""
@@ -41,19 +67,7 @@ def import_group():
 @click.option("--policy", required=True)
 @click.option("--seed", required=True, type=int)
 @click.option("--regime", default="default", show_default=True)
-@click.option("--role", type=_RoleChoice(), default="policy", show_default=True)
-@click.option("--draw", type=int, default=None, help="Draw index (matched_random only).")
-@click.option("--matched-to", default=None, help="Reference policy (matched_random only).")
-@click.option("--slo-e2e", "slo_e2e_s", required=True, type=float, help="End-to-end SLO, s.")
-@click.option("--slo-ttft", "slo_ttft_s", type=float, default=None, help="TTFT SLO, s.")
-@click.option("--slo-tpot", "slo_tpot_s", type=float, default=None, help="TPOT SLO, s.")
-@click.option("--merge-duration", "merge_duration_s", type=float, default=None,
-              help="Nominal merge duration D, s (default: median merge window length).")
-@click.option("--min-gap", "min_gap_s", type=float, default=None, help="Corridor min gap, s.")
-@click.option("--max-gap", "max_gap_s", type=float, default=None, help="Corridor max gap, s.")
-@click.option("--horizon", "horizon_s", type=float, default=None,
-              help="End of the observed span, s (default: last request end).")
-@click.option("--oracle/--no-oracle", default=False, show_default=True)
+@_run_options
 @click.option("--run-id", default=None, help="Default: REGIME-POLICY[-ROLE]-sSEED[-dDRAW].")
 @click.option("--trace-name", default=None, help="Default: dataset_name of the result.")
 def vllm_bench_cmd(result_json, runs_dir, **kwargs):
@@ -86,19 +100,7 @@ def vllm_bench_cmd(result_json, runs_dir, **kwargs):
 @click.option("--regime", default=None,
               help="Default: guidellm-STRATEGY (e.g. guidellm-poisson@4.00); with several "
                    "benchmarks the strategy is appended to the given name.")
-@click.option("--role", type=_RoleChoice(), default="policy", show_default=True)
-@click.option("--draw", type=int, default=None, help="Draw index (matched_random only).")
-@click.option("--matched-to", default=None, help="Reference policy (matched_random only).")
-@click.option("--slo-e2e", "slo_e2e_s", required=True, type=float, help="End-to-end SLO, s.")
-@click.option("--slo-ttft", "slo_ttft_s", type=float, default=None, help="TTFT SLO, s.")
-@click.option("--slo-tpot", "slo_tpot_s", type=float, default=None, help="TPOT SLO, s.")
-@click.option("--merge-duration", "merge_duration_s", type=float, default=None,
-              help="Nominal merge duration D, s (default: median merge window length).")
-@click.option("--min-gap", "min_gap_s", type=float, default=None, help="Corridor min gap, s.")
-@click.option("--max-gap", "max_gap_s", type=float, default=None, help="Corridor max gap, s.")
-@click.option("--horizon", "horizon_s", type=float, default=None,
-              help="End of the observed span, s (default: last request end).")
-@click.option("--oracle/--no-oracle", default=False, show_default=True)
+@_run_options
 @click.option("--trace-name", default=None, help="Default: guidellm-STRATEGY.")
 def guidellm_cmd(report, runs_dir, benchmarks, **kwargs):
     """Import a GuideLLM REPORT (benchmarks.json): one run per benchmark; errored requests
