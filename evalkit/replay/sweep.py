@@ -217,6 +217,16 @@ def _intervals(runs_dir: Path, run_id: str) -> tuple[pd.DataFrame | None, str]:
     return req, ""
 
 
+def _portable_path(path) -> str:
+    """The campaign file as run.json records it: relative to the working directory when it
+    lies below it, else its name (no absolute machine paths in run logs)."""
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return p.name
+
+
 def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
     """Run one job unless it is already complete; never raises for a single job's failure."""
     t0 = time.perf_counter()
@@ -255,7 +265,7 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
                              reference_run_id=job.k_from_run)
             policy, params, label = "matched_random", {}, "matched_random"
         extra["campaign_fingerprint"] = fp
-        extra["campaign"] = str(camp.path) if camp.path else None
+        extra["campaign"] = _portable_path(camp.path) if camp.path else None
         trace = build_trace(camp, job.seed)
         res = run_one(spec, trace, policy, runs_dir, policy_params=params, policy_label=label,
                       extra_requested=extra)
