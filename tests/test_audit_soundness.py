@@ -268,3 +268,16 @@ def test_claim_lists_only_its_own_exclusions(tmp_path):
     assert ewma == {"no_sync-s2", "ewma-s1"}
     c = check(res.claim("wa"), "policy_runs_complete")
     assert c.passed is False and "no_sync-s2" in c.found and "ewma-s1" not in c.found
+
+
+def test_table_hiding_one_merge_duration_is_not_verified(tmp_path):
+    table = tmp_path / "summary.csv"
+    res = CliRunner().invoke(cli, ["summarize", str(CAMPAIGNS / BASE), "--out", str(table)])
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(table)
+    assert check(audit_campaign(table).claim("wa"), "merge_durations_match").passed is True
+    # blank the policy run's window length (it merged): nothing vouches for its D any more
+    df.loc[df.run_id == "wa-s3", "merge_duration_median_s"] = np.nan
+    df.to_csv(table, index=False)
+    c = check(audit_campaign(table).claim("wa"), "merge_durations_match")
+    assert c.evaluable is False and c.blocking

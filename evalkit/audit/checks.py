@@ -359,28 +359,25 @@ def merge_durations_match(ctx, spec) -> Outcome:
     runs = ctx.campaign.runs.set_index("run_id")
     bad, unknown, checked = [], [], 0
     for p in ctx.claim.pairs:
-        ids = [p.policy_run] + p.draws.run_id.tolist()
-        vals = {r: med.get(r) for r in ids}
-        if any(v is None or not np.isfinite(float(v)) for r, v in vals.items()
-               if float(runs.loc[r, "k_observed"]) != 0):
-            unknown += [r for r, v in vals.items() if v is None]
-            if any(v is None for v in vals.values()):
-                continue
-        for r, v in vals.items():
-            if v is None or not np.isfinite(float(v)):
-                continue
+        durations = {}          # run -> median window length; runs without merges have none
+        for r in [p.policy_run] + p.draws.run_id.tolist():
+            v = med.get(r)
+            v = float("nan") if v is None else float(v)
+            if np.isfinite(v):
+                durations[r] = v
+            elif float(runs.loc[r, "k_observed"]) != 0:      # merged (or K unknown): no evidence
+                unknown.append(r)
+        for r, v in durations.items():
             checked += 1
             d = float(runs.loc[r, "merge_duration_s"])
-            if np.isfinite(d) and d > 0 and abs(float(v) - d) > tol * d:
-                bad.append(f"seed {p.seed} {r}: windows last {float(v):.3g} s, D = {d:.3g} s")
-        pol = vals.get(p.policy_run)
-        draws = [float(v) for r, v in vals.items() if r != p.policy_run and v is not None
-                 and np.isfinite(float(v))]
-        if pol is not None and np.isfinite(float(pol)) and draws:
+            if np.isfinite(d) and d > 0 and abs(v - d) > tol * d:
+                bad.append(f"seed {p.seed} {r}: windows last {v:.3g} s, D = {d:.3g} s")
+        pol = durations.get(p.policy_run)
+        draws = [v for r, v in durations.items() if r != p.policy_run]
+        if pol is not None and draws:
             ref = float(np.mean(draws))
-            if abs(float(pol) - ref) > tol * ref:
-                bad.append(f"seed {p.seed}: policy windows {float(pol):.3g} s vs draws "
-                           f"{ref:.3g} s")
+            if abs(pol - ref) > tol * ref:
+                bad.append(f"seed {p.seed}: policy windows {pol:.3g} s vs draws {ref:.3g} s")
     if bad:
         return Outcome(False, expected, _listing(bad, 6),
             "a shorter window is a smaller merge, not a better placement: compare schedules "
