@@ -281,6 +281,7 @@ class ClaimContext:
         break), else the exact sign-flip test (the same test when every seed has one draw)."""
         from evalkit.stats import sign_flip_test
         from evalkit.stats.permutation import within_seed_permutation_test
+        from evalkit.stats.signflip import MAX_EXACT_N
 
         tag = zlib.crc32(f"{self.claim.regime}\0{self.claim.policy}".encode())
         rng = np.random.default_rng([self.seed, tag])
@@ -291,15 +292,16 @@ class ClaimContext:
                 alternative=self.alternative, rng=rng,
                 n_resamples=None if self._exact_ok else self.protocol.n_resamples)
         return sign_flip_test(self.d, alternative=self.alternative,
-                              n_resamples=None if len(self.d) <= 40 else self.protocol.n_resamples,
+                              n_resamples=None if len(self.d) <= MAX_EXACT_N
+                              else self.protocol.n_resamples,
                               rng=rng)
 
     @property
     def _exact_ok(self) -> bool:
-        from evalkit.stats.permutation import MAX_EXACT_HALF
+        """The permutation test enumerates this design exactly (else protocol.n_resamples)."""
+        from evalkit.stats.permutation import exact_enumerable
 
-        sizes = self.draws_per_seed + 1.0
-        return float(np.prod(sizes)) <= float(MAX_EXACT_HALF) ** 2 / 4
+        return exact_enumerable(self.draws_per_seed)
 
     def corridor_violations(self, run_id: str, base_tolerance: float) -> list[str]:
         """Why a run's merges are not in F_K with its edges (runs directories)."""

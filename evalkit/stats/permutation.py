@@ -133,6 +133,14 @@ def _split(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(sorted(a), dtype=int), np.array(sorted(b), dtype=int)
 
 
+def exact_enumerable(m) -> bool:
+    """Whether the null of a design with ``m`` (n,) draws per seed is enumerated exactly:
+    both meet-in-the-middle halves hold <= :data:`MAX_EXACT_HALF` label sets."""
+    sizes = np.asarray(m, dtype=float).reshape(-1) + 1.0
+    ia, ib = _split(sizes)
+    return max(float(np.prod(sizes[ia])), float(np.prod(sizes[ib]))) <= MAX_EXACT_HALF
+
+
 def _all_sums(vals: list[np.ndarray]) -> np.ndarray:
     """Sums over every label set of these seeds: (prod sizes,)."""
     sums = np.zeros(1)
@@ -302,19 +310,17 @@ def within_seed_permutation_test(policy, draws, alternative: str = "greater",
         atol = DEFAULT_RTOL * float(np.mean(np.abs(np.concatenate(vals))))
     tol = float(atol) * n
     t_sum = float(d_obs.sum())
-    sizes = (m + 1).astype(float)
-    ia, ib = _split(sizes)
-    half = max(float(np.prod(sizes[ia])), float(np.prod(sizes[ib])))
-    total = float(np.prod(sizes))
+    total = float(np.prod((m + 1).astype(float)))
+    enumerable = exact_enumerable(m)
     if n_resamples is None:
-        exact = half <= MAX_EXACT_HALF
+        exact = enumerable
     else:
         if not (n_resamples == np.inf or (float(n_resamples) >= 1
                                           and float(n_resamples) == int(n_resamples))):
             raise InputError(f"n_resamples must be a positive integer or inf, got {n_resamples}",
                              column="n_resamples", fix="use e.g. 100000, or None for auto")
         exact = n_resamples == np.inf or float(n_resamples) >= total
-        if exact and half > MAX_EXACT_HALF:
+        if exact and not enumerable:
             raise InputError(f"exact enumeration asked for {total:.3g} label sets; exact is "
                              f"limited to halves of {MAX_EXACT_HALF}", column="n_resamples",
                              fix="pass a finite n_resamples for a Monte Carlo p-value")
