@@ -115,3 +115,11 @@ def check_alternative(alternative: str) -> str:
         raise InputError(f"unknown alternative {alternative!r}", column="alternative",
                          fix="use 'greater', 'less' or 'two-sided'")
     return alternative
+
+
+def check_n_resamples(n_resamples) -> None:
+    """Randomisation tests: ``n_resamples`` is a positive integer or ``inf`` (exact)."""
+    if not (n_resamples == np.inf or (float(n_resamples) >= 1
+                                      and float(n_resamples) == int(n_resamples))):
+        raise InputError(f"n_resamples must be a positive integer or inf, got {n_resamples}",
+                         column="n_resamples", fix="use e.g. 100000, or None for auto")

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalkit.errors import InputError
-from evalkit.stats._result import ResultMixin, as_generator, check_alternative
+from evalkit.stats._result import (ResultMixin, as_generator, check_alternative,
+                                    check_n_resamples)
 
 MAX_EXACT_HALF = 1 << 21        # label sets per half: exact up to ~4e12 label sets in all
 EXACT_CI_MAX = 1 << 17          # CI from every label set up to here, Monte Carlo beyond
@@ -315,10 +316,7 @@ def within_seed_permutation_test(policy, draws, alternative: str = "greater",
     if n_resamples is None:
         exact = enumerable
     else:
-        if not (n_resamples == np.inf or (float(n_resamples) >= 1
-                                          and float(n_resamples) == int(n_resamples))):
-            raise InputError(f"n_resamples must be a positive integer or inf, got {n_resamples}",
-                             column="n_resamples", fix="use e.g. 100000, or None for auto")
+        check_n_resamples(n_resamples)
         exact = n_resamples == np.inf or float(n_resamples) >= total
         if exact and not enumerable:
             raise InputError(f"exact enumeration asked for {total:.3g} label sets; exact is "

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalkit.errors import InputError
-from evalkit.stats._result import ResultMixin, as_finite_1d, as_generator, check_alternative
+from evalkit.stats._result import (ResultMixin, as_finite_1d, as_generator,
+                                    check_alternative, check_n_resamples)
 
 MAX_EXACT_N = 40            # 2 x 2^20 sign-sums: exact in well under a second
 DEFAULT_MC_RESAMPLES = 100_000
@@ -235,10 +236,7 @@ def sign_flip_test(d, alternative: str = "greater", n_resamples=None, rng=None,
 
     exact = n_resamples is None and n <= MAX_EXACT_N
     if n_resamples is not None:
-        if not (n_resamples == np.inf or (float(n_resamples) >= 1
-                                          and float(n_resamples) == int(n_resamples))):
-            raise InputError(f"n_resamples must be a positive integer or inf, got {n_resamples}",
-                             column="n_resamples", fix="use e.g. 100000, or None for auto")
+        check_n_resamples(n_resamples)
         exact = n_resamples == np.inf or float(n_resamples) >= 2.0 ** n
         if exact and n > MAX_EXACT_N:
             raise InputError(f"exact enumeration asked for n = {n} seeds; exact is limited to "
