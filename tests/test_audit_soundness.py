@@ -281,3 +281,20 @@ def test_table_hiding_one_merge_duration_is_not_verified(tmp_path):
     df.to_csv(table, index=False)
     c = check(audit_campaign(table).claim("wa"), "merge_durations_match")
     assert c.evaluable is False and c.blocking
+
+
+@pytest.mark.parametrize("key, value", [("corridor", {"min_gap_s": 5.0, "max_gap_s": 80.0}),
+                                        ("merge_duration_s", 4.0)])
+def test_policy_run_json_declaring_a_looser_design_fails(runs, key, value):
+    # the policy's merges come 8 s apart; its run.json claims a 5 s minimum gap (or D = 4 s)
+    # so that its own corridor check passes, while its draws were placed under 20 s / 8 s
+    def two_close(m):
+        m = m.copy()
+        m.loc[1, "start_s"] = m.loc[0, "start_s"] + 8.0 + 1e-3
+        m.loc[1, "end_s"] = m.loc[1, "start_s"] + 8.0
+        return m
+    edit_table(runs / "wa-s3", "merges", two_close)
+    edit_meta(runs / "wa-s3", lambda m: m.update({key: value}))
+    c = check(audit_campaign(runs).claim("wa"), "schedules_in_corridor")
+    assert c.passed is False and "seed 3: runs declare different designs" in c.found
+    assert gate(runs).exit_code == 1

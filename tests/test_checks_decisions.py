@@ -208,7 +208,8 @@ def test_policy_runs_complete_survivorship():
 def _design_ctx(rows, pairs=None, has_logs=False, violations=None):
     runs = pd.DataFrame(rows)
     return ctx(pairs or [pair(0)], campaign=SimpleNamespace(runs=runs, has_logs=has_logs),
-               corridor_violations=violations)
+               corridor_violations=violations,
+               declared_design=lambda run_id: (20.0, 80.0, 8.0, 200.0))   # one design
 
 
 def test_schedules_in_corridor_from_table():

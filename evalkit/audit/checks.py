@@ -330,6 +330,15 @@ def schedules_in_corridor(ctx, spec) -> Outcome:
     bad, unknown, checked = [], [], 0
     notes = _design_column(ctx, "corridor_note")
     counts = _design_column(ctx, "corridor_violations")
+    for p in ctx.claim.pairs:
+        # a run judged against its own run.json: the seed's runs must all declare the same
+        # corridor, D and horizon, or a loosened run.json lets a policy's schedule through
+        declared = {r: ctx.declared_design(r) for r in [p.policy_run] + p.draws.run_id.tolist()}
+        if len({tuple("nan" if x != x else x for x in d) for d in declared.values()}) > 1:
+            mine = declared[p.policy_run]
+            other = next(d for d in declared.values() if d != mine)
+            bad.append(f"seed {p.seed}: runs declare different designs (min_gap, max_gap, D, "
+                       f"horizon): policy {mine} vs draw {other}")
     for seed, run_id, role in _claim_runs(ctx):
         if ctx.campaign.has_logs:
             why = ctx.corridor_violations(run_id, spec["tolerance_s"])

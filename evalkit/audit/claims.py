@@ -303,13 +303,28 @@ class ClaimContext:
 
         return exact_enumerable(self.draws_per_seed)
 
+    def _meta(self, run_id: str) -> dict:
+        from evalkit.runlog.io import read_meta
+
+        cache = self.campaign._cache
+        if ("meta", run_id) not in cache:
+            cache[("meta", run_id)] = read_meta(self.campaign._dirs[run_id])
+        return cache[("meta", run_id)]
+
+    def declared_design(self, run_id: str) -> tuple:
+        """What a run says it was replayed under: (min_gap_s, max_gap_s, D, horizon); the
+        corridor is known only from run.json (runs directories), else None."""
+        row = self.campaign.row(run_id)
+        corridor = (self._meta(run_id).get("corridor") or {}) if self.campaign.has_logs else {}
+        return (corridor.get("min_gap_s"), corridor.get("max_gap_s"),
+                float(row["merge_duration_s"]), float(row["horizon_s"]))
+
     def corridor_violations(self, run_id: str, base_tolerance: float) -> list[str]:
         """Why a run's merges are not in F_K with its edges (runs directories)."""
         from evalkit.runlog.design import run_corridor_violations
-        from evalkit.runlog.io import read_meta
 
         merges = self.campaign.columns(run_id, "merges", ("start_s", "end_s"))
-        meta = read_meta(self.campaign._dirs[run_id])
+        meta = self._meta(run_id)
         step = self.campaign.row(run_id).get("inner_step_median_s", float("nan"))
         step = float(step) if step is not None and pd.notna(step) else float("nan")
         return run_corridor_violations(meta, merges["start_s"], merges["end_s"], step,
