@@ -41,11 +41,12 @@ PACKAGES = ("evalkit/stats", "evalkit/audit", "evalkit/runlog")
 # module glob -> test files that cover it (fast ones; slow tests are deselected anyway)
 TEST_MAP = {
     "evalkit/stats/signflip.py": ["test_stats_signflip", "test_mc_paths", "test_intervals"],
-    "evalkit/stats/_result.py": ["test_stats_signflip", "test_mc_paths", "test_boundaries_envelope"],
+    "evalkit/stats/_result.py": ["test_stats_signflip", "test_mc_paths",
+                                 "test_boundaries_envelope"],
     "evalkit/stats/permutation.py": ["test_stats_permutation", "test_mc_paths",
                                      "test_intervals"],
     "evalkit/stats/bootstrap.py": ["test_intervals", "test_stats_explained",
-                                   "test_stats_envelope"],
+                                   "test_stats_envelope", "test_boundaries_envelope"],
     "evalkit/stats/loadmatch.py": ["test_boundaries_stats", "test_audit_fast_paths",
                                   "test_boundaries_envelope"],
     "evalkit/stats/schedules*.py": ["test_stats_schedules", "test_stats_schedules_edges",
