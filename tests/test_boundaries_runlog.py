@@ -397,3 +397,32 @@ def test_overlapping_windows_are_named_by_merge_idx(run):
     found = [p for p in errors(run) if "overlapping" in p.message]
     assert found and "merge_idx 12 starts at" in found[0].message and "merge_idx 11 ends" in \
         found[0].message, [p.format() for p in errors(run)]
+
+
+def test_a_run_with_exactly_one_request_has_rows(run):
+    edit_requests(run, lambda df: df.iloc[:1].reset_index(drop=True))
+    assert not any("has no rows" in p.message for p in validate_run(run))
+    edit_requests(run, lambda df: df.iloc[:0])
+    assert any("has no rows" in p.message for p in errors(run))
+
+
+def test_unique_request_ids_out_of_order_are_not_duplicates(run):
+    edit_requests(run, lambda df: df.iloc[::-1].reset_index(drop=True))
+    assert not any("duplicate request_id" in p.message for p in validate_run(run))
+    def one_repeated(df):
+        df = df.iloc[::-1].reset_index(drop=True)
+        df.loc[0, "request_id"] = df.loc[1, "request_id"]
+        return df
+    edit_requests(run, one_repeated)
+    dup = [p for p in errors(run) if "duplicate request_id" in p.message]
+    assert len(dup) == 1 and dup[0].message.startswith("1 duplicate request_id value(s)")
+
+
+def test_huge_integers_are_described_not_printed_from_just_above_ten_to_the_thirty():
+    from evalkit.runlog.validate import _short
+    assert _short(10 ** 30) == repr(10 ** 30)
+    assert _short(-(10 ** 30)) == repr(-(10 ** 30))
+    assert _short(10 ** 30 + 1) == "a 31-digit integer"
+    assert _short(True) == "True"
+    assert _short("x" * 61) == repr("x" * 61)[:60] + "... (63 characters)"
+    assert _short("x" * 58) == repr("x" * 58)

@@ -305,3 +305,14 @@ def test_edge_class_zero_slack_at_the_start_is_feasible():
     assert edge_class(3, (0, 128), 8.0, 20.0, 30.0).k == 3
     with pytest.raises(InputError):
         edge_class(3, (0, 128.01), 8.0, 20.0, 30.0)
+
+
+def test_corridor_gap_within_tolerance_of_max_gap_is_allowed_from_both_sides():
+    span, d, tol = (0.0, 300.0), 8.0, 0.5
+    def gaps_of(g):
+        s = [64.0 + i * g for i in range(4)]
+        return corridor_violations(s, [x + d for x in s], span, d, 0.0, 70.0, tol=tol)
+    assert gaps_of(69.8) == []                     # just below max_gap: never a violation
+    assert gaps_of(70.4) == []                     # above it, but within the tolerance
+    out = gaps_of(70.6)
+    assert len(out) == 3 and all("> max_gap" in v for v in out)

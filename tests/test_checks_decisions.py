@@ -160,7 +160,8 @@ def test_k_match_unknown_k_is_vouched_not_passed():
 
 def test_pairing_real():
     fp = {r: ("abc", 10) for r in ("s0-pol", "s0-d0", "s0-ns", "s1-pol", "s1-d0", "s1-ns")}
-    assert C.pairing_real(ctx(fingerprints=fp), spec()).passed is True
+    ok = C.pairing_real(ctx(fingerprints=fp), spec())
+    assert ok.passed is True and ok.found == "real pairing for all 4 baseline runs"
     for run, value in (("s1-d0", ("abd", 10)), ("s1-ns", ("abc", 11))):
         out = C.pairing_real(ctx(fingerprints={**fp, run: value}), spec())
         assert out.passed is False and "nominal pairing" in out.found and run in out.found
