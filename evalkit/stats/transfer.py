@@ -134,8 +134,8 @@ def _rho_bootstrap(lat, t, active, run, q, block_s, n_boot, gen):
         qa, qi = (_weighted_quantile(v, counts[:, b], q) for v, b in groups)
         with np.errstate(divide="ignore", invalid="ignore"):
             reps[i:i + c] = qa / qi
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rho = point[0] / point[1]
+    with np.errstate(divide="ignore", invalid="ignore"):     # p_inactive = 0: the caller says why
+        rho = np.float64(point[0]) / point[1]
     return rho, point, reps, n_blocks
 
 
