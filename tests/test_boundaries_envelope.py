@@ -1,0 +1,629 @@
+"""Boundary values and reported fields of the envelope-side statistics: result plumbing
+(json_safe, input checks), the seed bootstrap, load matching, measured and proxy envelopes,
+psi, overlap cost, the explained gain and the uniform F_K sampler without edges."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from sklearn.isotonic import IsotonicRegression
+
+from evalkit.errors import InputError, NotEstimable
+from evalkit.stats._result import (ResultMixin, as_finite_1d, as_generator, check_alternative,
+                                   check_n_resamples, json_safe, seed_series)
+from evalkit.stats.bootstrap import bootstrap_ci, holm
+from evalkit.stats.envelope import (matched_random_envelope, paired_by_seed, placement_gain,
+                                    proxy_envelope)
+from evalkit.stats.explained import explained_gain
+from evalkit.stats.loadmatch import load_match
+from evalkit.stats.overlap import RequestIndex, cost_curve, overlap_cost
+from evalkit.stats.psi import fit_psi
+from evalkit.stats.schedules import feasible_class, sample_schedules
+
+# ------------------------------------------------------------------------- _result plumbing
+
+
+@dataclass
+class _Plain:
+    a: int
+    b: float
+
+
+@dataclass
+class _WithDict:
+    a: int
+
+    def to_dict(self):
+        return {"custom": self.a}
+
+
+@dataclass(frozen=True)
+class _Mixed(ResultMixin):
+    kept: float
+    _private: int
+    bulky: list
+    other: object = None
+    _dict_exclude = ("bulky",)
+
+
+def test_json_safe_converts_each_kind():
+    assert json_safe(None) is None
+    assert json_safe(3) == 3 and type(json_safe(3)) is int
+    assert json_safe("x") == "x"
+    assert json_safe(1.5) == 1.5 and type(json_safe(1.5)) is float
+    assert json_safe(float("nan")) is None and json_safe(-math.inf) is None
+    assert json_safe(np.float32(0.25)) == 0.25 and type(json_safe(np.float32(0.25))) is float
+    assert json_safe(np.int64(7)) == 7 and type(json_safe(np.int64(7))) is int
+    assert json_safe(np.bool_(True)) is True and json_safe(False) is False
+    assert json_safe(np.array([1.0, np.nan])) == [1.0, None]
+    assert json_safe((1, np.int64(2))) == [1, 2]
+    assert json_safe({1: np.float64(0.5)}) == {"1": 0.5}
+    assert json_safe(_Plain(1, np.inf)) == {"a": 1, "b": None}
+    assert json_safe(_WithDict(4)) == {"custom": 4}
+    assert json_safe(_Plain) == str(_Plain)                 # a dataclass type is not a value
+    assert json_safe(complex(1, 2)) == "(1+2j)"
+
+
+def test_result_mixin_leaves_out_private_and_excluded_fields():
+    r = _Mixed(kept=np.float64(2.0), _private=1, bulky=[1, 2, 3], other=None)
+    assert r.to_dict() == {"kept": 2.0, "other": None}
+
+
+def test_as_finite_1d_boundaries():
+    assert as_finite_1d([2.0], "x").tolist() == [2.0]                 # default min_size 1
+    assert as_finite_1d([1, 2], "x", min_size=2).tolist() == [1.0, 2.0]
+    with pytest.raises(InputError, match="x has 1 seeds; at least 2"):
+        as_finite_1d([1.0], "x", min_size=2, what="seeds")
+    with pytest.raises(InputError, match="x is empty"):
+        as_finite_1d([], "x")
+    with pytest.raises(InputError, match="must be 1-D"):
+        as_finite_1d([[1.0, 2.0]], "x")
+    with pytest.raises(InputError, match="must be 1-D"):
+        as_finite_1d(3.0, "x")
+    with pytest.raises(InputError, match="must be numeric"):
+        as_finite_1d(["a"], "x")
+    ten = np.r_[np.full(10, np.nan), 1.0]
+    with pytest.raises(InputError, match=r"10 NaN/inf entries \(positions 0, 1, 2, 3, 4, 5, 6, "
+                                         r"7, 8, 9\)"):
+        as_finite_1d(ten, "x")
+    eleven = np.r_[1.0, np.full(11, np.inf)]
+    with pytest.raises(InputError, match=r"11 NaN/inf entries \(positions 1, .*, 10 \.\.\.\)"):
+        as_finite_1d(eleven, "x")
+
+
+def test_as_generator_each_input():
+    g = np.random.default_rng(5)
+    assert as_generator(g) is g
+    assert as_generator(None).random() == np.random.default_rng(0).random()
+    assert as_generator(7).random() == np.random.default_rng(7).random()
+    assert as_generator(np.int64(7)).random() == np.random.default_rng(7).random()
+    with pytest.raises(InputError, match="rng must be a numpy Generator"):
+        as_generator(1.5)
+
+
+def test_seed_series_inputs_and_checks():
+    assert seed_series({0: 1, 1: np.float64(2.5)}, "v") == {0: 1.0, 1: 2.5}
+    assert seed_series(pd.Series([0.5, 0.25], index=[3, 4]), "v") == {3: 0.5, 4: 0.25}
+    with pytest.raises(InputError, match="must map seed -> value"):
+        seed_series([(0, 1.0)], "v")                 # a list has .index but is not a map
+    with pytest.raises(InputError, match="v for seed 3 is nan"):
+        seed_series({1: 0.0, 3: float("nan")}, "v")
+
+
+def test_alternative_and_n_resamples_checks():
+    for alt in ("greater", "less", "two-sided"):
+        assert check_alternative(alt) == alt
+    with pytest.raises(InputError, match="unknown alternative"):
+        check_alternative("bigger")
+    for ok in (1, 2, 100, 1e5, np.inf):
+        check_n_resamples(ok)
+    for bad in (0, 0.5, 1.5, -3):
+        with pytest.raises(InputError, match="positive integer or inf"):
+            check_n_resamples(bad)
+
+
+# ------------------------------------------------------------------------- bootstrap
+
+
+def _replay_resamples(x, b, seed, stat=np.mean):
+    """The b resamples of one chunk, drawn from a fresh generator with the same seed."""
+    idx = np.random.default_rng(seed).integers(0, x.size, size=(b, x.size))
+    return np.array([stat(row) for row in x[idx]])
+
+
+def _bca_reference(x, dist, theta, level, stat):
+    """Efron's BCa from the bootstrap distribution and a jackknife (textbook formulas)."""
+    below = (np.sum(dist < theta) + 0.5 * np.sum(dist == theta)) / dist.size
+    z0 = stats.norm.ppf(below)
+    jack = np.array([stat(np.delete(x, i)) for i in range(x.size)])
+    dev = jack.mean() - jack
+    ss = np.sum(dev ** 2)
+    a = np.sum(dev ** 3) / (6 * ss ** 1.5) if ss > 0 else 0.0
+    z = stats.norm.ppf([(1 - level) / 2, (1 + level) / 2])
+    return np.quantile(dist, stats.norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))))
+
+
+@pytest.mark.parametrize("scale", [0.01, 50.0])
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_bca_matches_the_textbook_formula_on_its_own_distribution(scale, level):
+    """Skewed data (non-zero acceleration), at a small scale too (the jackknife sum of
+    squares is then far below 1)."""
+    x = np.random.default_rng(3).exponential(scale, 9)
+    res = bootstrap_ci(x, n_resamples=2000, confidence_level=level, rng=11)
+    dist = res.bootstrap_distribution
+    assert np.allclose(dist, _replay_resamples(x, 2000, 11), rtol=1e-12, atol=0)
+    want = _bca_reference(x, dist, x.mean(), level, np.mean)
+    assert [res.ci_low, res.ci_high] == pytest.approx(want, rel=1e-12)
+    assert res.ci_low < res.statistic < res.ci_high
+    assert res.method == "BCa" and res.note == "" and not res.degenerate
+    assert res.n == 9 and res.n_resamples == 2000 and res.confidence_level == level
+    assert res.standard_error == pytest.approx(np.std(dist, ddof=1), rel=1e-12)
+
+
+def test_bca_with_ties_at_the_estimate_matches_the_formula():
+    x = np.array([0.0, 1, 1, 1, 2, 5])
+    res = bootstrap_ci(x, statistic=np.median, n_resamples=1000, rng=2)
+    dist = res.bootstrap_distribution
+    assert np.sum(dist == 1.0) > 100                    # many resamples tie with theta = 1
+    want = _bca_reference(x, dist, 1.0, 0.95, np.median)
+    assert [res.ci_low, res.ci_high] == pytest.approx(want, rel=1e-12)
+
+
+def test_bca_with_zero_acceleration_when_the_jackknife_is_constant():
+    """max of [0, 1, 5, 5]: every leave-one-out max is 5, so a = 0 (not 1)."""
+    x = np.array([0.0, 1.0, 5.0, 5.0])
+    res = bootstrap_ci(x, statistic=np.max, n_resamples=1000, rng=4)
+    dist = res.bootstrap_distribution
+    assert not res.degenerate
+    want = _bca_reference(x, dist, 5.0, 0.95, np.max)
+    assert [res.ci_low, res.ci_high] == pytest.approx(want, rel=1e-12)
+
+
+def test_percentile_method_is_the_equal_tailed_quantile():
+    x = np.random.default_rng(8).normal(size=7)
+    res = bootstrap_ci(x, n_resamples=500, confidence_level=0.8, rng=1, method="percentile")
+    dist = res.bootstrap_distribution
+    assert [res.ci_low, res.ci_high] == pytest.approx(np.quantile(dist, [0.1, 0.9]), rel=1e-12)
+    assert res.method == "percentile"
+
+
+def test_bca_falls_back_to_percentile_when_every_resample_is_on_one_side():
+    """The number of distinct values of 10 distinct seeds: a resample reaches 10 only if it
+    is a permutation (p = 3.6e-4), so every resample lies below the estimate: z0 = +inf."""
+    x = np.arange(10.0)
+    res = bootstrap_ci(x, statistic=lambda v: float(np.unique(v).size), n_resamples=200, rng=0)
+    dist = res.bootstrap_distribution
+    assert dist.max() < 10
+    assert "percentile used" in res.note and not res.degenerate
+    assert [res.ci_low, res.ci_high] == pytest.approx(np.quantile(dist, [0.025, 0.975]))
+
+
+def test_resamples_use_every_index_and_the_vectorised_axis():
+    """n = 100 seeds and 100 resamples (a square array, where the wrong axis would also
+    give 100 values)."""
+    x = np.random.default_rng(1).normal(size=100)
+    res = bootstrap_ci(x, n_resamples=100, rng=6, method="percentile")
+    assert np.allclose(res.bootstrap_distribution, _replay_resamples(x, 100, 6), rtol=1e-12)
+
+
+def test_statistic_that_ignores_axis_is_applied_per_resample():
+    def whole_median(v, axis=None):           # accepts axis but reduces everything
+        return np.median(v)
+
+    x = np.array([0.0, 3.0, 1.0, 7.0, 2.0])
+    res = bootstrap_ci(x, statistic=whole_median, n_resamples=300, rng=5, method="percentile")
+    assert np.array_equal(res.bootstrap_distribution,
+                          _replay_resamples(x, 300, 5, np.median))
+    assert not res.degenerate
+
+
+def test_bootstrap_over_many_chunks_fills_every_resample():
+    x = np.random.default_rng(2).normal(size=(1 << 21) // 50 + 1)     # < 50 rows per chunk
+    res = bootstrap_ci(x, n_resamples=120, rng=3, method="percentile")
+    dist = res.bootstrap_distribution
+    assert dist.shape == (120,) and np.all(np.isfinite(dist))
+    assert np.all(np.abs(dist - x.mean()) < 6 * x.std() / math.sqrt(x.size))
+    assert np.unique(dist).size == 120
+
+
+def test_bootstrap_range_of_one_is_not_degenerate():
+    res = bootstrap_ci([0.0, 1.0], n_resamples=200, rng=0, method="percentile")
+    assert not res.degenerate and np.ptp(res.bootstrap_distribution) == 1.0
+    assert res.ci_low == 0.0 and res.ci_high == 1.0
+
+
+def test_bootstrap_defaults_and_argument_checks():
+    res = bootstrap_ci([1.0, 2.0, 4.0], rng=0)
+    assert res.n_resamples == 10_000 and res.confidence_level == 0.95 and res.method == "BCa"
+    assert bootstrap_ci([1.0, 2.0, 4.0], n_resamples=100, rng=0).n_resamples == 100
+    with pytest.raises(InputError, match="too few"):
+        bootstrap_ci([1.0, 2.0, 4.0], n_resamples=99)
+    for level in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(InputError, match=r"confidence_level must lie in \(0, 1\)"):
+            bootstrap_ci([1.0, 2.0, 4.0], confidence_level=level)
+    assert bootstrap_ci([1.0, 2.0, 4.0], n_resamples=100, confidence_level=0.5).ci_low > 1
+    with pytest.raises(InputError, match="unknown bootstrap method"):
+        bootstrap_ci([1.0, 2.0, 4.0], method="basic")
+
+
+def test_holm_default_alpha_and_p_value_range():
+    reject, adjusted = holm([0.04, 0.2])
+    assert adjusted.tolist() == pytest.approx([0.08, 0.2])
+    assert reject.tolist() == [False, False]                      # 0.08 > 0.05
+    assert holm([0.04, 0.2], alpha=0.1)[0].tolist() == [True, False]
+    reject, adjusted = holm([0.0, 1.0, 0.5])
+    assert reject.tolist() == [True, False, False] and adjusted.tolist() == [0.0, 1.0, 1.0]
+    for bad in ([0.5, -0.01], [0.2, 1.01, 0.3]):
+        with pytest.raises(InputError, match=r"p-values must lie in \[0, 1\]"):
+            holm(bad)
+
+
+# ------------------------------------------------------------------------- load matching
+
+BASE = {"seed": 0, "n_requests": 1000, "arrival_rate_achieved": 2.0,
+        "prompt_tokens_total": 50_000, "output_tokens_total": 20_000, "step_rate": 1.0,
+        "violation_rate": 0.05}
+
+
+def _check(result, key):
+    return next(c for c in result.checks if c.key == key)
+
+
+def test_load_match_accepts_series_and_one_row_frames():
+    pol = {**BASE, "violation_rate": 0.08}
+    want = load_match(pol, BASE)
+    assert want.matched and want.vex == pytest.approx(0.03)
+    assert load_match(pd.Series(pol), pd.Series(BASE)).to_dict() == want.to_dict()
+    assert load_match(pd.DataFrame([pol]), pd.DataFrame([BASE])).to_dict() == want.to_dict()
+    with pytest.raises(InputError, match="policy summary has 2 rows, expected 1"):
+        load_match(pd.DataFrame([pol, pol]), BASE)
+    with pytest.raises(InputError, match="no_sync summary must be dict-like"):
+        load_match(pol, [BASE])
+    with pytest.raises(InputError, match="the policy run summary is missing"):
+        load_match(None, BASE)
+    with pytest.raises(InputError, match="no-sync summary lacks 'step_rate'"):
+        load_match(pol, {k: v for k, v in BASE.items() if k != "step_rate"})
+
+
+def test_load_match_seed_checks():
+    no_seed = {k: v for k, v in BASE.items() if k != "seed"}
+    assert load_match(no_seed, BASE).matched                    # seed only on one side
+    assert load_match(BASE, no_seed).matched
+    assert load_match({**BASE, "seed": 0}, BASE).matched        # same seed
+    with pytest.raises(InputError, match="no-sync run is seed 0 but the policy run is seed 2"):
+        load_match({**BASE, "seed": 2}, BASE)
+
+
+def test_load_match_relative_difference_exactly_at_the_tolerance():
+    base = {**BASE, "arrival_rate_achieved": 2.0}
+    pol = {**base, "arrival_rate_achieved": 2.5}                  # rel = 0.25 exactly
+    res = load_match(pol, base, {"arrival_rate_achieved": 0.25})
+    chk = _check(res, "arrival_rate_achieved")
+    assert chk.rel_diff == 0.25 and chk.passed and chk.status == "passed" and chk.reason == ""
+    res = load_match(pol, base, {"arrival_rate_achieved": 0.25 - 1e-12})     # float fuzz
+    assert _check(res, "arrival_rate_achieved").passed
+    res = load_match(pol, base, {"arrival_rate_achieved": 0.2499})
+    chk = _check(res, "arrival_rate_achieved")
+    assert not chk.passed and chk.status == "failed" and res.failed == ["arrival_rate_achieved"]
+    assert "relative difference 0.25 exceeds tolerance 0.2499" in chk.reason
+    assert chk.tolerance == 0.2499 and chk.expected == 2.0 and chk.found == 2.5
+    with pytest.raises(InputError, match="unknown tolerance keys"):
+        load_match(pol, base, {"arrival_rate": 0.3})
+
+
+def test_load_match_not_evaluable_names_the_runs():
+    res = load_match({**BASE, "step_rate": None}, BASE)
+    chk = _check(res, "step_rate")
+    assert chk.status == "not evaluable" and not chk.passed and math.isnan(chk.rel_diff)
+    assert chk.reason == "step_rate is missing/NaN in the policy run"
+    res = load_match({**BASE, "step_rate": "n/a"}, {**BASE, "step_rate": float("nan")})
+    assert _check(res, "step_rate").reason == "step_rate is missing/NaN in the no-sync and policy run"
+    assert res.not_evaluable == ["step_rate"] and res.failed == [] and not res.matched
+
+
+# ------------------------------------------------------------------------- measured envelope
+
+
+def test_measured_envelope_fields_against_numpy():
+    draws = {9: [0.1, 0.3, 0.2, 0.6], 10: [0.5]}
+    env = matched_random_envelope(draws)
+    assert env.seeds == [10, 9]                          # sorted by the seed's text
+    assert env.quantiles == (0.05, 0.95)
+    assert env.v_mr == {10: 0.5, 9: pytest.approx(0.3)}
+    assert env.n_draws == {10: 1, 9: 4}
+    lo, hi = np.quantile(draws[9], [0.05, 0.95])
+    assert env.band_low[9] == pytest.approx(lo) and env.band_high[9] == pytest.approx(hi)
+    assert env.band_low[10] == env.band_high[10] == 0.5
+    assert env.single_draw_seeds == [10]
+    pooled = np.array([0.1, 0.3, 0.2, 0.6, 0.5])
+    assert env.mean == pytest.approx(pooled.mean()) and env.n_draws_total == 5
+    assert [env.pooled_low, env.pooled_high] == pytest.approx(np.quantile(pooled, [0.05, 0.95]))
+    frame = pd.DataFrame({"seed": [9, 9, 9, 9, 10], "violation_rate": pooled})
+    assert matched_random_envelope(frame).to_dict() == env.to_dict()
+    two = matched_random_envelope({1: [0.1, 0.2], 2: [0.3, 0.4]})
+    assert two.single_draw_seeds == []
+
+
+def test_measured_envelope_bad_input():
+    with pytest.raises(InputError, match="no matched-random draws"):
+        matched_random_envelope({})
+    with pytest.raises(InputError, match="seed 3 has no matched-random draws"):
+        matched_random_envelope({1: [0.2], 3: []})
+    with pytest.raises(InputError, match="seed 1 has a NaN/inf V"):
+        matched_random_envelope({1: [0.2, np.nan, 0.3]})
+    with pytest.raises(InputError, match="column/key 'violation_rate'.*lacks a column"):
+        matched_random_envelope(pd.DataFrame({"seed": [1], "v": [0.2]}))
+    with pytest.raises(InputError, match="draws must be a mapping"):
+        matched_random_envelope([0.1, 0.2])
+
+
+# ------------------------------------------------------------------------- proxy envelope
+
+_RS = np.random.default_rng(0)
+REQ_START = _RS.uniform(0, 100, 40)
+REQ_END = REQ_START + _RS.uniform(1, 20, 40)
+
+
+def test_proxy_envelope_against_a_direct_computation():
+    fit = fit_psi([8.0, 10.0, 12.0], [0.0, 0.01, 0.03])
+    cfg = (2, (0.0, 100.0), 5.0, 10.0, 40.0)
+    res = proxy_envelope(fit, 0.05, *cfg, REQ_START, REQ_END, n=20_000, rng=3)
+    starts = sample_schedules(*cfg, 20_000, np.random.default_rng(3))
+    phi = RequestIndex(REQ_START, REQ_END).cost(starts, 5.0).sum(axis=1)
+    assert np.array_equal(res.phi, phi)
+    assert np.any(phi == 8) and np.any(phi == 12)          # values exactly on the fit's ends
+    v = 0.05 + fit.predict(phi)
+    assert np.allclose(res.v, v)
+    assert res.frac_outside_calibration == pytest.approx(np.mean((phi < 8) | (phi > 12)))
+    assert res.phi_low == phi.min() and res.phi_high == phi.max() and res.phi_low < res.phi_high
+    assert res.mean == pytest.approx(v.mean()) and res.phi_mean == pytest.approx(phi.mean())
+    assert res.quantiles == (0.05, 0.95)
+    assert res.quantile_values == pytest.approx(tuple(np.quantile(v, [0.05, 0.95])))
+    assert res.n == 20_000 and res.k == 2 and res.v_no_sync == 0.05
+    assert "phi" not in res.to_dict() and "v" not in res.to_dict()
+
+
+def test_proxy_envelope_sizes_and_bad_input():
+    fit = fit_psi([8.0, 12.0], [0.0, 0.03])
+    cfg = (2, (0.0, 100.0), 5.0, 10.0, 40.0)
+    res = proxy_envelope(fit, 0.0, *cfg, REQ_START, REQ_END, rng=1)
+    assert res.n == 100_000 and res.phi.shape == (100_000,)
+    res = proxy_envelope(fit, 0.0, *cfg, REQ_START, REQ_END, n=60_000, rng=1)   # 1.2 chunks
+    assert res.phi.shape == (60_000,) and res.phi.min() >= 0 and res.phi.max() <= 80
+    assert np.unique(res.phi).size > 3
+    with pytest.raises(InputError, match=r"V\(no-sync\) is missing"):
+        proxy_envelope(fit, None, *cfg, REQ_START, REQ_END, n=10)
+    with pytest.raises(InputError, match=r"V\(no-sync\) is inf"):
+        proxy_envelope(fit, math.inf, *cfg, REQ_START, REQ_END, n=10)
+    with pytest.raises(InputError, match="psi_fit must be a PsiFit"):
+        proxy_envelope({"x": [1, 2]}, 0.0, *cfg, REQ_START, REQ_END, n=10)
+
+
+# ------------------------------------------------------------------------- placement gain
+
+
+def test_paired_by_seed_mismatches_and_minimum():
+    seeds, a, b = paired_by_seed({1: 0.5, 0: 0.25}, {0: 0.0, 1: 0.5}, "a", "b")
+    assert seeds == [0, 1] and a.tolist() == [0.25, 0.5] and b.tolist() == [0.0, 0.5]
+    with pytest.raises(InputError, match=r"seeds only in a: \[2\]; only in b: \[\]"):
+        paired_by_seed({0: 1.0, 1: 1.0, 2: 1.0}, {0: 1.0, 1: 1.0}, "a", "b")
+    with pytest.raises(InputError, match=r"seeds only in a: \[\]; only in b: \[5\]"):
+        paired_by_seed({0: 1.0, 1: 1.0}, {0: 1.0, 1: 1.0, 5: 1.0}, "a", "b")
+    with pytest.raises(InputError, match=r"only 1 seed\(s\)"):
+        paired_by_seed({0: 1.0}, {0: 0.5}, "a", "b")
+
+
+def test_placement_gain_fields_and_its_bootstrap():
+    mr = {s: 0.3 + 0.01 * s for s in range(6)}
+    pol = {s: 0.2 + 0.02 * ((s * 7) % 5) for s in range(6)}
+    res = placement_gain(mr, pol, rng=4)
+    d = np.array([mr[s] - pol[s] for s in range(6)])
+    assert res.gain == pytest.approx(d.mean()) and res.seeds == list(range(6))
+    assert res.per_seed == {s: pytest.approx(d[s]) for s in range(6)}
+    boot = bootstrap_ci(d, n_resamples=10_000, confidence_level=0.95, rng=4)
+    assert (res.bootstrap_low, res.bootstrap_high) == (boot.ci_low, boot.ci_high)
+    assert res.ci_low == res.test.ci_low and res.ci_high == res.test.ci_high
+    assert res.ci_low < res.gain
+
+
+# ------------------------------------------------------------------------- psi
+
+
+def test_psi_pools_ties_and_reports_residuals():
+    res = fit_psi([1.0, 1.0, 2.0, 3.0], [0.0, 2.0, 3.0, 2.0])
+    # pooled means (1, 3, 2) with weights (2, 1, 1); PAVA pools the last two
+    assert res.x.tolist() == [1.0, 2.0, 3.0] and res.y.tolist() == [1.0, 2.5, 2.5]
+    assert res.residuals.tolist() == [-1.0, 1.0, 0.5, -0.5]
+    assert res.eps_cal == 1.0 and res.mean_abs_residual == 0.75
+    assert res.n_points == 4 and res.n_groups == 0 and res.loso_reason == "no groups (seeds) given"
+    assert math.isnan(res.eps_cal_loso)
+
+
+def test_psi_two_points_and_input_checks():
+    res = fit_psi([0.0, 1.0], [0.0, 0.5])
+    assert res.predict([0.5, -1.0, 2.0]).tolist() == [0.25, 0.0, 0.5]
+    with pytest.raises(InputError, match="phi has 2 values but vex has 3"):
+        fit_psi([0.0, 1.0], [0.0, 0.5, 1.0])
+    with pytest.raises(NotEstimable, match=r"Phi is constant \(2.0\)"):
+        fit_psi([2.0, 2.0], [0.0, 1.0])
+    with pytest.raises(InputError, match="groups has shape"):
+        fit_psi([0.0, 1.0], [0.0, 0.5], groups=[1, 2, 3])
+    one = fit_psi([0.0, 1.0], [0.0, 0.5], groups=[4, 4])
+    assert one.n_groups == 1 and "only 1 group" in one.loso_reason and math.isnan(one.eps_cal_loso)
+
+
+def _loso_reference(phi, vex, groups):
+    out = {}
+    for g in np.unique(groups):
+        keep = groups != g
+        iso = IsotonicRegression(out_of_bounds="clip").fit(phi[keep], vex[keep])
+        out[int(g)] = float(np.max(np.abs(vex[~keep] - iso.predict(phi[~keep]))))
+    return out
+
+
+@pytest.mark.parametrize("n_groups", [2, 3])
+def test_psi_leave_one_seed_out_against_sklearn(n_groups):
+    """Phi spans exactly [0, 1] after any group is held out; errors are well below 1."""
+    rng = np.random.default_rng(n_groups)
+    groups = np.repeat(np.arange(n_groups), 4)
+    phi = np.tile([0.0, 0.3, 0.7, 1.0], n_groups) + 0.0
+    phi[4:8] = [0.0, 0.2, 0.5, 1.0]
+    vex = 0.1 * phi + rng.normal(0, 0.02, phi.size)
+    res = fit_psi(phi, vex, groups=groups)
+    want = _loso_reference(phi, vex, groups)
+    assert res.loso_per_group == pytest.approx(want, rel=1e-9)
+    assert res.eps_cal_loso == pytest.approx(max(want.values()), rel=1e-9)
+    assert res.eps_cal_loso < 0.2 and len(set(want.values())) == n_groups
+    assert res.n_groups == n_groups and res.loso_reason == ""
+
+
+def test_psi_group_whose_removal_leaves_a_constant_phi():
+    phi = np.array([1.0, 2.0, 5.0, 5.0, 5.0, 5.0])
+    groups = np.array([0, 0, 1, 1, 2, 2])
+    res = fit_psi(phi, [0.0, 0.1, 0.3, 0.2, 0.4, 0.3], groups=groups)
+    assert math.isnan(res.eps_cal_loso)
+    assert "groups [0] leave a constant Phi when held out" in res.loso_reason
+    assert set(res.loso_per_group) == {1, 2}
+
+
+# ------------------------------------------------------------------------- overlap
+
+
+def _brute_cost(u, d, start, end):
+    u = np.asarray(u, dtype=float)[..., None]
+    return np.sum((start < u + d) & (end > u), axis=-1)
+
+
+@pytest.mark.parametrize("n_windows", [7, 5000])        # below and above the sorted path
+def test_overlap_cost_matches_brute_force(n_windows):
+    rng = np.random.default_rng(n_windows)
+    start = rng.uniform(0, 100, 60)
+    end = start + rng.exponential(5, 60)
+    u = rng.uniform(-5, 105, n_windows)
+    want = _brute_cost(u, 2.5, start, end)
+    assert want.max() > 3
+    assert np.array_equal(cost_curve(u, 2.5, start, end), want)
+
+
+def test_overlap_cost_shapes_index_and_half_second_windows():
+    start = np.array([0.0, 1.0, 2.0, 2.0])
+    end = np.array([1.0, 3.0, 2.0, 4.0])                 # one request of zero length
+    idx = RequestIndex(start, end)
+    starts = np.array([[0.0, 1.5, 2.0], [0.5, 1.0, 3.5]])
+    res = overlap_cost(starts, 0.5, index=idx)
+    want = _brute_cost(starts, 0.5, start, end)
+    assert np.array_equal(res.per_window, want)
+    assert res.phi.tolist() == want.sum(axis=1).tolist() and res.n_requests == 4
+    same = overlap_cost(starts, 0.5, start, end)
+    assert np.array_equal(same.per_window, want) and same.duration == 0.5
+    one = overlap_cost([0.0, 1.5], 0.5, start, end)
+    assert one.phi.shape == () and int(one.phi) == int(want[0, :2].sum())
+    with pytest.raises(InputError, match="needs req_start and req_end"):
+        overlap_cost(starts, 0.5, start, None)
+    with pytest.raises(InputError, match="needs req_start and req_end"):
+        overlap_cost(starts, 0.5, None, end)
+    with pytest.raises(InputError, match="trailing window axis"):
+        overlap_cost(1.0, 0.5, start, end)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(InputError, match="must be positive"):
+            idx.cost([1.0], bad)
+
+
+def test_request_index_checks():
+    with pytest.raises(InputError, match=r"starts \(2\) and ends \(3\) differ"):
+        RequestIndex([0.0, 1.0], [1.0, 2.0, 3.0])
+    with pytest.raises(InputError, match="1 requests have a NaN/inf start or end"):
+        RequestIndex([0.0, 1.0], [1.0, np.nan])
+    with pytest.raises(InputError, match="1 requests end before they start"):
+        RequestIndex([0.0, 1.0], [1.0, 0.5])
+    assert RequestIndex([1.0], [1.0]).n_requests == 1
+
+
+# ------------------------------------------------------------------------- explained gain
+
+
+def _flat_campaign(policy_shift, n_seeds=3):
+    """Per seed: a policy run and a draw at Phi = 2, and another run at Phi = 6.  The draw
+    and the policy share Phi, so g_pred = 0 exactly; d = -policy_shift[s]."""
+    phi, vex, groups, seeds = [], [], [], []
+    for s in range(n_seeds):
+        base = len(phi)
+        phi += [2.0, 2.0, 6.0]
+        vex += [0.25 + policy_shift[s], 0.25, 0.75]
+        groups += [s, s, s]
+        seeds.append((s, base, [base + 1]))
+    return np.array(phi), np.array(vex), np.array(groups), seeds
+
+
+def test_explained_gain_at_zero_prediction_and_zero_tolerance():
+    """g_pred = 0 and U = 0 exactly: the CI of G_pred is [0, 0] (no predicted gain) and the CI
+    of U touches 0 with a tolerance of 0 (within)."""
+    phi, vex, groups, seeds = _flat_campaign([0.0, 0.0, 0.0])
+    res = explained_gain(phi, vex, groups, seeds[:2], n_boot=200, rng=0, tolerance=0.0)
+    assert res.n_seeds == 2
+    assert res.g_pred_ci == [0.0, 0.0] and res.unexplained_ci == [0.0, 0.0]
+    assert res.tolerance == 0.0 and res.tolerance_abs == 0.0
+    assert not res.predicts_gain and res.within_tolerance and not res.explained
+
+
+def test_explained_gain_unexplained_ci_straddling_zero_is_within():
+    shift = [-0.1, 0.1, -0.05, 0.05, 0.02, -0.02]
+    phi, vex, groups, seeds = _flat_campaign(shift, n_seeds=6)
+    res = explained_gain(phi, vex, groups, seeds, n_boot=500, rng=1)
+    assert res.gain == pytest.approx(0.0, abs=1e-15)
+    assert res.unexplained_ci[0] < 0 < res.unexplained_ci[1]
+    assert res.within_tolerance and not res.explained
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_explained_gain_unexplained_ci_beyond_the_tolerance_is_not_within(sign):
+    shift = [sign * v for v in (-0.1, -0.12, -0.09, -0.11, -0.1)]
+    phi, vex, groups, seeds = _flat_campaign(shift, n_seeds=5)
+    res = explained_gain(phi, vex, groups, seeds, n_boot=500, rng=2)
+    assert res.gain == pytest.approx(sign * 0.104)
+    assert res.tolerance == 0.25 and res.tolerance_abs == pytest.approx(0.25 * 0.104)
+    assert res.n_boot == 500
+    if sign > 0:
+        assert res.unexplained_ci[0] > res.tolerance_abs
+    else:
+        assert res.unexplained_ci[1] < -res.tolerance_abs
+    assert not res.within_tolerance and not res.predicts_gain and not res.explained
+
+
+def test_explained_gain_defaults():
+    phi, vex, groups, seeds = _flat_campaign([-0.1, -0.12, -0.09])
+    res = explained_gain(phi, vex, groups, seeds, rng=0)
+    assert res.n_boot == 2000 and res.confidence_level == 0.95 and res.tolerance == 0.25
+    assert [r.seed for r in res.per_seed] == [0, 1, 2]
+    assert [r.d for r in res.per_seed] == pytest.approx([0.1, 0.12, 0.09])
+    assert all(r.g_pred == 0.0 and r.phi_policy == 2.0 and r.n_draws == 1 for r in res.per_seed)
+
+
+def test_explained_gain_input_checks():
+    phi, vex, groups, seeds = _flat_campaign([0.0, 0.0, 0.0])
+    with pytest.raises(InputError, match=r"must be \(n,\) arrays"):
+        explained_gain(phi, vex[:-1], groups, seeds)
+    with pytest.raises(InputError, match=r"must be \(n,\) arrays"):
+        explained_gain(phi, vex, groups[:-1], seeds)
+    with pytest.raises(InputError, match=r"must be \(n,\) arrays"):
+        explained_gain(phi[None, :], vex[None, :], groups[None, :], seeds)
+    for which in ("phi", "vex"):
+        bad = {"phi": phi.copy(), "vex": vex.copy()}
+        bad[which][4] = np.nan
+        with pytest.raises(InputError, match="phi or vex holds NaN/inf"):
+            explained_gain(bad["phi"], bad["vex"], groups, seeds)
+    for tol in (-0.01, float("nan")):
+        with pytest.raises(InputError, match="tolerance"):
+            explained_gain(phi, vex, groups, seeds, tolerance=tol)
+    without_draws = [seeds[0], (1, seeds[1][1], [])]
+    with pytest.raises(NotEstimable, match=r"1 seed\(s\) with a policy run and draws"):
+        explained_gain(phi, vex, groups, without_draws)
+    one_phi = np.where(groups == 2, 2.0, phi)            # seed 0 held out: seeds 1, 2 left
+    one_phi[groups == 1] = 2.0
+    with pytest.raises(NotEstimable, match="holding out seed 0 leaves a constant"):
+        explained_gain(one_phi, vex, groups, seeds)
