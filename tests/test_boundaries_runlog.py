@@ -426,3 +426,18 @@ def test_huge_integers_are_described_not_printed_from_just_above_ten_to_the_thir
     assert _short(True) == "True"
     assert _short("x" * 61) == repr("x" * 61)[:60] + "... (63 characters)"
     assert _short("x" * 58) == repr("x" * 58)
+
+
+def test_request_exposure_of_one_and_of_no_requests():
+    one = dict(arrival_s=[1.0], sent_s=[1.0], ok=[True], merge_start=[2.0], merge_end=[3.0],
+               horizon_s=10.0)
+    assert metrics.request_exposure(end_s=[2.5], **one) == 1.0     # in flight in the window
+    assert metrics.request_exposure(end_s=[1.5], **one) == 0.0     # done before it
+    assert np.isnan(metrics.request_exposure([], [], [], [], [2.0], [3.0], 10.0))
+
+
+def test_an_unusable_run_json_keeps_its_own_fix(run):
+    (run / "run.json").write_text("{not json")
+    problem = next(p for p in errors(run) if (p.file or "").endswith("run.json"))
+    assert "not valid JSON" in problem.message
+    assert problem.fix == "rewrite the run or repair the JSON"

@@ -64,7 +64,7 @@ TEST_MAP = {
     "evalkit/stats/__init__.py": ["test_stats_lazy_imports"],
     "evalkit/audit/checks.py": ["test_checks_decisions", "test_audit_soundness"],
     "evalkit/audit/claims.py": ["test_checks_decisions", "test_audit_soundness",
-                                "test_audit_fast_paths"],
+                                "test_audit_fast_paths", "test_audit_campaigns"],
     "evalkit/audit/campaign.py": ["test_boundaries_stats", "test_audit_campaigns",
                                   "test_audit_soundness", "test_boundaries_audit"],
     "evalkit/audit/summary_table.py": ["test_audit_campaigns", "test_boundaries_stats",
