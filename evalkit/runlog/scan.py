@@ -545,7 +545,7 @@ def scan_runs(runs_dir: str | os.PathLike, threads: int | None = 2, *,
 
 
 def _finish(df: pd.DataFrame) -> pd.DataFrame:
-    n = df["n_requests"].to_numpy(float)
+    n = df["n_requests"].fillna(0).to_numpy(float)    # a run without rows has no group
     empty = n == 0
     if empty.any():
         i = int(np.flatnonzero(empty)[0])
