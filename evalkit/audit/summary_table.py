@@ -36,7 +36,7 @@ PASSTHROUGH = ("arrival_rate_achieved", "prompt_tokens_total", "output_tokens_to
                "completion_tied_share", "identical_arrival_share", "inner_step_median_s")
 TEXT_PASSTHROUGH = ("arrival_fingerprint", "corridor_note")
 OPTIONAL = ("role", "draw", "regime", "n_requests", "K", "oracle", "no_sync_violation_rate",
-            "matched_to", "backend", "trace_realisation")
+            "matched_to", "backend", "trace_realisation", "run_id", "k_observed")
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
 
@@ -74,7 +74,7 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
         raise InputError("summary table has no rows", file=path.name,
                          fix="add one row per run (policy, seed, violation_rate)")
     notes = []
-    ignored = [c for c in table.columns if c not in REQUIRED + OPTIONAL]
+    ignored = [c for c in table.columns if c not in REQUIRED + OPTIONAL + PASSTHROUGH]
     if ignored:
         notes.append("summary table columns not used by the audit: " + ", ".join(ignored))
 
