@@ -722,7 +722,7 @@ def _cdf_k2(L, w):
 
 
 @pytest.mark.parametrize("method", ["reject-box", "reject-simplex", "sequential", "auto"])
-@pytest.mark.parametrize("L,w", [(1.5, 1.0), (0.8, 3.0)])
+@pytest.mark.parametrize("L,w", [(1.5, 1.0), (0.8, 3.0), (1.0, 2.0)])
 def test_two_windows_in_a_short_span_match_the_closed_form(method, L, w):
     """A slack and gap freedom of about 1 s: a sampler that starts its uniforms at 1 instead
     of 0 (or shifts them) is far off."""
@@ -816,3 +816,20 @@ def test_unbounded_gaps_start_min_gap_after_the_training_start():
     ignored = sample_schedules(2, (0.0, 100.0), 5.0, 10.0, math.inf, 3000, rng=1,
                                train_start=20.0, edges=False)
     assert np.array_equal(ignored, free)
+
+
+@pytest.mark.parametrize("L,w", [(1.5, 1.0), (0.8, 3.0), (70.0, 30.0)])
+def test_sequential_sampler_inverts_the_exact_conditional_cdf(L, w):
+    """K = 2 in units of w: the gap slack y given the budget s = L / w has density ~ (s - y)
+    on [0, min(1, s)], so with its uniform U, v = s - y solves v^2 = (1 - U) s^2 + U (s - c)^2
+    (c = min(1, s)); then x = U' (s - y).  The sampler draws U for all schedules, then U'."""
+    d, a, n = 5.0, 10.0, 500
+    span = (0.0, L + d + a)
+    s_out = sample_schedules(2, span, d, a, a + w, n, rng=9, method="sequential", edges=False)
+    rng = np.random.default_rng(9)
+    u, u2 = rng.uniform(size=n), rng.uniform(size=n)
+    s, c = L / w, min(1.0, L / w)
+    y = s - np.sqrt((1 - u) * s ** 2 + u * (s - c) ** 2)
+    x = u2 * (s - y)
+    assert np.allclose(s_out[:, 0], x * w, rtol=0, atol=1e-8 * w)
+    assert np.allclose(s_out[:, 1] - s_out[:, 0] - a, y * w, rtol=0, atol=1e-8 * w)
