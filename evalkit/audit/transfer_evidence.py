@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from evalkit.errors import NotEstimable
 from evalkit.runlog.metrics import overlaps_windows, union_windows
 
 ARRIVAL_TOL_S = 1e-3        # a pair must share the scheduled arrival to this tolerance
@@ -142,13 +143,17 @@ class TransferEvidence:
                       n_boot=self.n_boot, rng=rng)
         usable = (not h_paired.empty and h_paired.active.any()
                   and not r_paired.empty and r_paired.active.any())
-        if usable:
-            res = paired_transfer(h_paired, r_paired, bin_s=float(p.get("drain_bin_s", 5.0)),
-                                  max_lag_s=float(p.get("drain_max_lag_s", 60.0)), **common)
-        else:
-            res = guard_band_transfer(h_fallback, r_fallback,
-                                      p.get("fallback_guard_band_s", 30.0),
-                                      int(p.get("fallback_length_strata", 10)), **common)
+        try:
+            if usable:
+                res = paired_transfer(h_paired, r_paired,
+                                      bin_s=float(p.get("drain_bin_s", 5.0)),
+                                      max_lag_s=float(p.get("drain_max_lag_s", 60.0)), **common)
+            else:
+                res = guard_band_transfer(h_fallback, r_fallback,
+                                          p.get("fallback_guard_band_s", 30.0),
+                                          int(p.get("fallback_length_strata", 10)), **common)
+        except NotEstimable as exc:     # e.g. no request of one side in flight during a merge
+            return f"not evaluable: {exc.message}"
         notes = h_notes + r_notes
         if res.method == FALLBACK:
             notes.append("weaker: no side-wide no-sync pairing, so the post-window effect is "
