@@ -441,3 +441,45 @@ def test_an_unusable_run_json_keeps_its_own_fix(run):
     problem = next(p for p in errors(run) if (p.file or "").endswith("run.json"))
     assert "not valid JSON" in problem.message
     assert problem.fix == "rewrite the run or repair the JSON"
+
+
+@pytest.mark.parametrize("value", ["3", 1.5, True, None])
+def test_seed_must_be_an_integer(run, value):
+    edit_meta(run, lambda m: m.update({"seed": value}))
+    found = [p for p in errors(run) if p.column == "seed"]
+    assert found and "must be an integer" in found[0].message
+
+
+def test_each_kind_of_leftover_is_named_for_what_it_is(copy_fixture):
+    import shutil
+
+    from evalkit.runlog.validate import validate_runs
+
+    runs = copy_fixture("runs")
+    shutil.copytree(runs / RUN, runs / f".{RUN}.tmp-0000abcd")
+    shutil.copytree(runs / RUN, runs / f".{RUN}.damaged-0000abcd")
+    shutil.copytree(runs / RUN, runs / f".{RUN}.old-0000abcd")         # its run is in place
+    gone = "fixture-s1-fixed_h"
+    (runs / gone).rename(runs / f".{gone}.old-0000abcd")                # replacement missing
+    report = validate_runs(runs)
+    by_file = {Path(p.file).name: p for p in report.problems if p.kind == "layout"}
+    tmp, dmg, old = (by_file[f".{RUN}.{t}-0000abcd"] for t in ("tmp", "damaged", "old"))
+    assert "interrupted write" in tmp.message and tmp.severity == "warning"
+    assert "damaged copy" in dmg.message and dmg.severity == "warning"
+    assert "previous copy" in old.message and old.severity == "warning"
+    lost = by_file[f".{gone}.old-0000abcd"]
+    assert "replacement never landed" in lost.message and lost.severity == "error"
+    assert lost.run == gone
+
+
+def test_second_scale_windows_late_in_a_run_are_not_milliseconds(run):
+    # durations come from end - start: windows 8 s long starting at 1000 s are seconds
+    meta = json.loads((run / "run.json").read_text())
+    path = run / "merges.parquet"
+    df = pq.read_table(path).to_pandas()
+    k = len(df)
+    assert k >= 1
+    start = 1000.0 + 64.0 * np.arange(k)
+    df["start_s"], df["end_s"] = start, start + float(meta["merge_duration_s"])
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    assert not [p for p in validate_run(run) if p.kind == "scale"]

@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
+from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test
 from evalkit.stats.permutation import (min_attainable_p, seeds_needed,
                                        within_seed_permutation_test)
@@ -121,3 +122,28 @@ def test_sign_flip_on_averaged_draws_over_rejects_where_permutation_does_not():
     perm, flip = _null_rates(lognormal, 5, 10, 800, np.random.default_rng(11))
     assert perm <= 0.025 + 3 * np.sqrt(0.025 * 0.975 / 800)
     assert flip > 0.05            # measured 0.084 with 1,000 replications
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ci_inverts_the_brute_force_test_with_unequal_draws(seed):
+    # unequal draws per seed: each seed's labels index its own block of the pooled values
+    rng = np.random.default_rng(40 + seed)
+    m = np.array([1, 2, 3, 1, 2, 3])
+    pol = rng.lognormal(size=m.size)
+    draws = [rng.lognormal(size=k) + 0.3 for k in m]
+    res = within_seed_permutation_test(pol, draws, "two-sided", confidence_level=0.9)
+    assert res.ci_low < res.statistic < res.ci_high
+    eps = 1e-7
+    # shifting the policy by delta tests T = delta: inside the interval not rejected at 5%
+    # one-sided, outside it rejected (brute force over all 2*3*4*2*3*4 label sets)
+    assert brute(pol + res.ci_low + eps, draws)[0] > 0.05
+    assert brute(pol + res.ci_low - eps, draws)[0] <= 0.05
+    assert brute(pol + res.ci_high - eps, draws)[1] > 0.05
+    assert brute(pol + res.ci_high + eps, draws)[1] <= 0.05
+
+
+def test_non_finite_policy_v_is_an_error():
+    with pytest.raises(InputError, match="seed 1: non-finite violation rate"):
+        within_seed_permutation_test([0.1, np.nan], [[0.2], [0.3, 0.1]])
+    with pytest.raises(InputError, match="seed 0: non-finite violation rate"):
+        within_seed_permutation_test([0.1, 0.2], [[np.inf], [0.3]])
