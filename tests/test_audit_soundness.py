@@ -298,3 +298,19 @@ def test_policy_run_json_declaring_a_looser_design_fails(runs, key, value):
     c = check(audit_campaign(runs).claim("wa"), "schedules_in_corridor")
     assert c.passed is False and "seed 3: runs declare different designs" in c.found
     assert gate(runs).exit_code == 1
+
+
+@pytest.mark.parametrize("n_seeds", [1, 2])
+def test_a_claim_shows_its_differences_from_two_seeds(tmp_path, n_seeds):
+    rows = []
+    for seed, d in enumerate([0.1, 0.3][:n_seeds]):
+        rows.append({"policy": "wa", "seed": seed, "violation_rate": 0.2})
+        rows.append({"policy": "matched_random", "seed": seed, "violation_rate": 0.2 + d})
+    path = tmp_path / "few.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    out = audit_campaign(path).claim("wa").to_dict()
+    if n_seeds == 2:                      # a test exists (floor 1/2): d and its mean are shown
+        assert out["wins"] == 2 and out["mean_diff"] == pytest.approx(0.2)
+        assert out["p_two_sided"] == pytest.approx(0.5)
+    else:
+        assert out["wins"] == 0 and out["mean_diff"] is None and out["p_two_sided"] is None

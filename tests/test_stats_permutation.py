@@ -147,3 +147,16 @@ def test_non_finite_policy_v_is_an_error():
         within_seed_permutation_test([0.1, np.nan], [[0.2], [0.3, 0.1]])
     with pytest.raises(InputError, match="seed 0: non-finite violation rate"):
         within_seed_permutation_test([0.1, 0.2], [[np.inf], [0.3]])
+
+
+def test_exact_enumeration_limit_is_the_balanced_meet_in_the_middle_split():
+    from evalkit.stats.permutation import MAX_EXACT_HALF, exact_enumerable
+
+    assert MAX_EXACT_HALF == 2 ** 21
+    # one draw per seed: 2 labels each, halves of 21 seeds fit exactly, 43 seeds do not
+    assert exact_enumerable([1] * 42) and not exact_enumerable([1] * 43)
+    # three draws per seed: 4 labels = 2 bits each, so 21 seeds (10 + 11 halves) do not
+    assert exact_enumerable([3] * 20) and not exact_enumerable([3] * 21)
+    # mixed: greedy largest-first balancing of log label counts
+    assert exact_enumerable([3] * 10 + [1] * 21)
+    assert not exact_enumerable([3] * 10 + [1] * 23)

@@ -3,6 +3,8 @@ run check, and infeasible classes."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -88,3 +90,19 @@ def test_infeasible_edges_raise():
         edge_class(0, (0.0, 400.0), 8.0, 20.0, 80.0)
     with pytest.raises(InputError, match="finite max_gap"):
         edge_class(2, (0.0, 400.0), 8.0, 20.0, np.inf)
+
+
+@pytest.mark.parametrize("j, p", [(1, 1), (2, 1), (3, 2), (4, 3)])
+def test_uniform_sum_integrals_exact_and_float_agree_beyond_j(j, p):
+    from fractions import Fraction
+
+    from evalkit.stats.schedules_edges import _f
+
+    for v in (0.25, j / 2, j - 0.1, j + 0.5, j + 2.0):
+        exact = float(_f(j, p, Fraction(v), exact=True))
+        assert exact == pytest.approx(float(_f(j, p, v)), rel=1e-12, abs=1e-15)
+    # p = 1 is the Irwin-Hall CDF: 1 beyond j, and v^j / j! below 1
+    if p == 1:
+        assert float(_f(j, 1, Fraction(j + 1), exact=True)) == pytest.approx(1.0)
+        assert float(_f(j, 1, Fraction(1, 2), exact=True)) == pytest.approx(0.5 ** j
+                                                                            / math.factorial(j))
