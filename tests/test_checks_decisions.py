@@ -658,3 +658,17 @@ def test_merge_durations_checked_against_a_sub_second_d():
     out = C.merge_durations_match(_durations(2.0, 2.0, d=0.8), spec(rel_tol=0.25))
     assert out.passed is False and "D = 0.8 s" in out.found
     assert C.merge_durations_match(_durations(0.9, 0.9, d=0.8), spec(rel_tol=0.25)).passed
+
+
+@pytest.mark.parametrize("m, alternative, needed", [
+    ([1, 3, 2], "two-sided", 6),        # the fewest draws decide: 2 * 2^-n <= 0.05 from n = 6
+    ([3, 3, 3], "two-sided", 3),        # 2 * 4^-n <= 0.05 from n = 3
+    ([3, 1], "greater", 5),             # 2^-n <= 0.05 from n = 5
+    ([], "two-sided", 6),               # no draws known: one per seed
+])
+def test_claim_context_seeds_needed_from_the_fewest_draws(m, alternative, needed):
+    from evalkit.audit.claims import ClaimContext
+
+    fake = SimpleNamespace(draws_per_seed=np.array(m, dtype=int), alpha=0.05,
+                           alternative=alternative)
+    assert ClaimContext.seeds_needed.func(fake) == needed
