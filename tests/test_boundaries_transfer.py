@@ -982,6 +982,8 @@ def test_length_strata_are_quantile_bins_with_missing_tokens_shortest():
     # tied cut points collapse into one; values at a cut point go above it
     assert tp.length_strata([1.0, 1.0, 1.0, 1.0, 9.0], 4).tolist() == [1, 1, 1, 1, 1]
     assert tp.length_strata([1.0, 1.0, 2.0, 9.0], 2).tolist() == [0, 0, 1, 1]
+    # missing tokens count as 0, below any real output
+    assert tp.length_strata([np.nan, 1.0, 1.0, 1.0], 2).tolist() == [0, 1, 1, 1]
 
 
 def test_float_quantile_is_the_inverted_cdf():
@@ -996,6 +998,8 @@ def test_float_quantile_is_the_inverted_cdf():
     # cumulative weight exactly q of the total: that value, not the next
     assert tp._float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.ones((1, 4)), 0.5)[0] == 2.0
     assert tp._float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.ones((1, 4)), 0.95)[0] == 4.0
+    quarter = tp._float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.full((1, 4), 0.25), 0.6)
+    assert quarter[0] == 3.0                                  # a total weight of 1
     empty = tp._float_quantile(np.array([]), np.zeros((3, 0)), 0.5)
     assert empty.shape == (3,) and np.isnan(empty).all()
 
@@ -1370,3 +1374,89 @@ def test_evidence_contaminated_when_either_side_has_a_post_window_effect(monkeyp
         assert got["harness"]["post_window_effect"] is h_eff
         assert got["real"]["post_window_effect"] is r_eff
         assert got["transfer_fraction"] == pytest.approx(0.5)
+
+
+def test_side_in_window_when_either_lifetime_overlaps():
+    """Policy request done before the window, its no-sync twin still in flight (and the
+    reverse): both are in window, a symmetric rule."""
+    runs, tables = _campaign_runs(11, seeds=(0,))
+    pol = tables[("sim-p0", "requests")].copy()
+    ns = tables[("sim-n0", "requests")].copy()
+    ids = pol.request_id[:2].tolist()
+    pol.loc[:1, "arrival_s"] = [19.0, 79.0]
+    pol.loc[:1, "end_s"] = [19.5, 81.0]            # the second overlaps [80, 88]
+    ns_rows = ns.request_id.isin(ids)
+    ns.loc[ns_rows, "arrival_s"] = ns.loc[ns_rows, "request_id"].map({ids[0]: 19.0,
+                                                                    ids[1]: 79.0})
+    ns.loc[ns_rows, "end_s"] = ns.loc[ns_rows, "request_id"].map({ids[0]: 21.0, ids[1]: 79.5})
+    tables[("sim-p0", "requests")] = pol
+    tables[("sim-n0", "requests")] = ns
+    paired, fallback, _ = te.TransferEvidence(_Campaign(runs, tables))._side(["sim"])
+    assert paired.active[:2].tolist() == [True, True]
+    assert np.isnan(paired.lag_s[:2]).all()
+    assert fallback.active[:2].tolist() == [False, True]     # own lifetime only
+    assert np.isnan(fallback.lag_s[0])                        # no window has ended yet
+
+
+# ------------------------------------------------------------------ replicates in chunks
+
+
+def test_naive_bootstrap_in_several_chunks(monkeypatch):
+    """Replicates drawn 7 rows at a time (the last chunk shorter) equal one draw of all."""
+    h, r = _naive_frame(21, effect=2.0), _naive_frame(22, effect=1.3)
+    monkeypatch.setattr(tr, "_CHUNK_ELEMENTS", 7 * len(h))
+    res = effect_size_transfer(h, r, n_boot=150, rng=7)
+    gen = np.random.default_rng(7)
+    for est, df in ((res.harness, h), (res.real, r)):
+        rho, reps, nb = _naive_reference(df, 0.95, 30.0, 150, gen)
+        lo, hi = np.quantile(reps[np.isfinite(reps)], [0.025, 0.975])
+        assert (est.ci_low, est.ci_high) == (pytest.approx(lo, rel=1e-12),
+                                             pytest.approx(hi, rel=1e-12))
+
+
+def _chunked_counts(block_group, n_groups, n_boot, rows, gen):
+    sizes = [rows] * (n_boot // rows) + ([n_boot % rows] if n_boot % rows else [])
+    return np.vstack([_two_stage(block_group, n_groups, k, gen) for k in sizes])
+
+
+def test_paired_and_fallback_bootstraps_in_several_chunks(monkeypatch):
+    df = _paired_frame(23)
+    sides = tp.paired_rho(df, n_boot=100, rng=0, max_lag_s=10.0)
+    total = sides.n_active + sum(b.n for b in sides.drain_curve)
+    monkeypatch.setattr(tp, "_CHUNK_ELEMENTS", 7 * total)
+    got = tp.paired_rho(df, n_boot=100, rng=0, max_lag_s=10.0)
+    block, block_group, n_groups = _blocks(df, 30.0)
+    counts = _chunked_counts(block_group, n_groups, 100, 7, np.random.default_rng(0))
+    act = df.active.to_numpy()
+    lat, ref = df.latency_s.to_numpy(), df.latency_ref_s.to_numpy()
+    reps = np.array([_paired_stats(lat[act], ref[act], c[block[act]], 0.95) for c in counts])
+    np.testing.assert_allclose(got._reps, reps[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(got._gm_reps, reps[:, 1], rtol=1e-12)
+
+    fb = _fallback_frame(24)
+    monkeypatch.setattr(tp, "_CHUNK_ELEMENTS", 7 * len(fb))
+    got = tp.fallback_rho(fb, 5.0, n_strata=2, n_boot=100, rng=0)
+    block, block_group, n_groups = _blocks(fb, 30.0)
+    counts = _chunked_counts(block_group, n_groups, 100, 7, np.random.default_rng(0))
+    lat, act = fb.latency_s.to_numpy(), fb.active.to_numpy()
+    lag = fb.lag_s.to_numpy()
+    refm = ~act & (np.isnan(lag) | (lag >= 5.0))
+    stratum = tp.length_strata(fb.output_tokens, 2)
+    reps = np.array([_fallback_stats(lat, act, refm, stratum, 2, c[block].astype(float), 0.95)
+                     for c in counts])
+    np.testing.assert_allclose(got._reps, reps[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(got._gm_reps, reps[:, 1], rtol=1e-12)
+
+
+def test_fallback_with_one_and_two_blocks_and_a_zero_reference_p95():
+    fb = _fallback_frame(25).assign(run="one", group="one")
+    one = tp.fallback_rho(fb, 5.0, n_boot=100, rng=0, block_s=1e6)
+    assert one.n_blocks == 1 and math.isnan(one.ci_low) and math.isnan(one.gm_ci_high)
+    assert one.ci_method.endswith("; one block only: no CI")
+    two = tp.fallback_rho(fb.assign(run=np.where(fb.t_s < 60, "a", "b")), 5.0, n_boot=100,
+                          rng=0, block_s=1e6)
+    assert two.n_blocks == 2 and np.isfinite(two.ci_low) and np.isfinite(two.gm_ci_high)
+    assert two.ci_method.endswith("output-length mix")
+    zero = fb.assign(latency_s=np.where(fb.active, fb.latency_s, 0.0))
+    z = tp.fallback_rho(zero, 5.0, n_strata=1, n_boot=100, rng=0)
+    assert math.isnan(z.rho) and z.n_boot_undefined == 100
