@@ -419,8 +419,9 @@ def test_paired_by_seed_mismatches_and_minimum():
 
 
 def test_placement_gain_fields_and_its_bootstrap():
-    mr = {s: 0.3 + 0.01 * s for s in range(6)}
-    pol = {s: 0.2 + 0.02 * ((s * 7) % 5) for s in range(6)}
+    rng = np.random.default_rng(12)            # irregular values: quantiles between atoms
+    mr = {s: float(v) for s, v in enumerate(rng.uniform(0.25, 0.35, 6))}
+    pol = {s: float(v) for s, v in enumerate(rng.uniform(0.15, 0.3, 6))}
     res = placement_gain(mr, pol, rng=4)
     d = np.array([mr[s] - pol[s] for s in range(6)])
     assert res.gain == pytest.approx(d.mean()) and res.seeds == list(range(6))
