@@ -106,3 +106,14 @@ def test_uniform_sum_integrals_exact_and_float_agree_beyond_j(j, p):
         assert float(_f(j, 1, Fraction(j + 1), exact=True)) == pytest.approx(1.0)
         assert float(_f(j, 1, Fraction(1, 2), exact=True)) == pytest.approx(0.5 ** j
                                                                             / math.factorial(j))
+
+
+def test_sampling_no_merges_or_no_schedules_gives_empty_arrays_of_the_right_shape():
+    from evalkit.stats.schedules_edges import sample_edge_schedules
+
+    rng = np.random.default_rng(0)
+    no_merge = edge_class(0, (0.0, 100.0), 8.0, 10.0, 200.0)
+    assert sample_edge_schedules(no_merge, 5, rng).shape == (5, 0)
+    three = edge_class(3, (0.0, 300.0), 8.0, 10.0, 120.0)
+    for method in ("auto", "reject-box", "sequential"):
+        assert sample_edge_schedules(three, 0, rng, method=method).shape == (0, 3)
