@@ -76,7 +76,7 @@ TEST_MAP = {
     "evalkit/audit/__init__.py": ["test_audit_fast_paths", "test_audit_campaigns",
                                   "test_boundaries_audit"],
     "evalkit/runlog/validate.py": ["test_runlog_validate", "test_boundaries_runlog",
-                                   "test_boundaries_run_json"],
+                                   "test_boundaries_run_json", "test_boundaries_run_tables"],
     "evalkit/runlog/metrics.py": ["test_runlog_metrics", "test_boundaries_runlog"],
     "evalkit/runlog/design.py": ["test_boundaries_runlog", "test_runlog_summary",
                                  "test_audit_soundness"],
