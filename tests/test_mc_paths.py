@@ -321,3 +321,22 @@ def test_permutation_confidence_level_outside_zero_one_is_rejected(level):
 
     with pytest.raises(InputError):
         within_seed_permutation_test([0.0, 0.0], [[1.0], [2.0]], confidence_level=level)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_sign_flip_monte_carlo_ci_inverts_the_exact_test(seed):
+    # n = 20 > EXACT_CI_MAX_N: the CI comes from random sign patterns, the p-value stays
+    # exact; the bounds must invert the exact test up to the patterns' Monte Carlo error
+    from evalkit.stats.signflip import EXACT_CI_MAX_N
+
+    rng = np.random.default_rng(70 + seed)
+    d = rng.normal(0.4, 1.0, 20)
+    assert d.size > EXACT_CI_MAX_N
+    r = sign_flip_test(d, "two-sided", rng=3)
+    assert r.exact and "Monte Carlo" in r.ci_method
+    assert r.ci_low < d.mean() < r.ci_high
+    w = 0.15 * d.std() / np.sqrt(d.size)
+    assert sign_flip_test(d - (r.ci_low - w), "greater").p_value <= 0.025
+    assert sign_flip_test(d - (r.ci_low + w), "greater").p_value > 0.025
+    assert sign_flip_test(d - (r.ci_high + w), "less").p_value <= 0.025
+    assert sign_flip_test(d - (r.ci_high - w), "less").p_value > 0.025
