@@ -560,3 +560,14 @@ def test_design_facts_of_a_run():
     facts = design_facts({**meta, "role": "no_sync"}, req, none, None)
     assert facts["corridor_violations"] == 0 and np.isnan(facts["merge_duration_median_s"])
     assert design_facts(meta, req, none, None)["corridor_violations"] == 1   # max_gap forces one
+
+
+def test_milliseconds_heuristic_bounds():
+    from evalkit.runlog.validate import MS_FACTOR, MS_PLAUSIBLE, _looks_ms
+
+    assert (MS_FACTOR, MS_PLAUSIBLE) == (100.0, 100.0)
+    d = 8.0
+    # over 100x the plausible value, and value / 1000 within 100x of it
+    assert not _looks_ms(800.0, d) and _looks_ms(800.001, d)
+    assert _looks_ms(800_000.0, d) and not _looks_ms(800_001.0, d)
+    assert _looks_ms(80_000.0, d, slack=10.0) and not _looks_ms(80_001.0, d, slack=10.0)
