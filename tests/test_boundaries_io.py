@@ -246,7 +246,8 @@ def test_run_json_that_is_not_an_object_is_rejected(tmp_path):
 @pytest.mark.parametrize("name,expected", [
     (".r1.tmp-abc", ("r1", "tmp")), (".r.old-12345678", ("r", "old")),
     (".a.b.damaged-1", ("a.b", "damaged")),
-    ("r1.tmp-abc", None), (".tmp-abc", None), (".hidden", None), (".", None),
+    ("r1.tmp-abc", None), (".tmp-abc", None), ("..tmp-abc", None), ("..old-1", None),
+    (".hidden", None), (".", None),
 ])
 def test_leftover_kind(name, expected):
     assert io.leftover_kind(name) == expected
