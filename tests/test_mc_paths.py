@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test
 from evalkit.stats.permutation import (min_attainable_p, seed_label_values,
                                        within_seed_permutation_test)
@@ -340,3 +341,13 @@ def test_sign_flip_monte_carlo_ci_inverts_the_exact_test(seed):
     assert sign_flip_test(d - (r.ci_low + w), "greater").p_value > 0.025
     assert sign_flip_test(d - (r.ci_high + w), "less").p_value <= 0.025
     assert sign_flip_test(d - (r.ci_high - w), "less").p_value > 0.025
+
+
+def test_permutation_seeds_needed_defaults_and_alternative_check():
+    from evalkit.stats.permutation import seeds_needed as perm_seeds_needed
+
+    assert perm_seeds_needed(1) == 6                  # two-sided alpha 0.05: 2 * 2^-6 < 0.05
+    assert perm_seeds_needed(1, alternative="greater") == 5
+    assert perm_seeds_needed(2) == 4                  # 2 * 3^-4 = 0.0247
+    with pytest.raises(InputError, match="alternative"):
+        perm_seeds_needed(1, 0.05, "bigger")
