@@ -351,3 +351,46 @@ def test_permutation_seeds_needed_defaults_and_alternative_check():
     assert perm_seeds_needed(2) == 4                  # 2 * 3^-4 = 0.0247
     with pytest.raises(InputError, match="alternative"):
         perm_seeds_needed(1, 0.05, "bigger")
+
+
+def _entry_points():
+    from evalkit.stats.permutation import seeds_needed as p_needed
+    from evalkit.stats.permutation import within_seed_permutation_test as perm
+    from evalkit.stats.signflip import seeds_needed as s_needed
+
+    pol, draws = [0.1, 0.2, 0.3], [[0.2, 0.3], [0.25], [0.4, 0.1]]
+    d = [0.1, -0.05, 0.2]
+    return {
+        "sign_flip_test": lambda **kw: sign_flip_test(d, **kw),
+        "permutation_test": lambda **kw: perm(pol, draws, **kw),
+        "sign_flip_min_p": lambda alternative="two-sided": sf_min_p(5, alternative),
+        "permutation_min_p": lambda alternative="two-sided": min_attainable_p([1, 2],
+                                                                              alternative),
+        "sign_flip_seeds_needed": lambda alternative="two-sided": s_needed(0.05, alternative),
+        "permutation_seeds_needed": lambda alternative="two-sided": p_needed(1, 0.05,
+                                                                             alternative),
+    }
+
+
+@pytest.mark.parametrize("name", ["sign_flip_test", "permutation_test", "sign_flip_min_p",
+                                  "permutation_min_p", "sign_flip_seeds_needed",
+                                  "permutation_seeds_needed"])
+def test_every_entry_point_checks_the_alternative(name):
+    call = _entry_points()[name]
+    for alternative in ("two-sided", "greater", "less"):
+        call(alternative=alternative)
+    with pytest.raises(InputError, match="alternative"):
+        call(alternative="larger")
+
+
+@pytest.mark.parametrize("name", ["sign_flip_test", "permutation_test"])
+def test_both_tests_check_resamples_and_level(name):
+    call = _entry_points()[name]
+    for bad in (0, -5, 2.5):
+        with pytest.raises(InputError, match="n_resamples"):
+            call(n_resamples=bad)
+    for level in (0.0, 1.0, -0.5, 1.5):
+        with pytest.raises(InputError, match="confidence_level"):
+            call(confidence_level=level)
+    assert call(n_resamples=np.inf).exact and not call(n_resamples=3).exact
+    assert call(confidence_level=0.5).ci_low <= call(confidence_level=0.9).ci_high
