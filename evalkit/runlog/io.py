@@ -41,15 +41,12 @@ def _to_table(name: str, df: pd.DataFrame) -> pa.Table:
     arrays, names = [], []
     for col in cols:
         if col.name not in df.columns:
-            if name in ("signals", "decisions") or col.nullable:
-                if col.name not in df.columns and not col.nullable:
-                    raise InputError(f"table '{name}' lacks required column", column=col.name,
-                                     fix="the writer must provide every schema column")
-                arrays.append(pa.nulls(len(df), type=_ARROW[col.kind]))
-                names.append(col.name)
-                continue
-            raise InputError(f"table '{name}' lacks required column", column=col.name,
-                             fix="the writer must provide every schema column")
+            if not col.nullable:
+                raise InputError(f"table '{name}' lacks required column", column=col.name,
+                                 fix="the writer must provide every schema column")
+            arrays.append(pa.nulls(len(df), type=_ARROW[col.kind]))
+            names.append(col.name)
+            continue
         values = df[col.name]
         arrays.append(pa.array(values.to_numpy(dtype=object) if col.kind == "string" else values,
                                type=_ARROW[col.kind], from_pandas=True))
