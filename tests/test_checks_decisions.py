@@ -722,3 +722,16 @@ def test_informative_seeds_are_those_whose_runs_differ():
     table = _design([pair(0), pair(1)], source="summary")
     assert table.test_name.startswith("sign-flip test (one baseline row per seed")
     assert _design([]).design_min_p == 1.0 and _design([]).averaged_draws is False
+
+
+def test_policy_runs_complete_names_only_this_policys_excluded_runs():
+    mine = {"run_id": "ewma-s3", "reason": "crashed", "regime": "r", "seed": 3,
+            "role": "policy", "policy": "ewma"}
+    other = {**mine, "run_id": "wa-s3", "policy": "wa"}
+    out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [mine]), spec())
+    assert "seed 3: no complete ewma policy run" in out.found
+    assert "seed 3: ewma-s3 (policy) excluded (crashed)" in out.found
+    # another policy's crashed run still shows the seed exists, but is not listed as ours
+    out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [other]), spec())
+    assert out.passed is False and "seed 3: no complete ewma policy run" in out.found
+    assert "wa-s3" not in out.found
