@@ -571,3 +571,23 @@ def test_milliseconds_heuristic_bounds():
     assert not _looks_ms(800.0, d) and _looks_ms(800.001, d)
     assert _looks_ms(800_000.0, d) and not _looks_ms(800_001.0, d)
     assert _looks_ms(80_000.0, d, slack=10.0) and not _looks_ms(80_001.0, d, slack=10.0)
+
+
+def test_problem_format_names_run_file_and_column():
+    from evalkit.runlog.validate import Problem
+
+    p = Problem("r1", "runs/r1/requests.parquet", "end_s", "NaN time", "fix it")
+    assert p.format() == ("ERROR    run=r1 file=runs/r1/requests.parquet column=end_s: "
+                          "NaN time (fix: fix it)")
+    w = Problem("r1", None, None, "odd", "look", severity="warning")
+    assert w.format() == "WARNING  run=r1: odd (fix: look)"
+    x = Problem("r1", None, None, "stopped", "rerun", kind="incomplete")
+    assert x.format().startswith("EXCLUDED run=r1: stopped")
+
+
+def test_arrival_scale_checked_for_a_horizon_of_one_second(run):
+    edit_meta(run, lambda m: m.update({"horizon_s": 1.0}))
+    edit_requests(run, lambda df: df.assign(arrival_s=df.arrival_s * 0 + 500.0,
+                                            sent_s=df.sent_s * 0 + 500.0))
+    scale = [p for p in validate_run(run) if p.kind == "scale" and p.column == "arrival_s"]
+    assert len(scale) == 1 and "horizon_s is 1 s" in scale[0].message

@@ -394,3 +394,32 @@ def test_both_tests_check_resamples_and_level(name):
             call(confidence_level=level)
     assert call(n_resamples=np.inf).exact and not call(n_resamples=3).exact
     assert call(confidence_level=0.5).ci_low <= call(confidence_level=0.9).ci_high
+
+
+def test_permutation_forced_mc_matches_exact_with_unequal_draws():
+    # unequal draws per seed: each seed's random label must index its own block of values
+    rng = np.random.default_rng(0)
+    m = [1, 2, 3, 4, 1, 2, 3, 4]
+    scale = np.full(len(m), 0.01)
+    scale[3] = 1.0                                 # one seed's runs spread far more
+    pol = rng.normal(0.0, scale)
+    draws = [rng.normal(0.0, sc, k) + 0.02 for sc, k in zip(scale, m)]
+    exact = within_seed_permutation_test(pol, draws, "two-sided", confidence_level=None)
+    b = 4000                                      # below the 14,400 label sets: Monte Carlo
+    mc = within_seed_permutation_test(pol, draws, "two-sided", n_resamples=b, rng=5,
+                                      confidence_level=None)
+    assert exact.exact and exact.null_size == 14_400 and not mc.exact
+    assert 0.02 < exact.p_greater < 0.98          # a p-value the wrong blocks would move
+    for f in ("p_greater", "p_less", "p_two_sided"):
+        assert _within_mc_error(getattr(mc, f), getattr(exact, f), b=b), f
+
+
+def test_sign_flip_mc_ci_uses_exactly_the_patterns_it_reports():
+    from evalkit.stats.signflip import CI_MC_PATTERNS, _subset_means_mc
+
+    d = np.random.default_rng(1).normal(size=20)
+    for n in (1, 7, CI_MC_PATTERNS):
+        sums, sizes = _subset_means_mc(d, n, np.random.default_rng(2))
+        assert sums.shape == sizes.shape == (n + 1,)               # + the identity pattern
+        assert sums[0] == 0.0 and sizes[0] == 0
+        assert np.all((sizes >= 0) & (sizes <= d.size))
