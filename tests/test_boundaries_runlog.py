@@ -591,3 +591,17 @@ def test_arrival_scale_checked_for_a_horizon_of_one_second(run):
                                             sent_s=df.sent_s * 0 + 500.0))
     scale = [p for p in validate_run(run) if p.kind == "scale" and p.column == "arrival_s"]
     assert len(scale) == 1 and "horizon_s is 1 s" in scale[0].message
+
+
+def test_raise_if_invalid_only_when_there_are_errors(copy_fixture):
+    from evalkit.errors import InputError
+    from evalkit.runlog.validate import validate_runs
+
+    runs = copy_fixture("runs")
+    report = validate_runs(runs)
+    assert report.ok and report.raise_if_invalid() is None
+    edit_meta(runs / RUN, lambda m: m.update({"seed": "zero"}))
+    report = validate_runs(runs)
+    with pytest.raises(InputError, match="must be an integer") as exc:
+        report.raise_if_invalid()
+    assert exc.value.column == "seed" and exc.value.file.endswith("run.json")
