@@ -605,3 +605,12 @@ def test_raise_if_invalid_only_when_there_are_errors(copy_fixture):
     with pytest.raises(InputError, match="must be an integer") as exc:
         report.raise_if_invalid()
     assert exc.value.column == "seed" and exc.value.file.endswith("run.json")
+
+
+@pytest.mark.parametrize("corridor", [None, {}, {"min_gap_s": 20.0}, {"max_gap_s": 200.0}])
+def test_corridor_check_without_both_gaps_says_so(corridor):
+    from evalkit.runlog.design import run_corridor_violations
+
+    meta = {"horizon_s": 300.0, "merge_duration_s": 8.0, "corridor": corridor}
+    out = run_corridor_violations(meta, [64.0], [72.0])
+    assert out == ["run.json has no corridor (min_gap_s/max_gap_s): F_K cannot be checked"]

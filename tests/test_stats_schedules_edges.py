@@ -117,3 +117,17 @@ def test_sampling_no_merges_or_no_schedules_gives_empty_arrays_of_the_right_shap
     three = edge_class(3, (0.0, 300.0), 8.0, 10.0, 120.0)
     for method in ("auto", "reject-box", "sequential"):
         assert sample_edge_schedules(three, 0, rng, method=method).shape == (0, 3)
+
+
+def test_fixed_cadence_from_d_with_a_free_first_start():
+    from evalkit.stats.schedules_edges import sample_edge_schedules
+
+    # gaps fixed at D = max_gap = 8 (min_gap 2 < D); the edges leave the first start in [4, 8]
+    ec = edge_class(3, (0.0, 36.0), 8.0, 2.0, 8.0)
+    assert ec.gap_low == ec.gap_high == 8.0
+    s = sample_edge_schedules(ec, 4000, np.random.default_rng(3))
+    assert np.allclose(np.diff(s, axis=1), 8.0)
+    assert s[:, 0].min() >= 4.0 - 1e-12 and s[:, 0].max() <= 8.0 + 1e-12
+    assert stats.kstest((s[:, 0] - 4.0) / 4.0, "uniform").pvalue > 1e-3
+    for row in s[:50]:
+        assert corridor_violations(row, row + 8.0, (0.0, 36.0), 8.0, 2.0, 8.0, tol=1e-9) == []
