@@ -614,3 +614,12 @@ def test_corridor_check_without_both_gaps_says_so(corridor):
     meta = {"horizon_s": 300.0, "merge_duration_s": 8.0, "corridor": corridor}
     out = run_corridor_violations(meta, [64.0], [72.0])
     assert out == ["run.json has no corridor (min_gap_s/max_gap_s): F_K cannot be checked"]
+
+
+def test_span_properties():
+    s = metrics.Span(10.0, 25.0, 4.0)
+    assert s.length_s == 15.0 and s.last_start_s == 21.0 and s.starts() == (10.0, 21.0)
+    assert tuple(s) == (10.0, 25.0)
+    assert metrics.Span(30.0, 25.0, 4.0).length_s == 0.0           # an empty span
+    assert s == metrics.Span(10, 25, 4) and s != metrics.Span(10, 25, 5) and s != (10.0, 25.0)
+    assert repr(s) == "Span(start_s=10.0, end_s=25.0, D=4.0)"
