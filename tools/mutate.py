@@ -313,6 +313,38 @@ def _run_tests(ws: Path, files: list[str], timeout: float) -> tuple[str, float, 
     return f"error:{rc}", took, killer
 
 
+def score_report(results: Path, equivalent: Path | None = None) -> str:
+    """Killed / non-equivalent mutants of a results file, overall and by package.
+
+    ``equivalent``: lines ``ID<TAB>reason`` (``#`` comments allowed) naming survivors whose
+    change no test can observe; a listed id that was killed is an error (it was not
+    equivalent after all)."""
+    recs = [json.loads(ln) for ln in results.read_text().splitlines() if ln.strip()]
+    eq = {}
+    if equivalent is not None:
+        for ln in equivalent.read_text().splitlines():
+            if ln.strip() and not ln.lstrip().startswith("#"):
+                mid, _, why = ln.partition("\t")
+                eq[mid.strip()] = why.strip()
+    wrong = [r["id"] for r in recs if r["id"] in eq and r["verdict"] == "killed"]
+    if wrong:
+        raise SystemExit(f"listed as equivalent but killed: {', '.join(wrong)}")
+    rows = []
+    for label, keep in [("all", lambda r: True)] + [
+            (pkg, lambda r, pkg=pkg: r["module"].startswith(pkg)) for pkg in PACKAGES]:
+        sel = [r for r in recs if keep(r)]
+        killed = sum(r["verdict"] == "killed" for r in sel)
+        equiv = sum(r["verdict"] == "survived" and r["id"] in eq for r in sel)
+        live = len(sel) - equiv
+        pct = f"{100.0 * killed / live:.1f}%" if live else "n/a"
+        rows.append(f"{label:16s} {len(sel):4d} mutants  {killed:4d} killed  {equiv:3d} "
+                    f"equivalent  score {killed}/{live} = {pct}")
+    open_ = [r for r in recs if r["verdict"] == "survived" and r["id"] not in eq]
+    rows += [f"survived, not equivalent: {r['id']} {r['op']} {r['label']}: {r['code']}"
+             for r in open_]
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--modules", nargs="*", default=None,
@@ -327,7 +359,14 @@ def main(argv=None) -> int:
                     help="skip the unmutated run per test group (the killing test is recorded "
                          "either way; a group whose mutants all die on one test is suspect)")
     ap.add_argument("--out", default=None, help="append one JSON line per mutant here")
+    ap.add_argument("--score", default=None, metavar="RESULTS",
+                    help="print the score of a results file (--out of a run) and exit")
+    ap.add_argument("--equivalent", default=None, metavar="FILE",
+                    help="with --score: lines 'ID<TAB>reason' of survivors judged equivalent")
     args = ap.parse_args(argv)
+    if args.score:
+        print(score_report(Path(args.score), Path(args.equivalent) if args.equivalent else None))
+        return 0
 
     every = sorted(str(p.relative_to(REPO)) for pkg in PACKAGES
                    for p in (REPO / pkg).glob("*.py"))
