@@ -107,7 +107,7 @@ def test_protocol_alpha_lies_strictly_inside_zero_one(alpha, ok):
         assert err.column == "protocol.alpha" and err.file == "p.toml:3"
 
 
-def test_with_alpha_bounds_and_identity():
+def test_protocol_with_alpha_bounds_and_identity():
     p = parse(mini())
     assert p.with_alpha(None) is p
     assert p.with_alpha(0.5).alpha == 0.5 and p.with_alpha(1e-9).alpha == 1e-9
@@ -650,8 +650,11 @@ def test_load_campaign_input_kinds(tmp_path):
     with pytest.raises(InputError, match="neither a runs directory nor a summary table"):
         load_campaign(tmp_path / "notes.txt")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(InputError, match="no runs found"):
+    with pytest.raises(InputError, match="no runs found") as info:
         load_campaign(tmp_path / "empty")
+    # named by its base name: no absolute path in what the audit reports
+    assert info.value.message == "no runs found (no run.json below this directory)"
+    assert info.value.file == "empty"
 
 
 def _edit_run(run_dir: Path, **changes):
