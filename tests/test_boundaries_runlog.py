@@ -623,3 +623,14 @@ def test_span_properties():
     assert metrics.Span(30.0, 25.0, 4.0).length_s == 0.0           # an empty span
     assert s == metrics.Span(10, 25, 4) and s != metrics.Span(10, 25, 5) and s != (10.0, 25.0)
     assert repr(s) == "Span(start_s=10.0, end_s=25.0, D=4.0)"
+
+
+def test_merge_scale_checked_for_a_sub_second_d(run):
+    # D = 0.5 s and windows logged in milliseconds (500): the scale check still applies
+    edit_meta(run, lambda m: m.update({"merge_duration_s": 0.5}))
+    path = run / "merges.parquet"
+    df = pq.read_table(path).to_pandas()
+    df["end_s"] = df["start_s"] + 500.0
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    scale = [p for p in validate_run(run) if p.kind == "scale" and p.column == "end_s"]
+    assert len(scale) == 1 and "merge_duration_s = 0.5 s" in scale[0].message

@@ -147,6 +147,8 @@ def test_matched_random_present_min_draws(n_draws, need, passed):
 def test_k_match_tolerance_edges(k_draw, tol, passed):
     out = C.k_match(ctx([pair(0, 3.0, ks=(3, k_draw)), pair(1)]), spec(max_abs_diff=tol))
     assert out.passed is passed
+    if passed:
+        assert out.found == "K matches for all 3 draws"
 
 
 def test_k_match_unknown_k_is_vouched_not_passed():
