@@ -274,8 +274,11 @@ JOIN merge_files AS r ON t.file_index = r.i
 
 
 def _connect(threads: int, memory_limit: str, temp_dir: str | None) -> duckdb.DuckDBPyConnection:
+    # no replacement scans: every table a query reads is registered by name, never found
+    # among the caller's local variables
     con = duckdb.connect(config={"threads": int(threads), "memory_limit": memory_limit,
-                                 "preserve_insertion_order": False})
+                                 "preserve_insertion_order": False,
+                                 "python_enable_replacements": False})
     if temp_dir:
         con.execute(f"SET temp_directory = '{temp_dir}'")
     return con
