@@ -634,3 +634,12 @@ def test_merge_scale_checked_for_a_sub_second_d(run):
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
     scale = [p for p in validate_run(run) if p.kind == "scale" and p.column == "end_s"]
     assert len(scale) == 1 and "merge_duration_s = 0.5 s" in scale[0].message
+
+
+@pytest.mark.parametrize("threads, window", [(1, None), (2, 1), (3, 4), (4, None)])
+def test_map_ordered_yields_every_result_in_order(threads, window):
+    from evalkit.runlog.validate import map_ordered
+
+    out = list(map_ordered(lambda x: x * x, range(11), threads=threads, window=window))
+    assert out == [x * x for x in range(11)]
+    assert list(map_ordered(lambda x: x, [], threads=threads)) == []

@@ -737,3 +737,37 @@ def test_policy_runs_complete_names_only_this_policys_excluded_runs():
     out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [other]), spec())
     assert out.passed is False and "seed 3: no complete ewma policy run" in out.found
     assert "wa-s3" not in out.found
+
+
+@pytest.mark.parametrize("n_bad, more", [(6, None), (7, "(+1 more)"), (9, "(+3 more)")])
+def test_design_checks_list_six_runs_then_count_the_rest(n_bad, more):
+    ks = (3,) * (n_bad - 1)
+    p = pair(0, ks=ks)
+    ids = [p.policy_run] + p.draws.run_id.tolist()
+    out = C.schedules_in_corridor(_design_ctx(
+        {"run_id": ids, "corridor_violations": [1] * n_bad,
+         "corridor_note": [f"bad {i}" for i in range(n_bad)]}, [p]), spec(tolerance_s=0.05))
+    assert out.passed is False and out.found.count("(policy)") + out.found.count(
+        "(matched_random)") == min(n_bad, 6)
+    assert (more is None and "more)" not in out.found) or out.found.endswith(more)
+
+
+def test_corridor_tolerance_widens_by_the_runs_inner_step():
+    from evalkit.audit.claims import ClaimContext
+
+    meta = {"horizon_s": 300.0, "merge_duration_s": 8.0, "training_start_s": 0.0,
+            "corridor": {"min_gap_s": 20.0, "max_gap_s": 200.0}}
+    merges = {"start_s": np.array([17.5, 120.0]), "end_s": np.array([25.5, 128.0])}
+
+    def context(step):
+        c = ClaimContext.__new__(ClaimContext)
+        c.campaign = SimpleNamespace(
+            columns=lambda run_id, table, cols: merges, _cache={("meta", "r"): meta},
+            row=lambda run_id: {"inner_step_median_s": step})
+        return c
+
+    # 2.5 s early: beyond the base 0.05 s, within 0.05 + 1.5 x 2 s of a trainer's step
+    assert context(2.0).corridor_violations("r", 0.05) == []
+    for step in (float("nan"), None, 1.0):
+        out = context(step).corridor_violations("r", 0.05)
+        assert len(out) == 1 and "< min_gap" in out[0]
