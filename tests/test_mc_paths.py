@@ -423,3 +423,17 @@ def test_sign_flip_mc_ci_uses_exactly_the_patterns_it_reports():
         assert sums.shape == sizes.shape == (n + 1,)               # + the identity pattern
         assert sums[0] == 0.0 and sizes[0] == 0
         assert np.all((sizes >= 0) & (sizes <= d.size))
+
+
+def test_permutation_mc_counts_ties_on_both_sides():
+    # V in {0, 1}: a third of all label sets tie the observed sum exactly; Monte Carlo must
+    # count them in p_greater and in p_less, as the exact enumeration does
+    rng = np.random.default_rng(1)
+    pol = rng.integers(0, 2, 8).astype(float)
+    draws = [rng.integers(0, 2, 2).astype(float) for _ in range(8)]
+    g, l = _brute_force(pol, draws)
+    assert l - g < 0.9 and min(g, l) > 0.3          # both tails hold many ties
+    mc = within_seed_permutation_test(pol, draws, alternative="two-sided", n_resamples=4000,
+                                      rng=2, confidence_level=None)
+    assert not mc.exact
+    assert _within_mc_error(mc.p_greater, g, b=4000) and _within_mc_error(mc.p_less, l, b=4000)
