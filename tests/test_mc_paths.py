@@ -437,3 +437,9 @@ def test_permutation_mc_counts_ties_on_both_sides():
                                       rng=2, confidence_level=None)
     assert not mc.exact
     assert _within_mc_error(mc.p_greater, g, b=4000) and _within_mc_error(mc.p_less, l, b=4000)
+
+
+def test_sign_flip_min_p_is_capped_at_one():
+    assert sf_min_p(0, "two-sided") == 1.0 and sf_min_p(1, "two-sided") == 1.0
+    assert sf_min_p(0, "greater") == 1.0 and sf_min_p(2, "two-sided") == 0.5
+    assert sf_min_p(3, "two-sided", n_resamples=1) == 1.0          # 2 / (1 + 1)
