@@ -851,6 +851,11 @@ def test_duckdb_bucketed_exposure_equals_searchsorted(tmp_path, monkeypatch, max
                             _merges(np.c_[s, e]))
         expected[f"x{i}"] = metrics.request_exposure(req.arrival_s, req.sent_s, req.end_s,
                                                      req.ok, s, e, float(e[-1] + 5.0))
+    # a run with one window in the same batch: the candidate count must suit the busiest run
+    req = _requests(np.linspace(0.0, 20.0, 50), np.full(50, 0.3))
+    io.write_run(tmp_path, _meta("y", horizon_s=30.0), req, _merges([(5.0, 6.0)]))
+    expected["y"] = metrics.request_exposure(req.arrival_s, req.sent_s, req.end_s, req.ok,
+                                             [5.0], [6.0], 30.0)
     got = scan_mod.scan_runs(tmp_path, engine="duckdb").set_index("run_id")["exposure_requests"]
     for run_id, value in expected.items():
         assert got[run_id] == value
@@ -863,6 +868,8 @@ def test_batches_cut_before_the_run_that_would_overflow():
     assert cuts == [[0, 1], [2], [3], [4, 5]]
     assert [b.index.tolist() for b in scan_mod._batches(runs, 100)] == [[0, 1, 2, 3, 4, 5]]
     assert [b.index.tolist() for b in scan_mod._batches(runs.iloc[:0], 6)] == []
+    exact = pd.DataFrame({"n_rows": [3, 3, 3, 3]})           # each batch exactly full
+    assert [b.index.tolist() for b in scan_mod._batches(exact, 6)] == [[0, 1], [2, 3]]
     assert [b.index.tolist() for b in scan_mod._batches(pd.DataFrame({"n_rows": [9, 1]}), 4)] \
         == [[0], [1]]
 
