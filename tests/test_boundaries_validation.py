@@ -544,6 +544,41 @@ def test_inspect_run_of_a_missing_directory(tmp_path):
         (str(tmp_path / "nope"), "run directory does not exist", "pass an existing run directory")]
 
 
+def test_inspect_run_of_a_directory_it_may_not_search(monkeypatch, tmp_path):
+    from evalkit.runlog.io import UnreadableRun
+
+    target = tmp_path / "locked"
+    real_is_dir = Path.is_dir
+
+    def is_dir(self):
+        if self == target:
+            raise PermissionError(13, "Permission denied")
+        return real_is_dir(self)
+
+    monkeypatch.setattr(Path, "is_dir", is_dir)
+    check = v.inspect_run(target)
+    assert [(p.run, p.file, p.message, p.fix, p.kind) for p in check.problems] == [
+        ("locked", str(target), "cannot read: Permission denied", UnreadableRun.READ_FIX,
+         "unreadable")]
+
+
+def test_inspect_run_with_an_unreadable_run_json(monkeypatch, tmp_path):
+    from evalkit.runlog.io import UnreadableRun
+
+    run = copy_run(tmp_path)
+
+    def denied(run_dir):
+        raise UnreadableRun.from_os_error(PermissionError(13, "Permission denied"),
+                                          Path(run_dir) / "run.json")
+
+    monkeypatch.setattr(v, "read_meta", denied)
+    check = v.inspect_run(run)
+    assert [(p.file, p.message, p.fix, p.kind) for p in check.problems] == [
+        (str(run / "run.json"), "cannot read: Permission denied", UnreadableRun.READ_FIX,
+         "unreadable")]
+    assert check.meta is None
+
+
 def test_inspect_run_with_run_json_that_is_not_json(tmp_path):
     run = copy_run(tmp_path)
     (run / "run.json").write_text("{not json")
