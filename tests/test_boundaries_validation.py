@@ -513,8 +513,10 @@ def test_read_table_keeps_only_the_columns_that_pass(tmp_path):
         err("prompt_tokens", "has type double, expected int64"),
         err("output_tokens", "1 null value(s) in a required column"),
     ]
-    assert got.column_names == ["request_id", "arrival_s", "sent_s", "first_token_s", "end_s",
-                                "ok"]
+    # the columns that failed are dropped, so value checks never see them; whether the
+    # nullable string `error` is read at all is a matter of memory only
+    assert [c for c in got.column_names if c != "error"] == [
+        "request_id", "arrival_s", "sent_s", "first_token_s", "end_s", "ok"]
 
 
 def test_read_table_checks_the_type_of_an_unread_nullable_string(tmp_path):
