@@ -115,7 +115,9 @@ class Engine:
         return len(self.waiting) + self.inbox.qsize()
 
     def num_running(self) -> int:
-        return len(self.active)
+        # a finished sequence leaves `active` only after the step's loop; its client may
+        # already hold the response, so it no longer counts as running
+        return sum(1 for s in list(self.active) if s.finished is None)
 
     def kv_tokens(self) -> int:
         return sum(s.n_real for s in list(self.active))
@@ -339,6 +341,7 @@ class Engine:
         seq.emit(("token", tok, seq.index, release))
 
     def _finish(self, seq: Seq, reason: str) -> None:
+        seq.finished = reason
         if reason != "abort":
             self.counters["success"] += 1
         if self.metrics is not None:
