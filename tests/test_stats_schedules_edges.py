@@ -131,3 +131,26 @@ def test_fixed_cadence_from_d_with_a_free_first_start():
     assert stats.kstest((s[:, 0] - 4.0) / 4.0, "uniform").pvalue > 1e-3
     for row in s[:50]:
         assert corridor_violations(row, row + 8.0, (0.0, 36.0), 8.0, 2.0, 8.0, tol=1e-9) == []
+
+
+def test_a_class_of_zero_volume_gives_its_one_schedule():
+    from evalkit.stats.schedules_edges import sample_edge_schedules
+
+    # K = 2, D = 2, gaps [5, 40]: in a 122 s run the edges leave only [40, 80]
+    forced = edge_class(2, (0.0, 122.0), 2.0, 5.0, 40.0)
+    assert forced.acceptance == 0.0
+    for method in ("auto", "reject-box", "sequential"):
+        s = sample_edge_schedules(forced, 5, np.random.default_rng(0), method=method)
+        assert np.array_equal(s, np.tile([40.0, 80.0], (5, 1)))
+    # the other corner: every gap at its minimum from the earliest start
+    packed = edge_class(3, (0.0, 17.0), 2.0, 5.0, 40.0)
+    assert packed.acceptance == 0.0
+    s = sample_edge_schedules(packed, 3, np.random.default_rng(0), method="reject-box")
+    assert np.array_equal(s, np.tile([5.0, 10.0, 15.0], (3, 1)))
+    ec = edge_class(2, (0.0, 121.0), 2.0, 5.0, 40.0)           # just inside: a sliver
+    assert 0 < ec.acceptance < 1e-3
+
+    s = sample_edge_schedules(ec, 200, np.random.default_rng(0))
+    for row in s:
+        assert corridor_violations(row, row + 2.0, (0.0, 121.0), 2.0, 5.0, 40.0,
+                                   tol=1e-9) == []

@@ -188,6 +188,26 @@ def _box(ec: EdgeClass, n: int, rng) -> np.ndarray:
     return np.concatenate(out)[:n]
 
 
+def _forced(ec: EdgeClass, n: int) -> np.ndarray:
+    """(n, k) copies of the one schedule of a class of zero volume, where the edges meet at
+    a corner: every gap at its minimum from the earliest start, or at its maximum from the
+    latest.  Any other zero-volume class is a slice with no uniform distribution."""
+    m = ec.m
+    lo_sum = ec.last_lo - ec.first_lo - m * ec.gap_low
+    top = (ec.first_hi - ec.first_lo) + m * (ec.gap_high - ec.gap_low)
+    steps = np.arange(ec.k, dtype=float)
+    if ec.last_hi - ec.first_lo - m * ec.gap_low <= 0:
+        row = ec.first_lo + steps * ec.gap_low
+    elif lo_sum >= top:
+        row = ec.first_hi + steps * ec.gap_high
+    else:
+        raise InputError(f"the corridor leaves no freedom: K = {ec.k} windows fit only on a "
+                         "set of zero volume, which has no uniform distribution", column="k",
+                         fix="check K and the corridor (a forced schedule cannot show "
+                             "placement gain), or widen the corridor")
+    return np.tile(row, (n, 1))
+
+
 def sample_edge_schedules(ec: EdgeClass, n: int, rng, method: str = "auto") -> np.ndarray:
     """(n, k) sorted window starts drawn exactly uniformly from ``ec``."""
     if ec.k == 0 or n == 0:
@@ -196,6 +216,8 @@ def sample_edge_schedules(ec: EdgeClass, n: int, rng, method: str = "auto") -> n
         lo, hi = max(ec.first_lo, ec.last_lo), min(ec.first_hi, ec.last_hi)
         return (lo + rng.uniform(size=n) * (hi - lo))[:, None]
     w = ec.gap_high - ec.gap_low
+    if w > 0 and ec.acceptance == 0:
+        return _forced(ec, n)
     if w == 0:                                  # fixed cadence: only the first start is free
         m = ec.m
         lo = max(0.0, ec.last_lo - ec.first_lo - m * ec.gap_low)
