@@ -771,3 +771,11 @@ def test_corridor_tolerance_widens_by_the_runs_inner_step():
     for step in (float("nan"), None, 1.0):
         out = context(step).corridor_violations("r", 0.05)
         assert len(out) == 1 and "< min_gap" in out[0]
+
+
+@pytest.mark.parametrize("known", [{"seed": 1}, {"regime": "r"}, {}])
+def test_an_exclusion_without_regime_or_seed_is_unattributed(known):
+    ex = {"run_id": "z", "reason": "crashed", "role": "policy", "policy": "ewma", **known}
+    out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [ex]), spec())
+    assert out.passed is False
+    assert "excluded run(s) of unknown regime/seed: z (crashed)" in out.found

@@ -1006,3 +1006,31 @@ def test_deployable_texts():
     assert out.expected == "every policy run on a real sidecar (torch/vllm)"
     out = C.not_oracle(_c(claim=_claim([_pair(0)], oracle=True)), _spec())
     assert out.found == "oracle = true: the policy saw future information"
+
+
+def test_phi_table_vex_subtracts_a_nonzero_no_sync_v(tmp_path):
+    # the fixtures' no-sync runs violate nothing (V = 0), where V - V_ns = V + V_ns: give
+    # one no-sync run failed requests so its V is positive
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    runs = tmp_path / "runs"
+    shutil.copytree(CAMPAIGNS / "sim_underpowered", runs)
+    path = runs / "no_sync-s1" / "requests.parquet"
+    df = pq.read_table(path).to_pandas()
+    df.loc[:9, "ok"] = False
+    df.loc[:9, "end_s"] = np.nan
+    df.loc[:9, "first_token_s"] = np.nan
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    ctx = _ctx_for(runs, policy="wa")
+    runs_t = ctx.regime_evidence.runs.set_index("run_id")
+    v_ns = float(runs_t.loc["no_sync-s1", "violation_rate"])
+    assert v_ns >= 10 / len(df)
+    table = ctx.regime_evidence.phi_table.set_index("run_id")
+    seed1 = table[table.seed == 1]
+    assert len(seed1) >= 2
+    for run_id, rec in seed1.iterrows():
+        assert rec.vex == pytest.approx(float(runs_t.loc[run_id, "violation_rate"]) - v_ns,
+                                        abs=1e-15)

@@ -154,3 +154,14 @@ def test_a_class_of_zero_volume_gives_its_one_schedule():
     for row in s:
         assert corridor_violations(row, row + 2.0, (0.0, 121.0), 2.0, 5.0, 40.0,
                                    tol=1e-9) == []
+
+
+def test_a_zero_volume_slice_has_no_uniform_draw():
+    from evalkit.stats.schedules_edges import sample_edge_schedules
+
+    # run_end = t1 + max_gap pins the last start to t1 - D = 115: a slice of schedules
+    # (first start in [35, 40]), not a corner, so there is nothing to sample uniformly
+    ec = edge_class(3, (0.0, 117.0), 2.0, 5.0, 40.0, run_end=157.0)
+    assert ec.last_lo == ec.last_hi == 115.0 and ec.acceptance == 0.0
+    with pytest.raises(InputError, match="leaves no freedom"):
+        sample_edge_schedules(ec, 3, np.random.default_rng(0))
