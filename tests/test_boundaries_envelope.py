@@ -834,3 +834,20 @@ def test_sequential_sampler_inverts_the_exact_conditional_cdf(L, w):
     x = u2 * (s - y)
     assert np.allclose(s_out[:, 0], x * w, rtol=0, atol=1e-8 * w)
     assert np.allclose(s_out[:, 1] - s_out[:, 0] - a, y * w, rtol=0, atol=1e-8 * w)
+
+
+def test_non_numeric_inputs_are_input_errors():
+    from evalkit.errors import InputError
+    from evalkit.stats._result import check_n_resamples
+    from evalkit.stats.schedules import feasible_class
+
+    with pytest.raises(InputError, match="must be numbers"):
+        feasible_class("x", (0.0, 300.0), 8.0, 20.0, 200.0)
+    with pytest.raises(InputError, match="must be numbers"):
+        feasible_class(3, (0.0, 300.0), None, 20.0, 200.0)
+    for bad in ("100", b"100", True):
+        with pytest.raises(InputError, match="n_resamples"):
+            check_n_resamples(bad)
+    check_n_resamples(100)
+    check_n_resamples(np.int64(7))
+    check_n_resamples(np.inf)

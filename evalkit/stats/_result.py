@@ -119,7 +119,8 @@ def check_alternative(alternative: str) -> str:
 
 def check_n_resamples(n_resamples) -> None:
     """Randomisation tests: ``n_resamples`` is a positive integer or ``inf`` (exact)."""
-    if not (n_resamples == np.inf or (float(n_resamples) >= 1
+    if isinstance(n_resamples, (str, bytes, bool)) or not (
+            n_resamples == np.inf or (float(n_resamples) >= 1
                                       and float(n_resamples) == int(n_resamples))):
         raise InputError(f"n_resamples must be a positive integer or inf, got {n_resamples}",
                          column="n_resamples", fix="use e.g. 100000, or None for auto")

@@ -72,8 +72,13 @@ def feasible_class(k, span, duration, min_gap, max_gap) -> FeasibleClass:
     except (TypeError, ValueError) as exc:
         raise InputError("span must be a pair (t0, t1) of seconds", column="span",
                          fix="pass the observed span, e.g. (t_first_request, t_end)") from exc
-    k, duration = int(k), float(duration)
-    min_gap, max_gap = float(min_gap), float(max_gap)
+    try:
+        k, duration = int(k), float(duration)
+        min_gap, max_gap = float(min_gap), float(max_gap)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"K, D and the corridor gaps must be numbers, got K = {k!r}, D = "
+                         f"{duration!r}, gaps ({min_gap!r}, {max_gap!r})", column="k",
+                         fix="pass K as an integer and seconds as numbers") from exc
     if k < 0:
         raise InputError(f"K = {k} is negative", column="k", fix="K counts merge windows")
     if not (math.isfinite(t0) and math.isfinite(t1) and math.isfinite(duration)
