@@ -106,13 +106,16 @@ def test_draws_ignoring_the_corridor_fail(runs):
     assert gate(runs).exit_code == 1
 
 
+def _two_close_merges(m):
+    """The second merge 8 s + 1 ms after the first: inside D, far below the 20 s min_gap."""
+    m = m.copy()
+    m.loc[1, "start_s"] = m.loc[0, "start_s"] + 8.0 + 1e-3
+    m.loc[1, "end_s"] = m.loc[1, "start_s"] + 8.0
+    return m
+
+
 def test_policy_breaking_the_corridor_fails(runs):
-    def two_close(m):
-        m = m.copy()
-        m.loc[1, "start_s"] = m.loc[0, "start_s"] + 8.0 + 1e-3
-        m.loc[1, "end_s"] = m.loc[1, "start_s"] + 8.0
-        return m
-    edit_table(runs / "wa-s3", "merges", two_close)
+    edit_table(runs / "wa-s3", "merges", _two_close_merges)
     c = check(audit_campaign(runs).claim("wa"), "schedules_in_corridor")
     assert c.passed is False and "wa-s3 (policy)" in c.found
 
@@ -207,13 +210,20 @@ def test_table_pooling_draws_of_other_policies_is_an_input_error(tmp_path):
     assert gate(path).exit_code == 2
 
 
-def test_three_column_table_cannot_pass_unless_vouched(tmp_path):
+def _paired_table(path, d, v_policy=0.2):
+    """A three-column summary table: per seed, wa at ``v_policy`` and one matched-random row
+    ``d[seed]`` above it."""
     rows = []
-    for seed in range(8):
-        rows.append({"policy": "wa", "seed": seed, "violation_rate": 0.10})
-        rows.append({"policy": "matched_random", "seed": seed, "violation_rate": 0.20})
-    path = tmp_path / "three_columns.csv"
+    for seed, diff in enumerate(d):
+        rows.append({"policy": "wa", "seed": seed, "violation_rate": v_policy})
+        rows.append({"policy": "matched_random", "seed": seed,
+                     "violation_rate": v_policy + diff})
     pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_three_column_table_cannot_pass_unless_vouched(tmp_path):
+    path = _paired_table(tmp_path / "three_columns.csv", [0.10] * 8, v_policy=0.10)
     assert gate(path).exit_code == 1
     res = gate(path, "--accept-vouched")
     assert res.exit_code == 0 and "vouched" in res.output
@@ -237,12 +247,7 @@ def test_summarize_table_reaches_the_runs_tiers(tmp_path):
 
 def test_tied_seeds_do_not_count_towards_power(tmp_path):
     # d = [.1, .1, .1, .1, 0, 0]: six seeds, but two cannot move the test: 1/16 is the floor
-    rows = []
-    for seed, d in enumerate([0.1, 0.1, 0.1, 0.1, 0.0, 0.0]):
-        rows.append({"policy": "wa", "seed": seed, "violation_rate": 0.2})
-        rows.append({"policy": "matched_random", "seed": seed, "violation_rate": 0.2 + d})
-    path = tmp_path / "tied.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    path = _paired_table(tmp_path / "tied.csv", [0.1, 0.1, 0.1, 0.1, 0.0, 0.0])
     from evalkit.audit.protocol import load_protocol
 
     wa = audit_campaign(path, protocol=load_protocol().with_accept_vouched(True)).claim("wa")
@@ -288,12 +293,7 @@ def test_table_hiding_one_merge_duration_is_not_verified(tmp_path):
 def test_policy_run_json_declaring_a_looser_design_fails(runs, key, value):
     # the policy's merges come 8 s apart; its run.json claims a 5 s minimum gap (or D = 4 s)
     # so that its own corridor check passes, while its draws were placed under 20 s / 8 s
-    def two_close(m):
-        m = m.copy()
-        m.loc[1, "start_s"] = m.loc[0, "start_s"] + 8.0 + 1e-3
-        m.loc[1, "end_s"] = m.loc[1, "start_s"] + 8.0
-        return m
-    edit_table(runs / "wa-s3", "merges", two_close)
+    edit_table(runs / "wa-s3", "merges", _two_close_merges)
     edit_meta(runs / "wa-s3", lambda m: m.update({key: value}))
     c = check(audit_campaign(runs).claim("wa"), "schedules_in_corridor")
     assert c.passed is False and "seed 3: runs declare different designs" in c.found
@@ -302,12 +302,7 @@ def test_policy_run_json_declaring_a_looser_design_fails(runs, key, value):
 
 @pytest.mark.parametrize("n_seeds", [1, 2])
 def test_a_claim_shows_its_differences_from_two_seeds(tmp_path, n_seeds):
-    rows = []
-    for seed, d in enumerate([0.1, 0.3][:n_seeds]):
-        rows.append({"policy": "wa", "seed": seed, "violation_rate": 0.2})
-        rows.append({"policy": "matched_random", "seed": seed, "violation_rate": 0.2 + d})
-    path = tmp_path / "few.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    path = _paired_table(tmp_path / "few.csv", [0.1, 0.3][:n_seeds])
     out = audit_campaign(path).claim("wa").to_dict()
     if n_seeds == 2:                      # a test exists (floor 1/2): d and its mean are shown
         assert out["wins"] == 2 and out["mean_diff"] == pytest.approx(0.2)
