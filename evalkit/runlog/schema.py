@@ -42,7 +42,9 @@ rng_seeds      {name: int} the seed of every random generator used
 
 Optional keys: ``error`` (why an incomplete run stopped), ``trace_realisation`` (identifier of
 the request sequence: runs sharing it saw identical arrivals; defaults to ``trace.sha256``),
-``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``.
+``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``,
+``policy_identity`` (code identity of the policy class: ``{"name", "class", "builtin",
+"distribution", "version", "source_sha256"}``).
 """
 
 from __future__ import annotations
