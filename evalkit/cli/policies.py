@@ -19,6 +19,7 @@ class PolicyRow:
     spec: str                           # what resolves it: the name, or module:Class
     oracle: bool | None
     params: dict = field(default_factory=dict)   # parameter -> default ("required" if none)
+    requires_signals: tuple = ()        # scraped engine signals it reads
     error: str | None = None            # a plugin that does not load
 
 
@@ -32,8 +33,8 @@ def policy_rows() -> list[PolicyRow]:
     """Built-ins, then installed entry points (sorted); a broken plugin is a row with error."""
     from evalkit.replay.policies import POLICIES, policy_entry_points, resolve_policy
 
-    rows = [PolicyRow(name, "built-in", name, cls.oracle, _defaults(cls))
-            for name, cls in POLICIES.items()]
+    rows = [PolicyRow(name, "built-in", name, cls.oracle, _defaults(cls),
+                      cls.requires_signals) for name, cls in POLICIES.items()]
     for name, ep in sorted(policy_entry_points().items()):
         dist = getattr(ep, "dist", None)
         source = (f"entry point ({dist.name} {dist.version})" if dist is not None
@@ -48,7 +49,8 @@ def policy_rows() -> list[PolicyRow]:
         except InputError as exc:
             rows.append(PolicyRow(name, source, ep.value, None, error=exc.format()))
             continue
-        rows.append(PolicyRow(name, source, ep.value, cls.oracle, _defaults(cls)))
+        rows.append(PolicyRow(name, source, ep.value, cls.oracle, _defaults(cls),
+                              cls.requires_signals))
     return rows
 
 
@@ -77,6 +79,8 @@ def list_cmd(as_json: bool):
             click.echo(f"{r.name}  [{r.source}; {oracle}]  {r.spec if r.spec != r.name else ''}"
                        .rstrip())
             click.echo(f"    {'ERROR: ' + r.error if r.error else _fmt_params(r.params)}")
+            if r.requires_signals:
+                click.echo(f"    reads engine signals: {', '.join(r.requires_signals)}")
     broken = [r.name for r in rows if r.error]
     if broken:
         click.echo(f"error: plugin(s) {', '.join(broken)} cannot be used (see above)",

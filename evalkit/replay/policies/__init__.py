@@ -35,6 +35,8 @@ POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in (
     NoSync, FixedH, PressureGate, RandomDeferral, WA, CalibratedOnline, EWMA,
     CalibratedOffline, MatchedRandom)}
 RESERVED = ("no_sync", "matched_random")   # baselines the harness adds itself
+# DecisionState fields a real backend observes from the serving engine's metrics
+SIGNALS = ("queue_running", "queue_waiting", "pressure")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _SPEC_FIX = ("use a built-in name, an installed entry point (evalkit policies list), or "
@@ -122,6 +124,12 @@ def check_policy_class(cls, spec: str) -> type[Policy]:
         raise InputError(f"policy {spec!r} claims role {cls.role!r}; plugins are policies "
                          "(the harness adds no_sync and matched_random runs itself)",
                          column="policy", fix='leave role = "policy"')
+    needs = cls.requires_signals
+    if not (isinstance(needs, tuple) and set(needs) <= set(SIGNALS)):
+        raise InputError(f"policy {spec!r}: requires_signals = {needs!r} is not a tuple of "
+                         f"{', '.join(SIGNALS)}", column="policy",
+                         fix="list the scraped DecisionState fields the policy reads, "
+                             "e.g. requires_signals = (\"queue_running\", \"queue_waiting\")")
     if cls.decide is Policy.decide:
         raise InputError(f"policy {spec!r} does not implement decide", column="policy",
                          fix="define decide(self, state: DecisionState) -> Decision")
@@ -278,7 +286,7 @@ def parse_param(text: str) -> tuple[str, object]:
     return key.strip(), value
 
 
-__all__ = ["POLICIES", "ENTRY_POINT_GROUP", "RESERVED", "get_policy", "resolve_policy",
+__all__ = ["POLICIES", "ENTRY_POINT_GROUP", "RESERVED", "SIGNALS", "get_policy", "resolve_policy",
            "policy_identity", "policy_name", "param_defaults", "valid_params", "parse_param",
            "check_policy_class", "policy_entry_points", "Policy", "Decision",
            "DecisionState", "RunContext", "Corridor"]
