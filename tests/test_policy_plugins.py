@@ -384,5 +384,8 @@ def test_a_changed_plugin_makes_its_finished_runs_stale(plug, tmp_path):
     policy_identity.cache_clear()
     after = {r: job_fingerprint(camp, j) for r, j in jobs.items()}
     changed = {r for r in jobs if before[r] != after[r]}
-    assert changed == {f"plug__{label}__s{s}" for label in ("every_h", "every_h_ep", "peek")
-                       for s in (0, 1)}
+    plugin_runs = {f"plug__{label}__s{s}" for label in ("every_h", "every_h_ep", "peek")
+                   for s in (0, 1)}
+    draws = {f"plug__mr-{label}__s{s}__d0" for label in ("every_h", "every_h_ep")
+             for s in (0, 1)}
+    assert changed == plugin_runs | draws            # fixed_h and no_sync runs are kept
