@@ -101,6 +101,31 @@ def test_a_plugin_declaring_signals_is_refused_the_same_way(stub):
     vb.refuse_blind_policy(get_policy("fixed_h"), vb.probe_signals(stub.base_url))
 
 
+@pytest.mark.parametrize("args, reason", [
+    ([], None),
+    (["--max-model-len", "2048"], None),
+    (["--disable-log-stats"], "vllm_args has --disable-log-stats"),
+    (["--api-server-count", "1"], None),
+    (["--api-server-count", "2"], "vllm_args has --api-server-count 2"),
+    (["--api-server-count=3"], "vllm_args has --api-server-count 3"),
+])
+def test_vllm_arguments_that_switch_its_gauges_off_are_recognised(args, reason):
+    assert vb.stats_off_reason(args) == reason
+
+
+def test_serve_vllm_without_stats_refuses_a_policy_that_reads_signals(tmp_path):
+    from evalkit.replay.runner import run_one
+    spec = ReplaySpec(run_id="nostats", seed=1, regime="r", backend="vllm",
+                      merge_duration_s=1.0, horizon_s=12.0, h_min=3, h_max=100000,
+                      min_gap_s=2.0, max_gap_s=30.0,
+                      backend_config={"serve_vllm": "some/model", "n_learners": 1,
+                                      "vllm_args": ["--disable-log-stats"]})
+    with pytest.raises(InputError, match="the server does not provide them "
+                                         r"\(vllm_args has --disable-log-stats\)"):
+        run_one(spec, _trace(), "ewma", tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_bad_endpoint_url_is_named_before_any_probe():
     with pytest.raises(InputError, match="is not an http"):
         vb._base_url("127.0.0.1:8000")

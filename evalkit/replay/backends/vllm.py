@@ -89,13 +89,31 @@ def refuse_blind_policy(policy, signals: dict) -> None:
         return
     from evalkit.replay.policies import POLICIES
     blind = [n for n, c in POLICIES.items() if not c.requires_signals]
+    where = signals.get("metrics_url") or "the server"
     raise InputError(
         f"policy {policy.name!r} reads {', '.join(needs)}, which come from "
-        f"{' and '.join(SIGNAL_METRICS)}, but {signals['metrics_url']} does not provide them "
+        f"{' and '.join(SIGNAL_METRICS)}, but {where} does not provide them "
         f"({signals['reason']})", column="policy",
         fix=f"replay a policy that reads no engine signals ({', '.join(blind)}), or serve "
             "with vLLM (without --disable-log-stats) or `evalkit serve`, whose /metrics "
             "has them")
+
+
+def stats_off_reason(vllm_args) -> str | None:
+    """Why ``vllm serve`` with these arguments exports no queue gauges (None: it does).
+
+    vLLM feeds its Prometheus gauges from its stats loggers, which ``--disable-log-stats``
+    turns off, as recent versions do for more than one API server process."""
+    args = [str(a) for a in vllm_args]
+    for i, arg in enumerate(args):
+        if arg == "--disable-log-stats":
+            return "vllm_args has --disable-log-stats"
+        key, _, value = arg.partition("=")
+        if key == "--api-server-count":
+            value = value or (args[i + 1] if i + 1 < len(args) else "1")
+            if value.isdigit() and int(value) > 1:
+                return f"vllm_args has --api-server-count {value}"
+    return None
 
 
 def _server_factory(cfg: dict):
@@ -169,6 +187,10 @@ def replay(spec, trace, policy, *, progress=None) -> RunOutput:
     probed = None
     if cfg["endpoint"]:                 # a running server: check before learners start
         probed = probe_signals(_base_url(cfg["endpoint"]))
+    elif cfg["serve_vllm"] and stats_off_reason(cfg["vllm_args"]):
+        probed = {"available": False, "metrics_url": None, "found": [],
+                  "reason": stats_off_reason(cfg["vllm_args"])}
+    if probed is not None:
         refuse_blind_policy(policy, probed)
     out = run_replay(spec, trace, policy, cfg=cfg, start_server=_server_factory(cfg),
                      backend="vllm", progress=progress)
