@@ -13,7 +13,6 @@ import sys
 import textwrap
 import uuid
 
-import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner

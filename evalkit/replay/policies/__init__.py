@@ -20,7 +20,6 @@ import hashlib
 import importlib
 import inspect
 import re
-import sys
 
 from evalkit.errors import InputError
 from evalkit.replay.policies.base import (Corridor, Decision, DecisionState, Policy,
