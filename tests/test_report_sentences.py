@@ -193,3 +193,55 @@ def test_blocker_phrases_for_design_and_not_evaluable_checks():
         "psi_fit not evaluable"
     assert blocker_phrase({"name": "new_check", "passed": False}, claim, 0.05) == \
         "new_check failed"
+
+
+# ------------------------------------------------------------------ drain curve, transfer
+
+def _bins(ns):
+    return [{"lag_lo": 5.0 * i, "lag_hi": 5.0 * (i + 1), "n": n,
+             "ratio": 1.2 if n else None, "ci_low": 1.0 if n else None,
+             "ci_high": 1.4 if n else None} for i, n in enumerate(ns)]
+
+
+@pytest.mark.parametrize("ns, drawn", [
+    ([1070, 108] + [0] * 10, False),          # the real-plus-twin campaign: 2 of 12 bins
+    ([50, 50, 50] + [0] * 9, True),           # exactly MIN_DRAIN_BINS usable bins
+    ([50, 50, 4] + [0] * 9, False),           # a bin one request short of MIN_BIN_REQUESTS
+    ([50, 50, 5] + [0] * 9, True),
+])
+def test_drain_curve_is_drawn_only_with_enough_data_per_bin(ns, drawn):
+    from evalkit.report.figures import drain_curve_notes, drain_curves, transfer
+
+    mech = {"sync": {"rho_harness": 1.1, "rho_harness_ci": [1.0, 1.2], "rho_real": 1.2,
+                     "rho_real_ci": [0.9, 1.5], "drain_curve": {"real": _bins(ns)}}}
+    assert ("sync real" in drain_curves(mech)) is drawn
+    notes = drain_curve_notes(mech)
+    if drawn:
+        assert notes == [] and "drain curve" in transfer(mech).alt
+    else:
+        usable = sum(1 for n in ns if n >= 5)
+        assert notes == [f"Drain curve sync real not drawn: {usable} of {len(ns)} lag bins "
+                         "hold >= 5 paired requests with a CI, and a curve needs >= 3 such "
+                         "bins"]
+        assert "drain" not in transfer(mech).alt
+
+
+@pytest.mark.slow          # audits the transfer fixture (~10-25 s on 2 shared cores)
+def test_transfer_section_has_no_legacy_label_and_says_why_no_curve(repo_root):
+    """The legacy key set to True and a curve with data in 2 of 12 bins: the page shows the
+    verdict without "(contaminated)", no drain curve, and the sentence saying why."""
+    from evalkit.audit import audit_campaign
+    from evalkit.report.provenance import provenance
+    from evalkit.report.render import build_figures, render_html
+
+    result = audit_campaign(repo_root / "fixtures" / "campaigns" / "transfer")
+    audit = result.to_dict()
+    audit["provenance"] = provenance(result)
+    sync = audit["transfer"]["sync"]
+    sync["contaminated"] = True
+    sync["drain_curve"]["real"] = _bins([1070, 108] + [0] * 10)
+    page = render_html(result, audit, build_figures(result, audit))
+    section = page[page.index('id="transfer"'):page.index('id="detail"')]
+    assert "contaminated" not in section and sync["verdict"] in section
+    assert "Drain curve sync real not drawn: 2 of 12 lag bins" in section
+    assert "drain: sync real" not in section and "sync harness" in section
