@@ -158,3 +158,38 @@ def test_an_imported_fixed_h_run_without_draws_is_told_what_is_missing(report, t
     assert "no claim to audit: the policy runs fixed_h (regime g, 1 run) have no " \
         "matched-random draws" in res.output
     assert "every run is a baseline" not in res.output
+
+
+def test_readme_guidellm_block_is_a_0_8_command_and_its_import_line_works(report, tmp_path):
+    from tests.readme_blocks import readme_block
+
+    commands = readme_block("guidellm-command")
+    run = next(c for c in commands if c[:2] == ["guidellm", "run"])
+    opts = dict(zip(run[2::2], run[3::2]))
+    assert opts["--backend"].startswith("kind=openai_http,target=http://")
+    assert opts["--profile"] == "kind=constant,rate=2"
+    assert opts["--output"].startswith("kind=json,path=")       # GuideLLM's own output flag
+    assert "benchmark" not in run and "--output-path" not in run
+    serve = next(c for c in commands if c[:2] == ["evalkit", "serve"])
+    assert f"model={serve[serve.index('--served-model-name') + 1]}" in opts["--backend"]
+    back = next(c for c in commands if c[:3] == ["evalkit", "import", "guidellm"])
+    runs = tmp_path / "runs"
+    args = [str(report) if a == "benchmarks.json" else (str(runs) if a == "runs" else a)
+            for a in back[3:]]
+    res = CliRunner().invoke(cli, ["import", "guidellm", *args])
+    assert res.exit_code == 0, res.output
+    assert CliRunner().invoke(cli, ["validate", str(runs)]).exit_code == 0
+
+
+def test_a_broken_report_names_guidellms_output_flag_not_vllms(tmp_path):
+    bad = tmp_path / "benchmarks.json"
+    bad.write_text("{nope")
+    with pytest.raises(InputError) as info:
+        read_guidellm(bad)
+    assert "--output kind=json,path=" in info.value.fix and "--save-result" not in \
+        info.value.fix
+    y = tmp_path / "benchmarks.yaml"
+    y.write_text("benchmarks: []\n")
+    with pytest.raises(InputError, match="cannot be imported") as info:
+        read_guidellm(y)
+    assert "--output kind=json" in info.value.fix

@@ -1,6 +1,7 @@
 """Import a GuideLLM ``benchmarks.json`` report: one evalkit run per benchmark (strategy/rate).
 
-GuideLLM (``guidellm benchmark run ... --output-path benchmarks.json``) writes a report whose
+GuideLLM (0.7+: ``guidellm run ... --output kind=json,path=benchmarks.json``; earlier
+``guidellm benchmark ... --output-path benchmarks.json``) writes a report whose
 ``benchmarks`` list holds one entry per strategy it ran (``synchronous``, ``constant@4.00``,
 ``poisson@8.00``, ``concurrent@16``, ...).  Each entry keeps per-request statistics under
 ``requests.successful`` / ``requests.errored`` / ``requests.incomplete``.  Two layouts exist:
@@ -48,7 +49,9 @@ from evalkit.runlog.metrics import observed_span, windows_observed
 from evalkit.runlog.io import write_run
 
 STATUSES = ("successful", "errored", "incomplete")
-FIX = "pass the benchmarks.json GuideLLM wrote (guidellm benchmark run --output-path X.json)"
+OUTPUT_FLAG = "--output kind=json,path=benchmarks.json"
+FIX = (f"pass the benchmarks.json GuideLLM wrote (GuideLLM 0.7+: guidellm run ... {OUTPUT_FLAG}; "
+       "earlier versions: guidellm benchmark ... --output-path benchmarks.json)")
 
 
 @dataclass
@@ -151,7 +154,8 @@ def _benchmark(b, k: int, where: str, incomplete: str) -> GuideLLMBenchmark | No
     if not isinstance(b, dict) or not isinstance(b.get("requests"), dict):
         raise InputError(f"benchmarks[{k}] has no 'requests' breakdown", file=where,
                          column=f"benchmarks[{k}].requests",
-                         fix="save the report without stripping requests (sample size > 0)")
+                         fix="rerun GuideLLM keeping the requests: no --metrics "
+                             "kind=generative,sample_size=0 (that strips them)")
     reqs = b["requests"]
     layout = "schema 2" if any(isinstance(r, dict) and "info" in r
                                for s in STATUSES for r in (reqs.get(s) or [])) else "legacy"
@@ -231,7 +235,8 @@ def _benchmark(b, k: int, where: str, incomplete: str) -> GuideLLMBenchmark | No
         if short:
             notes.append("the report holds a sample of the requests (" + ", ".join(
                 f"{s}: {a} of {t}" for s, (a, t) in short.items()) + "): V is a sample "
-                "estimate; rerun GuideLLM without request sampling for every request")
+                "estimate; rerun GuideLLM without a sample_size in --metrics for every "
+                "request")
     return GuideLLMBenchmark(index=k, label=label, strategy=strategy, requests=requests,
                              t0_unix=t0, layout=layout, found=found, totals=totals,
                              notes=notes)
@@ -245,8 +250,8 @@ def read_guidellm(path, *, incomplete: str = "drop") -> list[GuideLLMBenchmark]:
     path = Path(path)
     if path.suffix.lower() in (".yaml", ".yml", ".csv", ".html"):
         raise InputError(f"a GuideLLM {path.suffix[1:].upper()} output cannot be imported",
-                         file=str(path), fix="save the report as JSON (--output-path X.json)")
-    data = _load_json(path)
+                         file=str(path), fix=f"save the report as JSON ({OUTPUT_FLAG})")
+    data = _load_json(path, FIX)
     where = str(path)
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         hint = FIX
@@ -258,7 +263,8 @@ def read_guidellm(path, *, incomplete: str = "drop") -> list[GuideLLMBenchmark]:
            if (parsed := _benchmark(raw, k, where, incomplete)) is not None]
     if not out:
         raise InputError("the report holds no requests", file=where, column="benchmarks",
-                         fix="run GuideLLM with request sampling off, or with some requests")
+                         fix="rerun GuideLLM so that some requests complete, without "
+                             "--metrics kind=generative,sample_size=0")
     version = (data.get("metadata") or {}).get("guidellm_version")
     for b in out:
         b.notes.insert(0, f"imported from GuideLLM report {path.name} ({b.layout}"
