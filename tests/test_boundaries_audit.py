@@ -637,9 +637,17 @@ def test_claims_duplicates_and_only_baselines(tmp_path):
         campaign_of(tmp_path, text))[0].pairs] == [True]
     with pytest.raises(InputError, match="several no-sync runs for seed 0"):
         assemble_claims(campaign_of(tmp_path, text + "no_sync,0,0.02\n"))
-    with pytest.raises(InputError, match="no policy runs to audit") as info:
+    # a policy run exists, its draws are missing: the error says so, not "every run is a
+    # baseline"
+    with pytest.raises(InputError, match="no claim to audit: the policy runs fixed_h "
+                       r"\(regime default, 1 run\) have no matched-random draws") as info:
         assemble_claims(campaign_of(tmp_path, "policy,seed,violation_rate\nfixed_h,0,0.1\n"),
                         baseline_policies=("fixed_h",))
+    assert info.value.column == "matched_to" and "--matched-to POLICY" in info.value.fix
+    assert "every run is a baseline" not in str(info.value)
+    with pytest.raises(InputError, match=r"no policy runs to audit \(every run is a "
+                       r"baseline\)") as info:
+        assemble_claims(campaign_of(tmp_path, "policy,seed,violation_rate\nno_sync,0,0.1\n"))
     assert info.value.column == "role"
 
 

@@ -412,7 +412,9 @@ def test_gain_explained_by_overlap_outcomes():
     from evalkit.stats.explained import ExplainedGain
 
     def res(predicts, within):
-        return ExplainedGain(4, 0.02, [0.01, 0.03], 0.015, [0.001, 0.03], 0.005, [-0.01, 0.02],
+        g_ci = [0.001, 0.03] if predicts else [-0.001, 0.03]
+        u_ci = [-0.01, 0.02] if within else [0.006, 0.02]    # the CI the flag comes from
+        return ExplainedGain(4, 0.02, [0.01, 0.03], 0.015, g_ci, 0.005, u_ci,
                              0.25, 0.005, 0.95, predicts, within, predicts and within, [], 200,
                              "m")
     sp = spec(unexplained_tolerance=0.25)

@@ -3,7 +3,9 @@
 GuideLLM is optional: it pins click~=8.4 and pulls datasets, sanic and uvloop, which conflict
 with evalkit's environment, so it is not a dependency.  The test runs where `guidellm` is
 importable, or where EVALKIT_GUIDELLM_SITE names a directory it was installed into
-(`pip install --target DIR guidellm ...`); elsewhere it is skipped with that reason.
+(`pip install --no-deps --target DIR -r tests/requirements-guidellm.txt`, as `.ci/run`
+does); elsewhere it is skipped with that reason.  One test runs README's GuideLLM block as
+written.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
 from _sidecar_server import start_server, stop_server  # noqa: E402
+from readme_blocks import readme_block  # noqa: E402
 
 SITE = os.environ.get("EVALKIT_GUIDELLM_SITE")
 HAVE = importlib.util.find_spec("guidellm") is not None or (
@@ -29,8 +32,9 @@ HAVE = importlib.util.find_spec("guidellm") is not None or (
 pytestmark = [
     pytest.mark.slow, pytest.mark.torch,
     pytest.mark.skipif(not HAVE, reason="guidellm is not installed (it conflicts with "
-                       "evalkit's click/datasets pins); install it with pip --target DIR and "
-                       "set EVALKIT_GUIDELLM_SITE=DIR to run this test"),
+                       "evalkit's click and torch pins); pip install --no-deps --target DIR "
+                       "-r tests/requirements-guidellm.txt and set EVALKIT_GUIDELLM_SITE=DIR "
+                       "to run this test"),
 ]
 
 
@@ -102,3 +106,46 @@ def test_guidellm_runs_against_the_sidecar_and_imports(server, tmp_path, request
     assert len(req) == len(reqs["successful"]) and req["ok"].all()
     assert (req["output_tokens"] == 8).all()             # the server's usage, max_tokens 8
     assert (req["first_token_s"] > req["sent_s"]).all()
+
+
+def test_the_readme_command_drives_the_sidecar_and_imports_back(server, tmp_path):
+    """README's `guidellm run ...` and `evalkit import guidellm ...` lines, as written: only
+    the port, the model name, the tokenizer, the paths and a shorter duration substituted."""
+    from click.testing import CliRunner
+
+    from evalkit.cli.main import cli
+    from evalkit.runlog.io import read_table
+    commands = readme_block("guidellm-command")
+    run = next(c for c in commands if c[:2] == ["guidellm", "run"])
+    back = next(c for c in commands if c[:3] == ["evalkit", "import", "guidellm"])
+    _write_tokenizer(tmp_path / "tok")
+    report = tmp_path / "benchmarks.json"
+    swap = {"target=http://127.0.0.1:8000": f"target={server.base_url}",
+            "model=tiny": f"model={server.model}",
+            "model=TOKENIZER_DIR": f"model={tmp_path / 'tok'}",
+            "path=benchmarks.json": f"path={report}", "seconds=30": "seconds=6"}
+    argv = []
+    for arg in run[1:]:
+        for old, new in swap.items():
+            arg = arg.replace(old, new)
+        argv.append(arg)
+    assert "--output" in argv and f"kind=json,path={report}" in argv
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1")
+    if SITE:
+        env["PYTHONPATH"] = SITE + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-m", "guidellm", *argv], env=env, capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    raw = json.loads(report.read_text())
+    assert raw["benchmarks"][0]["config"]["strategy"]["type_"] == "constant"
+    reqs = raw["benchmarks"][0]["requests"]
+    assert reqs["errored"] == [] and len(reqs["successful"]) >= 6
+    runs = tmp_path / "runs"
+    args = [str(report) if a == "benchmarks.json" else (str(runs) if a == "runs" else a)
+            for a in back[3:]]
+    res = CliRunner().invoke(cli, ["import", "guidellm", *args])
+    assert res.exit_code == 0, res.output
+    assert CliRunner().invoke(cli, ["validate", str(runs)]).exit_code == 0
+    run_dir = next(p for p in runs.iterdir() if p.is_dir())
+    assert len(read_table(run_dir, "requests")) == len(reqs["successful"])

@@ -31,17 +31,18 @@ PASSED_TO_PLACEMENT = {"harness": "passed", "sidecar_transfer": "not_evaluable",
 def test_supported_claim_sentence_and_ladder():
     claim = _claim("placement_gain", PASSED_TO_PLACEMENT, checks=[
         {"name": "gain_explained_by_overlap", "tier": "calibrated", "blocking": True,
-         "found": "G_pred's CI reaches 0"},
+         "passed": False, "found": "G_pred's CI reaches 0"},
         {"name": "real_sidecar", "tier": "deployable", "blocking": True, "found": "sim"}],
         test="within-seed permutation test", effective_n=10)
     h = headline(claim, _audit([claim, _claim("harness", {}, policy="x")]))
     assert h.status == "supported" and h.tier == "placement_gain"
-    assert h.effect.startswith("G = +0.78 pp [+0.36, +1.21] (95% CI)")
+    assert h.effect.startswith("G = +0.78 pp [+0.36, +1.21] (95% CI, lies above 0)")
     assert "0.78 pp fewer requests violate the SLO" in h.effect
-    assert h.test == ("p = 0.012 (two-sided, exact within-seed permutation test, Holm over 2 "
-                      "claims)")
+    assert h.test == ("Holm-adjusted p = 0.012 over 2 claims (two-sided, exact within-seed "
+                      "permutation test)")
     assert h.seeds == "9 of 10 seeds favour the policy"
-    assert h.stop == "calibrated failed (gain_explained_by_overlap; G_pred's CI reaches 0)"
+    assert h.stop == ("calibrated failed (gain_explained_by_overlap: request overlap does not "
+                      "explain G)")
     states = [(r.tier, r.state, r.reached, r.beyond) for r in h.ladder]
     assert states == [("harness", "passed", False, False),
                       ("sidecar_transfer", "skipped", False, False),
@@ -57,12 +58,16 @@ def test_mechanism_tier_only_is_not_supported_and_negative_g_says_more():
                                "matched_budget": "failed"}, mean_diff=-0.0133,
                    ci=[-0.0158, -0.0108], wins=0, checks=[
                        {"name": "gain_significant", "tier": "matched_budget", "blocking": True,
+                        "passed": False,
                         "found": "G = -0.0133: the gain is within the calibration error"}])
-    h = headline(claim, _audit([claim], multiplicity="none"))
+    audit = {**_audit([claim], multiplicity="none"), "alpha": 0.05}
+    h = headline(claim, audit)
     assert h.status == "not supported"
     assert "1.33 pp more requests violate the SLO" in h.effect
-    assert "Holm" not in h.test
-    assert "within the calibration error" not in h.stop and "not positive" in h.stop
+    assert "Holm" not in h.test and h.test.startswith("p = 0.012 (")
+    # the stop clause comes from G and p, not from the check's text
+    assert h.stop == ("matched_budget failed (gain_significant: the policy is significantly "
+                      "WORSE than matched random)")
     assert [r.state for r in h.ladder][3:] == ["not_run", "not_run", "not_run"]
 
 
@@ -72,8 +77,9 @@ def test_underpowered_claim_names_the_seeds_it_needs():
                    min_p=0.0625, seeds_needed=6)
     h = headline(claim, _audit([claim]))
     assert h.status == "underpowered"
-    assert "with 5 seeds the smallest attainable p is 0.0625" in h.test
-    assert "needs >= 6 seeds" in h.test
+    # one p-value in the headline: the smallest attainable p is in the detail
+    assert h.test.count("p = ") == 1 and "0.0625" not in h.test
+    assert "underpowered: 5 seeds cannot reach alpha" in h.test and "needs >= 6 seeds" in h.test
 
 
 def test_missing_optional_keys_and_exclusions_are_read_defensively():

@@ -329,11 +329,11 @@ def test_transfer_figure_draws_a_drain_curve_when_present_and_skips_it_when_abse
     base = {"rho_harness": 2.9, "rho_harness_ci": [2.8, 3.0], "rho_real": 1.4,
             "rho_real_ci": [1.2, 1.6]}
     plain = transfer({"sync": base})
-    curve = [{"lag_lo": lo, "lag_hi": lo + 5, "ratio": 1.5 - lo / 40, "ci_low": 1.2 - lo / 40,
-              "ci_high": 1.8 - lo / 40} for lo in range(0, 20, 5)]
+    curve = [{"lag_lo": lo, "lag_hi": lo + 5, "n": 40, "ratio": 1.5 - lo / 40,
+              "ci_low": 1.2 - lo / 40, "ci_high": 1.8 - lo / 40} for lo in range(0, 20, 5)]
     paired = {**base, "gm_ratio_real": 1.5, "gm_ratio_real_ci": [1.3, 1.7]}
     per_condition = transfer({"sync": {**paired, "drain_curve": {"harness": curve,
-                                                                 "real": curve[:2]}}})
+                                                                 "real": curve[:3]}}})
     as_list = transfer({"sync": {**paired, "drain_curve": curve}})
     for drawn in (per_condition, as_list):
         assert drawn.width_in > plain.width_in and "drain curve" in drawn.alt

@@ -262,11 +262,13 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
     notes list it.
     """
     runs = campaign.runs
-    claims = []
+    claims, baselines = [], []
     policy_runs = runs[runs.role == "policy"]
     drawn_for = set(runs.loc[runs.role == "matched_random", "matched_to"].dropna())
     for (regime, policy), group in policy_runs.groupby(["regime", "policy"], sort=True):
         if policy in baseline_policies and policy not in drawn_for:
+            baselines.append(f"{policy} (regime {regime}, {len(group)} run"
+                             f"{'' if len(group) == 1 else 's'})")
             campaign.notes.append(f"regime {regime}: {policy} is a harness baseline with no "
                                   "matched-random draws of its own; audited as a baseline, "
                                   "not as a claim")
@@ -310,6 +312,15 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
                 no_sync=ns_seed.iloc[0] if len(ns_seed) else None))
         claims.append(ClaimData(regime=str(regime), policy=str(policy), policy_runs=group,
                                 pairs=pairs, generic_draws=bool(mr.matched_to.isna().any())))
+    if not claims and baselines:
+        raise InputError(
+            "no claim to audit: the policy runs " + ", ".join(baselines) + " have no "
+            "matched-random draws (role = matched_random, matched_to = the policy); a "
+            "fixed-cadence or deferral policy without draws of its own is only a harness "
+            "baseline", file=campaign.input_name, column="matched_to",
+            fix="add the policy's matched-random draws: evalkit replay --policy "
+                "matched_random --reference POLICY_RUN_DIR, or evalkit import ... --role "
+                "matched_random --matched-to POLICY --draw N")
     if not claims:
         raise InputError("no policy runs to audit (every run is a baseline)",
                          file=campaign.input_name, column="role",

@@ -562,13 +562,13 @@ def gain_explained_by_overlap(ctx, spec) -> Outcome:
              + (f"; {reason}" if reason else ""))
     if res.explained:
         return Outcome(True, expected, found)
-    if not res.predicts_gain:
-        return Outcome(False, expected, found + ": overlap does not predict this gain (G_pred's "
-                       "CI reaches 0)", "report it as placement gain only: the policy's "
-                       "overlap Phi is not lower than random placement's")
-    return Outcome(False, expected, found + ": the gain exceeds what overlap predicts",
-                   "report it as placement gain only: something besides request overlap "
-                   "drives it")
+    from evalkit.audit import wording
+
+    state = wording.gain_state(res.gain, getattr(ctx, "p_adjusted", None), ctx.alpha)
+    reason = wording.explained_reason(res.predicts_gain, res.within_tolerance, res.g_pred_ci,
+                                      res.unexplained_ci, res.tolerance_abs)
+    return Outcome(False, expected, f"{found}: {reason}",
+                   wording.explained_fix(state, res.predicts_gain))
 
 
 # ---------------------------------------------------------------------------- deployable

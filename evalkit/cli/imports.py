@@ -107,7 +107,9 @@ def guidellm_cmd(report, runs_dir, benchmarks, **kwargs):
     are failed requests (SLO violations)."""
     from evalkit.interop.guidellm import import_guidellm
 
-    paths = import_guidellm(report, runs_dir, benchmarks=list(benchmarks) or None, **kwargs)
+    paths = import_guidellm(report, runs_dir, benchmarks=list(benchmarks) or None,
+                            warn=lambda text: click.echo(f"warning: {text}", err=True),
+                            **kwargs)
     for path in paths:
         click.echo(f"wrote {path}")
 

@@ -1,6 +1,7 @@
 """Import a GuideLLM ``benchmarks.json`` report: one evalkit run per benchmark (strategy/rate).
 
-GuideLLM (``guidellm benchmark run ... --output-path benchmarks.json``) writes a report whose
+GuideLLM (0.7+: ``guidellm run ... --output kind=json,path=benchmarks.json``; earlier
+``guidellm benchmark ... --output-path benchmarks.json``) writes a report whose
 ``benchmarks`` list holds one entry per strategy it ran (``synchronous``, ``constant@4.00``,
 ``poisson@8.00``, ``concurrent@16``, ...).  Each entry keeps per-request statistics under
 ``requests.successful`` / ``requests.errored`` / ``requests.incomplete``.  Two layouts exist:
@@ -41,11 +42,16 @@ import pandas as pd
 
 from evalkit.errors import InputError
 from evalkit.interop._meta import check_identity, default_run_id, import_meta
+from evalkit.interop.merge_spans import (CLOCK_FLAG, Span, clock_hint, describe_outside,
+                                         describe_spans, outside_every_span)
 from evalkit.interop.vllm_bench import _load_json, _trace_identity, read_merge_windows
+from evalkit.runlog.metrics import observed_span, windows_observed
 from evalkit.runlog.io import write_run
 
 STATUSES = ("successful", "errored", "incomplete")
-FIX = "pass the benchmarks.json GuideLLM wrote (guidellm benchmark run --output-path X.json)"
+OUTPUT_FLAG = "--output kind=json,path=benchmarks.json"
+FIX = (f"pass the benchmarks.json GuideLLM wrote (GuideLLM 0.7+: guidellm run ... {OUTPUT_FLAG}; "
+       "earlier versions: guidellm benchmark ... --output-path benchmarks.json)")
 
 
 @dataclass
@@ -148,7 +154,8 @@ def _benchmark(b, k: int, where: str, incomplete: str) -> GuideLLMBenchmark | No
     if not isinstance(b, dict) or not isinstance(b.get("requests"), dict):
         raise InputError(f"benchmarks[{k}] has no 'requests' breakdown", file=where,
                          column=f"benchmarks[{k}].requests",
-                         fix="save the report without stripping requests (sample size > 0)")
+                         fix="rerun GuideLLM keeping the requests: no --metrics "
+                             "kind=generative,sample_size=0 (that strips them)")
     reqs = b["requests"]
     layout = "schema 2" if any(isinstance(r, dict) and "info" in r
                                for s in STATUSES for r in (reqs.get(s) or [])) else "legacy"
@@ -228,7 +235,8 @@ def _benchmark(b, k: int, where: str, incomplete: str) -> GuideLLMBenchmark | No
         if short:
             notes.append("the report holds a sample of the requests (" + ", ".join(
                 f"{s}: {a} of {t}" for s, (a, t) in short.items()) + "): V is a sample "
-                "estimate; rerun GuideLLM without request sampling for every request")
+                "estimate; rerun GuideLLM without a sample_size in --metrics for every "
+                "request")
     return GuideLLMBenchmark(index=k, label=label, strategy=strategy, requests=requests,
                              t0_unix=t0, layout=layout, found=found, totals=totals,
                              notes=notes)
@@ -242,8 +250,8 @@ def read_guidellm(path, *, incomplete: str = "drop") -> list[GuideLLMBenchmark]:
     path = Path(path)
     if path.suffix.lower() in (".yaml", ".yml", ".csv", ".html"):
         raise InputError(f"a GuideLLM {path.suffix[1:].upper()} output cannot be imported",
-                         file=str(path), fix="save the report as JSON (--output-path X.json)")
-    data = _load_json(path)
+                         file=str(path), fix=f"save the report as JSON ({OUTPUT_FLAG})")
+    data = _load_json(path, FIX)
     where = str(path)
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         hint = FIX
@@ -255,7 +263,8 @@ def read_guidellm(path, *, incomplete: str = "drop") -> list[GuideLLMBenchmark]:
            if (parsed := _benchmark(raw, k, where, incomplete)) is not None]
     if not out:
         raise InputError("the report holds no requests", file=where, column="benchmarks",
-                         fix="run GuideLLM with request sampling off, or with some requests")
+                         fix="rerun GuideLLM so that some requests complete, without "
+                             "--metrics kind=generative,sample_size=0")
     version = (data.get("metadata") or {}).get("guidellm_version")
     for b in out:
         b.notes.insert(0, f"imported from GuideLLM report {path.name} ({b.layout}"
@@ -272,13 +281,17 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
                     merge_duration_s: float | None = None, min_gap_s: float | None = None,
                     max_gap_s: float | None = None, horizon_s: float | None = None,
                     oracle: bool = False, benchmarks: list[int] | None = None,
-                    incomplete: str = "drop", trace_name: str | None = None) -> list[Path]:
+                    incomplete: str = "drop", trace_name: str | None = None,
+                    warn=None) -> list[Path]:
     """Write one run per selected benchmark; returns the run directories.
 
     Merge windows (``merges``): ``merge_clock="absolute"`` gives them in Unix seconds (the
     clock of GuideLLM's timings) and each benchmark gets those within its span;
     ``"relative"`` gives seconds from the benchmark's first arrival and needs exactly one
-    benchmark selected.  Everything is checked before anything is written.
+    benchmark selected.  Windows outside every selected benchmark's span are named (in the
+    runs' notes and through ``warn(text)``); when all are outside, or a merging run would get
+    K = 0, nothing is written and the error names ``--merge-clock``.  Everything is checked
+    before anything is written.
     """
     report = Path(report)
     check_identity(role, draw, matched_to, where=str(report))
@@ -309,21 +322,59 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
                          fix="give Unix times (--merge-clock absolute) or pick one benchmark "
                              "with --benchmark N")
     planned = []
+    raw = None if merges is None else read_merge_windows(merges)
+    spans = []
     for b in found:
         req = b.requests
         last = float(np.nanmax(np.concatenate([req["end_s"].to_numpy(),
                                                req["sent_s"].to_numpy()])))
-        if merges is None:
+        off = b.t0_unix if merge_clock == "absolute" else 0.0
+        spans.append(Span(f"benchmark {b.index} ({b.label})", off, off + last))
+    outside_note = ""
+    if raw is not None and len(raw):
+        out = outside_every_span(raw["start_s"], raw["end_s"], spans)
+        outside_note = describe_outside(raw["start_s"], raw["end_s"], spans, merge_clock)
+        if out.all():
+            raise InputError(f"none of the {len(raw)} merge windows falls inside a benchmark's "
+                             f"span ({describe_spans(spans, merge_clock)}): every run would "
+                             "have K = 0", file=str(merges),
+                             column=CLOCK_FLAG, fix=clock_hint(
+                                 raw["start_s"], raw["end_s"], merge_clock) or (
+                                 "give the windows on the benchmark's clock: "
+                                 f"{CLOCK_FLAG} absolute (Unix seconds) or relative (s from "
+                                 "the benchmark's first arrival, one --benchmark)"))
+        if outside_note and warn is not None:
+            warn(outside_note)
+    for b, span in zip(found, spans):
+        req = b.requests
+        last = span.end - span.start
+        if raw is None:
             m = pd.DataFrame({"merge_idx": pd.Series([], dtype=np.int64),
                               "start_s": pd.Series([], dtype=float),
                               "end_s": pd.Series([], dtype=float)})
         else:
-            m = read_merge_windows(merges, offset_s=b.t0_unix if merge_clock == "absolute"
-                                   else 0.0)
-            if merge_clock == "absolute":
-                m = m[(m["end_s"] > 0) & (m["start_s"] < last)].reset_index(drop=True)
+            m = raw.copy()
+            m["start_s"] = m["start_s"] - span.start
+            m["end_s"] = m["end_s"] - span.start
+            keep = (m["end_s"] > 0) & (m["start_s"] < last)
+            if merge_clock == "absolute" or not keep.all():
+                m = m[keep].reset_index(drop=True)
                 m["merge_idx"] = np.arange(len(m), dtype=np.int64)
         h = float(last if horizon_s is None else horizon_s)
+        if role != "no_sync":
+            k = windows_observed(m["start_s"], m["end_s"], observed_span(
+                req["arrival_s"], req["end_s"], h, 0.0)) if len(m) else 0
+            if k == 0:
+                raise InputError(
+                    f"benchmark {b.index} ({b.label}): no merge window lies inside its "
+                    f"observed span (0..{last:.3f} s from its first arrival, "
+                    f"{merge_clock} clock): a {role} run with K = 0 merges compares nothing",
+                    file=str(merges), column=CLOCK_FLAG,
+                    fix=(clock_hint(raw["start_s"], raw["end_s"], merge_clock)
+                         or f"check {CLOCK_FLAG} (absolute: Unix seconds; relative: s from "
+                            "the benchmark's first arrival), pick the benchmarks the merges "
+                            "ran in with --benchmark N, or import this one with --role "
+                            "no_sync"))
         d = merge_duration_s
         if d is None:
             if not len(m):
@@ -338,6 +389,8 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
         if regime is None or len(planned) > 1:
             reg = f"{reg}-{b.label}"
         notes = list(b.notes) + ["host is the importing machine, not the benchmark host"]
+        if outside_note:
+            notes.append(outside_note)
         if min_gap_s is None or max_gap_s is None:
             notes.append("corridor not supplied: min_gap_s=0, max_gap_s=horizon_s "
                          "(unconstrained)")

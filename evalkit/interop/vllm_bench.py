@@ -43,17 +43,20 @@ LATENCY_KEYS = ("latencies", "e2els")
 PER_REQUEST_KEYS = PER_REQUEST_REQUIRED + LATENCY_KEYS + ("itls",)
 
 
-def _load_json(path: Path):
+SAVE_FIX = "pass the JSON file written by --save-result"
+
+
+def _load_json(path: Path, fix: str = SAVE_FIX):
+    """The JSON at ``path``; ``fix`` names the flag of the tool that writes it."""
     if not path.exists():
         raise InputError("file does not exist", file=str(path), fix="check the path")
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=str(path),
-                         fix="pass the JSON file written by --save-result") from exc
+                         fix=fix) from exc
     except UnicodeDecodeError as exc:
-        raise InputError("not a text file", file=str(path),
-                         fix="pass the JSON file written by --save-result") from exc
+        raise InputError("not a text file", file=str(path), fix=fix) from exc
 
 
 def _numeric(values, key: str, path: Path, *, integer: bool = False,

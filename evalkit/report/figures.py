@@ -226,30 +226,62 @@ TRANSFER_SERIES = (("rho_harness", "harness \u03c1", DRAWS_COLOR, "s"),
                    ("paired_ratio", "paired ratio", OBSERVED_COLOR, "^"))
 
 
-def drain_curves(mechanisms: dict) -> dict[str, list[tuple]]:
-    """``{label: [(lag_mid, ratio, ci_low, ci_high)]}`` from each mechanism's
-    ``drain_curve``: a list of bins, or a dict of such lists per condition (harness/real).
-    Bins without a finite lag or ratio are left out; a mechanism without a curve is skipped."""
-    out = {}
+MIN_DRAIN_BINS = 3          # usable bins a drain curve needs before it is drawn
+
+
+def _drain_groups(mechanisms: dict):
+    """``(label, bins)`` per mechanism and condition (harness/real) that has a bin list."""
     for mech, t in mechanisms.items():
         curve = t.get("drain_curve")
         groups = curve.items() if isinstance(curve, dict) else [("", curve)]
         for cond, bins in groups:
-            if not isinstance(bins, list):
-                continue
-            pts = []
-            for b in bins:
-                if not isinstance(b, dict):
-                    continue
-                lo, hi, ratio = (_finite(b.get(k)) for k in ("lag_lo", "lag_hi", "ratio"))
-                if None in (lo, hi, ratio):
-                    continue
-                c_lo, c_hi = _finite(b.get("ci_low")), _finite(b.get("ci_high"))
-                pts.append(((lo + hi) / 2, ratio, np.nan if c_lo is None else c_lo,
-                            np.nan if c_hi is None else c_hi))
-            if pts:
-                out[f"{shorten(mech, 16)} {cond}".strip()] = pts
+            if isinstance(bins, list):
+                yield f"{shorten(mech, 16)} {cond}".strip(), bins
+
+
+def _usable_points(bins: list) -> list[tuple]:
+    """(lag_mid, ratio, ci_low, ci_high) of the bins with a finite lag range, ratio and CI
+    and at least MIN_BIN_REQUESTS requests (a bin without its request count is not used)."""
+    from evalkit.stats.transfer_paired import MIN_BIN_REQUESTS
+
+    pts = []
+    for b in bins:
+        if not isinstance(b, dict):
+            continue
+        lo, hi, ratio, c_lo, c_hi = (_finite(b.get(k)) for k in
+                                     ("lag_lo", "lag_hi", "ratio", "ci_low", "ci_high"))
+        n = _finite(b.get("n"))
+        if None in (lo, hi, ratio, c_lo, c_hi, n) or n < MIN_BIN_REQUESTS:
+            continue
+        pts.append(((lo + hi) / 2, ratio, c_lo, c_hi))
+    return pts
+
+
+def drain_curves(mechanisms: dict) -> dict[str, list[tuple]]:
+    """``{label: [(lag_mid, ratio, ci_low, ci_high)]}`` from each mechanism's
+    ``drain_curve`` (a list of bins, or a dict of such lists per condition), only for curves
+    with at least MIN_DRAIN_BINS usable bins (:func:`_usable_points`); the others are named
+    by :func:`drain_curve_notes`."""
+    out = {}
+    for label, bins in _drain_groups(mechanisms):
+        pts = _usable_points(bins)
+        if len(pts) >= MIN_DRAIN_BINS:
+            out[label] = pts
     return out
+
+
+def drain_curve_notes(mechanisms: dict) -> list[str]:
+    """One sentence per drain curve too thin to draw, with its bin counts."""
+    from evalkit.stats.transfer_paired import MIN_BIN_REQUESTS
+
+    notes = []
+    for label, bins in _drain_groups(mechanisms):
+        usable = len(_usable_points(bins))
+        if bins and usable < MIN_DRAIN_BINS:
+            notes.append(f"Drain curve {label} not drawn: {usable} of {len(bins)} lag bins hold "
+                         f">= {MIN_BIN_REQUESTS} paired requests with a CI, and a curve needs "
+                         f">= {MIN_DRAIN_BINS} such bins")
+    return notes
 
 
 def transfer(mechanisms: dict) -> Figure:

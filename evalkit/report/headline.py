@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evalkit.report.text import honest, num, p_value, pp, shorten
+from evalkit.audit import wording
+from evalkit.report.text import num, p_value, pp
 
 # ladder states: (css class, text, symbol for Markdown)
 STATES = {
@@ -112,12 +113,49 @@ def _blockers(claim: dict, tier: str) -> list[dict]:
     return [c for c in claim.get("checks", []) if c.get("tier") == tier and c.get("blocking")]
 
 
-STOP_DETAIL_LIMIT = 100     # characters of the first blocker's finding in the headline
+def _p_of(claim: dict):
+    p = claim.get("p_adjusted")
+    return None if p is None else float(p)
 
 
-def stop_text(claim: dict, rungs: list[Rung]) -> str:
-    """Why the claim stops where it does: the first blocking tier, its blocking checks and
-    the start of the first one's finding (the detail section has the rest)."""
+def blocker_phrase(check: dict, claim: dict, alpha) -> str:
+    """A short clause on what a blocking check means for this claim, derived from the
+    claim's numbers where it is about one (the check's full finding is in the detail)."""
+    name = str(check.get("name"))
+    if check.get("passed") is None:
+        return f"{name} not evaluable"
+    if name == "gain_significant":
+        if claim.get("underpowered"):
+            return f"underpowered: needs >= {claim.get('seeds_needed')} seeds"
+        state = wording.gain_state(claim.get("mean_diff"), _p_of(claim), alpha)
+        return f"gain_significant: the policy is {wording.gain_words(state)}"
+    if name == "enough_seeds":
+        return f"enough_seeds: needs >= {claim.get('seeds_needed')} seeds"
+    if name == "gain_explained_by_overlap":
+        return "gain_explained_by_overlap: request overlap does not explain G"
+    return CHECK_PHRASES.get(name, f"{name} failed")
+
+
+CHECK_PHRASES = {
+    "k_match": "k_match: the draws' K differs from the policy's",
+    "load_match": "load_match: runs not load-matched to their seed's no-sync run",
+    "no_sync_present": "no_sync_present: no-sync runs missing",
+    "matched_random_present": "matched_random_present: matched-random draws missing",
+    "pairing_real": "pairing_real: the seeds' runs do not share their requests",
+    "policy_runs_complete": "policy_runs_complete: policy runs missing",
+    "schedules_in_corridor": "schedules_in_corridor: schedules outside the corridor",
+    "merge_durations_match": "merge_durations_match: merge durations differ",
+    "open_loop_sending": "open_loop_sending: requests not sent open-loop",
+    "psi_fit": "psi_fit: psi not fitted on enough runs",
+    "not_oracle": "not_oracle: the policy is an oracle (a bound, never deployable)",
+    "real_sidecar": "real_sidecar: not run on a real serving sidecar",
+    "transfer_ci_excludes_one": "transfer_ci_excludes_one: the harness effect did not transfer",
+}
+
+
+def stop_text(claim: dict, rungs: list[Rung], alpha=None) -> str:
+    """Why the claim stops where it does: the first blocking tier and, per blocking check, a
+    short clause derived from the claim (never a cut-off finding; the detail has those)."""
     stop = next((r for r in rungs if r.state in ("failed", "not_evaluable", "not_run")), None)
     if stop is None:
         return ""
@@ -126,11 +164,7 @@ def stop_text(claim: dict, rungs: list[Rung]) -> str:
     text = f"{stop.tier} {stop.text}"
     blockers = _blockers(claim, stop.tier)
     if blockers:
-        names = ", ".join(str(b.get("name")) for b in blockers)
-        found = shorten(honest(blockers[0].get("found"), claim.get("mean_diff")),
-                        STOP_DETAIL_LIMIT)
-        text += f" ({names}; {found})" if len(blockers) == 1 else \
-            f" ({names}; first: {found})"
+        text += " (" + "; ".join(blocker_phrase(b, claim, alpha) for b in blockers) + ")"
     return text
 
 
@@ -152,6 +186,36 @@ def _exclusions(claim: dict) -> list[dict]:
     return out
 
 
+def effect_text(g, ci, invalid=()) -> tuple[str, str]:
+    """(effect clause, direction) for G and its CI, both shares of requests shown in
+    percentage points: the CI's side of 0 decides what the clause says; with failed design
+    checks (``invalid``) G is shown but read as no evidence."""
+    if g is None:
+        return "no paired gain (fewer than 2 paired seeds)", ""
+    effect = f"G = {pp(g)} pp"
+    has_ci = bool(ci) and None not in ci
+    side = wording.ci_side(*ci) if has_ci else wording.ACROSS
+    if has_ci:
+        effect += f" [{pp(ci[0])}, {pp(ci[1])}] (95% CI, {wording.ci_words(side)})"
+    else:
+        effect += " (no CI: too few seeds)"
+    if invalid:
+        return f"{effect}; {wording.not_valid_words(list(invalid))}", ""
+    direction = "fewer" if g > 0 else ("more" if g < 0 else "")
+    if has_ci and side != wording.ACROSS:           # the CI, not the point, sets the sign
+        direction = "fewer" if side == wording.ABOVE else "more"
+    if not direction:
+        return effect + ": the same share of requests violates the SLO as under random " \
+                        "placement of the same merges", ""
+    amount = f"{pp(abs(g), signed=False)} pp {direction} requests violate the SLO"
+    if has_ci and side != wording.ACROSS:
+        effect += f": {amount} than under random placement of the same merges"
+    else:
+        effect += (f": a point estimate of {amount} than under random placement, a difference "
+                   "the data do not show")
+    return effect, direction
+
+
 def headline(claim: dict, audit: dict) -> Headline:
     names = tier_names(audit)
     tier = claim.get("tier")
@@ -167,18 +231,7 @@ def headline(claim: dict, audit: dict) -> Headline:
                        if t["name"] == tier), "")
 
     g, ci = claim.get("mean_diff"), claim.get("ci")
-    if g is None:
-        effect, direction = "no paired gain (fewer than 2 paired seeds)", ""
-    else:
-        effect = f"G = {pp(g)} pp"
-        if ci and None not in ci:
-            effect += f" [{pp(ci[0])}, {pp(ci[1])}] (95% CI)"
-        else:
-            effect += " (no CI: too few seeds)"
-        direction = "fewer" if g > 0 else ("more" if g < 0 else "")
-        if direction:
-            effect += (f": {pp(abs(g), signed=False)} pp {direction} requests violate the SLO "
-                       "than under random placement of the same merges")
+    effect, direction = effect_text(g, ci, wording.failed_design_checks(claim.get("checks")))
     alternative = audit.get("alternative", "two-sided")
     test_name = str(claim.get("test") or "sign-flip")
     test_name = test_name[:-5] if test_name.endswith(" test") else test_name
@@ -190,12 +243,13 @@ def headline(claim: dict, audit: dict) -> Headline:
         test = ""
     else:
         kind = "exact" if claim.get("exact") else "Monte Carlo"
-        test = (f"p = {p_value(p)} ({alternative}, {kind} {test_name} test"
-                + (f", Holm over {n_claims} claims" if adjusted else "") + ")")
+        test = ((f"Holm-adjusted p = {p_value(p)} over {n_claims} claims" if adjusted
+                 else f"p = {p_value(p)}") + f" ({alternative}, {kind} {test_name} test)")
     if status == "underpowered":
+        alpha = audit.get("alpha")
         test += ("; " if test else "") + (
-            f"with {claim.get('n_seeds')} seeds the smallest attainable p is "
-            f"{p_value(claim.get('min_p'))}: needs >= {claim.get('seeds_needed')} seeds")
+            f"underpowered: {claim.get('n_seeds')} seeds cannot reach alpha = {num(alpha)}, "
+            f"needs >= {claim.get('seeds_needed')} seeds")
     n = claim.get("n_seeds") or 0
     seeds = f"{claim.get('wins', 0)} of {n} seeds favour the policy" if n else ""
     eff_n = claim.get("effective_n")
@@ -205,7 +259,8 @@ def headline(claim: dict, audit: dict) -> Headline:
     return Headline(policy=str(claim.get("policy")), regime=str(claim.get("regime")),
                     status=status, tier=tier, tier_claim=tier_claim, effect=effect,
                     direction=direction, test=test, test_name=test_name, seeds=seeds,
-                    stop=stop_text(claim, rungs), oracle=bool(claim.get("oracle")),
+                    stop=stop_text(claim, rungs, audit.get("alpha")),
+                    oracle=bool(claim.get("oracle")),
                     ladder=rungs, exclusions=_exclusions(claim))
 
 

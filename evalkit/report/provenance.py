@@ -2,7 +2,8 @@
 fingerprint of the audited input.
 
 The campaign name is the stem of the campaign file the runs were swept from (recorded by
-``evalkit sweep`` in each run's ``settings.requested.campaign``), else the input's base name.
+``evalkit sweep`` in each run's ``settings.requested.campaign``; a generic ``campaign.toml``
+is named by its folder), else the input's base name.
 The input fingerprint is the SHA-256 of the per-run table the audit read (every run's id,
 role, policy, seed, V, K, exposure and load quantities, in run-id order) and of the excluded
 runs: two audits with the same fingerprint saw the same evidence, wherever the files lay.
@@ -17,6 +18,19 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from evalkit import __version__
 
 
+GENERIC_STEMS = frozenset({"campaign", "campaigns", "config", "sweep"})
+
+
+def _campaign_stem(path: str) -> str:
+    """A campaign file's name without ``.toml``; a generic file name (``campaign.toml``) is
+    named by its folder instead (``examples/cpu_real/campaign.toml`` -> ``cpu_real``)."""
+    pure = PureWindowsPath(path) if "\\" in path else PurePosixPath(path)
+    stem = pure.name[:-5] if pure.name.endswith(".toml") else pure.name
+    if stem.lower() in GENERIC_STEMS and pure.parent.name:
+        return pure.parent.name
+    return stem
+
+
 def campaign_name(campaign) -> tuple[str, str]:
     """(name, where it came from): the campaign file's stem(s) or the input's base name."""
     stems = set()
@@ -27,8 +41,7 @@ def campaign_name(campaign) -> tuple[str, str]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if isinstance(path, str) and path:
-            name = PureWindowsPath(path).name if "\\" in path else PurePosixPath(path).name
-            stems.add(name[:-5] if name.endswith(".toml") else name)
+            stems.add(_campaign_stem(path))
     if stems:
         return " + ".join(sorted(stems)), "campaign file"
     name = str(campaign.input_name)

@@ -192,6 +192,8 @@ def _view(result, audit: dict, figures: dict, embed: bool) -> dict:
         "audit": audit, "prov": audit.get("provenance", {}), "heads": heads,
         "claims": claims, "regimes": regimes, "tiers": audit["protocol"]["tiers"],
         "states": STATES, "exclusions": exclusions, "transfer_cols": TRANSFER_COLUMNS,
+        "drain_notes": figs.drain_curve_notes(
+            {m: t for m, t in (audit.get("transfer") or {}).items() if isinstance(t, dict)}),
         "transfer_fig": None if transfer is None else (
             transfer, transfer.data_uri if embed else transfer.path),
     }

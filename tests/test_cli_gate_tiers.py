@@ -1,0 +1,48 @@
+"""`evalkit gate` prints the tier the claim reaches (as the audit does) and the tier required."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from evalkit.audit import audit_campaign
+from evalkit.cli.main import cli
+from tests.conftest import REPO
+
+BURSTY = REPO / "fixtures" / "campaigns" / "sim_bursty"
+
+
+@pytest.fixture(scope="module")
+def audited():
+    return audit_campaign(BURSTY)
+
+
+def _first_line(output: str) -> tuple[str, str, str]:
+    m = re.match(r"gate (PASS|FAIL): \S+ reached (\S+); required (\S+) ", output)
+    assert m, output
+    return m.groups()
+
+
+@pytest.mark.parametrize("tier, code", [("matched_budget", 0), ("calibrated", 0),
+                                        ("deployable", 1)])
+def test_gate_reports_the_audits_tier_not_one_capped_at_the_required_tier(audited, tier,
+                                                                           code):
+    wa = audited.claim("wa")
+    assert wa.tier == "calibrated"                  # the fixture's wa claim, by the audit
+    res = CliRunner().invoke(cli, ["gate", str(BURSTY), "--policy", "wa", "--tier", tier])
+    assert res.exit_code == code, res.output
+    verdict, reached, required = _first_line(res.output)
+    assert (verdict, reached, required) == ("PASS" if code == 0 else "FAIL", wa.tier, tier)
+    # the verdict line is the audit's: a calibrated claim is not "not placement gain"
+    assert res.output.splitlines()[1].strip() == wa.verdict
+    assert "not shown to be placement gain" not in res.output
+
+
+def test_gate_below_the_required_tier_says_both(audited):
+    ewma = audited.claim("ewma")
+    res = CliRunner().invoke(cli, ["gate", str(BURSTY), "--policy", "ewma"])
+    assert res.exit_code == 1
+    assert _first_line(res.output) == ("FAIL", ewma.tier, "matched_budget")
+    assert ewma.stop_reason in res.output
