@@ -20,6 +20,7 @@ import pandas as pd
 from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.checks import Check, run_check
 from evalkit.audit.protocol import Protocol
+from evalkit.audit.slo_breakdown import slo_breakdown
 from evalkit.audit.transfer_evidence import TransferEvidence  # noqa: F401 - part of this API
 from evalkit.errors import InputError, NotEstimable
 
@@ -445,6 +446,7 @@ class ClaimResult:
             "oracle": self.data.oracle, "underpowered": self.underpowered,
             "checks": [c.to_dict() for c in self.checks], "notes": self.notes,
             "per_seed": self.per_seed().to_dict("records"),
+            "slo_breakdown": slo_breakdown(self.ctx.campaign.runs, self.data),
         }
 
 
