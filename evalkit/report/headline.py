@@ -193,9 +193,14 @@ def headline(claim: dict, audit: dict) -> Headline:
         test = (f"p = {p_value(p)} ({alternative}, {kind} {test_name} test"
                 + (f", Holm over {n_claims} claims" if adjusted else "") + ")")
     if status == "underpowered":
-        test += ("; " if test else "") + (
+        rule = (claim.get("power") or {}).get("text") or (
             f"with {claim.get('n_seeds')} seeds the smallest attainable p is "
             f"{p_value(claim.get('min_p'))}: needs >= {claim.get('seeds_needed')} seeds")
+        alpha = audit.get("alpha")
+        if p is not None and alpha is not None and p <= alpha and g:
+            rule = (f"significantly {'better' if g > 0 else 'worse'} than matched random, "
+                    "but not claimable: " + rule)
+        test += ("; " if test else "") + rule
     n = claim.get("n_seeds") or 0
     seeds = f"{claim.get('wins', 0)} of {n} seeds favour the policy" if n else ""
     eff_n = claim.get("effective_n")
