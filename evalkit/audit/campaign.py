@@ -13,6 +13,7 @@ failed checks naming the runs that are missing.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.names import normalise_name
 from evalkit.runlog.design import DESIGN_COLUMNS
 from evalkit.audit.summary_table import is_summary_table, read_summary_table
 
@@ -113,14 +115,14 @@ def load_campaign(input_path: str | Path) -> Campaign:
         return _from_runs_dir(path)
     if is_summary_table(path):
         runs, notes = read_summary_table(path)
-        runs = _standardise(runs)
+        runs = _standardise(runs, path.name)
         return Campaign(source="summary", input_name=path.name, runs=runs, summary=None,
                         runs_dir=None, notes=notes)
     raise InputError("input is neither a runs directory nor a summary table", file=str(path),
                      fix="pass a directory of runs or a .csv/.parquet summary table")
 
 
-def _standardise(runs: pd.DataFrame) -> pd.DataFrame:
+def _standardise(runs: pd.DataFrame, source: str) -> pd.DataFrame:
     runs = runs.copy()
     for col in RUN_COLUMNS:
         if col not in runs.columns:
@@ -133,11 +135,21 @@ def _standardise(runs: pd.DataFrame) -> pd.DataFrame:
     runs["regime"] = runs["regime"].fillna("default").astype(str)
     for col in ("matched_to", "backend", "trace_realisation"):
         runs[col] = runs[col].astype(object).where(runs[col].notna(), None)
+    # one spelling per name (NFKC); a name that could hide another claim is refused
+    for col in ("regime", "policy", "matched_to"):
+        runs[col] = [None if v is None else normalise_name(v, file=f"{source}: run {r}",
+                                                           key=col)
+                     for v, r in zip(runs[col].tolist(), runs["run_id"].tolist())]
     return runs.sort_values(["regime", "role", "policy", "seed", "draw", "run_id"],
                             na_position="first", kind="mergesort").reset_index(drop=True)
 
 
 _OWNER_KEYS = ("regime", "seed", "role", "policy", "matched_to", "draw")
+
+
+def _nfkc(value):
+    """Names of excluded runs in the spelling claims use (validation refuses bad ones)."""
+    return unicodedata.normalize("NFKC", value) if isinstance(value, str) else value
 
 
 def _from_runs_dir(path: Path) -> Campaign:
@@ -160,7 +172,7 @@ def _from_runs_dir(path: Path) -> Campaign:
             reason = "incomplete run" + (f": {meta['error']}" if meta.get("error") else "")
             # who the run belonged to: an excluded run is a missing result for its seed
             excluded.append({"run_id": run_id, "reason": reason,
-                             **{k: meta.get(k) for k in _OWNER_KEYS}})
+                             **{k: _nfkc(meta.get(k)) for k in _OWNER_KEYS}})
         else:
             run_dirs[run_id] = run_dir
     summary = summarize_runs(path)
@@ -178,7 +190,7 @@ def _from_runs_dir(path: Path) -> Campaign:
     runs = summary.copy()
     if "k_observed" not in runs and "k_total" in runs:
         runs["k_observed"] = runs["k_total"]
-    runs = _standardise(runs)
+    runs = _standardise(runs, path.name)
     notes = [f"validation warning: {w}" for w in summary.attrs.get("warnings", [])]
     for run_id in runs.run_id:
         if run_id not in run_dirs:

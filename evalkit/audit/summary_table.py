@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.names import normalise_name
 
 REQUIRED = ("policy", "seed", "violation_rate")
 # columns of `evalkit summarize` the audit uses when present: load match, design facts
@@ -102,16 +103,25 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
     def text(value, default=None):
         return default if _blank(value) else str(value).strip()
 
+    def name(i, col, value, default=None):
+        """A regime or policy name: NFKC, refused when it could hide another claim."""
+        if _blank(value):
+            return default
+        try:
+            return normalise_name(str(value).strip(), file=path.name, key=col)
+        except InputError as exc:
+            bad(i, col, exc.message, exc.fix)
+
     rows = []
     no_sync_given: dict[tuple[str, int], tuple[float, int]] = {}
     for i, rec in enumerate(table.to_dict("records")):
-        policy = text(rec["policy"])
+        policy = name(i, "policy", rec["policy"])
         if policy is None:
             bad(i, "policy", "value is missing", "name the policy of every row")
         seed = number(i, "seed", rec["seed"], integer=True)
-        regime = text(rec.get("regime"), "default")
+        regime = name(i, "regime", rec.get("regime"), "default")
         role = text(rec.get("role"))
-        matched_to = text(rec.get("matched_to"))
+        matched_to = name(i, "matched_to", rec.get("matched_to"))
         if policy in ("matched_random", "no_sync"):
             if role not in (None, policy):
                 bad(i, "role", f"role {role!r} contradicts policy {policy!r}",
