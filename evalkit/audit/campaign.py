@@ -41,6 +41,7 @@ class Campaign:
     summary: pd.DataFrame | None         # full summarize_runs output (runs dir only)
     runs_dir: Path | None
     excluded: list[dict] = field(default_factory=list)   # {run_id, reason}
+    table_word_runs: set = field(default_factory=set)    # runs synthesised from a table
     notes: list[str] = field(default_factory=list)
     _dirs: dict = field(default_factory=dict)
     _cache: dict = field(default_factory=dict)
@@ -161,13 +162,15 @@ def _from_runs_dir(path: Path) -> Campaign:
     if not dirs and not listing.unreadable:
         raise InputError("no runs found (no run.json below this directory)", file=path.name,
                          fix="pass the directory that holds the run directories")
-    excluded, run_dirs = [], {}
+    excluded, run_dirs, table_word = [], {}, set()
     for run_dir in dirs:
         try:
             meta = read_meta(run_dir)
         except UnreadableRun:           # listed with its reason from the summary below
             continue
         run_id = str(meta.get("run_id", run_dir.name))
+        if _synthesised(meta):
+            table_word.add(run_id)
         if not meta.get("complete", False):
             reason = "incomplete run" + (f": {meta['error']}" if meta.get("error") else "")
             # who the run belonged to: an excluded run is a missing result for its seed
@@ -202,9 +205,22 @@ def _from_runs_dir(path: Path) -> Campaign:
     if orphans:
         notes.append("matched-random draws matched to policies with no policy runs (not "
                       "audited): " + ", ".join(orphans))
+    if table_word:
+        notes.append(f"{len(table_word)} run(s) were synthesised from a summary table (backend "
+                     "import): their request logs and design facts are the table's word")
     return Campaign(source="runs", input_name=path.name, runs=runs, summary=summary,
                     runs_dir=path, excluded=sorted(excluded, key=lambda e: e["run_id"]),
-                    notes=notes, _dirs=run_dirs)
+                    notes=notes, table_word_runs=table_word, _dirs=run_dirs)
+
+
+def _synthesised(meta: dict) -> bool:
+    """A run `evalkit import summary-table` wrote: its requests are made up from aggregates."""
+    from evalkit.interop.summary_table import SYNTH_NOTE
+
+    notes = meta.get("notes")
+    notes = notes if isinstance(notes, list) else [notes]
+    return meta.get("backend") == "import" and any(
+        isinstance(n, str) and n.startswith(SYNTH_NOTE) for n in notes)
 
 
 # ---------------------------------------------------------------------------------- claims

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evalkit.audit.table_word import FIX as TABLE_WORD_FIX
+from evalkit.audit.table_word import TABLE_WORD_CHECKS, table_says
 from evalkit.errors import NotEstimable
 
 
@@ -76,10 +78,16 @@ def run_check(name: str, tier: str, ctx, spec) -> Check:
                       found=f"check raised {type(exc).__name__}: {exc}",
                       recommendation="fix the input named in the error, then rerun the audit")
     accept = bool(getattr(getattr(ctx, "protocol", None), "accept_vouched", False))
-    vouched = not out.evaluable and spec.on_not_evaluable == "vouch" and accept
+    vouchable = spec.on_not_evaluable == "vouch"
+    if name in TABLE_WORD_CHECKS and out.passed is True and (where := table_says(ctx)):
+        # a table's design columns are its word: passing on them is vouching, not checking
+        out = not_evaluable(out.expected, f"the table's word, not verified ({where}): "
+                            f"{out.found}", TABLE_WORD_FIX)
+        vouchable = True
+    vouched = not out.evaluable and vouchable and accept
     blocking = out.passed is False or (not out.evaluable and not vouched)
     rec = out.recommendation
-    if not out.evaluable and spec.on_not_evaluable == "vouch" and not accept:
+    if not out.evaluable and vouchable and not accept and rec != TABLE_WORD_FIX:
         rec = (rec + "; " if rec else "") + ("or vouch for it: --accept-vouched (the report "
                                              "marks the claim as vouched)")
     return Check(name=name, tier=tier, passed=out.passed, evaluable=out.evaluable,

@@ -6,8 +6,9 @@ required  ``policy``, ``seed``, ``violation_rate``
 optional  ``role``, ``draw``, ``regime``, ``n_requests``, ``K`` (or ``k_observed``),
           ``oracle``, ``no_sync_violation_rate``, ``matched_to``, ``backend``,
           ``trace_realisation``, ``run_id``, and the load-match and design columns that
-          ``evalkit summarize`` writes (:data:`PASSTHROUGH`): a summarize table reaches the
-          tiers of its runs directory for every check that needs no request logs
+          ``evalkit summarize`` writes (:data:`PASSTHROUGH`).  Those are the table's word
+          (:mod:`evalkit.audit.table_word`): the checks reading them pass only when the
+          user vouches for the table (``--accept-vouched``), and fail on what they contradict
 
 * ``role`` defaults to ``policy``; rows whose policy is ``matched_random`` / ``no_sync`` take
   those roles.  A ``matched_random`` row whose policy names another policy is a draw matched
