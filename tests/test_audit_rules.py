@@ -153,6 +153,22 @@ def _baseline(runs: Path, out: Path, *extra) -> Path:
     return out / "audit.json"
 
 
+@pytest.fixture(scope="module")
+def base_audit(tmp_path_factory) -> dict:
+    """audit.json of the unmodified base campaign (the accepted baseline)."""
+    out = tmp_path_factory.mktemp("baseline") / "report"
+    return json.loads(_baseline(CAMPAIGNS / BASE, out).read_text())
+
+
+@pytest.fixture()
+def base(base_audit, tmp_path) -> Path:
+    """A writable copy of the baseline's audit.json."""
+    path = tmp_path / "old" / "audit.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(base_audit))
+    return path
+
+
 def _worse_policy(runs: Path, every: int = 5, extra_s: float = 6.0) -> None:
     """Every ``every``-th request of each wa run takes ``extra_s`` longer: wa loses."""
     def slower(req):
@@ -165,10 +181,10 @@ def _worse_policy(runs: Path, every: int = 5, extra_s: float = 6.0) -> None:
             edit_requests(d, slower)
 
 
-def test_audit_json_records_the_protocols_content_hash(runs, tmp_path):
+def test_audit_json_records_the_protocols_content_hash(base_audit, tmp_path):
     from evalkit.audit.protocol import load_protocol
 
-    audit = json.loads(_baseline(runs, tmp_path / "old").read_text())
+    audit = base_audit
     assert audit["protocol"]["content_sha256"] == load_protocol().content_sha256
     # a comment or description is a label: the same rules, the same content hash
     reworded = tmp_path / "reworded.toml"
@@ -181,10 +197,9 @@ def test_audit_json_records_the_protocols_content_hash(runs, tmp_path):
     assert load(str(reworded)).sha256 != load_protocol().sha256
 
 
-def test_gate_fails_when_a_pull_request_edits_the_protocol(runs, tmp_path):
+def test_gate_fails_when_a_pull_request_edits_the_protocol(runs, tmp_path, base):
     # the pull request makes wa worse and removes the two checks that would catch it from
     # a protocol file of the same name and version
-    base = _baseline(runs, tmp_path / "old")
     assert gate(runs, "--baseline", str(base)).exit_code == 0
     _worse_policy(runs)
     edited = _protocol_without(tmp_path / "diloco-slo.toml", "enough_seeds", "gain_significant")
@@ -207,10 +222,9 @@ def test_gate_fails_when_a_pull_request_edits_the_protocol(runs, tmp_path):
 
 
 @pytest.mark.parametrize("flag", [("--alpha", "0.2"), ("--accept-vouched",)])
-def test_gate_fails_when_the_rules_are_loosened_on_the_command_line(runs, tmp_path, flag):
+def test_gate_fails_when_the_rules_are_loosened_on_the_command_line(runs, base, flag):
     # own attack: the same protocol file, loosened by a flag at gate time (alpha 0.2, or
     # vouching for what cannot be checked) -- a rule change like an edited file
-    base = _baseline(runs, tmp_path / "old")
     res = gate(runs, "--baseline", str(base), *flag)
     assert res.exit_code == 1, res.output
     assert "protocol's rules changed" in res.output
@@ -218,8 +232,7 @@ def test_gate_fails_when_the_rules_are_loosened_on_the_command_line(runs, tmp_pa
                 "--accept-protocol-change").exit_code == 0
 
 
-def test_an_older_baseline_without_a_content_hash_is_compared_by_its_rules(runs, tmp_path):
-    base = _baseline(runs, tmp_path / "old")
+def test_an_older_baseline_without_a_content_hash_is_compared_by_its_rules(runs, base):
     audit = json.loads(base.read_text())
     del audit["protocol"]["content_sha256"]
     base.write_text(json.dumps(audit))
@@ -230,8 +243,8 @@ def test_an_older_baseline_without_a_content_hash_is_compared_by_its_rules(runs,
     assert res.exit_code == 1 and "protocol's rules changed" in res.output
 
 
-def test_diff_exits_1_on_a_protocol_change_when_asked(runs, tmp_path):
-    old = _baseline(runs, tmp_path / "old")
+def test_diff_exits_1_on_a_protocol_change_when_asked(runs, tmp_path, base):
+    old = base
     edited = _protocol_without(tmp_path / "diloco-slo.toml", "enough_seeds", "gain_significant")
     new = _baseline(runs, tmp_path / "new", "--protocol", str(edited))
     plain = CliRunner().invoke(cli, ["diff", str(old), str(new)])
