@@ -7,7 +7,8 @@ losing seeds of ``wa`` can be moved out of sight.  Every name is therefore
 * NFKC-normalised (``ｗａ`` -> ``wa``: compatibility forms name the same thing), and
 * refused (:class:`~evalkit.errors.InputError`, exit 2, naming the file and key) when it holds
   a control, format (bidi controls, zero-width characters), private-use, unassigned or
-  other invisible character, whitespace other than inner ASCII spaces, a letter of more
+  other invisible character, whitespace other than inner ASCII spaces, non-ASCII
+  punctuation or symbols (``wa‐x`` with U+2010 for ``wa-x``), a letter of more
   than one script (mixed script: ``wа``), a letter outside ASCII that is a Latin lookalike
   (``ɑ``, ``ı``; accented letters that decompose to an ASCII letter are fine), or consists only
   of letters that look Latin in another script (whole-script confusable: Cyrillic ``ра``).
@@ -73,6 +74,8 @@ def name_problem(name: str) -> str | None:
             return f"{where} is invisible"
         if cat == "Zs" and ch != " ":
             return f"{where} is a space other than U+0020"
+        if cat[0] in "PS" and not ch.isascii():
+            return f"{where} is non-ASCII punctuation or a symbol (confusable: use ASCII)"
         if cat.startswith("L"):
             script = _script(ch)
             scripts.add(script)

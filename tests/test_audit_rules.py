@@ -357,7 +357,8 @@ BENT = ["wa\u200b",          # zero-width space
         "\u0440\u0430",      # all Cyrillic, every letter a Latin lookalike
         "\u0251",            # Latin alpha, looks like a
         "wa\ufe0f",          # variation selector
-        "wa\x07"]            # control character
+        "wa\x07",           # control character
+        "wa\u2010x"]         # hyphen U+2010, looks like wa-x
 
 
 @pytest.mark.parametrize("how", ["policy", "regime"])

@@ -939,20 +939,20 @@ def test_enough_seeds_texts():
     out = C.enough_seeds(c, _spec(min_seeds=5))
     assert out.expected == (">= 6 independent paired seeds (protocol minimum 5; the sign-flip "
                             "test needs 6 to reach alpha = 0.05 two-sided)")
-    assert out.found == ("underpowered: 3 independent paired seeds; 5 seed(s) replay another "
-                         "seed's trace realisation and count once (5 = 0, 6 = 0, 7 = 1, 8 = 1)"
-                         "; 1 seed(s) whose policy run and draws have the same V cannot move "
-                         "the test and do not count: 3 independent seeds are below the "
-                         "protocol's minimum of 5, and the smallest attainable two-sided p is "
-                         "0.25 > alpha = 0.05: the test needs >= 6 seeds")
+    assert out.found == ("underpowered: 3 independent seeds are below the protocol's minimum "
+                         "of 5, and the smallest attainable two-sided p is 0.25 > alpha = "
+                         "0.05: the test needs >= 6 seeds; 5 seed(s) replay another seed's "
+                         "trace realisation and count once (5 = 0, 6 = 0, 7 = 1, 8 = 1); 1 "
+                         "seed(s) whose policy run and draws have the same V cannot move the "
+                         "test and do not count")
     assert out.recommendation == "underpowered: needs >= 6 seeds"
     # 4 seeds, the test could reach alpha with 3: the protocol's minimum of 5 blocks
     c = _c(informative_n=4, effective_n=4, seeds_needed=3, test_name="t", pseudo_replicates=[],
            design_min_p=0.0123)
     out = C.enough_seeds(c, _spec(min_seeds=5))
-    assert out.found == ("underpowered: 4 independent paired seeds: 4 independent seeds are "
-                         "below the protocol's minimum of 5 (the test itself could reach alpha "
-                         "with 3; smallest attainable p now 0.0123)")
+    assert out.found == ("underpowered: 4 independent seeds are below the protocol's minimum "
+                         "of 5 (the test itself could reach alpha with 3; smallest attainable p "
+                         "now 0.0123)")
     assert out.recommendation == "underpowered: needs >= 5 seeds"
     # enough for the protocol, not for the test
     c = _c(informative_n=5, effective_n=5, seeds_needed=6, test_name="t", pseudo_replicates=[],

@@ -459,7 +459,7 @@ def enough_seeds(ctx, spec) -> Outcome:
     pw = power(ctx, min_seeds=spec["min_seeds"])
     rule = pw.text or (f"smallest attainable {ctx.alternative} p = "
                        f"{_fmt(ctx.design_min_p)}")
-    return Outcome(False, expected, f"underpowered: {n} independent paired seeds{note}: {rule}",
+    return Outcome(False, expected, f"underpowered: {rule}{note}",
                    f"underpowered: needs >= {needed} seeds")
 
 
