@@ -483,6 +483,9 @@ def test_a_typed_in_table_with_made_up_design_columns_needs_vouching(tmp_path):
                                     "--accept-vouched"]).exit_code == 0
     audit = json.loads((out / "audit.json").read_text())
     assert {"pairing_real", "load_match"} <= set(audit["claims"][0]["vouched"])
+    for name in ("report.md", "report.html"):    # the headline marks the claim vouched
+        head = (out / name).read_text().split("Tier ladder")[0]
+        assert "Vouched, not verified" in head and "pairing" in head, name
 
 
 def test_a_vouched_table_is_still_checked_for_internal_consistency(tmp_path):

@@ -57,6 +57,7 @@ class Headline:
     stop: str                   # why not higher ("" when every tier passed)
     oracle: bool
     ladder: list[Rung] = field(default_factory=list)
+    vouched: str = ""           # checks the user vouched for (--accept-vouched), not verified
     exclusions: list[dict] = field(default_factory=list)   # {run_id, seed, reason}
 
     @property
@@ -70,6 +71,7 @@ class Headline:
             head += f" at tier {self.tier}"
         parts = [head, self.effect, self.test, self.seeds]
         text = "; ".join(p for p in parts if p) + "."
+        text += f" Vouched, not verified: {self.vouched}." if self.vouched else ""
         return text + (f" Not higher: {self.stop}." if self.stop else "")
 
 
@@ -211,7 +213,8 @@ def headline(claim: dict, audit: dict) -> Headline:
                     status=status, tier=tier, tier_claim=tier_claim, effect=effect,
                     direction=direction, test=test, test_name=test_name, seeds=seeds,
                     stop=stop_text(claim, rungs), oracle=bool(claim.get("oracle")),
-                    ladder=rungs, exclusions=_exclusions(claim))
+                    ladder=rungs, exclusions=_exclusions(claim),
+                    vouched=", ".join(str(v) for v in claim.get("vouched") or []))
 
 
 def headlines(audit: dict) -> list[Headline]:
