@@ -127,6 +127,20 @@ def test_the_report_shows_the_per_slo_breakdown(runs, tmp_path):
     b = audit["claims"][0]["slo_breakdown"]
     # seed 0's policy run misses TTFT on most requests: the mean over 7 seeds shows it
     assert b["policy"]["ttft"] > 0.05 and b["matched_random"]["ttft"] == 0.0
+    # against a brute-force count over the policy runs' request logs
+    shares = {"ttft": [], "e2e": [], "any": []}
+    for d in run_dirs(runs):
+        if not d.name.startswith("wa-"):
+            continue
+        req = pd.read_parquet(d / "requests.parquet")
+        done = req.ok & req.end_s.notna()
+        e2e = ~done | (req.end_s - req.arrival_s > 5.0)
+        ttft = ~(req.ok & req.first_token_s.notna()) | (req.first_token_s - req.arrival_s > 1.0)
+        shares["e2e"].append(e2e.mean())
+        shares["ttft"].append(ttft.mean())
+        shares["any"].append((e2e | ttft).mean())
+    for key, vals in shares.items():
+        assert b["policy"][key] == pytest.approx(np.mean(vals), rel=1e-9), key
     assert "TTFT" in (out / "report.html").read_text()
 
 
