@@ -246,6 +246,15 @@ def test_gate_fails_when_the_rules_are_loosened_on_the_command_line(runs, base, 
                 "--accept-protocol-change").exit_code == 0
 
 
+def test_gate_fails_when_the_audit_seed_is_shopped(runs, base):
+    # own attack: another --seed draws another Monte Carlo / bootstrap stream; trying seeds
+    # until one passes is a rule change too
+    res = gate(runs, "--baseline", str(base), "--seed", "7")
+    assert res.exit_code == 1 and "the audit seed changed (0 -> 7)" in res.output
+    assert gate(runs, "--baseline", str(base), "--seed", "7",
+                "--accept-protocol-change").exit_code == 0
+
+
 def test_an_older_baseline_without_a_content_hash_is_compared_by_its_rules(runs, base):
     audit = json.loads(base.read_text())
     del audit["protocol"]["content_sha256"]

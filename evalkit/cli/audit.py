@@ -101,6 +101,10 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
         ranks = [tier_rank(c.get("tier"), order) for c in base["claims"]]
         top = max([top] + [r for r in ranks if r is not None])
     changed = protocol_change(base["protocol"], proto.to_dict()) if base is not None else None
+    if base is not None and base.get("seed") is not None and base["seed"] != seed:
+        # the Monte Carlo and bootstrap stream is part of the rules: no seed shopping
+        changed = "; ".join(x for x in (changed, f"the audit seed changed ({base['seed']} -> "
+                                                   f"{seed})") if x)
     result = audit_campaign(input_path, protocol=proto, seed=seed, max_tier=order[top])
     claim = result.claim(policy, regime)
     reached = claim.tier
