@@ -229,19 +229,29 @@ def test_three_column_table_cannot_pass_unless_vouched(tmp_path):
     assert res.exit_code == 0 and "vouched" in res.output
 
 
-def test_summarize_table_reaches_the_runs_tiers(tmp_path):
+def test_summarize_table_design_columns_count_only_when_vouched(tmp_path):
+    # a table's design columns (fingerprints, corridor, durations, load) are its word: the
+    # summarize table of an honest campaign reaches its runs' tiers only with --accept-vouched
+    from evalkit.audit.protocol import load_protocol
+
     runs = CAMPAIGNS / "sim_bursty"
     table = tmp_path / "summary.csv"
     res = CliRunner().invoke(cli, ["summarize", str(runs), "--out", str(table)])
     assert res.exit_code == 0, res.output
     from_runs = audit_campaign(runs).claim("wa")
-    from_table = audit_campaign(table).claim("wa")
     assert from_runs.tier == "calibrated"
-    # every tier that needs no request logs (psi needs them) is reached from the table too
-    assert from_table.tier == "placement_gain"
-    assert check(from_table, "load_match").passed is True
-    assert check(from_table, "pairing_real").passed is True
-    assert from_table.to_dict()["p_two_sided"] == pytest.approx(
+    plain = audit_campaign(table).claim("wa")
+    assert plain.tier not in ("matched_budget", "placement_gain")
+    assert check(plain, "pairing_real").evaluable is False
+    assert check(plain, "pairing_real").found.startswith("the table's word")
+    vouched = audit_campaign(table, protocol=load_protocol().with_accept_vouched(True)
+                             ).claim("wa")
+    # every tier that needs no request logs (psi needs them) is reached, vouched
+    assert vouched.tier == "placement_gain"
+    for name in ("load_match", "pairing_real", "schedules_in_corridor",
+                 "merge_durations_match", "open_loop_sending"):
+        assert check(vouched, name).vouched is True, name
+    assert vouched.to_dict()["p_two_sided"] == pytest.approx(
         from_runs.to_dict()["p_two_sided"], rel=1e-12)
 
 
@@ -280,12 +290,13 @@ def test_table_hiding_one_merge_duration_is_not_verified(tmp_path):
     res = CliRunner().invoke(cli, ["summarize", str(CAMPAIGNS / BASE), "--out", str(table)])
     assert res.exit_code == 0, res.output
     df = pd.read_csv(table)
-    assert check(audit_campaign(table).claim("wa"), "merge_durations_match").passed is True
-    # blank the policy run's window length (it merged): nothing vouches for its D any more
+    c = check(audit_campaign(table).claim("wa"), "merge_durations_match")
+    assert c.evaluable is False and c.found.startswith("the table's word")   # never verified
+    # blank the policy run's window length (it merged): the table does not even say its D
     df.loc[df.run_id == "wa-s3", "merge_duration_median_s"] = np.nan
     df.to_csv(table, index=False)
     c = check(audit_campaign(table).claim("wa"), "merge_durations_match")
-    assert c.evaluable is False and c.blocking
+    assert c.evaluable is False and c.blocking and "no observed merge durations" in c.found
 
 
 @pytest.mark.parametrize("key, value", [("corridor", {"min_gap_s": 5.0, "max_gap_s": 80.0}),

@@ -67,7 +67,8 @@ def test_protocol_defaults_of_every_check_parameter():
         "open_loop_sending": {"max_completion_tied_share": 0.2,
                               "max_identical_arrival_share": 0.2},
         "k_match": {"max_abs_diff": 0}, "pairing_real": {}, "enough_seeds": {"min_seeds": 5},
-        "gain_significant": {}, "no_sync_present": {}, "load_match": {"tolerances": {}},
+        "gain_significant": {"min_effect": 0.005}, "no_sync_present": {},
+        "load_match": {"tolerances": {}},
         "psi_fit": {"min_runs": 6}, "gain_explained_by_overlap": {"unexplained_tolerance": 0.25},
         "not_oracle": {}, "real_sidecar": {"real_backends": ["torch", "vllm"]},
     }

@@ -289,9 +289,10 @@ def test_open_loop_unknown():
 
 
 def _seeds_ctx(n, needed, dup=(), tied=0):
+    # the test reaches alpha = 0.05 (two-sided) from `needed` seeds on
     return ctx(effective_n=n + tied, informative_n=n, seeds_needed=needed,
                pseudo_replicates=list(dup), test_name="sign-flip test",
-               design_min_p=2.0 ** -n)
+               design_min_p=0.01 if n >= needed else 0.5)
 
 
 @pytest.mark.parametrize("n, min_seeds, needed, passed", [
@@ -299,6 +300,10 @@ def _seeds_ctx(n, needed, dup=(), tied=0):
     (5, 6, 1, False)])
 def test_enough_seeds_edges(n, min_seeds, needed, passed):
     out = C.enough_seeds(_seeds_ctx(n, needed), spec(min_seeds=min_seeds))
+    if not passed:      # the message names the rule that blocks
+        floor, p_rule = n < min_seeds, n < needed
+        assert ("minimum of" in out.found) is floor
+        assert ("the test needs >=" in out.found) is p_rule
     assert out.passed is passed
     if not passed:
         assert out.found.startswith("underpowered")
@@ -332,26 +337,26 @@ def _gain_ctx(p, p_adj, stat=0.02, min_p=1 / 64, n=6, multiplicity="holm"):
     (0.06, 0.03, True),          # (adjusted below raw cannot happen with Holm; rule check)
     (0.05, 0.05, True), (0.0501, 0.0501, False)])
 def test_gain_significant_decides_on_adjusted_p(p, p_adj, passed):
-    out = C.gain_significant(_gain_ctx(p, p_adj), spec())
+    out = C.gain_significant(_gain_ctx(p, p_adj), spec(min_effect=0.005))
     assert out.passed is passed
     assert "Holm-adjusted" in out.expected
 
 
 def test_gain_significant_direction_min_p_and_n():
-    out = C.gain_significant(_gain_ctx(0.01, 0.01, stat=-0.02), spec())
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, stat=-0.02), spec(min_effect=0.005))
     assert out.passed is False and "WORSE" in out.found
-    out = C.gain_significant(_gain_ctx(0.01, 0.01, stat=0.0), spec())
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, stat=0.0), spec(min_effect=0.005))
     assert out.passed is False and "WORSE" in out.found
-    out = C.gain_significant(_gain_ctx(0.5, 0.5, stat=0.02), spec())
+    out = C.gain_significant(_gain_ctx(0.5, 0.5, stat=0.02), spec(min_effect=0.005))
     assert out.passed is False and "not significant" in out.found
     # min_p exactly at alpha is reachable; above alpha is underpowered
-    assert C.gain_significant(_gain_ctx(0.05, 0.05, min_p=0.05), spec()).passed is True
-    out = C.gain_significant(_gain_ctx(0.01, 0.01, min_p=0.0625), spec())
+    assert C.gain_significant(_gain_ctx(0.05, 0.05, min_p=0.05), spec(min_effect=0.005)).passed is True
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, min_p=0.0625), spec(min_effect=0.005))
     assert out.passed is False and out.found.startswith("underpowered")
-    out = C.gain_significant(_gain_ctx(0.01, 0.01, n=1), spec())
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, n=1), spec(min_effect=0.005))
     assert out.evaluable is False
-    assert C.gain_significant(_gain_ctx(0.01, 0.01, n=2, min_p=0.01), spec()).passed is True
-    out = C.gain_significant(_gain_ctx(0.01, 0.01, multiplicity="none"), spec())
+    assert C.gain_significant(_gain_ctx(0.01, 0.01, n=2, min_p=0.01), spec(min_effect=0.005)).passed is True
+    out = C.gain_significant(_gain_ctx(0.01, 0.01, multiplicity="none"), spec(min_effect=0.005))
     assert "Holm" not in out.expected and "adjusted" not in out.found
 
 

@@ -241,15 +241,26 @@ def test_underpowered_needs_a_blocking_underpowered_check():
 
 # ---------------------------------------------------------------------------- verdicts
 
-def _vctx(stat=0.0625, lo=0.03125, hi=0.125, needed=7):
-    return SimpleNamespace(seeds_needed=needed,
-                           sign_flip=SimpleNamespace(statistic=stat, ci_low=lo, ci_high=hi))
+def _vctx(stat=0.0625, lo=0.03125, hi=0.125, needed=7, explained=None, n=4, p_adj=0.5,
+          design_min_p=0.01, min_p=0.01):
+    from evalkit.audit.protocol import load_protocol
+
+    ev = SimpleNamespace(_explained={("wa", 1, 0.95, 0.25): (explained, "")})
+    return SimpleNamespace(
+        seeds_needed=needed, claim=SimpleNamespace(policy="wa"), regime_evidence=ev,
+        protocol=load_protocol(), informative_n=n, effective_n=n, design_min_p=design_min_p,
+        alpha=0.05, alternative="two-sided", p_adjusted=p_adj,
+        sign_flip=SimpleNamespace(statistic=stat, ci_low=lo, ci_high=hi, min_p=min_p))
+
+
+def _explained(g_pred=0.05, lo=0.02, hi=0.08, explained=True):
+    return SimpleNamespace(g_pred=g_pred, g_pred_ci=(lo, hi), explained=explained)
 
 
 def test_verdict_wording_per_tier():
     proto = load_protocol()
     claim = SimpleNamespace(oracle=False)
-    g = "G = 0.0625 [0.03125, 0.125]"
+    g = "G = 0.0625 [0.03125, 0.125], CI above 0"
     assert _verdict("matched_budget", proto, claim, [], "", _vctx()) == (
         f"head-to-head: beats matched random at the same merge budget ({g}); not shown to be "
         "placement gain")
@@ -257,8 +268,9 @@ def test_verdict_wording_per_tier():
         f"placement gain over matched random, load-matched to no-sync ({g})")
     assert _verdict("deployable", proto, claim, [], "", _vctx()) == (
         f"deployable controller beats matched random ({g})")
-    assert _verdict("calibrated", proto, claim, [], "", _vctx()).startswith(
-        f"placement gain explained by request overlap ({g}; psi-predicted")
+    assert _verdict("calibrated", proto, claim, [], "", _vctx(explained=_explained())) == (
+        f"placement gain explained by request overlap ({g}; psi-predicted gain G_pred = 0.05 "
+        "[0.02, 0.08], CI above 0; unexplained part within tolerance)")
     assert _verdict(None, proto, claim, [], "", _vctx()) == "no claim supported"
     assert _verdict("harness", proto, claim, [], "", _vctx()) == (
         f"mechanism only ({proto.tier('harness').claim}); no win over matched random")
@@ -266,18 +278,50 @@ def test_verdict_wording_per_tier():
         "mechanism only")
     under = [C.Check("enough_seeds", "matched_budget", False, True, "e", "underpowered: 5",
                      "r", True)]
-    assert _verdict("harness", proto, claim, under, "", _vctx(needed=7)) == (
-        "underpowered: needs >= 7 seeds; no claim beyond the mechanism tiers")
-    assert _verdict(None, proto, SimpleNamespace(oracle=True), under, "", _vctx()) == (
-        "oracle bound (never deployable): underpowered: needs >= 7 seeds; no claim beyond "
-        "the mechanism tiers")
+    # 4 seeds below the protocol's 5: the protocol rule blocks, not the attainable p
+    assert _verdict("harness", proto, claim, under, "", _vctx(needed=3)) == (
+        "underpowered: 4 independent seeds are below the protocol's minimum of 5 (the test "
+        "itself could reach alpha with 3; smallest attainable p now 0.01); G = 0.0625 "
+        "[0.03125, 0.125], CI above 0: the difference is not significant (p = 0.5); no "
+        "claim beyond the mechanism tiers")
+    assert _verdict(None, proto, SimpleNamespace(oracle=True), under, "",
+                    _vctx(n=5, needed=7, design_min_p=0.0625)) == (
+        "oracle bound (never deployable): underpowered: with 5 independent seeds the smallest "
+        "attainable two-sided p is 0.0625 > alpha = 0.05: the test needs >= 7 seeds; G = "
+        "0.0625 [0.03125, 0.125], CI above 0: the difference is not significant (p = 0.5); "
+        "no claim beyond the mechanism tiers")
+    worse = _verdict("harness", proto, claim, under, "",
+                     _vctx(stat=-0.04, lo=-0.06, hi=-0.02, p_adj=0.008, needed=3))
+    assert "significantly worse than matched random (p = 0.008)" in worse
+    assert "needs >= 3" not in worse and "minimum of 5" in worse
     # a non-blocking underpowered text does not make the verdict underpowered
     soft = [replace(under[0], blocking=False)]
     assert _verdict(None, proto, claim, soft, "", _vctx()) == "no claim supported"
     assert _verdict("deployable", proto, SimpleNamespace(oracle=True), [], "",
                     _vctx()).startswith("oracle bound (never deployable): deployable")
     broken = SimpleNamespace(seeds_needed=6, sign_flip=None)
-    assert "(G n/a)" in _verdict("matched_budget", proto, claim, [], "", broken)
+    assert "but G n/a: no win over matched random is shown" in _verdict(
+        "matched_budget", proto, claim, [], "", broken)
+
+
+@pytest.mark.parametrize("tier", ["matched_budget", "placement_gain", "calibrated",
+                                  "deployable"])
+def test_verdict_never_claims_a_gain_the_numbers_do_not_show(tier):
+    """A tier reached under an edited protocol with G < 0 (or its CI across 0): the verdict
+    says so instead of "beats" or "psi-predicted gain above 0"."""
+    proto = load_protocol()
+    claim = SimpleNamespace(oracle=False)
+    for stat, lo, hi, where in ((-0.017, -0.03, -0.004, "below"), (0.01, -0.01, 0.03,
+                                                                    "across")):
+        text = _verdict(tier, proto, claim, [], "",
+                        _vctx(stat=stat, lo=lo, hi=hi, explained=_explained(-0.02, -0.03, -0.01)))
+        assert "beats" not in text and "above 0" not in text, text
+        assert f"CI {where} 0" in text and "no win over matched random is shown" in text
+    # a positive gain whose psi-predicted gain is not above 0 is not "explained"
+    text = _verdict("calibrated", proto, claim, [], "",
+                    _vctx(explained=_explained(-0.01, -0.02, 0.01, explained=False)))
+    assert "not explained by overlap" in text and "G_pred = -0.01 [-0.02, 0.01], CI across 0" \
+        in text and "above 0;" not in text.split("G_pred")[1]
 
 
 def test_verdict_without_a_matched_budget_tier_and_unknown_tiers():
@@ -895,11 +939,27 @@ def test_enough_seeds_texts():
     out = C.enough_seeds(c, _spec(min_seeds=5))
     assert out.expected == (">= 6 independent paired seeds (protocol minimum 5; the sign-flip "
                             "test needs 6 to reach alpha = 0.05 two-sided)")
-    assert out.found == ("underpowered: 3 independent paired seeds; 5 seed(s) replay another "
-                         "seed's trace realisation and count once (5 = 0, 6 = 0, 7 = 1, 8 = 1)"
-                         "; 1 seed(s) whose policy run and draws have the same V cannot move "
-                         "the test and do not count, smallest attainable two-sided p = 0.25")
+    assert out.found == ("underpowered: 3 independent seeds are below the protocol's minimum "
+                         "of 5, and the smallest attainable two-sided p is 0.25 > alpha = "
+                         "0.05: the test needs >= 6 seeds; 5 seed(s) replay another seed's "
+                         "trace realisation and count once (5 = 0, 6 = 0, 7 = 1, 8 = 1); 1 "
+                         "seed(s) whose policy run and draws have the same V cannot move the "
+                         "test and do not count")
     assert out.recommendation == "underpowered: needs >= 6 seeds"
+    # 4 seeds, the test could reach alpha with 3: the protocol's minimum of 5 blocks
+    c = _c(informative_n=4, effective_n=4, seeds_needed=3, test_name="t", pseudo_replicates=[],
+           design_min_p=0.0123)
+    out = C.enough_seeds(c, _spec(min_seeds=5))
+    assert out.found == ("underpowered: 4 independent seeds are below the protocol's minimum "
+                         "of 5 (the test itself could reach alpha with 3; smallest attainable p "
+                         "now 0.0123)")
+    assert out.recommendation == "underpowered: needs >= 5 seeds"
+    # enough for the protocol, not for the test
+    c = _c(informative_n=5, effective_n=5, seeds_needed=6, test_name="t", pseudo_replicates=[],
+           design_min_p=0.0625)
+    out = C.enough_seeds(c, _spec(min_seeds=5))
+    assert out.found.endswith("with 5 independent seeds the smallest attainable two-sided p is "
+                              "0.0625 > alpha = 0.05: the test needs >= 6 seeds")
     c = _c(informative_n=1, effective_n=1, seeds_needed=6, test_name="t", pseudo_replicates=[],
            design_min_p=1.0)
     out = C.enough_seeds(c, _spec(min_seeds=7))
@@ -921,23 +981,25 @@ def _sf(**kw):
 def test_gain_significant_texts():
     c = _c(effective_n=6, sign_flip=_sf(), p_adjusted=0.046875, test_name="sign-flip test",
            seeds_needed=6, d=np.array([0.1, 0.2, 0.0, -0.1, 0.3, 0.2]))
-    out = C.gain_significant(c, _spec())
+    out = C.gain_significant(c, _spec(min_effect=0.005))
     assert out.passed is True
-    assert out.expected == "Holm-adjusted two-sided p <= 0.05 and mean d > 0 (sign-flip test)"
+    assert out.expected == ("Holm-adjusted two-sided p <= 0.05 and mean d >= 0.005 (the "
+                            "smallest effect of interest; sign-flip test)")
     assert out.found == ("mean d = 0.0625 [0.03125, 0.125], policy better in 4/6 seeds, p = "
                          "0.03125, adjusted 0.04688 (exact)")
     c.sign_flip = _sf(exact=False, min_p=0.0625)
-    out = C.gain_significant(c, _spec())
+    out = C.gain_significant(c, _spec(min_effect=0.005))
     assert out.found == ("underpowered: smallest attainable p = 0.0625 > alpha with n = 6 "
                          "(seeds whose runs tie cannot count); mean d = 0.0625 [0.03125, "
                          "0.125], policy better in 4/6 seeds, p = 0.03125, adjusted 0.04688 "
                          "(Monte Carlo)")
     assert out.recommendation == "underpowered: needs >= 6 seeds"
     c.protocol = SimpleNamespace(multiplicity="none")
-    assert C.gain_significant(c, _spec()).expected == (
-        "two-sided p <= 0.05 and mean d > 0 (sign-flip test)")
+    assert C.gain_significant(c, _spec(min_effect=0.005)).expected == (
+        "two-sided p <= 0.05 and mean d >= 0.005 (the smallest effect of interest; sign-flip "
+        "test)")
     c.effective_n = 1
-    out = C.gain_significant(c, _spec())
+    out = C.gain_significant(c, _spec(min_effect=0.005))
     assert out.found == "1 paired seed(s): no paired test possible"
     assert out.recommendation == ("replay the policy and its matched-random draws for >= 6 "
                                   "seeds")

@@ -59,8 +59,15 @@ def test_diff_classifies_every_move():
 def test_diff_notes_protocol_and_alpha_changes():
     old = _audit(_claim("wa", "calibrated"), sha="one")
     new = _audit(_claim("wa", "calibrated"), sha="two", alpha=0.01)
-    notes = " | ".join(diff_audits(old, new).notes)
-    assert "protocols differ" in notes and "alpha changed: 0.05 -> 0.01" in notes
+    res = diff_audits(old, new)
+    notes = " | ".join(res.notes)
+    # same rules in another text (the sha256 of the file differs, the content hash not)
+    assert "text differs, their rules do not" in notes and res.protocol_changed is None
+    assert "alpha changed: 0.05 -> 0.01" in notes
+    new["protocol"]["tiers"] = new["protocol"]["tiers"][:-1]       # deployable removed
+    res = diff_audits(old, new)
+    assert res.protocol_changed and "rules changed" in " | ".join(res.notes)
+    assert "same name and version" in res.protocol_changed
 
 
 def test_diff_cli_text_and_markdown(tmp_path):

@@ -70,7 +70,10 @@ def test_row_matches_brute_force(table, fixtures_dir):
         exposed += any(s < hi and e > lo for s, e in zip(mer.start_s, mer.end_s))
     n = len(req)
     assert row.n_requests == n and row.n_failed == int((~req.ok).sum())
-    assert row.violation_rate == pytest.approx(viol / n)
+    # V counts every configured SLO (here e2e and TTFT): V = 1 - goodput, not e2e alone
+    assert row.violation_rate == pytest.approx(1 - good / n)
+    assert row.e2e_violation_rate == pytest.approx(viol / n)
+    assert row.violation_rate > row.e2e_violation_rate   # the fixtures' TTFT SLO binds
     assert row.ttft_violation_rate == pytest.approx(ttft_viol / n)
     assert math.isnan(row.tpot_violation_rate)          # no TPOT SLO in the fixtures
     assert row.goodput_rate == pytest.approx(good / n)

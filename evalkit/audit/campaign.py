@@ -13,6 +13,7 @@ failed checks naming the runs that are missing.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.names import normalise_name
 from evalkit.runlog.design import DESIGN_COLUMNS
 from evalkit.audit.summary_table import is_summary_table, read_summary_table
 
@@ -39,6 +41,7 @@ class Campaign:
     summary: pd.DataFrame | None         # full summarize_runs output (runs dir only)
     runs_dir: Path | None
     excluded: list[dict] = field(default_factory=list)   # {run_id, reason}
+    table_word_runs: set = field(default_factory=set)    # runs synthesised from a table
     notes: list[str] = field(default_factory=list)
     _dirs: dict = field(default_factory=dict)
     _cache: dict = field(default_factory=dict)
@@ -113,14 +116,14 @@ def load_campaign(input_path: str | Path) -> Campaign:
         return _from_runs_dir(path)
     if is_summary_table(path):
         runs, notes = read_summary_table(path)
-        runs = _standardise(runs)
+        runs = _standardise(runs, path.name)
         return Campaign(source="summary", input_name=path.name, runs=runs, summary=None,
                         runs_dir=None, notes=notes)
     raise InputError("input is neither a runs directory nor a summary table", file=str(path),
                      fix="pass a directory of runs or a .csv/.parquet summary table")
 
 
-def _standardise(runs: pd.DataFrame) -> pd.DataFrame:
+def _standardise(runs: pd.DataFrame, source: str) -> pd.DataFrame:
     runs = runs.copy()
     for col in RUN_COLUMNS:
         if col not in runs.columns:
@@ -133,11 +136,21 @@ def _standardise(runs: pd.DataFrame) -> pd.DataFrame:
     runs["regime"] = runs["regime"].fillna("default").astype(str)
     for col in ("matched_to", "backend", "trace_realisation"):
         runs[col] = runs[col].astype(object).where(runs[col].notna(), None)
+    # one spelling per name (NFKC); a name that could hide another claim is refused
+    for col in ("regime", "policy", "matched_to"):
+        runs[col] = [None if v is None else normalise_name(v, file=f"{source}: run {r}",
+                                                           key=col)
+                     for v, r in zip(runs[col].tolist(), runs["run_id"].tolist())]
     return runs.sort_values(["regime", "role", "policy", "seed", "draw", "run_id"],
                             na_position="first", kind="mergesort").reset_index(drop=True)
 
 
 _OWNER_KEYS = ("regime", "seed", "role", "policy", "matched_to", "draw")
+
+
+def _nfkc(value):
+    """Names of excluded runs in the spelling claims use (validation refuses bad ones)."""
+    return unicodedata.normalize("NFKC", value) if isinstance(value, str) else value
 
 
 def _from_runs_dir(path: Path) -> Campaign:
@@ -149,18 +162,20 @@ def _from_runs_dir(path: Path) -> Campaign:
     if not dirs and not listing.unreadable:
         raise InputError("no runs found (no run.json below this directory)", file=path.name,
                          fix="pass the directory that holds the run directories")
-    excluded, run_dirs = [], {}
+    excluded, run_dirs, table_word = [], {}, set()
     for run_dir in dirs:
         try:
             meta = read_meta(run_dir)
         except UnreadableRun:           # listed with its reason from the summary below
             continue
         run_id = str(meta.get("run_id", run_dir.name))
+        if _synthesised(meta):
+            table_word.add(run_id)
         if not meta.get("complete", False):
             reason = "incomplete run" + (f": {meta['error']}" if meta.get("error") else "")
             # who the run belonged to: an excluded run is a missing result for its seed
             excluded.append({"run_id": run_id, "reason": reason,
-                             **{k: meta.get(k) for k in _OWNER_KEYS}})
+                             **{k: _nfkc(meta.get(k)) for k in _OWNER_KEYS}})
         else:
             run_dirs[run_id] = run_dir
     summary = summarize_runs(path)
@@ -178,7 +193,7 @@ def _from_runs_dir(path: Path) -> Campaign:
     runs = summary.copy()
     if "k_observed" not in runs and "k_total" in runs:
         runs["k_observed"] = runs["k_total"]
-    runs = _standardise(runs)
+    runs = _standardise(runs, path.name)
     notes = [f"validation warning: {w}" for w in summary.attrs.get("warnings", [])]
     for run_id in runs.run_id:
         if run_id not in run_dirs:
@@ -190,9 +205,22 @@ def _from_runs_dir(path: Path) -> Campaign:
     if orphans:
         notes.append("matched-random draws matched to policies with no policy runs (not "
                       "audited): " + ", ".join(orphans))
+    if table_word:
+        notes.append(f"{len(table_word)} run(s) were synthesised from a summary table (backend "
+                     "import): their request logs and design facts are the table's word")
     return Campaign(source="runs", input_name=path.name, runs=runs, summary=summary,
                     runs_dir=path, excluded=sorted(excluded, key=lambda e: e["run_id"]),
-                    notes=notes, _dirs=run_dirs)
+                    notes=notes, table_word_runs=table_word, _dirs=run_dirs)
+
+
+def _synthesised(meta: dict) -> bool:
+    """A run `evalkit import summary-table` wrote: its requests are made up from aggregates."""
+    from evalkit.interop.summary_table import SYNTH_NOTE
+
+    notes = meta.get("notes")
+    notes = notes if isinstance(notes, list) else [notes]
+    return meta.get("backend") == "import" and any(
+        isinstance(n, str) and n.startswith(SYNTH_NOTE) for n in notes)
 
 
 # ---------------------------------------------------------------------------------- claims

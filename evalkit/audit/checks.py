@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evalkit.audit.table_word import FIX as TABLE_WORD_FIX
+from evalkit.audit.table_word import TABLE_WORD_CHECKS, table_says
 from evalkit.errors import NotEstimable
 
 
@@ -76,10 +78,16 @@ def run_check(name: str, tier: str, ctx, spec) -> Check:
                       found=f"check raised {type(exc).__name__}: {exc}",
                       recommendation="fix the input named in the error, then rerun the audit")
     accept = bool(getattr(getattr(ctx, "protocol", None), "accept_vouched", False))
-    vouched = not out.evaluable and spec.on_not_evaluable == "vouch" and accept
+    vouchable = spec.on_not_evaluable == "vouch"
+    if name in TABLE_WORD_CHECKS and out.passed is True and (where := table_says(ctx)):
+        # a table's design columns are its word: passing on them is vouching, not checking
+        out = not_evaluable(out.expected, f"the table's word, not verified ({where}): "
+                            f"{out.found}", TABLE_WORD_FIX)
+        vouchable = True
+    vouched = not out.evaluable and vouchable and accept
     blocking = out.passed is False or (not out.evaluable and not vouched)
     rec = out.recommendation
-    if not out.evaluable and spec.on_not_evaluable == "vouch" and not accept:
+    if not out.evaluable and vouchable and not accept and rec != TABLE_WORD_FIX:
         rec = (rec + "; " if rec else "") + ("or vouch for it: --accept-vouched (the report "
                                              "marks the claim as vouched)")
     return Check(name=name, tier=tier, passed=out.passed, evaluable=out.evaluable,
@@ -446,17 +454,21 @@ def enough_seeds(ctx, spec) -> Outcome:
         return Outcome(False, expected, f"{n} independent paired seed(s){note}: no paired test "
                        "possible", f"replay the policy and K-matched random draws for >= "
                        f"{needed} seeds, each on its own trace realisation")
-    return Outcome(False, expected,
-                   f"underpowered: {n} independent paired seeds{note}, smallest attainable "
-                   f"{ctx.alternative} p = {_fmt(ctx.design_min_p)}",
+    from evalkit.audit.verdict_words import power
+
+    pw = power(ctx, min_seeds=spec["min_seeds"])
+    rule = pw.text or (f"smallest attainable {ctx.alternative} p = "
+                       f"{_fmt(ctx.design_min_p)}")
+    return Outcome(False, expected, f"underpowered: {rule}{note}",
                    f"underpowered: needs >= {needed} seeds")
 
 
 def gain_significant(ctx, spec) -> Outcome:
     n = ctx.effective_n
     holm = " Holm-adjusted" if ctx.protocol.multiplicity == "holm" else ""
-    expected = (f"{holm} {ctx.alternative} p <= {ctx.alpha:g} and mean d > 0 "
-                f"({ctx.test_name})").strip()
+    expected = (f"{holm} {ctx.alternative} p <= {ctx.alpha:g} and mean d >= "
+                f"{_fmt(float(spec['min_effect']))} (the smallest effect of interest; "
+                f"{ctx.test_name})").strip()
     if n < 2:
         return not_evaluable(expected, f"{n} paired seed(s): no paired test possible",
                              "replay the policy and its matched-random draws for >= "
@@ -471,7 +483,15 @@ def gain_significant(ctx, spec) -> Outcome:
         return Outcome(False, expected, f"underpowered: smallest attainable p = {_fmt(sf.min_p)}"
                        f" > alpha with n = {n} (seeds whose runs tie cannot count); " + found,
                        f"underpowered: needs >= {ctx.seeds_needed} seeds")
+    min_effect = float(spec["min_effect"])
     if p_adj <= ctx.alpha and sf.statistic > 0:
+        from evalkit.audit.verdict_words import is_negligible
+
+        if is_negligible(sf.statistic, min_effect):
+            return Outcome(False, expected, f"negligible: significant but G = "
+                           f"{_fmt(sf.statistic)} is below the smallest effect of interest "
+                           f"{_fmt(min_effect)} (protocol min_effect); " + found,
+                           "a gain this small does not matter in practice; do not claim it")
         return Outcome(True, expected, found)
     if sf.statistic <= 0 and p_adj <= ctx.alpha:
         return Outcome(False, expected, found + ": the policy is significantly WORSE than "

@@ -20,6 +20,7 @@ import pandas as pd
 from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.checks import Check, run_check
 from evalkit.audit.protocol import Protocol
+from evalkit.audit.slo_breakdown import slo_breakdown
 from evalkit.audit.transfer_evidence import TransferEvidence  # noqa: F401 - part of this API
 from evalkit.errors import InputError, NotEstimable
 
@@ -440,12 +441,23 @@ class ClaimResult:
             "exact": sf.exact if sf is not None else None,
             "min_p": sf.min_p if sf is not None else None,
             "seeds_needed": self.ctx.seeds_needed,
+            "power": _power_dict(self.ctx),
             "tier": self.tier, "tier_status": self.tier_status,
             "stop_reason": self.stop_reason, "verdict": self.verdict,
             "oracle": self.data.oracle, "underpowered": self.underpowered,
             "checks": [c.to_dict() for c in self.checks], "notes": self.notes,
             "per_seed": self.per_seed().to_dict("records"),
+            "slo_breakdown": slo_breakdown(self.ctx.campaign.runs, self.data),
         }
+
+
+def _power_dict(ctx) -> dict | None:
+    from evalkit.audit.verdict_words import power
+
+    try:
+        return power(ctx).to_dict()
+    except Exception:  # noqa: BLE001 - no design to speak of (no paired seeds)
+        return None
 
 
 def _tier_walk(protocol: Protocol, checks: list[Check]) -> tuple[str | None, dict, str]:
@@ -483,31 +495,23 @@ def _tier_walk(protocol: Protocol, checks: list[Check]) -> tuple[str | None, dic
 
 def _verdict(result_tier: str | None, protocol: Protocol, claim: ClaimData, checks, reason,
              ctx: ClaimContext) -> str:
+    """The one-line verdict, its words chosen by the numbers (:mod:`verdict_words`)."""
+    from evalkit.audit import verdict_words as words
+
     under = [c for c in checks if c.blocking and c.found.startswith("underpowered")]
+    negligible = [c for c in checks if c.blocking and c.found.startswith("negligible")]
     prefix = "oracle bound (never deployable): " if claim.oracle else ""
     names = protocol.tier_names
     floor = names.index("matched_budget") if "matched_budget" in names else 0
     if result_tier is None or names.index(result_tier) < floor:
         if under:
-            return (prefix + f"underpowered: needs >= {ctx.seeds_needed} seeds; "
-                    "no claim beyond the mechanism tiers")
+            return words.underpowered_verdict(ctx, prefix)
+        if negligible:
+            return prefix + negligible[0].found + "; no claim beyond the mechanism tiers"
         head = "no claim supported" if result_tier is None else (
             f"mechanism only ({protocol.tier(result_tier).claim}); no win over matched random")
         return prefix + head
-    try:
-        sf = ctx.sign_flip
-        g = f"G = {sf.statistic:.4g} [{sf.ci_low:.4g}, {sf.ci_high:.4g}]"
-    except Exception:  # the gain may not be estimable while a tier still passed
-        g = "G n/a"
-    wording = {
-        "matched_budget": f"head-to-head: beats matched random at the same merge budget ({g}); "
-                          "not shown to be placement gain",
-        "placement_gain": f"placement gain over matched random, load-matched to no-sync ({g})",
-        "calibrated": f"placement gain explained by request overlap ({g}; psi-predicted "
-                      "gain above 0, unexplained part within tolerance)",
-        "deployable": f"deployable controller beats matched random ({g})",
-    }
-    return prefix + wording.get(result_tier, protocol.tier(result_tier).claim)
+    return prefix + words.tier_sentence(result_tier, ctx, protocol.tier(result_tier).claim)
 
 
 def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Protocol,

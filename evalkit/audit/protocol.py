@@ -58,7 +58,9 @@ CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {
     "k_match": {"max_abs_diff": ((int,), 0)},
     "pairing_real": {},
     "enough_seeds": {"min_seeds": ((int,), 5)},
-    "gain_significant": {},
+    # smallest effect of interest: a significant gain below it is "negligible" (0.005 =
+    # 0.5 percentage points of V)
+    "gain_significant": {"min_effect": (_NUM, 0.005)},
     "no_sync_present": {},
     "load_match": {"tolerances": ((dict,), {})},
     "psi_fit": {"min_runs": ((int,), 6)},
@@ -128,7 +130,20 @@ class Protocol:
         """``--accept-vouched``: checks the input cannot evaluate no longer block."""
         return replace(self, accept_vouched=True) if accept else self
 
+    @property
+    def content_sha256(self) -> str:
+        """Hash of the rules alone (:mod:`evalkit.audit.protocol_rules`): a changed check,
+        threshold, alpha or ``accept_vouched`` changes it, a changed comment or name does not."""
+        from evalkit.audit.protocol_rules import content_sha256
+
+        return content_sha256(self._as_dict())
+
     def to_dict(self) -> dict:
+        out = self._as_dict()
+        out["content_sha256"] = self.content_sha256
+        return out
+
+    def _as_dict(self) -> dict:
         return {
             "name": self.name, "version": self.version, "source": self.source,
             "sha256": self.sha256, "alpha": self.alpha, "alternative": self.alternative,
@@ -308,6 +323,9 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
         for key, (types, default) in params_spec.items():
             params[key] = p.get(table, prefix, key, types, default,
                                 choices=_CHOICES.get((name, key)))
+        if name == "gain_significant" and params["min_effect"] < 0:
+            p.fail(f"{prefix}.min_effect", "the smallest effect of interest must be >= 0",
+                   "e.g. min_effect = 0.005 (0.5 percentage points of V)")
         if name == "load_match":
             for tol_name, tol in params["tolerances"].items():
                 if isinstance(tol, bool) or not isinstance(tol, _NUM) or tol < 0:

@@ -6,8 +6,9 @@ required  ``policy``, ``seed``, ``violation_rate``
 optional  ``role``, ``draw``, ``regime``, ``n_requests``, ``K`` (or ``k_observed``),
           ``oracle``, ``no_sync_violation_rate``, ``matched_to``, ``backend``,
           ``trace_realisation``, ``run_id``, and the load-match and design columns that
-          ``evalkit summarize`` writes (:data:`PASSTHROUGH`): a summarize table reaches the
-          tiers of its runs directory for every check that needs no request logs
+          ``evalkit summarize`` writes (:data:`PASSTHROUGH`).  Those are the table's word
+          (:mod:`evalkit.audit.table_word`): the checks reading them pass only when the
+          user vouches for the table (``--accept-vouched``), and fail on what they contradict
 
 * ``role`` defaults to ``policy``; rows whose policy is ``matched_random`` / ``no_sync`` take
   those roles.  A ``matched_random`` row whose policy names another policy is a draw matched
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.names import normalise_name
 
 REQUIRED = ("policy", "seed", "violation_rate")
 # columns of `evalkit summarize` the audit uses when present: load match, design facts
@@ -102,16 +104,25 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
     def text(value, default=None):
         return default if _blank(value) else str(value).strip()
 
+    def name(i, col, value, default=None):
+        """A regime or policy name: NFKC, refused when it could hide another claim."""
+        if _blank(value):
+            return default
+        try:
+            return normalise_name(str(value).strip(), file=path.name, key=col)
+        except InputError as exc:
+            bad(i, col, exc.message, exc.fix)
+
     rows = []
     no_sync_given: dict[tuple[str, int], tuple[float, int]] = {}
     for i, rec in enumerate(table.to_dict("records")):
-        policy = text(rec["policy"])
+        policy = name(i, "policy", rec["policy"])
         if policy is None:
             bad(i, "policy", "value is missing", "name the policy of every row")
         seed = number(i, "seed", rec["seed"], integer=True)
-        regime = text(rec.get("regime"), "default")
+        regime = name(i, "regime", rec.get("regime"), "default")
         role = text(rec.get("role"))
-        matched_to = text(rec.get("matched_to"))
+        matched_to = name(i, "matched_to", rec.get("matched_to"))
         if policy in ("matched_random", "no_sync"):
             if role not in (None, policy):
                 bad(i, "role", f"role {role!r} contradicts policy {policy!r}",

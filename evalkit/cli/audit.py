@@ -70,6 +70,9 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
 @click.option("--baseline", "baseline", default=None, metavar="OLD/audit.json",
               type=click.Path(), help="an earlier audit: also fail (exit 1) when any claim's "
               "tier is now below the tier it reached there")
+@click.option("--accept-protocol-change", is_flag=True, default=False,
+              help="with --baseline: a protocol whose rules (content hash) differ from the "
+              "baseline's does not fail the gate; the output says the protocol changed")
 @click.option("--protocol", "protocol", default=None, metavar="NAME|PATH")
 @click.option("--alpha", type=float, default=None, help="override the protocol's alpha")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -77,12 +80,14 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
               help="checks the input cannot evaluate (a summary table without K, pairing, "
               "corridor, merge-length or open-loop evidence) do not block; the report marks "
               "the claim as vouched")
-def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
-             accept_vouched):
+def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change, protocol,
+             alpha, seed, accept_vouched):
     """Exit 0 when POLICY reaches TIER (and, with --baseline, no claim fell below the
-    baseline's tier), 1 when it does not (underpowered included), 2 on bad input."""
+    baseline's tier and the protocol's rules are the baseline's), 1 when it does not
+    (underpowered included), 2 on bad input."""
     from evalkit.audit import audit_campaign
     from evalkit.audit.protocol import load_protocol
+    from evalkit.audit.protocol_rules import protocol_change
     from evalkit.report.diff import load_audit, tier_drops
 
     proto = load_protocol(protocol).with_alpha(alpha).with_accept_vouched(accept_vouched)
@@ -91,6 +96,11 @@ def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
     base = load_audit(baseline) if baseline is not None else None
     if base is not None:
         tier_drops(base, {}, order)      # a baseline tier this protocol lacks -> exit 2
+    changed = protocol_change(base["protocol"], proto.to_dict()) if base is not None else None
+    if base is not None and base.get("seed") is not None and base["seed"] != seed:
+        # the Monte Carlo and bootstrap stream is part of the rules: no seed shopping
+        changed = "; ".join(x for x in (changed, f"the audit seed changed ({base['seed']} -> "
+                                                   f"{seed})") if x)
     # every tier is evaluated: "reached" is the tier the audit reports, not one capped at the
     # required tier (a capped walk would call a calibrated claim "not placement gain")
     result = audit_campaign(input_path, protocol=proto, seed=seed)
@@ -98,7 +108,8 @@ def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
     reached = claim.tier
     ok = reached is not None and order.index(reached) >= order.index(tier)
     verdict = "PASS" if ok else "FAIL"
-    click.echo(f"gate {verdict}: {claim.regime}/{claim.policy} reached "
+    flag = " (protocol changed since the baseline)" if changed else ""
+    click.echo(f"gate {verdict}{flag}: {claim.regime}/{claim.policy} reached "
                f"{reached or 'no tier'}; required {tier} (alpha = {proto.alpha:g})")
     click.echo(f"  {claim.verdict}")
     if not ok:
@@ -111,11 +122,18 @@ def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
     drops = []
     if base is not None:
         drops = tier_drops(base, {(c.regime, c.policy): c.tier for c in result.claims}, order)
+        n_tier = len(drops)
+        if changed and not accept_protocol_change:
+            drops.append(f"protocol: {changed}; tiers reached under other rules are not "
+                         "comparable (pass --accept-protocol-change if the change is intended)")
         state = "FAIL" if drops else "PASS"
         click.echo(f"baseline {state}: {len(base['claims'])} claim(s) of {baseline} compared; "
-                   f"{len(drops)} fell below their baseline tier")
+                   f"{n_tier} fell below their baseline tier"
+                   + ("; the protocol's rules changed" if changed else ""))
         for line in drops:
             click.echo(f"  {line}")
+        if changed and accept_protocol_change:
+            click.echo(f"  note: {changed} (accepted: --accept-protocol-change)")
     sys.exit(0 if ok and not drops else 1)
 
 
@@ -124,15 +142,22 @@ def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
 @click.argument("new", metavar="NEW/audit.json", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text",
               show_default=True, help="markdown: a table for a pull-request comment")
-def diff_cmd(old, new, fmt):
+@click.option("--fail-on-protocol-change", is_flag=True, default=False,
+              help="exit 1 when the two audits' protocol rules (content hash) differ")
+def diff_cmd(old, new, fmt, fail_on_protocol_change):
     """What moved between two audits, per claim: tier, verdict, G and its CI, p.
-    Exit 0 whatever moved (use gate --baseline to fail on a drop); 2 on bad input."""
+    Exit 0 whatever moved (use gate --baseline to fail on a drop), 1 with
+    --fail-on-protocol-change when the protocol's rules differ; 2 on bad input."""
     from evalkit.report.diff import diff_audits, load_audit
 
     result = diff_audits(load_audit(old), load_audit(new))
     text = (result.format_markdown(old, new) if fmt == "markdown"
             else result.format_text(old, new))
     click.echo(text, nl=False)
+    if fail_on_protocol_change and result.protocol_changed:
+        click.echo("diff FAIL: the protocol's rules changed (--fail-on-protocol-change)",
+                   err=True)
+        sys.exit(1)
 
 
 def register(cli):

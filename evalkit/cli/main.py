@@ -29,7 +29,9 @@ LOG_DIR_ENV = "EVALKIT_LOG_DIR"
 EXIT_CODES_HELP = """\b
 Exit codes (every command):
   0  success (gate: the claim reaches the tier)
-  1  gate only: the claim does not reach the tier
+  1  gate: the claim does not reach the tier (or, with --baseline, a tier
+     dropped or the protocol's rules changed); diff --fail-on-protocol-change:
+     the protocol's rules changed
   2  bad input or environment: unreadable or invalid file, permission,
      read-only or invalid --out, a limit exceeded, a locked runs
      directory, runs that failed; the message names the path and the fix

@@ -189,7 +189,7 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
     L.check_structure(data, file=str(path) if path else None)
     _unknown(path, text, data, TOP_KEYS, None)
     regime = data.get("regime")
-    if not isinstance(regime, str) or not _LABEL.match(regime) \
+    if not isinstance(regime, str) or not _LABEL.fullmatch(regime) \
             or len(regime) > L.MAX_LABEL_CHARS:
         raise _err(path, text, "regime", f"regime must be a plain name of at most "
                    f"{L.MAX_LABEL_CHARS} characters, got {_short(regime)}",
@@ -274,7 +274,7 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
         except InputError as exc:
             raise _err(path, text, "name", exc.message, exc.fix, where="policies") from None
         label = entry.get("label", cls.name)
-        if not isinstance(label, str) or not _LABEL.match(label) or label in labels \
+        if not isinstance(label, str) or not _LABEL.fullmatch(label) or label in labels \
                 or label in ("no_sync",) or label.startswith("mr-") \
                 or len(label) > L.MAX_LABEL_CHARS:
             raise _err(path, text, "label", f"policy label {_short(label)} is invalid or "

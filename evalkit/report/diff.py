@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit.audit.protocol_rules import protocol_change
 from evalkit.errors import InputError
 from evalkit.report.text import md, md_name, p_value, pp, shorten
 
@@ -117,6 +118,7 @@ class ClaimMove:
 class AuditDiff:
     moves: list[ClaimMove]
     notes: list[str] = field(default_factory=list)
+    protocol_changed: str | None = None  # why the rules differ (content hash), or None
 
     def drops(self) -> list[ClaimMove]:
         return [m for m in self.moves if m.tier_move in (DOWN, GONE)]
@@ -194,19 +196,18 @@ def diff_audits(old: dict, new: dict) -> AuditDiff:
         moves.append(ClaimMove(key[0], key[1], a, b, move))
     notes = []
     po, pn = old.get("protocol", {}), new.get("protocol", {})
-    if po.get("sha256") != pn.get("sha256"):
-        def label(proto):
-            return (f"{proto.get('name')} v{proto.get('version')} "
-                    f"sha256 {str(proto.get('sha256') or '?')[:12]}")
-        notes.append(f"the protocols differ ({label(po)} -> {label(pn)}): tiers are ranked "
-                     "by the new one")
+    changed = protocol_change(po, pn)
+    if changed:
+        notes.append(f"{changed}: tiers are ranked by the new protocol")
+    elif po.get("sha256") != pn.get("sha256"):
+        notes.append("the protocol files' text differs, their rules do not (same content hash)")
     if old.get("alpha") != new.get("alpha"):
         notes.append(f"alpha changed: {old.get('alpha')} -> {new.get('alpha')}")
     fo = (old.get("provenance") or {}).get("input_fingerprint")
     fn = (new.get("provenance") or {}).get("input_fingerprint")
     if fo and fn and fo == fn:
         notes.append("same input fingerprint: the two audits read the same runs")
-    return AuditDiff(moves, notes)
+    return AuditDiff(moves, notes, protocol_changed=changed)
 
 
 def tier_drops(baseline: dict, tiers_now: dict, order: list[str]) -> list[str]:

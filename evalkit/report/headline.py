@@ -58,6 +58,7 @@ class Headline:
     stop: str                   # why not higher ("" when every tier passed)
     oracle: bool
     ladder: list[Rung] = field(default_factory=list)
+    vouched: str = ""           # checks the user vouched for (--accept-vouched), not verified
     exclusions: list[dict] = field(default_factory=list)   # {run_id, seed, reason}
 
     @property
@@ -71,6 +72,7 @@ class Headline:
             head += f" at tier {self.tier}"
         parts = [head, self.effect, self.test, self.seeds]
         text = "; ".join(p for p in parts if p) + "."
+        text += f" Vouched, not verified: {self.vouched}." if self.vouched else ""
         return text + (f" Not higher: {self.stop}." if self.stop else "")
 
 
@@ -246,10 +248,14 @@ def headline(claim: dict, audit: dict) -> Headline:
         test = ((f"Holm-adjusted p = {p_value(p)} over {n_claims} claims" if adjusted
                  else f"p = {p_value(p)}") + f" ({alternative}, {kind} {test_name} test)")
     if status == "underpowered":
+        rule = (claim.get("power") or {}).get("text") or (
+            f"with {claim.get('n_seeds')} seeds the smallest attainable p is "
+            f"{p_value(claim.get('min_p'))}: needs >= {claim.get('seeds_needed')} seeds")
         alpha = audit.get("alpha")
-        test += ("; " if test else "") + (
-            f"underpowered: {claim.get('n_seeds')} seeds cannot reach alpha = {num(alpha)}, "
-            f"needs >= {claim.get('seeds_needed')} seeds")
+        if p is not None and alpha is not None and p <= alpha and g:
+            rule = (f"significantly {'better' if g > 0 else 'worse'} than matched random, "
+                    "but not claimable: " + rule)
+        test += ("; " if test else "") + rule
     n = claim.get("n_seeds") or 0
     seeds = f"{claim.get('wins', 0)} of {n} seeds favour the policy" if n else ""
     eff_n = claim.get("effective_n")
@@ -261,7 +267,8 @@ def headline(claim: dict, audit: dict) -> Headline:
                     direction=direction, test=test, test_name=test_name, seeds=seeds,
                     stop=stop_text(claim, rungs, audit.get("alpha")),
                     oracle=bool(claim.get("oracle")),
-                    ladder=rungs, exclusions=_exclusions(claim))
+                    ladder=rungs, exclusions=_exclusions(claim),
+                    vouched=", ".join(str(v) for v in claim.get("vouched") or []))
 
 
 def headlines(audit: dict) -> list[Headline]:

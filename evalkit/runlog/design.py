@@ -3,8 +3,9 @@
 The audit's soundness checks compare these across the runs of a seed: pairing is verified
 from the arrivals actually replayed (``arrival_fingerprint``), merge windows from their
 observed lengths, the corridor from the merges performed, and open-loop sending from the
-request timings.  ``evalkit summarize`` writes them as extra columns (:data:`DESIGN_COLUMNS`)
-so a summary table carries the same evidence as its runs directory.
+request timings.  ``evalkit summarize`` writes them as extra columns (:data:`DESIGN_COLUMNS`);
+in a summary table they are the table's word (:mod:`evalkit.audit.table_word`): checked
+for consistency, counted only when the user vouches for the table.
 """
 
 from __future__ import annotations

@@ -61,12 +61,40 @@ def violations(latency, slo_s: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SloFlags:
-    """Per-request violation flags, (n,) bool each; ``None`` where that SLO is not set."""
+    """Per-request violation flags, (n,) bool each; ``None`` where that SLO is not set.
+
+    The one definition of V used everywhere (summary rows, both scan engines, the audit):
+    a request violates when it failed or misses *any* configured SLO (vLLM's goodput
+    definition), ``V = mean(violated)``.
+    """
 
     e2e: np.ndarray
     ttft: np.ndarray | None
     tpot: np.ndarray | None
     good: np.ndarray       # ok and every configured SLO holds (vLLM goodput)
+
+    @property
+    def violated(self) -> np.ndarray:
+        """(n,) bool: the request counts towards V (``~good``)."""
+        return ~self.good
+
+    @classmethod
+    def of(cls, e2e, ttft_values, tpot_values, slo: dict) -> "SloFlags":
+        """Flags from (n,) latencies that are ``inf`` for failed requests (:func:`e2e_latency`,
+        :func:`ttft`, :func:`tpot`); ``tpot_values`` may be a zero-argument callable,
+        evaluated only when a TPOT SLO is configured."""
+        v_e2e = violations(e2e, slo["e2e_s"])
+        t1, t2 = slo.get("ttft_s"), slo.get("tpot_s")
+        v_ttft = None if t1 is None else violations(ttft_values, t1)
+        if t2 is None:
+            v_tpot = None
+        else:
+            v_tpot = violations(tpot_values() if callable(tpot_values) else tpot_values, t2)
+        bad = v_e2e.copy()      # a failed request has e2e latency inf: always a violation
+        for flags in (v_ttft, v_tpot):
+            if flags is not None:
+                bad |= flags
+        return cls(e2e=v_e2e, ttft=v_ttft, tpot=v_tpot, good=~bad)
 
 
 def slo_flags(arrival_s, first_token_s, end_s, output_tokens, ok, slo: dict) -> SloFlags:
@@ -75,16 +103,14 @@ def slo_flags(arrival_s, first_token_s, end_s, output_tokens, ok, slo: dict) -> 
     All inputs (n,); see :class:`SloFlags`.
     """
     ok = np.asarray(ok, dtype=bool)
-    e2e = violations(e2e_latency(arrival_s, end_s, ok), slo["e2e_s"])
-    t1 = slo.get("ttft_s")
-    t2 = slo.get("tpot_s")
-    v_ttft = None if t1 is None else violations(ttft(arrival_s, first_token_s, ok), t1)
-    v_tpot = None if t2 is None else violations(tpot(first_token_s, end_s, output_tokens, ok), t2)
-    bad = ~_completed(ok, end_s) | e2e
-    for flags in (v_ttft, v_tpot):
-        if flags is not None:
-            bad |= flags
-    return SloFlags(e2e=e2e, ttft=v_ttft, tpot=v_tpot, good=~bad)
+    return SloFlags.of(e2e_latency(arrival_s, end_s, ok), ttft(arrival_s, first_token_s, ok),
+                       lambda: tpot(first_token_s, end_s, output_tokens, ok), slo)
+
+
+def violation_rate(arrival_s, first_token_s, end_s, output_tokens, ok, slo: dict) -> float:
+    """V: share of the (n,) requests that failed or miss any configured SLO; NaN for n = 0."""
+    flags = slo_flags(arrival_s, first_token_s, end_s, output_tokens, ok, slo).violated
+    return float(np.mean(flags)) if flags.size else float("nan")
 
 
 def goodput_flags(arrival_s, first_token_s, end_s, output_tokens, ok, slo: dict) -> np.ndarray:

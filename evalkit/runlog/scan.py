@@ -175,6 +175,12 @@ def _slo(slo: dict, key: str, run_dir: Path, optional: bool = False) -> float:
 
 # ---------------------------------------------------------------- SQL
 
+# A request is good (does not count towards V) when it completed and every configured SLO
+# holds: metrics.SloFlags, the one definition of V.  Columns: done, latency, ttft, tpot.
+_GOOD = ("done AND latency <= slo_e2e_s"
+         " AND (slo_ttft_s IS NULL OR isnan(slo_ttft_s) OR ttft <= slo_ttft_s)"
+         " AND (slo_tpot_s IS NULL OR isnan(slo_tpot_s) OR tpot <= slo_tpot_s)")
+
 def _request_sql(n_candidates: int) -> str:
     """Per-run aggregates of one batch.  ``file_index`` numbers ``$files`` = batch ``fid``.
 
@@ -220,13 +226,10 @@ WITH q AS (
 SELECT fid,
        count(*) AS n_requests,
        count(*) FILTER (WHERE NOT done) AS n_failed,
-       count(*) FILTER (WHERE latency > slo_e2e_s) AS n_violations,
+       count(*) FILTER (WHERE latency > slo_e2e_s) AS n_e2e_violations,
        count(*) FILTER (WHERE ttft > slo_ttft_s) AS n_ttft_violations,
        count(*) FILTER (WHERE tpot > slo_tpot_s) AS n_tpot_violations,
-       count(*) FILTER (WHERE done AND latency <= slo_e2e_s
-                        AND (slo_ttft_s IS NULL OR isnan(slo_ttft_s) OR ttft <= slo_ttft_s)
-                        AND (slo_tpot_s IS NULL OR isnan(slo_tpot_s) OR tpot <= slo_tpot_s))
-           AS n_good,
+       count(*) FILTER (WHERE {_GOOD}) AS n_good,
        quantile_cont(latency, [0.5, 0.95, 0.99]) AS latency_q,
        quantile_cont(ttft, 0.95) AS ttft_p95_s,
        quantile_cont(sent_s - arrival_s, 0.99) AS send_lag_p99_s,
@@ -242,20 +245,32 @@ GROUP BY fid
 """
 
 
-_CLUSTER_SQL = """
+_CLUSTER_SQL = f"""
 WITH q AS (
-    SELECT r.fid, r.bursts, r.origin_s, r.block_s, r.slo_e2e_s, t.arrival_s,
-           CASE WHEN coalesce(t.ok AND isfinite(t.end_s), false) THEN t.end_s - t.arrival_s
-                ELSE 'inf'::DOUBLE END AS latency
+    SELECT r.fid, r.bursts, r.origin_s, r.block_s, r.slo_e2e_s, r.slo_ttft_s, r.slo_tpot_s,
+           t.arrival_s,
+           coalesce(t.ok AND isfinite(t.end_s), false) AS done,
+           coalesce(t.ok AND isfinite(t.first_token_s), false) AS has_first,
+           t.first_token_s, t.end_s, t.output_tokens
     FROM read_parquet($files, union_by_name = true) AS t
     JOIN cluster_runs AS r ON t.file_index = r.fid
+), m AS (
+    SELECT fid, bursts, origin_s, block_s, arrival_s, done,
+           slo_e2e_s, slo_ttft_s, slo_tpot_s,
+           CASE WHEN done THEN end_s - arrival_s ELSE 'inf'::DOUBLE END AS latency,
+           CASE WHEN has_first THEN first_token_s - arrival_s ELSE 'inf'::DOUBLE END AS ttft,
+           CASE WHEN done AND has_first THEN
+                CASE WHEN output_tokens > 1
+                     THEN (end_s - first_token_s) / (output_tokens - 1) ELSE 0.0 END
+                ELSE 'inf'::DOUBLE END AS tpot
+    FROM q
 )
 SELECT fid,
        CASE WHEN bursts THEN arrival_s
             WHEN block_s > 0 THEN floor((arrival_s - origin_s) / block_s)
             ELSE 0.0 END AS cluster,
-       count(*) AS n, count(*) FILTER (WHERE latency > slo_e2e_s) AS v
-FROM q
+       count(*) AS n, count(*) FILTER (WHERE NOT ({_GOOD})) AS v
+FROM m
 GROUP BY ALL
 """
 
@@ -396,13 +411,15 @@ def _v_intervals(con, batch: pd.DataFrame, agg: pd.DataFrame) -> pd.DataFrame:
     """Cluster-robust V interval per run (:mod:`evalkit.runlog.vinterval`): the same
     clusters as the arrow engine, counted by DuckDB, the interval from the counts."""
     runs = agg[["fid", "n_requests", "n_arrival_times", "first_arrival_s",
-                "last_arrival_s"]].merge(batch[["fid", "slo_e2e_s"]], on="fid")
+                "last_arrival_s"]].merge(batch[["fid", "slo_e2e_s", "slo_ttft_s", "slo_tpot_s"]],
+                                         on="fid")
     runs["bursts"] = [vinterval.uses_bursts(n, u) for n, u in
                       zip(runs["n_requests"], runs["n_arrival_times"])]
     runs["origin_s"] = runs["first_arrival_s"].astype(float)
     runs["block_s"] = [vinterval.block_length(a, b) for a, b in
                        zip(runs["first_arrival_s"], runs["last_arrival_s"])]
-    con.register("cluster_runs", runs[["fid", "bursts", "origin_s", "block_s", "slo_e2e_s"]])
+    con.register("cluster_runs", runs[["fid", "bursts", "origin_s", "block_s", "slo_e2e_s",
+                                       "slo_ttft_s", "slo_tpot_s"]])
     files = list(batch["requests_file"])
     try:
         counts = con.execute(_CLUSTER_SQL, {"files": files}).df()
@@ -554,8 +571,10 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
         i = int(np.flatnonzero(empty)[0])
         raise InputError("run has no requests: V has no denominator",
                          file=df["requests_file"].iloc[i], fix="rerun this run")
-    df["violation_rate"] = df["n_violations"] / n
-    low, high = metrics.clopper_pearson(df["n_violations"].to_numpy(), n)
+    n_violations = n - df["n_good"].to_numpy(float)     # V: any configured SLO missed
+    df["violation_rate"] = n_violations / n
+    df["e2e_violation_rate"] = df["n_e2e_violations"] / n
+    low, high = metrics.clopper_pearson(n_violations, n)
     df["v_cp_low"], df["v_cp_high"] = low, high
     df["ttft_violation_rate"] = np.where(df["slo_ttft_s"].isna(), np.nan,
                                          df["n_ttft_violations"] / n)

@@ -2,7 +2,10 @@
 
 Column names are a contract other modules depend on (:data:`SUMMARY_COLUMNS`).  Every V
 has its denominator (``n_requests``); failed requests count as violations and as ``inf``
-latency.  ``v_ci_low``/``v_ci_high`` is the cluster-robust 95% interval on V
+latency.  ``violation_rate`` (V) is the share of requests that miss *any* configured SLO
+(end-to-end, TTFT, TPOT; vLLM's goodput definition: ``V = 1 - goodput_rate``); the
+per-SLO breakdown is ``e2e_violation_rate``, ``ttft_violation_rate`` and
+``tpot_violation_rate`` (NaN where that SLO is not configured), with ``n_failed``.  ``v_ci_low``/``v_ci_high`` is the cluster-robust 95% interval on V
 (:mod:`evalkit.runlog.vinterval`: time blocks, or bursts of identical arrivals, over
 ``v_ci_clusters`` clusters); ``v_cp_low``/``v_cp_high`` the Clopper–Pearson interval that
 treats requests as independent (too narrow when violations cluster).  ``k_observed`` counts merges inside the observed span (protocol pitfall 3) and
@@ -28,14 +31,14 @@ from evalkit.runlog.vinterval import v_interval
 META_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend",
                 "oracle", "complete", "trace_name", "trace_sha256", "trace_realisation")
 SUMMARY_COLUMNS = META_COLUMNS + (
-    "n_requests", "n_failed", "violation_rate", "v_ci_low", "v_ci_high", "v_cp_low",
+    "n_requests", "n_failed", "violation_rate", "e2e_violation_rate", "v_ci_low", "v_ci_high", "v_cp_low",
     "v_cp_high", "v_ci_clusters",
     "ttft_violation_rate", "tpot_violation_rate", "goodput_rate",
     "p50_s", "p95_s", "p99_s", "ttft_p95_s",
     "k_total", "k_observed", "exposure_requests", "exposure_time", "span_start_s", "span_end_s",
     "arrival_rate_scheduled", "arrival_rate_achieved", "send_lag_p99_s",
     "prompt_tokens_total", "output_tokens_total", "step_rate",
-    "merge_duration_s", "horizon_s", "slo_e2e_s",
+    "merge_duration_s", "horizon_s", "slo_e2e_s", "slo_ttft_s", "slo_tpot_s",
 )
 REQUEST_COLUMNS = ("arrival_s", "sent_s", "first_token_s", "end_s", "prompt_tokens",
                    "output_tokens", "ok")
@@ -153,23 +156,17 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
     not_done = ~done
     lat = end - arrival                                   # = m.e2e_latency
     lat[not_done] = np.inf
-    bad = lat > float(slo["e2e_s"])                       # = m.violations
-    n_viol = int(np.count_nonzero(bad))
-    bad |= not_done
     ttft = first - arrival                                # = m.ttft
     ttft[~(ok & np.isfinite(first))] = np.inf
-    rates = {}
-    for key, name, values in (("ttft_s", "ttft_violation_rate", lambda: ttft),
-                              ("tpot_s", "tpot_violation_rate",
-                               lambda: m.tpot(first, end, req["output_tokens"], ok))):
-        if slo.get(key) is None:
-            rates[name] = float("nan")
-        else:
-            flags = m.violations(values(), slo[key])
-            rates[name] = int(np.count_nonzero(flags)) / n
-            bad |= flags
+    flags = m.SloFlags.of(lat, ttft, lambda: m.tpot(first, end, req["output_tokens"], ok),
+                          slo)
+    bad = flags.violated                                  # V: any configured SLO missed
+    n_viol = int(np.count_nonzero(bad))
+    rates = {"e2e_violation_rate": int(np.count_nonzero(flags.e2e)) / n}
+    for name, got in (("ttft_violation_rate", flags.ttft), ("tpot_violation_rate", flags.tpot)):
+        rates[name] = float("nan") if got is None else int(np.count_nonzero(got)) / n
     cp_low, cp_high = m.clopper_pearson(n_viol, n, CI_CONFIDENCE)
-    low, high, n_clusters, _ = v_interval(arrival, lat > float(slo["e2e_s"]), CI_CONFIDENCE)
+    low, high, n_clusters, _ = v_interval(arrival, bad, CI_CONFIDENCE)
     p50, p95, p99 = m.quantiles(lat, (0.50, 0.95, 0.99))
     span = m.observed_span(arrival, end, horizon, D)
     w_start, w_end = m._f(merges["start_s"]), m._f(merges["end_s"])
@@ -180,7 +177,7 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
         "violation_rate": n_viol / n, "v_ci_low": low, "v_ci_high": high,
         "v_cp_low": cp_low, "v_cp_high": cp_high, "v_ci_clusters": n_clusters,
         **rates,
-        "goodput_rate": (n - int(np.count_nonzero(bad))) / n,
+        "goodput_rate": (n - n_viol) / n,
         "p50_s": float(p50), "p95_s": float(p95), "p99_s": float(p99),
         "ttft_p95_s": m.quantile(ttft, 0.95),
         "k_total": int(w_start.size),
@@ -195,7 +192,12 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
         "output_tokens_total": _sum_where(out_tokens, ok),
         "step_rate": _step_rate(steps, merges),
         "merge_duration_s": D, "horizon_s": horizon, "slo_e2e_s": float(slo["e2e_s"]),
+        "slo_ttft_s": _slo_or_nan(slo.get("ttft_s")), "slo_tpot_s": _slo_or_nan(slo.get("tpot_s")),
     }
+
+
+def _slo_or_nan(value) -> float:
+    return float("nan") if value is None else float(value)
 
 
 def _from_frame(df: pd.DataFrame | None, cols) -> dict | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import unicodedata
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
 from evalkit.limits import INT64_MAX, INT64_MIN
+from evalkit.names import name_problem
 from evalkit.runlog.io import RunListing, UnreadableRun, leftover_kind, list_runs, read_meta
 from evalkit.runlog.schema import (BACKENDS, REQUIRED_META, REQUIRED_TABLES, ROLES,
                                    SUPPORTED_SCHEMA_VERSIONS, TABLES)
@@ -169,9 +171,15 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
     elif has("run_id") and meta["run_id"] != run_dir.name:
         bad("run_id", f"run_id {_short(meta['run_id'])} differs from the directory name {run_dir.name!r}",
             "rename the directory or fix run_id; they must be equal")
-    for key in ("policy", "regime"):
-        if has(key) and not _nonempty_str(meta[key]):
+    for key in ("policy", "regime", "matched_to"):
+        if has(key) and key != "matched_to" and not _nonempty_str(meta[key]):
             bad(key, f"must be a non-empty string, got {_short(meta[key])}", f"set {key} to its name")
+        elif _nonempty_str(meta.get(key)):
+            why = name_problem(unicodedata.normalize("NFKC", meta[key]))
+            if why is not None:
+                bad(key, f"{key} {meta[key]!r} is refused: {why}",
+                    "use a name of visible characters of one script; a name that looks like "
+                    "another is another claim in disguise")
     if has("role") and meta["role"] not in ROLES:
         bad("role", f"unknown role {_short(meta['role'])}", f"use one of {', '.join(ROLES)}")
     if has("backend") and meta["backend"] not in BACKENDS:

@@ -39,9 +39,19 @@ def simulate_run(run: RealRun, settings: dict) -> pd.DataFrame:
                               cfg, seed=run.seed, horizon_s=run.horizon_s)
 
 
-def run_metrics(req: pd.DataFrame, merge_start, merge_end, slo_e2e_s: float,
-                horizon_s: float) -> dict:
-    """V, p95 of all requests, of those in flight during a merge window, of the others."""
+def _violated(req: pd.DataFrame, slo) -> np.ndarray:
+    """(n,) bool: the request counts towards V (:class:`metrics.SloFlags`); ``slo`` is the
+    run's SLO dict, or a number for an end-to-end SLO alone."""
+    slo = {"e2e_s": float(slo)} if not isinstance(slo, dict) else slo
+    return metrics.slo_flags(req["arrival_s"].to_numpy(float),
+                             req["first_token_s"].to_numpy(float),
+                             req["end_s"].to_numpy(float), req["output_tokens"].to_numpy(float),
+                             req["ok"].to_numpy(bool), slo).violated
+
+
+def run_metrics(req: pd.DataFrame, merge_start, merge_end, slo, horizon_s: float) -> dict:
+    """V (every SLO of ``slo``, a dict or an e2e number), p95 of all requests, of those in
+    flight during a merge window, of the others."""
     arrival = req["arrival_s"].to_numpy(float)
     end = req["end_s"].to_numpy(float)
     ok = req["ok"].to_numpy(bool)
@@ -49,7 +59,7 @@ def run_metrics(req: pd.DataFrame, merge_start, merge_end, slo_e2e_s: float,
     lo, hi = metrics.request_intervals(arrival, req["sent_s"].to_numpy(float), end, ok,
                                        horizon_s)
     inside = metrics.overlaps_windows(lo, hi, merge_start, merge_end)
-    return {"v": float(np.mean(metrics.violations(lat, slo_e2e_s))),
+    return {"v": float(np.mean(_violated(req, slo))),
             "p95": metrics.quantile(lat, 0.95),
             "p95_in": metrics.quantile(lat[inside], 0.95) if inside.any() else float("nan"),
             "p95_out": metrics.quantile(lat[~inside], 0.95) if (~inside).any() else float("nan"),
@@ -59,10 +69,9 @@ def run_metrics(req: pd.DataFrame, merge_start, merge_end, slo_e2e_s: float,
 def compare_run(run: RealRun, settings: dict, load: HostLoad | None = None) -> dict:
     """Real vs predicted metrics of ``run``; ``load``: condition on the run's step time."""
     factor = load.factor(run) if load is not None else 1.0
-    real = run_metrics(run.requests, run.merge_start, run.merge_end, run.slo["e2e_s"],
-                       run.horizon_s)
+    real = run_metrics(run.requests, run.merge_start, run.merge_end, run.slo, run.horizon_s)
     pred = run_metrics(simulate_run(run, at_load(settings, factor)), run.merge_start,
-                       run.merge_end, run.slo["e2e_s"], run.horizon_s)
+                       run.merge_end, run.slo, run.horizon_s)
     row = {"run_id": run.run_id, "seed": run.seed, "role": run.role, "policy": run.policy,
            "k": int(run.merge_start.size), "n_requests": real["n"], "n_in": real["n_in"],
            "load_factor": factor}
@@ -70,10 +79,8 @@ def compare_run(run: RealRun, settings: dict, load: HostLoad | None = None) -> d
         row[f"{key}_real"], row[f"{key}_pred"] = real[key], pred[key]
     # the real V's own cluster-robust 95% interval (time blocks; evalkit summarize's v_ci)
     from evalkit.runlog.vinterval import v_interval
-    lat = metrics.e2e_latency(run.requests["arrival_s"], run.requests["end_s"],
-                              run.requests["ok"])
     row["v_ci_low"], row["v_ci_high"], _, _ = v_interval(
-        run.requests["arrival_s"].to_numpy(float), metrics.violations(lat, run.slo["e2e_s"]))
+        run.requests["arrival_s"].to_numpy(float), _violated(run.requests, run.slo))
     return row
 
 

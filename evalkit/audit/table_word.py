@@ -1,0 +1,44 @@
+"""A summary table's design columns are the table's word, never a verification.
+
+A table can say anything: ``arrival_fingerprint = "seed-3"`` on every row of a seed makes the
+pairing look real, ``corridor_violations = 0`` makes every schedule look feasible.  The
+checks that read a table's design columns (fingerprints, corridor, merge durations, sending
+timings, load) therefore never *pass* on a table: a result they would pass becomes "not
+evaluable: the table's word", which counts only when the user vouches for it
+(``--accept-vouched``; the report marks the claim vouched).  What the columns contradict
+still fails: a table is checked for internal consistency.  Runs that ``evalkit import
+summary-table`` synthesised from a table carry the same word in request logs of its making.
+"""
+
+from __future__ import annotations
+
+# checks whose evidence, from a table, is the table's own design columns
+TABLE_WORD_CHECKS = frozenset({"pairing_real", "schedules_in_corridor", "merge_durations_match",
+                               "open_loop_sending", "load_match"})
+FIX = ("audit the runs directory (the design is then read from the request and merge logs), "
+       "or vouch for the table with --accept-vouched (the report marks the claim vouched)")
+
+
+def claim_run_ids(claim) -> list[str]:
+    """The run ids of a claim's policy runs, draws and no-sync runs."""
+    out = []
+    for p in claim.pairs:
+        out.append(p.policy_run)
+        out += p.draws.run_id.tolist()
+        if p.no_sync is not None:
+            out.append(p.no_sync.run_id)
+    return out
+
+
+def table_says(ctx) -> str | None:
+    """Where the claim's design evidence is a table's word ("the summary table", "runs
+    synthesised from a summary table"), or None when it comes from real logs."""
+    campaign = getattr(ctx, "campaign", None)
+    if campaign is None:
+        return None
+    if campaign.source == "summary":
+        return "the summary table's own columns"
+    synthetic = getattr(campaign, "table_word_runs", set())
+    if synthetic and any(r in synthetic for r in claim_run_ids(ctx.claim)):
+        return "request logs synthesised from a summary table"
+    return None

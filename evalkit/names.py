@@ -1,0 +1,109 @@
+"""Regime and policy names that cannot be bent.
+
+A claim is the runs of one (regime, policy); a run whose policy is ``wa\\u200b`` (a zero-width
+space) or ``wа`` (Cyrillic а) looks like ``wa`` in every report yet is another claim, so the
+losing seeds of ``wa`` can be moved out of sight.  Every name is therefore
+
+* NFKC-normalised (``ｗａ`` -> ``wa``: compatibility forms name the same thing), and
+* refused (:class:`~evalkit.errors.InputError`, exit 2, naming the file and key) when it holds
+  a control, format (bidi controls, zero-width characters), private-use, unassigned or
+  other invisible character, whitespace other than inner ASCII spaces, non-ASCII
+  punctuation or symbols (``wa‐x`` with U+2010 for ``wa-x``), a letter of more
+  than one script (mixed script: ``wа``), a letter outside ASCII that is a Latin lookalike
+  (``ɑ``, ``ı``; accented letters that decompose to an ASCII letter are fine), or consists only
+  of letters that look Latin in another script (whole-script confusable: Cyrillic ``ра``).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from evalkit.errors import InputError
+
+# Default-ignorable code points that are not in a format/control category (rendered as
+# nothing): combining grapheme joiner, Hangul fillers, variation selectors, ...
+_INVISIBLE_RANGES = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+                     (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0),
+                     (0xE0100, 0xE01EF))
+_REFUSED_CATEGORIES = {"Cc": "a control character", "Cf": "an invisible format character",
+                       "Co": "a private-use character", "Cn": "an unassigned code point",
+                       "Cs": "a surrogate", "Zl": "a line separator",
+                       "Zp": "a paragraph separator"}
+# letters of other scripts that look like Latin letters (whole-script confusables)
+_LATIN_LOOKALIKES = set(
+    "аеорсухіјѕԁԛԝһӏԍАВЕКМНОРСТУХІЈЅԚԜҮӀ"                # Cyrillic
+    "αβεικνορτυχωΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"                         # Greek
+    "ՕօսՍոհզ")                                           # Armenian
+# scripts that are written together and count as one (Japanese)
+_SCRIPT_GROUPS = {"HIRAGANA": "JAPANESE", "KATAKANA": "JAPANESE", "CJK": "JAPANESE",
+                  "KATAKANA-HIRAGANA": "JAPANESE", "IDEOGRAPHIC": "JAPANESE"}
+
+
+def _invisible(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in _INVISIBLE_RANGES)
+
+
+def _script(ch: str) -> str:
+    """The script of a letter, from its Unicode name's first word (LATIN, CYRILLIC, ...)."""
+    word = unicodedata.name(ch, "UNKNOWN").split(" ")[0]
+    return _SCRIPT_GROUPS.get(word, word)
+
+
+def _latin_ok(ch: str) -> bool:
+    """An ASCII letter, or one that decomposes to an ASCII letter and combining marks."""
+    if ch.isascii():
+        return True
+    base = unicodedata.normalize("NFD", ch)
+    return base[0].isascii() and base[0].isalpha() and all(
+        unicodedata.category(c).startswith("M") for c in base[1:])
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` (already NFKC-normalised) cannot name a regime or policy, or None."""
+    if not name.strip():
+        return "the name is empty"
+    if name != name.strip(" "):
+        return "the name starts or ends with a space"
+    scripts, letters = set(), []
+    for i, ch in enumerate(name):
+        cp, cat = ord(ch), unicodedata.category(ch)
+        where = f"character {i + 1} (U+{cp:04X} {unicodedata.name(ch, 'unnamed')})"
+        if cat in _REFUSED_CATEGORIES:
+            return f"{where} is {_REFUSED_CATEGORIES[cat]}"
+        if _invisible(cp):
+            return f"{where} is invisible"
+        if cat == "Zs" and ch != " ":
+            return f"{where} is a space other than U+0020"
+        if cat[0] in "PS" and not ch.isascii():
+            return f"{where} is non-ASCII punctuation or a symbol (confusable: use ASCII)"
+        if cat.startswith("L"):
+            script = _script(ch)
+            scripts.add(script)
+            letters.append(ch)
+            if script == "LATIN" and not _latin_ok(ch):
+                return f"{where} looks like an ASCII letter but is not one (confusable)"
+        elif cat.startswith("M") and all(_script(c) == "LATIN" for c in letters[-1:]):
+            return f"{where} is a combining mark on a Latin letter with no composed form"
+    if len(scripts) > 1:
+        return "the name mixes scripts (" + ", ".join(sorted(scripts)) + "): confusable"
+    if scripts and scripts != {"LATIN"} and letters and all(
+            c in _LATIN_LOOKALIKES for c in letters):
+        return (f"every letter is a {next(iter(scripts)).title()} letter that looks Latin: "
+                "confusable with an ASCII name")
+    return None
+
+
+def normalise_name(value, *, file: str | None, key: str) -> str:
+    """The NFKC form of a regime or policy name; InputError naming ``file`` and ``key`` when
+    it is not a string or :func:`name_problem` refuses it."""
+    if not isinstance(value, str):
+        raise InputError(f"{key} must be a string, got {type(value).__name__}", file=file,
+                         column=key, fix=f"write {key} as a plain name")
+    norm = unicodedata.normalize("NFKC", value)
+    why = name_problem(norm)
+    if why is not None:
+        raise InputError(f"{key} {value!r} is refused: {why}", file=file, column=key,
+                         fix="use a name of visible characters of one script (ASCII letters, "
+                             "digits, '_', '-', '.'); a name that looks like another is "
+                             "another claim in disguise")
+    return norm
