@@ -120,6 +120,23 @@ def _p_of(claim: dict):
     return None if p is None else float(p)
 
 
+def power_clause(claim: dict, alpha) -> str:
+    """Which seed rule keeps the claim underpowered, with its numbers and without a second
+    p-value (the smallest attainable p is in the detail)."""
+    pw = claim.get("power") or {}
+    n = pw.get("n", claim.get("n_seeds"))
+    needed, floor = claim.get("seeds_needed"), pw.get("min_seeds")
+    reach = (f"{n} seeds cannot reach alpha = {num(alpha)}, " if n is not None else "") + \
+        f"needs >= {needed} seeds"
+    below = f"{n} seeds are below the protocol's minimum of {floor}"
+    rule = pw.get("rule")
+    if rule == "protocol_minimum":
+        return below
+    if rule == "both":
+        return f"{below}, and {reach}"
+    return reach
+
+
 def blocker_phrase(check: dict, claim: dict, alpha) -> str:
     """A short clause on what a blocking check means for this claim, derived from the
     claim's numbers where it is about one (the check's full finding is in the detail)."""
@@ -128,11 +145,11 @@ def blocker_phrase(check: dict, claim: dict, alpha) -> str:
         return f"{name} not evaluable"
     if name == "gain_significant":
         if claim.get("underpowered"):
-            return f"underpowered: needs >= {claim.get('seeds_needed')} seeds"
+            return f"underpowered: {power_clause(claim, alpha)}"
         state = wording.gain_state(claim.get("mean_diff"), _p_of(claim), alpha)
         return f"gain_significant: the policy is {wording.gain_words(state)}"
     if name == "enough_seeds":
-        return f"enough_seeds: needs >= {claim.get('seeds_needed')} seeds"
+        return f"enough_seeds: {power_clause(claim, alpha)}"
     if name == "gain_explained_by_overlap":
         return "gain_explained_by_overlap: request overlap does not explain G"
     return CHECK_PHRASES.get(name, f"{name} failed")
@@ -248,10 +265,8 @@ def headline(claim: dict, audit: dict) -> Headline:
         test = ((f"Holm-adjusted p = {p_value(p)} over {n_claims} claims" if adjusted
                  else f"p = {p_value(p)}") + f" ({alternative}, {kind} {test_name} test)")
     if status == "underpowered":
-        rule = (claim.get("power") or {}).get("text") or (
-            f"with {claim.get('n_seeds')} seeds the smallest attainable p is "
-            f"{p_value(claim.get('min_p'))}: needs >= {claim.get('seeds_needed')} seeds")
         alpha = audit.get("alpha")
+        rule = "underpowered: " + power_clause(claim, alpha)
         if p is not None and alpha is not None and p <= alpha and g:
             rule = (f"significantly {'better' if g > 0 else 'worse'} than matched random, "
                     "but not claimable: " + rule)
