@@ -417,6 +417,8 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
     """
     import heapq
 
+    from evalkit.replay.executors import WorkerLost
+
     index = {j.run_id: i for i, j in enumerate(jobs)}
     waiting = {j.run_id: {d for d in j.depends_on if d in index} for j in jobs}
     dependents: dict[str, list[str]] = {}
@@ -466,6 +468,8 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
             job = running.pop(fut)
             try:
                 outcome = fut.result()
+            except WorkerLost:                # the pool is gone: stop, naming the run (exit 2)
+                raise
             except Exception as exc:          # a crash outside the job's own handling
                 outcome = JobOutcome(job.run_id, "failed", f"{type(exc).__name__}: {exc}")
             finish(outcome)
