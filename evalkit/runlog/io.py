@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from evalkit import __version__
 from evalkit.errors import InputError, from_os_error
+from evalkit.fileread import check_regular, read_bounded
 from evalkit.fsutil import fsync_dir, fsync_tree
 from evalkit.limits import MAX_RUN_ID_BYTES, MAX_RUN_JSON_BYTES, loads_json
 from evalkit.runlog.schema import REQUIRED_TABLES, SCHEMA_VERSION, TABLES
@@ -174,7 +175,9 @@ def read_meta(run_dir: str | os.PathLike) -> dict:
         if size > MAX_RUN_JSON_BYTES:
             raise InputError(f"run.json is {size:,} bytes (limit {MAX_RUN_JSON_BYTES:,})",
                              file=str(path), fix="rewrite the run; run.json holds metadata only")
-        raw = path.read_bytes()
+        # bounded by bytes read: a device reports size 0 and never ends
+        raw = read_bounded(path, MAX_RUN_JSON_BYTES, "run.json",
+                           fix="rewrite the run; run.json holds metadata only")
     except FileNotFoundError:
         raise InputError("run.json is missing", file=str(path),
                          fix="every run directory needs run.json; rerun or remove the "
@@ -210,6 +213,7 @@ class UnreadableRun(InputError):
 def read_table(run_dir: str | os.PathLike, name: str, columns=None) -> pd.DataFrame:
     path = Path(run_dir) / f"{name}.parquet"
     try:
+        check_regular(path, f"{name}.parquet")
         return pq.read_table(path, columns=columns).to_pandas()
     except FileNotFoundError as exc:
         raise InputError(f"{name}.parquet is missing", file=str(path),

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
+from evalkit.fileread import check_regular
 from evalkit.limits import INT64_MAX, INT64_MIN
 from evalkit.runlog.io import RunListing, UnreadableRun, leftover_kind, list_runs, read_meta
 from evalkit.runlog.schema import (BACKENDS, REQUIRED_META, REQUIRED_TABLES, ROLES,
@@ -301,6 +302,7 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
                                "rerun the replay; a run directory needs requests and merges"))
         return None
     try:
+        check_regular(path, f"{name}.parquet")      # a FIFO would block the memory map
         # much faster than read_table for small files; one thread per file (callers run
         # several runs at once); memory-mapped without pre-buffering: ~15% less CPU
         with pq.ParquetFile(path, memory_map=True, pre_buffer=False) as handle:
@@ -313,6 +315,9 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
     except PermissionError as exc:
         out.append(Problem(run, str(path), None, f"cannot read: {exc.strerror or exc}",
                            UnreadableRun.READ_FIX, kind="unreadable"))
+        return None
+    except InputError as exc:
+        out.append(Problem(run, str(path), None, exc.message, exc.fix))
         return None
     except (pa.ArrowException, OSError, ValueError) as exc:
         out.append(Problem(run, str(path), None,
