@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular
 from evalkit.limits import INT64_MAX, INT64_MIN
-from evalkit.runlog.io import RunListing, UnreadableRun, leftover_kind, list_runs, read_meta
+from evalkit.runlog.io import (LINK_FIX, RunListing, UnreadableRun, leftover_kind, list_runs,
+                              read_meta)
 from evalkit.runlog.schema import (BACKENDS, REQUIRED_META, REQUIRED_TABLES, ROLES,
                                    SUPPORTED_SCHEMA_VERSIONS, TABLES)
 
@@ -634,6 +635,10 @@ def _layout_problems(listing: RunListing) -> list[Problem]:
         out.append(Problem(path.name, str(path), None,
                            f"{reason}: any run inside is not checked and would be missing",
                            UnreadableRun.READ_FIX, kind="unreadable"))
+    for path, reason in listing.refused:
+        out.append(Problem(path.name, str(path), None,
+                           f"{reason}: not followed, so any run there is not checked and "
+                           "would be missing", LINK_FIX, kind="layout"))
     for run_dir in listing.orphans:
         out.append(Problem(run_dir.name, str(run_dir / "run.json"), None,
                            "directory holds Parquet files but no run.json",
@@ -656,7 +661,7 @@ def _start_report(runs_dir: str | os.PathLike):
         return report, []
     report.run_dirs = listing.run_dirs
     report.problems.extend(_layout_problems(listing))
-    if not report.run_dirs and not listing.unreadable:
+    if not report.run_dirs and not listing.unreadable and not listing.refused:
         report.problems.append(Problem(str(root), str(root), None,
                                        "no runs found (no run.json below RUNS_DIR)",
                                        "pass the directory that holds the run directories"))

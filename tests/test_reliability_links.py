@@ -1,0 +1,121 @@
+"""Symbolic links in a run store: followed inside it, refused (exit 2, each named) otherwise.
+
+A store assembled with ``ln -s`` used to lose every linked run silently: `validate` counted
+only the real directories and the gate's verdict changed.  One listing rule
+(:func:`evalkit.runlog.io.list_runs`) serves validate, summarize, audit and sweep.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalkit.runlog.io import list_runs
+from reliability_tools import cli_env, run_cli, write_campaign
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _linked_copy(real: Path, dest: Path, keep_real: int = 3) -> Path:
+    """``dest``: the runs of ``real`` with all but ``keep_real`` moved into ``dest/.pool``
+    and replaced by symbolic links (relative for half of them, absolute for the rest)."""
+    shutil.copytree(real, dest)
+    pool = dest / ".pool"
+    pool.mkdir()
+    for i, run in enumerate(sorted(p for p in dest.iterdir() if not p.name.startswith("."))):
+        if i < keep_real:
+            continue
+        run.rename(pool / run.name)
+        run.symlink_to(Path(".pool") / run.name if i % 2 else pool / run.name,
+                       target_is_directory=True)
+    return dest
+
+
+def _gate(runs: Path, tmp: Path):
+    return run_cli(["gate", runs, "--policy", "fixed_h", "--tier", "harness"],
+                   env=cli_env({"MPLCONFIGDIR": str(tmp / "mpl")}, log_dir=tmp / "logs"))
+
+
+def test_a_store_of_mostly_symlinks_gives_the_same_counts_and_verdict(tmp_path):
+    real = REPO / "fixtures" / "runs"
+    linked = _linked_copy(real, tmp_path / "linked")
+    n = len([p for p in real.iterdir() if (p / "run.json").exists()])
+    assert sum(p.is_symlink() for p in linked.iterdir()) == n - 3 > n / 2
+
+    listing = list_runs(linked)
+    assert len(listing.run_dirs) == n and listing.refused == []
+    assert {p.name for p in listing.run_dirs} == {p.name for p in real.iterdir()}
+
+    for runs in (real, linked):
+        res = run_cli(["validate", runs])
+        assert res.returncode == 0 and f"valid: {n} run(s) checked" in res.stdout, res.stdout
+    a, b = (run_cli(["summarize", r, "--format", "csv"]) for r in (real, linked))
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+    assert len(a.stdout.strip().splitlines()) == n + 1
+    ga, gb = _gate(real, tmp_path), _gate(linked, tmp_path)
+    assert ga.returncode == gb.returncode and ga.returncode in (0, 1), ga.stderr
+    assert ga.stdout.replace(str(real), "R") == gb.stdout.replace(str(linked), "R")
+
+
+def _bad_links(runs: Path, outside: Path) -> dict[str, str]:
+    """Four links that must not be followed, by name, with the reason each must be given."""
+    shutil.copytree(runs / "fixture-s0-fixed_h", outside / "fixture-s9-fixed_h")
+    (runs / "escapes").symlink_to(outside / "fixture-s9-fixed_h", target_is_directory=True)
+    (runs / "loop").symlink_to("loop")
+    (runs / "up").symlink_to(".", target_is_directory=True)
+    (runs / "dangling").symlink_to("gone", target_is_directory=True)
+    (runs / "twice").symlink_to("fixture-s1-no_sync", target_is_directory=True)
+    return {"escapes": "leaves the runs directory", "loop": "symbolic link loop",
+            "up": "above it", "dangling": "dangling symbolic link",
+            "twice": "a second path to"}
+
+
+def test_links_that_leave_the_store_loop_dangle_or_repeat_are_exit_2_naming_each(
+        tmp_path, copy_fixture):
+    runs = copy_fixture("runs")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    bad = _bad_links(runs, outside)
+    refused = dict((p.name, why) for p, why in list_runs(runs).refused)
+    assert set(refused) == set(bad)
+    for name, why in bad.items():
+        assert why in refused[name], (name, refused[name])
+
+    res = run_cli(["validate", runs])
+    assert res.returncode == 2 and "INVALID" in res.stdout
+    for name, why in bad.items():
+        assert str(runs / name) in res.stdout and why in res.stdout
+    for args in (["summarize", runs], ["audit", runs, "--out", tmp_path / "report"]):
+        res = run_cli(args, env=cli_env({"MPLCONFIGDIR": str(tmp_path / "mpl")},
+                                        log_dir=tmp_path / "logs"))
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "symbolic link" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_sweep_resume_and_check_follow_inner_links_and_refuse_escaping_ones(tmp_path):
+    camp = write_campaign(tmp_path, draws=0)
+    runs = tmp_path / "runs"
+    first = run_cli(["sweep", camp, "--out", runs, "--no-progress"])
+    assert first.returncode == 0, first.stdout + first.stderr
+    (runs / ".pool").mkdir()
+    ns = "tiny__no_sync__s0"
+    (runs / ns).rename(runs / ".pool" / ns)
+    (runs / ns).symlink_to(Path(".pool") / ns, target_is_directory=True)
+    check = run_cli(["sweep", camp, "--out", runs, "--check"])
+    assert check.returncode == 0 and "2 of 2 runs complete" in check.stdout, check.stdout
+    again = run_cli(["sweep", camp, "--out", runs, "--no-progress"])
+    assert again.returncode == 0 and "2 skipped" in again.stdout, again.stdout
+
+    outside = tmp_path / "outside"
+    (runs / ".pool" / ns).rename(outside)
+    (runs / ns).unlink()
+    (runs / ns).symlink_to(outside, target_is_directory=True)
+    check = run_cli(["sweep", camp, "--out", runs, "--check"])
+    assert check.returncode == 2 and "leaves the runs directory" in check.stdout
+    res = run_cli(["sweep", camp, "--out", runs, "--no-progress"])
+    assert res.returncode == 2 and f"failed: {ns}" in res.stdout, res.stdout
+    assert "leaves the runs directory" in res.stdout
+    assert os.path.islink(runs / ns) and (outside / "run.json").exists()   # left alone
