@@ -43,6 +43,8 @@ MAX_MERGES = 1_000_000              # horizon_s / the corridor's minimum gap
 
 # run logs
 MAX_RUN_JSON_BYTES = 16 << 20       # 16 MiB
+MAX_LOG_TIME_S = 10 * MAX_HORIZON_S  # any time in a run log (seconds from the run's origin)
+MAX_TOKENS = 1 << 32                # tokens of one request: totals of any run fit int64
 MAX_JSON_NESTING = 64
 MAX_RUN_ID_BYTES = 200              # + ".<id>.tmp-xxxxxxxx" must fit a 255-byte file name
 MAX_FILE_NAME_BYTES = 255

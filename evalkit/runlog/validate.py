@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular
-from evalkit.limits import INT64_MAX, INT64_MIN
+from evalkit.limits import INT64_MAX, MAX_HORIZON_S, MAX_LOG_TIME_S, MAX_TOKENS
 from evalkit.runlog.io import (LINK_FIX, RunListing, UnreadableRun, leftover_kind, list_runs,
                               read_meta)
 from evalkit.runlog.schema import (BACKENDS, REQUIRED_META, REQUIRED_TABLES, ROLES,
@@ -181,9 +181,9 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
     if has("seed") and not _is_int(meta["seed"]):
         bad("seed", f"must be an integer, got {_short(meta['seed'])}",
             "write the replication seed as an integer")
-    elif has("seed") and not INT64_MIN <= meta["seed"] <= INT64_MAX:
-        bad("seed", f"{_short(meta['seed'])} is outside the 64-bit integer range",
-            "write the replication seed as a 64-bit integer")
+    elif has("seed") and not 0 <= meta["seed"] <= INT64_MAX:
+        bad("seed", f"{_short(meta['seed'])} is outside [0, 2**63)",
+            "write the replication seed as a non-negative 64-bit integer")
     draw = meta.get("draw")
     if draw is not None and not (_is_int(draw) and 0 <= draw <= INT64_MAX):
         bad("draw", f"must be null or an integer in [0, 2**63), got {_short(meta['draw'])}",
@@ -199,6 +199,9 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
         if has(key) and not (_is_number(meta[key]) and meta[key] > 0):
             bad(key, f"must be a positive number of seconds, got {_short(meta[key])}",
                 f"write {key} in seconds")
+        elif has(key) and meta[key] > MAX_HORIZON_S:
+            bad(key, f"{meta[key]:g} s is beyond the {MAX_HORIZON_S:,.0f} s (30-day) limit",
+                f"write {key} in seconds (evalkit.limits.MAX_HORIZON_S)")
     for key in ("evalkit_version", "created_at"):
         if has(key) and not _nonempty_str(meta[key]):
             bad(key, f"must be a string, got {_short(meta[key])}", f"write {key} as a string")
@@ -387,9 +390,15 @@ def _check_times(run, path, table, cols, nullable, ids, out, arrays=None):
                                f"write finite seconds in '{name}' (null if unknown)"))
         with np.errstate(invalid="ignore"):
             neg = t < 0
+            huge = np.isfinite(t) & (t > MAX_LOG_TIME_S)
         if neg.any():
             out.append(Problem(run, path, name, f"negative time: {_first_ids(ids, neg)}",
                                "times are seconds from the run's origin and must be >= 0"))
+        if huge.any():
+            out.append(Problem(run, path, name, f"time beyond {MAX_LOG_TIME_S:,.0f} s: "
+                               f"{_first_ids(ids, huge)}",
+                               "times are seconds from the run's origin (t = 0 when the "
+                               "replay started), not timestamps; subtract the origin"))
 
 
 def _order(run, path, ids, a, b, col, message, fix, out, severity="error", tol=TIME_TOL_S):
@@ -445,12 +454,24 @@ def _check_requests(run, run_dir, table, meta, out):
                                "a completed request needs end_s; set ok=False for failed requests"))
     for col in ("prompt_tokens", "output_tokens"):
         if col in table.column_names:
-            vals = table.column(col).to_numpy(zero_copy_only=False)
-            if (vals < 0).any():
-                out.append(Problem(run, path, col,
-                                   f"negative token count: {_first_ids(ids, vals < 0)}",
-                                   "token counts are >= 0"))
+            _check_counts(run, path, col, table.column(col).to_numpy(zero_copy_only=False),
+                          ids, out, MAX_TOKENS, "token counts are per request, >= 0",
+                          "token count")
     _check_request_scale(run, path, meta, arrival, end, out)
+
+
+def _check_counts(run, path, col, vals: np.ndarray, ids, out, limit: int | None,
+                  fix: str, what: str | None = None) -> None:
+    """(n,) integers (any width, signed or not; NaN for nulls) in [0, limit]."""
+    what = what or col
+    with np.errstate(invalid="ignore"):
+        neg = vals < 0
+        huge = vals > limit if limit is not None else np.zeros(len(vals), dtype=bool)
+    if neg.any():
+        out.append(Problem(run, path, col, f"negative {what}: {_first_ids(ids, neg)}", fix))
+    if huge.any():
+        out.append(Problem(run, path, col, f"{what} above {limit:,}: {_first_ids(ids, huge)}",
+                           fix))
 
 
 def _looks_ms(value: float, plausible: float, slack: float = MS_PLAUSIBLE) -> bool:
@@ -485,6 +506,10 @@ def _check_merges(run, run_dir, table, meta, out):
     if "merge_idx" in table.column_names:
         idx = table.column("merge_idx").to_numpy(zero_copy_only=False)
     _check_times(run, path, table, ("start_s", "end_s"), set(), idx, out)
+    for col in ("inner_step", "bytes"):     # nullable: NaN where unknown
+        if col in table.column_names:
+            _check_counts(run, path, col, _floats(table, col), idx, out, None,
+                          f"{col} counts from 0; null where unknown")
     if len(table) == 0:
         return
     if meta and meta.get("role") == "no_sync":
