@@ -83,3 +83,20 @@ def test_merges_per_run_are_bounded_naming_the_gap_key(tmp_path):
         load_campaign(_campaign(tmp_path, **derived))
     assert info.value.column == "h_min"
     assert math.isfinite(gap)
+
+
+def test_readme_states_these_limits_and_the_lock_rules():
+    from pathlib import Path
+
+    from evalkit.limits import MAX_HORIZON_S, MAX_LOG_TIME_S, MAX_TOKENS
+    from evalkit.replay.storelock import HEARTBEAT_S, STALE_AFTER_S
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Reliability"):readme.index("## The run-log format")]
+    flat = " ".join(section.split())
+    for words in (f"{MAX_INNER_STEPS:,} inner steps", f"{MAX_MERGES:,} merges",
+                  f"[0, {MAX_LOG_TIME_S:,.0f} s]", f"{MAX_HORIZON_S / 86400:.0f} days",
+                  f"every {HEARTBEAT_S:.0f} s", f"within {STALE_AFTER_S / 60:.0f} minutes",
+                  "never taken over on a guess", "--break-lock"):
+        assert words in flat, words
+    assert MAX_TOKENS == 2 ** 32 and "[0, 2**32] per request" in flat
