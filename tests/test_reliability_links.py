@@ -119,3 +119,16 @@ def test_sweep_resume_and_check_follow_inner_links_and_refuse_escaping_ones(tmp_
     assert res.returncode == 2 and f"failed: {ns}" in res.stdout, res.stdout
     assert "leaves the runs directory" in res.stdout
     assert os.path.islink(runs / ns) and (outside / "run.json").exists()   # left alone
+
+
+def test_a_linked_run_that_is_rewritten_replaces_the_link_and_leaves_no_leftover(tmp_path):
+    from evalkit.runlog.io import read_run, write_run
+
+    runs = REPO / "fixtures" / "runs"
+    store = _linked_copy(runs, tmp_path / "store", keep_real=0)
+    name = "fixture-s0-fixed_h"
+    run = read_run(store / name)
+    write_run(store, run.meta, run.requests, run.merges)
+    assert not (store / name).is_symlink() and (store / name / "run.json").exists()
+    assert [p.name for p in store.iterdir() if p.name.startswith(".")] == [".pool"]
+    assert list_runs(store).leftovers == [] and list_runs(store).refused == []

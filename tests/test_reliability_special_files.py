@@ -131,3 +131,14 @@ def test_check_regular_names_the_kind(tmp_path):
     with pytest.raises(FileNotFoundError):
         check_regular(tmp_path / "missing")
     shutil.rmtree(tmp_path / "mpl", ignore_errors=True)
+
+
+@pytest.mark.parametrize("fmt", [None, "azure"])
+def test_a_fifo_trace_file_is_refused(tmp_path, deadline, fmt):
+    from evalkit.replay.traces import import_trace, read_trace
+
+    fifo = tmp_path / ("t.parquet" if fmt is None else "t.csv")
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="the trace file is a FIFO") as info:
+        read_trace(fifo) if fmt is None else import_trace(fifo, fmt)
+    assert info.value.file == str(fifo)

@@ -100,7 +100,10 @@ def _publish(tmp: Path, final: Path) -> None:
         final.rename(trash)
         tmp.rename(final)
         fsync_dir(runs_dir)
-        shutil.rmtree(trash, ignore_errors=True)
+        if trash.is_symlink():       # a run linked into the store: drop the link only
+            trash.unlink()
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
     else:
         tmp.rename(final)
         fsync_dir(runs_dir)
