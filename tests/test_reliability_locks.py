@@ -18,7 +18,20 @@ import pytest
 from evalkit.errors import StoreLocked
 from evalkit.replay.storelock import (CLOCK_SKEW_S, STALE_AFTER_S, StoreLock, break_locks,
                                       current_holders, lock_path)
-from reliability_tools import cli_env, run_cli, write_campaign
+from reliability_tools import cli_env, write_campaign
+
+
+class _Res:
+    def __init__(self, res):
+        self.returncode, self.stdout, self.stderr = res.exit_code, res.stdout, res.stderr
+
+
+def _invoke(args):
+    from click.testing import CliRunner
+
+    from evalkit.cli.main import cli
+
+    return _Res(CliRunner().invoke(cli, [str(a) for a in args]))
 
 
 def _remote_lock(folder, *, age_s: float, scope: str = "all"):
@@ -53,15 +66,15 @@ def test_break_lock_removes_a_remote_lock_then_the_sweep_runs(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
     _remote_lock(runs, age_s=-86_400.0)                    # a day in the future
-    refused = run_cli(["sweep", camp, "--out", runs, "--no-progress"])
+    refused = _invoke(["sweep", camp, "--out", runs, "--no-progress"])
     assert refused.returncode == 2 and "s in the future: the clocks" in refused.stderr
     assert "--break-lock" in refused.stderr
-    res = run_cli(["sweep", camp, "--out", runs, "--no-progress", "--break-lock"])
+    res = _invoke(["sweep", camp, "--out", runs, "--no-progress", "--break-lock"])
     assert res.returncode == 0, res.stdout + res.stderr
     assert "broke the lock .evalkit-sweep.all.lock of pid 4242 on host elsewhere.example" \
         in res.stderr
     assert "2 ran" in res.stdout and not lock_path(runs, "all").exists()
-    both = run_cli(["sweep", camp, "--out", runs, "--check", "--break-lock"])
+    both = _invoke(["sweep", camp, "--out", runs, "--check", "--break-lock"])
     assert both.returncode == 2 and "do not go together" in both.stderr
 
 

@@ -14,7 +14,7 @@ import pytest
 from evalkit.errors import InputError
 from evalkit.limits import MAX_INNER_STEPS, MAX_MERGES
 from evalkit.replay.campaign import load_campaign
-from reliability_tools import TINY_CAMPAIGN, run_cli
+from reliability_tools import TINY_CAMPAIGN
 
 HORIZON = 240.0
 
@@ -38,9 +38,14 @@ def test_a_tiny_inner_step_is_exit_2_naming_the_key(tmp_path, step):
     with pytest.raises(InputError, match="inner steps per run") as info:
         load_campaign(path)
     assert info.value.column == "inner_step_s" and f"{MAX_INNER_STEPS:,}" in info.value.fix
-    res = run_cli(["sweep", path, "--out", tmp_path / "runs", "--check"])
-    assert res.returncode == 2 and "inner_step_s" in res.stderr, res.stderr
-    assert "OverflowError" not in res.stderr and "internal error" not in res.stderr
+    from click.testing import CliRunner
+
+    from evalkit.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["sweep", str(path), "--out", str(tmp_path / "runs"),
+                                   "--check"])
+    assert res.exit_code == 2 and "inner_step_s" in res.stderr, res.output
+    assert "OverflowError" not in res.output and "internal error" not in res.output
 
 
 def test_the_inner_step_bound_at_just_below_and_above(tmp_path):

@@ -2,8 +2,8 @@
 
 A FIFO ``run.json`` or ``requests.parquet`` used to hang validate, summarize and audit (the
 open waits for a writer); ``run.json -> /dev/zero`` passed the 16 MiB size check (a device
-reports size 0) and was read until memory ran out.  Every subprocess here has a deadline:
-a regression fails instead of hanging the suite.
+reports size 0) and was read until memory ran out.  Every command here runs under a SIGALRM
+deadline: a regression fails instead of hanging the suite.
 """
 
 from __future__ import annotations
@@ -21,15 +21,10 @@ from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular, read_bounded
 from evalkit.runlog.io import read_meta
-from reliability_tools import cli_env, run_cli, write_campaign
+from reliability_tools import write_campaign
 
 RUN = "fixture-s0-fixed_h"
 DEADLINE_S = 90
-
-
-def _cli(args, tmp_path):
-    return run_cli(args, timeout=DEADLINE_S,
-                   env=cli_env({"MPLCONFIGDIR": str(tmp_path / "mpl")}, log_dir=tmp_path / "l"))
 
 
 @pytest.fixture
@@ -73,31 +68,32 @@ def test_validate_summarize_audit_refuse_a_special_run_file(tmp_path, copy_fixtu
         assert code == 2 and said in err and "internal error" not in err, out + err
 
 
-def test_sweep_treats_a_fifo_run_json_as_damaged(tmp_path):
+def test_sweep_treats_a_fifo_run_json_as_damaged(tmp_path, deadline):
     camp = write_campaign(tmp_path, draws=0)
     runs = tmp_path / "runs"
-    assert _cli(["sweep", camp, "--out", runs, "--no-progress"], tmp_path).returncode == 0
+    assert _invoke(["sweep", camp, "--out", runs, "--no-progress"])[0] == 0
     ns = "tiny__no_sync__s0"
     _replace_with(runs / ns / "run.json", "fifo")
-    check = _cli(["sweep", camp, "--out", runs, "--check"], tmp_path)
-    assert check.returncode == 2 and "damaged" in check.stdout and "FIFO" in check.stdout
-    res = _cli(["sweep", camp, "--out", runs, "--no-progress"], tmp_path)
-    assert res.returncode == 0 and "moved aside" in res.stdout, res.stdout + res.stderr
+    code, out, err = _invoke(["sweep", camp, "--out", runs, "--check"])
+    assert code == 2 and "damaged" in out and "FIFO" in out, out + err
+    code, out, err = _invoke(["sweep", camp, "--out", runs, "--no-progress"])
+    assert code == 0 and "moved aside" in out, out + err
     assert read_meta(runs / ns)["complete"] is True
 
 
 @pytest.mark.parametrize("kind, said", [("fifo", "FIFO"), ("zero", "character device")])
-def test_a_special_campaign_or_protocol_is_exit_2(tmp_path, copy_fixture, kind, said):
+def test_a_special_campaign_or_protocol_is_exit_2(tmp_path, copy_fixture, deadline, kind,
+                                                  said):
     camp = write_campaign(tmp_path)
     _replace_with(camp, kind)
-    res = _cli(["sweep", camp, "--out", tmp_path / "runs", "--check"], tmp_path)
-    assert res.returncode == 2 and said in res.stderr and str(camp) in res.stderr, res.stderr
+    code, out, err = _invoke(["sweep", camp, "--out", tmp_path / "runs", "--check"])
+    assert code == 2 and said in err and str(camp) in err, out + err
     protocol = tmp_path / "p.toml"
     protocol.write_text("")
     _replace_with(protocol, kind)
     runs = copy_fixture("runs")
-    res = _cli(["audit", runs, "--out", tmp_path / "r", "--protocol", protocol], tmp_path)
-    assert res.returncode == 2 and said in res.stderr, res.stderr
+    code, out, err = _invoke(["audit", runs, "--out", tmp_path / "r", "--protocol", protocol])
+    assert code == 2 and said in err, out + err
 
 
 def test_reads_are_bounded_by_bytes_read_not_by_the_reported_size(tmp_path):
