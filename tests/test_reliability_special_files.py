@@ -138,3 +138,20 @@ def test_a_fifo_trace_file_is_refused(tmp_path, deadline, fmt):
     with pytest.raises(InputError, match="the trace file is a FIFO") as info:
         read_trace(fifo) if fmt is None else import_trace(fifo, fmt)
     assert info.value.file == str(fifo)
+
+
+def test_a_fifo_summary_table_or_benchmark_file_is_refused(tmp_path, deadline):
+    from evalkit.audit.summary_table import read_summary_table
+    from evalkit.interop.guidellm import read_guidellm
+    from evalkit.interop.vllm_bench import import_vllm_bench
+
+    def vllm(path):
+        return import_vllm_bench(path, tmp_path / "runs", policy="p", seed=0, slo_e2e_s=1.0)
+
+    for name, read in (("t.csv", read_summary_table), ("b.json", read_guidellm),
+                       ("v.json", vllm)):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        with pytest.raises(InputError, match="is a FIFO") as info:
+            read(fifo)
+        assert info.value.file == str(fifo)

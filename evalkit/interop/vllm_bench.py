@@ -46,6 +46,9 @@ PER_REQUEST_KEYS = PER_REQUEST_REQUIRED + LATENCY_KEYS + ("itls",)
 def _load_json(path: Path):
     if not path.exists():
         raise InputError("file does not exist", file=str(path), fix="check the path")
+    from evalkit.fileread import check_regular
+
+    check_regular(path, "the benchmark file")       # a FIFO or device: refused, no hang
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
