@@ -74,6 +74,8 @@ def test_break_lock_removes_a_remote_lock_then_the_sweep_runs(tmp_path):
     assert "broke the lock .evalkit-sweep.all.lock of pid 4242 on host elsewhere.example" \
         in res.stderr
     assert "2 ran" in res.stdout and not lock_path(runs, "all").exists()
+    again = _invoke(["sweep", camp, "--out", runs, "--no-progress", "--break-lock"])
+    assert again.returncode == 0 and "no lock to break" in again.stderr
     both = _invoke(["sweep", camp, "--out", runs, "--check", "--break-lock"])
     assert both.returncode == 2 and "do not go together" in both.stderr
 

@@ -169,7 +169,8 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
     if break_lock:
         from evalkit.replay.storelock import break_locks
 
-        for note in break_locks(out, shard):
+        notes = break_locks(out, shard) or [f"--break-lock: no lock to break in {out}"]
+        for note in notes:
             click.echo(f"note: {note}", err=True)
     if check:
         report = check_campaign(camp, out, shard=shard)
