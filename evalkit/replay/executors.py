@@ -162,6 +162,9 @@ class PoolExecutor:
         outer: cf.Future = cf.Future()
 
         def relay(done: cf.Future) -> None:   # in the pool's manager thread
+            if done.cancelled():              # shutdown(cancel_futures=True)
+                outer.cancel()
+                return
             exc = done.exception()
             if isinstance(exc, cf.process.BrokenProcessPool):
                 # now, before the pool terminates the surviving workers: only the dead one
