@@ -200,7 +200,8 @@ class PoolExecutor:
             what = f"worker process {pid} {_signal_name(code)}"
             where = f" while running {on}" if on else ""
         else:
-            what, where = "a worker process died", f" (run {run_id} was in the pool)"                 if run_id else ""
+            what = "a worker process died"
+            where = f" (run {run_id} was in the pool)" if run_id else ""
         hint = " (the out-of-memory killer, or kill -9)" if dead and dead[0][1] == -9 else ""
         self._lost = WorkerLost(
             f"{what}{hint}{where}; that run was not written and the sweep stopped",
