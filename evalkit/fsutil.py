@@ -69,11 +69,16 @@ def atomic_write(path: str | os.PathLike, write) -> Path:
         write(tmp)
         fsync_file(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             tmp.unlink()
         except OSError:
             pass
+        if isinstance(exc, OSError) and not exc.filename:    # e.g. a full disk mid-write
+            from evalkit.errors import from_os_error
+
+            raise from_os_error(exc, path=str(path), action=f"cannot write {path.name}") \
+                from exc
         raise
     fsync_dir(path.parent)
     return path

@@ -36,9 +36,15 @@ MAX_JOBS = 200_000                  # runs one campaign may plan
 MAX_LABEL_CHARS = 64                # regime and policy labels (they become run directory names)
 MAX_TRACE_REQUESTS = 50_000_000     # expected requests of one generated trace
 MAX_HORIZON_S = 30 * 86_400.0       # 30 days
+# sizes one run implies (checked when a campaign or a replay spec is read, before anything
+# is allocated): a 30-day horizon at the default 0.5 s step is 5.2 million inner steps
+MAX_INNER_STEPS = 10_000_000        # horizon_s / inner step time, and h_max
+MAX_MERGES = 1_000_000              # horizon_s / the corridor's minimum gap
 
 # run logs
 MAX_RUN_JSON_BYTES = 16 << 20       # 16 MiB
+MAX_LOG_TIME_S = 10 * MAX_HORIZON_S  # any time in a run log (seconds from the run's origin)
+MAX_TOKENS = 1 << 32                # tokens of one request: totals of any run fit int64
 MAX_JSON_NESTING = 64
 MAX_RUN_ID_BYTES = 200              # + ".<id>.tmp-xxxxxxxx" must fit a 255-byte file name
 MAX_FILE_NAME_BYTES = 255
@@ -146,3 +152,39 @@ def loads_json(raw: bytes | str, *, file: str | None, max_depth: int = MAX_JSON_
 def finite(value: float) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and \
         math.isfinite(value)
+
+
+def _ratio(a: float, b: float) -> float:
+    """``a / b`` for positive numbers, ``inf`` instead of OverflowError or a zero divisor."""
+    try:
+        return float(a) / float(b) if b > 0 else math.inf
+    except (OverflowError, ZeroDivisionError):
+        return math.inf
+
+
+def _count(n: float) -> str:
+    return f"{n:,.0f}" if math.isfinite(n) and n < 1e15 else f"{n:.3g}"
+
+
+def check_run_sizes(*, horizon_s: float, step_s: float, step_key: str, min_gap_s: float,
+                    gap_key: str, h_max: int, file=None) -> None:
+    """Reject a run whose inner steps or merges would not fit in memory (before any is
+    allocated): ``horizon_s / step_s`` <= :data:`MAX_INNER_STEPS`, ``h_max`` likewise, and
+    ``horizon_s / min_gap_s`` <= :data:`MAX_MERGES`.  The error names the key to change.
+    """
+    steps = _ratio(horizon_s, step_s)
+    if not steps <= MAX_INNER_STEPS:
+        raise InputError(f"{step_key} = {step_s:g} s makes horizon_s / {step_key} = "
+                         f"{_count(steps)} inner steps per run", file=file, column=step_key,
+                         fix=f"at most {MAX_INNER_STEPS:,} inner steps per run: raise "
+                             f"{step_key} to at least {horizon_s / MAX_INNER_STEPS:.3g} s or "
+                             "shorten horizon_s")
+    if h_max > MAX_INNER_STEPS:
+        raise InputError(f"h_max = {h_max:,} inner steps between merges is out of range",
+                         file=file, column="h_max", fix=range_fix(1, MAX_INNER_STEPS))
+    merges = _ratio(horizon_s, min_gap_s)
+    if not merges <= MAX_MERGES:
+        raise InputError(f"the corridor allows up to {_count(merges)} merges per run "
+                         f"(horizon_s / minimum gap of {min_gap_s:g} s)", file=file,
+                         column=gap_key, fix=f"at most {MAX_MERGES:,} merges per run: raise "
+                                             f"{gap_key} or shorten horizon_s")

@@ -154,10 +154,12 @@ def _nfkc(value):
 
 
 def _from_runs_dir(path: Path) -> Campaign:
-    from evalkit.runlog.io import UnreadableRun, list_runs, read_meta
+    from evalkit.runlog.io import UnreadableRun, list_runs, read_meta, refused_error
     from evalkit.runlog.summary import summarize_runs
 
     listing = list_runs(path)
+    if listing.refused:                 # never audit a store with runs left out
+        raise refused_error(listing.refused)
     dirs = listing.run_dirs
     if not dirs and not listing.unreadable:
         raise InputError("no runs found (no run.json below this directory)", file=path.name,

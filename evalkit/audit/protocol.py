@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from evalkit.errors import InputError, from_os_error
+from evalkit.errors import InputError
 from evalkit.limits import RESAMPLES_RANGE, loads_toml, range_fix
 
 BUILTIN_PACKAGE = "evalkit.audit.protocols"
@@ -165,18 +165,15 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
     spec = DEFAULT_PROTOCOL if spec is None else spec
     path = Path(spec)
     if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
+        if not path.exists() or path.is_dir():
             raise InputError("protocol file does not exist", file=str(path),
                              fix="pass a TOML protocol file or a bundled name: "
                              + ", ".join(builtin_protocols()))
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise from_os_error(exc, path=str(path), action="cannot read the protocol") \
-                from None
-        except UnicodeDecodeError:
-            raise InputError("protocol file is not UTF-8 text", file=str(path),
-                             fix="save it as UTF-8 TOML") from None
+        from evalkit.fileread import read_text_bounded
+        from evalkit.limits import MAX_CONFIG_BYTES
+
+        text = read_text_bounded(path, MAX_CONFIG_BYTES, "protocol file",
+                                 action="cannot read the protocol")
         return parse_protocol(text, source=path.name, file=str(path))
     name = str(spec)
     if name not in builtin_protocols():

@@ -49,6 +49,9 @@ def is_summary_table(path: Path) -> bool:
 
 def _read(path: Path) -> tuple[pd.DataFrame, int]:
     """The table and the offset from a 0-based row index to the line/row number users see."""
+    from evalkit.fileread import check_regular
+
+    check_regular(path, "the summary table")        # a FIFO would block pandas
     try:
         if path.suffix.lower() == ".csv":
             return pd.read_csv(path, dtype=str, keep_default_na=False), 2

@@ -151,8 +151,11 @@ def _sim_intervals(spec, trace):
               help="run nothing: validate every planned run and list those missing, "
                    "incomplete, stale, damaged or unreadable (exit 2 if any)")
 @click.option("--progress/--no-progress", default=None, help="progress bar (default: on a tty)")
+@click.option("--break-lock", "break_lock", is_flag=True,
+              help="first remove the lock left by a sweep that is gone (e.g. of another host, "
+                   "which is never taken over automatically); refused while it is held")
 def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_task,
-              shard_spec, check, progress):
+              shard_spec, check, progress, break_lock):
     """Run (or resume) CAMPAIGN.toml: no-sync + policies + matched-random draws per seed."""
     from evalkit.replay.campaign import load_campaign, parse_shard
     from evalkit.replay.sweep import check_campaign, run_campaign
@@ -162,6 +165,15 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
         raise InputError(f"--jobs must be >= 1, got {n_jobs}", column="--jobs",
                          fix="e.g. --jobs 2")
     camp = load_campaign(campaign)
+    if break_lock and check:
+        raise InputError("--break-lock and --check do not go together", column="--break-lock",
+                         fix="--check writes nothing; drop one of them")
+    if break_lock:
+        from evalkit.replay.storelock import break_locks
+
+        notes = break_locks(out, shard) or [f"--break-lock: no lock to break in {out}"]
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
     if check:
         report = check_campaign(camp, out, shard=shard)
         click.echo(report.format())

@@ -50,6 +50,9 @@ def _load_json(path: Path, fix: str = SAVE_FIX):
     """The JSON at ``path``; ``fix`` names the flag of the tool that writes it."""
     if not path.exists():
         raise InputError("file does not exist", file=str(path), fix="check the path")
+    from evalkit.fileread import check_regular
+
+    check_regular(path, "the benchmark file")       # a FIFO or device: refused, no hang
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:

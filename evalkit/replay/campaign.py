@@ -39,6 +39,7 @@ from pathlib import Path
 
 from evalkit import limits as L
 from evalkit.errors import InputError, from_os_error
+from evalkit.fileread import read_text_bounded
 from evalkit.replay.policies import RESERVED, get_policy, resolve_policy
 from evalkit.replay.spec import ReplaySpec
 
@@ -168,15 +169,15 @@ def load_campaign(path) -> Campaign:
         raise InputError("campaign file not found", file=str(path), fix="check the path")
     try:
         size = path.stat().st_size
-        if size > L.MAX_CONFIG_BYTES:
-            raise InputError(f"campaign file is {size:,} bytes", file=str(path),
-                             fix=f"campaign files are limited to {L.MAX_CONFIG_BYTES:,} bytes")
-        text = path.read_text()
     except OSError as exc:
         raise from_os_error(exc, path=str(path), action="cannot read the campaign") from None
-    except UnicodeDecodeError:
-        raise InputError("campaign file is not UTF-8 text", file=str(path),
-                         fix="save it as UTF-8 TOML") from None
+    if size > L.MAX_CONFIG_BYTES:
+        raise InputError(f"campaign file is {size:,} bytes", file=str(path),
+                         fix=f"campaign files are limited to {L.MAX_CONFIG_BYTES:,} bytes")
+    # a FIFO or device is refused; the bound is on bytes read, not the size stat reports
+    text = read_text_bounded(path, L.MAX_CONFIG_BYTES, "campaign file",
+                             action="cannot read the campaign",
+                             fix=f"campaign files are limited to {L.MAX_CONFIG_BYTES:,} bytes")
     try:
         data = L.loads_toml(text, file=str(path))
     except tomllib.TOMLDecodeError as exc:

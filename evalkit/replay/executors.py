@@ -15,8 +15,12 @@ jobs the scheduler keeps submitted at once.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
+import signal
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 
 from evalkit.errors import InputError
@@ -40,29 +44,103 @@ class SerialExecutor:
 
 
 _WORKER_CAMPAIGN = None
+_WORKER_STATUS: str | None = None
+PARENT_POLL_S = 0.5
+_PR_SET_PDEATHSIG = 1
 
 
-def _init_worker(camp) -> None:
-    global _WORKER_CAMPAIGN
+class WorkerLost(InputError):
+    """A pool worker died under a job (the OOM killer, ``kill -9``): an environment
+    failure, not a bug -- the run it was writing was never published; resume reruns it."""
+
+
+def _die_with_parent(parent_pid: int, pdeathsig: bool) -> None:
+    """End this worker as soon as the sweep that forked it is gone (SIGKILL, SIGTERM, OOM).
+
+    Linux: the kernel sends SIGKILL on the parent's death (``PR_SET_PDEATHSIG``; only when
+    the parent's main thread forked us -- the signal follows the forking thread).
+    Everywhere: a daemon thread polls ``getppid()`` and kills this process when the parent
+    has changed (re-parented to init or a subreaper).
+    """
+    if pdeathsig and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:          # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def watch():
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent_pid:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="evalkit-parent-watch", daemon=True).start()
+
+
+def _init_worker(camp, parent_pid: int | None = None, status_dir: str | None = None,
+                 pdeathsig: bool = False) -> None:
+    global _WORKER_CAMPAIGN, _WORKER_STATUS
     _WORKER_CAMPAIGN = camp
+    _WORKER_STATUS = status_dir
+    if parent_pid is not None:
+        _die_with_parent(parent_pid, pdeathsig)
+
+
+def _note_running(run_id: str) -> None:
+    """Record which run this worker is on, for the message when it dies under it."""
+    if _WORKER_STATUS is None:
+        return
+    try:
+        Path(_WORKER_STATUS, str(os.getpid())).write_text(run_id)
+    except OSError:
+        pass
 
 
 def _worker_job(job, runs_dir: str):
     from evalkit.replay.sweep import execute_job
 
-    return execute_job(_WORKER_CAMPAIGN, job, runs_dir)
+    _note_running(job.run_id)
+    try:
+        return execute_job(_WORKER_CAMPAIGN, job, runs_dir)
+    finally:
+        _note_running("")
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None or code >= 0:
+        return f"exited with status {code}"
+    try:
+        return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"was killed by signal {-code}"
 
 
 class PoolExecutor:
-    """A local process pool; the campaign is sent once per worker."""
+    """A local process pool; the campaign is sent once per worker.
+
+    Workers die with the sweep (:func:`_die_with_parent`).  A worker that dies under a job
+    breaks the pool: every job still in it fails with :class:`WorkerLost` naming the run the
+    dead worker was on, and so does any later ``submit``.
+    """
 
     def __init__(self, camp, n_jobs: int):
         import multiprocessing as mp
+        import tempfile
 
         warm_imports(camp)                  # forked workers inherit the loaded modules
         ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-        self.pool = cf.ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx,
-                                           initializer=_init_worker, initargs=(camp,))
+        self._status = tempfile.mkdtemp(prefix="evalkit-workers-")
+        # workers are forked by the first submit, from the thread that made this executor
+        pdeathsig = threading.current_thread() is threading.main_thread()
+        self.pool = cf.ProcessPoolExecutor(
+            max_workers=n_jobs, mp_context=ctx, initializer=_init_worker,
+            initargs=(camp, os.getpid(), self._status, pdeathsig))
+        self._procs: dict = {}
+        self._lost: WorkerLost | None = None
         # a short queue keeps workers busy while jobs still run roughly in plan (seed)
         # order, so each worker's trace cache is hit
         self.max_in_flight = 2 * n_jobs
@@ -70,12 +148,75 @@ class PoolExecutor:
     def submit(self, fn, *args) -> cf.Future:
         from evalkit.replay.sweep import execute_job
 
-        if fn is execute_job:                 # drop the campaign argument: workers hold it
-            return self.pool.submit(_worker_job, args[1], str(args[2]))
-        return self.pool.submit(fn, *args)
+        if self._lost is not None:
+            raise self._lost
+        run_id = args[1].run_id if fn is execute_job else None
+        try:
+            if fn is execute_job:             # drop the campaign argument: workers hold it
+                inner = self.pool.submit(_worker_job, args[1], str(args[2]))
+            else:
+                inner = self.pool.submit(fn, *args)
+        except cf.process.BrokenProcessPool:
+            raise self._worker_lost() from None
+        self._procs.update(getattr(self.pool, "_processes", None) or {})
+        outer: cf.Future = cf.Future()
+
+        def relay(done: cf.Future) -> None:   # in the pool's manager thread
+            if done.cancelled():              # shutdown(cancel_futures=True)
+                outer.cancel()
+                return
+            exc = done.exception()
+            if isinstance(exc, cf.process.BrokenProcessPool):
+                # now, before the pool terminates the surviving workers: only the dead one
+                # has an exit code yet
+                outer.set_exception(self._worker_lost(run_id))
+            elif exc is not None:
+                outer.set_exception(exc)
+            else:
+                outer.set_result(done.result())
+
+        inner.add_done_callback(relay)
+        return outer
+
+    def _worker_lost(self, run_id: str | None = None) -> WorkerLost:
+        if self._lost is not None:
+            return self._lost
+        dead = []
+        # the pool saw the worker's pipe close; it may not be reapable for a moment yet
+        deadline = time.monotonic() + 2.0
+        while not dead and time.monotonic() < deadline:
+            for pid, proc in list(self._procs.items()):
+                code = proc.exitcode
+                if code is not None:
+                    try:
+                        on = Path(self._status, str(pid)).read_text()
+                    except OSError:
+                        on = None
+                    dead.append((pid, code, on))
+            if not dead:
+                time.sleep(0.01)
+        if dead:
+            pid, code, on = dead[0]
+            what = f"worker process {pid} {_signal_name(code)}"
+            where = f" while running {on}" if on else ""
+        else:
+            what = "a worker process died"
+            where = f" (run {run_id} was in the pool)" if run_id else ""
+        hint = " (the out-of-memory killer, or kill -9)" if dead and dead[0][1] == -9 else ""
+        self._lost = WorkerLost(
+            f"{what}{hint}{where}; that run was not written and the sweep stopped",
+            column="--jobs",
+            fix="resume with the same command (finished runs are kept, the rest is rerun); "
+                "if memory ran out, use fewer --jobs")
+        return self._lost
 
     def shutdown(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        import shutil
+
+        try:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            shutil.rmtree(self._status, ignore_errors=True)
 
 
 def warm_imports(camp) -> None:

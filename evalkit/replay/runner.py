@@ -66,6 +66,20 @@ def check_spec(spec: ReplaySpec, *, source: str | None = None) -> None:
     for ok, key, msg, fix in problems:
         if not ok:
             raise InputError(msg, file=source, column=key, fix=fix)
+    check_sizes(spec, source=source)
+
+
+def check_sizes(spec: ReplaySpec, *, source: str | None = None) -> None:
+    """The inner steps and merges the spec implies are bounded (:mod:`evalkit.limits`)."""
+    from evalkit import limits as L
+
+    step_s = spec.backend_config.get("step_s") if spec.backend == "sim" else None
+    step_key = "backend.config.step_s"
+    if not (isinstance(step_s, (int, float)) and not isinstance(step_s, bool) and step_s > 0):
+        step_s, step_key = spec.inner_step_s, "inner_step_s"
+    L.check_run_sizes(horizon_s=spec.horizon_s, step_s=step_s, step_key=step_key,
+                      min_gap_s=spec.gaps()[0], h_max=spec.h_max, file=source,
+                      gap_key="min_gap_s" if spec.min_gap_s is not None else "h_min")
 
 
 def check_trace(trace, spec: ReplaySpec, *, source: str | None = None) -> None:

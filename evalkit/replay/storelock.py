@@ -7,11 +7,19 @@ whole-campaign sweep excludes every other sweep).  The file holds who owns it (p
 start time, command) so the second sweep can say who is in the way.
 
 The lock itself is ``flock`` on that file: the kernel drops it when the holder dies, so a
-lock file left by a killed sweep is recognised as stale and taken over.  Where ``flock``
-is unavailable, or may not reach across machines, the holder refreshes the file's mtime
-every :data:`HEARTBEAT_S` seconds; a lock file of another host is stale once it is older
-than :data:`STALE_AFTER_S`, one of this host once its pid is gone.  A short-lived ``flock``
-on the runs directory itself serialises taking and dropping the per-scope locks.
+lock file left by a killed sweep of this host is recognised as stale (its pid is gone) and
+taken over.  Processes forked by the holder (pool workers) do not keep it: the descriptor is
+closed in every forked child, so the lock always names the process that really holds it.
+
+A lock file written by another host is never taken over on a guess: ``flock`` may not reach
+across machines and the two clocks may disagree, so neither its pid nor its age proves the
+holder is gone.  The holder refreshes the file's mtime every :data:`HEARTBEAT_S` seconds;
+a second sweep refuses (exit 2) and says whether the lock is fresh (refreshed within
+:data:`STALE_AFTER_S`), old, or dated in the future (clock skew).  The operator who knows
+the other sweep is gone breaks it with ``evalkit sweep --break-lock`` (:func:`break_locks`),
+which still refuses while the kernel reports the lock held or a pid of this host is alive.
+A short-lived ``flock`` on the runs directory itself serialises taking and dropping the
+per-scope locks.
 """
 
 from __future__ import annotations
@@ -38,6 +46,27 @@ except ImportError:                  # not POSIX: heartbeat and pid checks only
 SCOPE_RE = re.compile(r"^\.evalkit-sweep\.(all|shard-(\d+)-of-(\d+))\.lock$")
 HEARTBEAT_S = 20.0
 STALE_AFTER_S = 120.0
+CLOCK_SKEW_S = 5.0                   # an mtime this far ahead of our clock: clocks disagree
+MAX_LOCK_FILE_BYTES = 64 << 10
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+# descriptors of the locks this process holds: closed in every forked child, so a pool
+# worker that outlives a killed sweep cannot keep the lock (flock belongs to the open file,
+# which a fork shares); closing one copy in the child leaves the parent's lock in place
+_HELD_FDS: set[int] = set()
+
+
+def _close_held_in_child() -> None:
+    for fd in list(_HELD_FDS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_FDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_in_child)
 
 
 def scope_name(shard=None) -> str:
@@ -71,6 +100,21 @@ class Holder:
     scope: str | None = None
     age_s: float | None = None
 
+    @property
+    def remote(self) -> bool:
+        return self.host not in (None, socket.gethostname())
+
+    def freshness(self) -> str:
+        """How recently the holder refreshed the file, by this host's clock."""
+        if self.age_s is None:
+            return ""
+        if self.age_s < -CLOCK_SKEW_S:
+            return (f"dated {-self.age_s:,.0f} s in the future: the clocks of the two hosts "
+                    "disagree, so its age says nothing")
+        if self.age_s < STALE_AFTER_S:
+            return f"refreshed {max(0.0, self.age_s):,.0f} s ago"
+        return f"not refreshed for {self.age_s:,.0f} s"
+
     def describe(self) -> str:
         who = f"pid {self.pid}" if self.pid is not None else "an unknown process"
         host = f" on host {self.host}" if self.host else ""
@@ -79,16 +123,20 @@ class Holder:
             shard = _parse_scope(self.scope)
             what = f", shard {shard[0]}/{shard[1]}" if shard else ", whole campaign"
         since = f", started {self.started_at}" if self.started_at else ""
-        return f"{who}{host}{what}{since}"
+        fresh = f"; lock {self.freshness()}" if self.remote and self.freshness() else ""
+        return f"{who}{host}{what}{since}{fresh}"
 
 
 def read_holder(path: Path) -> Holder:
+    from evalkit.errors import InputError
+    from evalkit.fileread import read_bounded
+
     holder = Holder(path=path)
     try:
         st = path.stat()
-        holder.age_s = max(0.0, time.time() - st.st_mtime)
-        data = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
+        holder.age_s = time.time() - st.st_mtime     # negative: dated in the future
+        data = json.loads(read_bounded(path, MAX_LOCK_FILE_BYTES, "lock file") or b"{}")
+    except (OSError, ValueError, InputError):       # InputError: a FIFO, a device, huge
         return holder
     if isinstance(data, dict):
         holder.pid = data.get("pid") if isinstance(data.get("pid"), int) else None
@@ -113,10 +161,14 @@ def _pid_alive(pid: int | None) -> bool:
 
 
 def _content_says_held(holder: Holder) -> bool:
-    """Without a kernel lock to ask: is the process named in the file still there?"""
-    if holder.host == socket.gethostname():
+    """Without a kernel lock to ask: is the process named in the file still there?
+
+    Of another host nobody can tell from here: its lock counts as held until an operator
+    breaks it (:func:`break_locks`); see the module docstring.
+    """
+    if not holder.remote:
         return holder.pid != os.getpid() and _pid_alive(holder.pid)
-    return holder.age_s is not None and holder.age_s < STALE_AFTER_S
+    return True
 
 
 def _try_flock(fd: int, shared: bool = False) -> bool | None:
@@ -158,7 +210,7 @@ class _Master:
 def held_by(path: Path) -> Holder | None:
     """Who holds the lock file ``path`` now (None: nobody, or a stale file)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)      # a FIFO must not block
     except OSError:
         return None
     try:
@@ -208,6 +260,13 @@ class StoreLock:
         return lock_path(self.runs_dir, self.scope)
 
     def _refuse(self, holder: Holder) -> StoreLocked:
+        if holder.remote:
+            return StoreLocked(
+                f"runs directory is locked by a sweep of another host ({holder.describe()}); "
+                "a lock on shared storage is never taken over on a guess",
+                file=str(self.runs_dir),
+                fix=f"wait for it to finish; if no sweep is running on host {holder.host}, "
+                    f"rerun with --break-lock (it removes {holder.path})")
         return StoreLocked(
             f"runs directory is in use by another sweep ({holder.describe()})",
             file=str(self.runs_dir),
@@ -224,8 +283,13 @@ class StoreLock:
                 holder = held_by(self.runs_dir / name)
                 if holder is not None:
                     raise self._refuse(holder)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _O_NONBLOCK, 0o666)
             try:
+                import stat as _stat
+
+                if not _stat.S_ISREG(os.fstat(fd).st_mode):
+                    from evalkit.fileread import not_regular
+                    raise not_regular(self.path, os.fstat(fd).st_mode, "the lock file")
                 got = _try_flock(fd)
                 previous = read_holder(self.path)
                 if got is False:
@@ -233,7 +297,7 @@ class StoreLock:
                 if got is None or previous.host not in (None, socket.gethostname()):
                     if _content_says_held(previous):
                         raise self._refuse(previous)
-                if previous.pid is not None:
+                if previous.pid is not None and previous.pid != os.getpid():
                     self.notes.append(f"took over a stale lock left by {previous.describe()} "
                                       "(no longer running)")
                 self._write_info(fd)
@@ -241,6 +305,7 @@ class StoreLock:
                 os.close(fd)
                 raise
             self._fd = fd
+            _HELD_FDS.add(fd)
         self._start_heartbeat()
         return self
 
@@ -274,6 +339,9 @@ class StoreLock:
         if self._stop is not None:
             self._stop.set()
         fd, self._fd = self._fd, None
+        if fd not in _HELD_FDS:      # a forked child: the fd was closed at fork
+            return
+        _HELD_FDS.discard(fd)
         try:
             with _Master(self.runs_dir):     # nobody may open the file between unlink and close
                 if read_holder(self.path).pid == os.getpid():
@@ -291,3 +359,42 @@ class StoreLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def break_locks(runs_dir, shard=None) -> list[str]:
+    """Remove the lock files that would stop a sweep of ``shard`` (``sweep --break-lock``).
+
+    For the operator who knows their holders are gone (a crashed sweep of another host).
+    Refuses -- :class:`StoreLocked`, nothing removed -- while the kernel reports a lock held,
+    or (without ``flock``) while its pid of this host is alive.  Returns one note per lock.
+    """
+    runs_dir = Path(runs_dir)
+    scope = scope_name(shard)
+    notes: list[str] = []
+    if not runs_dir.is_dir():
+        return notes
+    with _Master(runs_dir):
+        for name in sorted(os.listdir(runs_dir)):
+            m = SCOPE_RE.match(name)
+            if not m or (m.group(1) != scope and not scopes_conflict(scope, m.group(1))):
+                continue
+            path = runs_dir / name
+            try:
+                fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                got = _try_flock(fd)
+                holder = read_holder(path)
+                alive = not holder.remote and holder.pid != os.getpid() \
+                    and _pid_alive(holder.pid)
+                if got is False or (got is None and alive):
+                    raise StoreLocked(
+                        f"cannot break the lock: {holder.describe()} still holds it",
+                        file=str(path), fix="stop that sweep first; --break-lock is only for "
+                                            "locks whose holder is gone")
+                path.unlink()
+                notes.append(f"broke the lock {name} of {holder.describe()} (--break-lock)")
+            finally:
+                os.close(fd)
+    return notes

@@ -47,6 +47,7 @@ from evalkit.replay.executors import (PoolExecutor, RayExecutor,  # noqa: F401 -
 from evalkit.replay.runner import check_trace, run_one
 from evalkit.replay.storelock import StoreLock, current_holders
 from evalkit.runlog.io import UnreadableRun, leftover_kind, read_meta, read_table
+from evalkit.runlog.io import LINK_FIX, run_link_trouble
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -422,6 +423,8 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
     """
     import heapq
 
+    from evalkit.replay.executors import WorkerLost
+
     index = {j.run_id: i for i, j in enumerate(jobs)}
     waiting = {j.run_id: {d for d in j.depends_on if d in index} for j in jobs}
     dependents: dict[str, list[str]] = {}
@@ -471,6 +474,8 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
             job = running.pop(fut)
             try:
                 outcome = fut.result()
+            except WorkerLost:                # the pool is gone: stop, naming the run (exit 2)
+                raise
             except Exception as exc:          # a crash outside the job's own handling
                 outcome = JobOutcome(job.run_id, "failed", f"{type(exc).__name__}: {exc}")
             finish(outcome)
@@ -524,6 +529,9 @@ def run_state(camp: Campaign, job: Job, runs_dir: Path, *, deep: bool = True,
     """The state of one planned run on disk.  ``deep``: validate a complete run's files too
     (a truncated table makes it ``damaged``); ``leftovers``: :func:`scan_leftovers`."""
     d = runs_dir / job.run_id
+    link = run_link_trouble(runs_dir, d)      # same rule as every listing (runlog.io)
+    if link is not None:
+        return RunState(job.run_id, "unreadable", f"{link}; {LINK_FIX}")
     try:
         present = d.exists()
     except OSError as exc:

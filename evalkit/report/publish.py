@@ -264,7 +264,22 @@ def _link_user_files(out: Path, tmp: Path, user: list[tuple[Path, str]]) -> None
 
 def publish(out_dir, files: dict[str, bytes]) -> Published:
     """Make ``out_dir`` hold exactly ``files`` (relative path -> bytes) plus the user's own
-    files, replacing the previous report in one atomic step where the platform allows."""
+    files, replacing the previous report in one atomic step where the platform allows.
+
+    An OSError that names no file (a full disk while writing) is raised as an InputError
+    naming ``out_dir``."""
+    try:
+        return _publish(out_dir, files)
+    except OSError as exc:
+        if exc.filename:
+            raise
+        from evalkit.errors import from_os_error
+
+        raise from_os_error(exc, path=str(out_dir), action="cannot write the report") \
+            from exc
+
+
+def _publish(out_dir, files: dict[str, bytes]) -> Published:
     out = _check_out(Path(out_dir))
     new_names = set(files)
     for rel in new_names:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from evalkit import __version__
 from evalkit.errors import InputError, from_os_error
+from evalkit.fileread import check_regular, read_bounded
 from evalkit.fsutil import fsync_dir, fsync_tree
 from evalkit.limits import MAX_RUN_ID_BYTES, MAX_RUN_JSON_BYTES, loads_json
 from evalkit.runlog.schema import REQUIRED_TABLES, SCHEMA_VERSION, TABLES
@@ -99,7 +100,10 @@ def _publish(tmp: Path, final: Path) -> None:
         final.rename(trash)
         tmp.rename(final)
         fsync_dir(runs_dir)
-        shutil.rmtree(trash, ignore_errors=True)
+        if trash.is_symlink():       # a run linked into the store: drop the link only
+            trash.unlink()
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
     else:
         tmp.rename(final)
         fsync_dir(runs_dir)
@@ -174,7 +178,9 @@ def read_meta(run_dir: str | os.PathLike) -> dict:
         if size > MAX_RUN_JSON_BYTES:
             raise InputError(f"run.json is {size:,} bytes (limit {MAX_RUN_JSON_BYTES:,})",
                              file=str(path), fix="rewrite the run; run.json holds metadata only")
-        raw = path.read_bytes()
+        # bounded by bytes read: a device reports size 0 and never ends
+        raw = read_bounded(path, MAX_RUN_JSON_BYTES, "run.json",
+                           fix="rewrite the run; run.json holds metadata only")
     except FileNotFoundError:
         raise InputError("run.json is missing", file=str(path),
                          fix="every run directory needs run.json; rerun or remove the "
@@ -210,6 +216,7 @@ class UnreadableRun(InputError):
 def read_table(run_dir: str | os.PathLike, name: str, columns=None) -> pd.DataFrame:
     path = Path(run_dir) / f"{name}.parquet"
     try:
+        check_regular(path, f"{name}.parquet")
         return pq.read_table(path, columns=columns).to_pandas()
     except FileNotFoundError as exc:
         raise InputError(f"{name}.parquet is missing", file=str(path),
@@ -242,21 +249,27 @@ def read_run(run_dir: str | os.PathLike, *, validate: bool = True) -> Run:
 class RunListing:
     """What a walk of a runs directory found.
 
-    ``run_dirs``: directories holding ``run.json`` (hidden ones skipped); ``unreadable``:
+    ``run_dirs``: directories holding ``run.json`` (hidden ones skipped; reached through a
+    symbolic link inside the store they are listed under the link's path); ``unreadable``:
     ``(path, reason)`` of directories that could not be listed -- runs that would otherwise
-    vanish; ``orphans``: visible directories with Parquet files but no ``run.json``;
-    ``leftovers``: hidden ``.<id>.tmp-*`` / ``.<id>.old-*`` / ``.<id>.damaged-*``
-    directories of interrupted or repaired writes.
+    vanish; ``refused``: ``(path, reason)`` of symbolic links not followed (they leave the
+    store, loop, dangle, or lead to a directory already listed) -- never skipped silently;
+    ``orphans``: visible directories with Parquet files but no ``run.json``; ``leftovers``:
+    hidden ``.<id>.tmp-*`` / ``.<id>.old-*`` / ``.<id>.damaged-*`` directories of
+    interrupted or repaired writes.
     """
 
     root: Path
     run_dirs: list[Path] = field(default_factory=list)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    refused: list[tuple[Path, str]] = field(default_factory=list)
     orphans: list[Path] = field(default_factory=list)
     leftovers: list[Path] = field(default_factory=list)
 
 
 LEFTOVER_TAGS = (".tmp-", ".old-", ".damaged-")
+LINK_FIX = ("make it a real directory, or a symbolic link to a directory inside the runs "
+            "directory (a hidden one such as .pool/<run> is not listed twice), or remove it")
 
 
 def leftover_kind(name: str) -> tuple[str, str] | None:
@@ -285,12 +298,53 @@ def _check_root(root: Path) -> None:
                          fix="pass the directory that holds the run directories")
 
 
-def list_runs(runs_dir: str | os.PathLike) -> RunListing:
-    """Walk ``runs_dir`` once (symbolic links to directories are not followed).
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
-    Raises InputError when ``runs_dir`` itself is missing, not a directory or unlistable;
-    any directory below it that cannot be listed is reported in ``unreadable``, never
-    skipped silently.
+
+def link_trouble(root_real: str, link: Path, parent_real: str | None = None) -> str | None:
+    """Why the symbolic link ``link`` may not be followed as a run directory, or None.
+
+    Followed only when it resolves to an existing directory inside ``root_real`` (the
+    store's real path) that is not one of its own ancestors (``parent_real``: the real path
+    of the directory holding the link).  A link to a file is not a run: None as well.
+    """
+    try:
+        target = os.path.realpath(link, strict=True)
+    except OSError as exc:
+        import errno as _errno
+
+        if exc.errno == _errno.ELOOP:
+            return "symbolic link loop (it resolves to itself)"
+        if exc.errno == _errno.ENOENT:
+            return f"dangling symbolic link (-> {os.readlink(link)}: no such directory)"
+        return f"cannot resolve symbolic link: {exc.strerror or exc}"
+    if not os.path.isdir(target):
+        return None
+    if not _inside(target, root_real):
+        return f"symbolic link leaves the runs directory (-> {target})"
+    if parent_real is not None and _inside(parent_real, target):
+        return f"symbolic link loops back to a directory above it (-> {target})"
+    return None
+
+
+def run_link_trouble(runs_dir: str | os.PathLike, run_dir: str | os.PathLike) -> str | None:
+    """:func:`link_trouble` for one planned run directory ``runs_dir/<run_id>`` (sweeps)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_symlink():
+        return None
+    root_real = os.path.realpath(runs_dir)
+    return link_trouble(root_real, run_dir, os.path.realpath(run_dir.parent))
+
+
+def list_runs(runs_dir: str | os.PathLike) -> RunListing:
+    """Walk ``runs_dir`` once, following symbolic links to directories inside it.
+
+    A link that leaves ``runs_dir``, loops, dangles or leads to a directory already listed
+    is not followed and is reported in ``refused`` (real directories are listed before
+    links, links in name order, so which path counts is deterministic).  Raises InputError
+    when ``runs_dir`` itself is missing, not a directory or unlistable; any directory below
+    it that cannot be listed is reported in ``unreadable``, never skipped silently.
     """
     root = Path(runs_dir)
     _check_root(root)
@@ -298,9 +352,33 @@ def list_runs(runs_dir: str | os.PathLike) -> RunListing:
     if _exists(root / "run.json"):
         out.run_dirs.append(root)
         return out
-    stack = [root]
-    while stack:
-        here = stack.pop()
+    root_real = os.path.realpath(root)
+    walked: dict[str, Path] = {}          # real path -> the path it was listed under
+    links: list[tuple[Path, str]] = []    # (link, real path of its directory)
+    stack = [(root, root_real)]
+    while stack or links:
+        if not stack:                     # real directories first, then one link at a time
+            links.sort(key=lambda item: str(item[0]), reverse=True)
+            link, parent_real = links.pop()
+            why = link_trouble(root_real, link, parent_real)
+            if why is None:
+                target = os.path.realpath(link)
+                if not os.path.isdir(target):
+                    continue              # a link to a file: not a run directory
+                if target in walked:
+                    why = (f"a second path to {walked[target]} (symbolic link -> {target}); "
+                           "a run is listed once")
+                else:
+                    stack.append((link, target))
+                    continue
+            out.refused.append((link, why))
+            continue
+        here, here_real = stack.pop()
+        if here_real in walked:
+            out.refused.append((here, f"a second path to {walked[here_real]}; a run is "
+                                      "listed once"))
+            continue
+        walked[here_real] = here
         try:
             with os.scandir(here) as it:
                 entries = list(it)
@@ -320,19 +398,26 @@ def list_runs(runs_dir: str | os.PathLike) -> RunListing:
         elif any(n.endswith(".parquet") for n in names):
             out.orphans.append(here)
         for entry in entries:
+            hidden = entry.name.startswith(".")
             try:
-                is_dir = entry.is_dir(follow_symlinks=False)
+                is_link = entry.is_symlink()
+                is_dir = not is_link and entry.is_dir(follow_symlinks=False)
             except OSError:
-                is_dir = False
+                is_link = is_dir = False
+            if is_link:
+                if not hidden:
+                    links.append((Path(entry.path), here_real))
+                continue
             if not is_dir:
                 continue
-            if entry.name.startswith("."):
+            if hidden:
                 if leftover_kind(entry.name) is not None:
                     out.leftovers.append(Path(entry.path))
                 continue
-            stack.append(Path(entry.path))
+            stack.append((Path(entry.path), os.path.join(here_real, entry.name)))
     out.run_dirs.sort()
     out.unreadable.sort()
+    out.refused.sort()
     out.orphans.sort()
     out.leftovers.sort()
     return out
@@ -348,12 +433,23 @@ def _exists(path: Path) -> bool:
 def iter_run_dirs(runs_dir: str | os.PathLike) -> list[Path]:
     """Run directories under ``runs_dir`` (recursively; hidden temporaries skipped), sorted.
 
-    A directory below ``runs_dir`` that cannot be listed raises :class:`UnreadableRun`
-    (no run is ever dropped silently); :func:`list_runs` reports such directories instead.
+    A directory below ``runs_dir`` that cannot be listed raises :class:`UnreadableRun`,
+    a symbolic link that is not followed an InputError naming every such link (no run is
+    ever dropped silently); :func:`list_runs` reports both instead.
     """
     listing = list_runs(runs_dir)
+    if listing.refused:
+        raise refused_error(listing.refused)
     if listing.unreadable:
         path, reason = listing.unreadable[0]
         more = f" (+{len(listing.unreadable) - 1} more)" if len(listing.unreadable) > 1 else ""
         raise UnreadableRun(reason + more, file=str(path), fix=UnreadableRun.READ_FIX)
     return listing.run_dirs
+
+
+def refused_error(refused: list[tuple[Path, str]]) -> InputError:
+    """One InputError naming every symbolic link :func:`list_runs` did not follow."""
+    shown = "; ".join(f"{p}: {why}" for p, why in refused[:20])
+    more = f" (+{len(refused) - 20} more)" if len(refused) > 20 else ""
+    return InputError(f"{len(refused)} symbolic link(s) below the runs directory not followed: "
+                      f"{shown}{more}", file=str(refused[0][0]), fix=LINK_FIX)

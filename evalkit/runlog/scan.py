@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
+from evalkit.fileread import check_regular
 from evalkit.runlog import metrics, vinterval
 from evalkit.runlog.io import iter_run_dirs, read_meta
 from evalkit.runlog.schema import SUPPORTED_SCHEMA_VERSIONS
@@ -101,7 +102,10 @@ def _open(path: Path, columns):
     a memory map (whose page faults cost more than the copy) and no filesystem lookup.
     """
     try:
+        check_regular(path, path.name)          # a FIFO would block the open below
         source = pa.OSFile(str(path))
+    except InputError:
+        raise
     except FileNotFoundError as exc:
         raise InputError(f"{path.name} is missing", file=str(path),
                          fix="rerun this run; its directory is incomplete") from exc

@@ -12,7 +12,6 @@ skipped silently -- ``validate`` fails, and the audit lists it as excluded with 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import unicodedata
@@ -26,9 +25,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
-from evalkit.limits import INT64_MAX, INT64_MIN
+from evalkit.fileread import check_regular
+from evalkit.limits import INT64_MAX, MAX_HORIZON_S, MAX_LOG_TIME_S, MAX_TOKENS
 from evalkit.names import name_problem
-from evalkit.runlog.io import RunListing, UnreadableRun, leftover_kind, list_runs, read_meta
+from evalkit.runlog.io import (LINK_FIX, RunListing, UnreadableRun, leftover_kind, list_runs,
+                              read_meta)
 from evalkit.runlog.schema import (BACKENDS, REQUIRED_META, REQUIRED_TABLES, ROLES,
                                    SUPPORTED_SCHEMA_VERSIONS, TABLES)
 
@@ -187,9 +188,9 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
     if has("seed") and not _is_int(meta["seed"]):
         bad("seed", f"must be an integer, got {_short(meta['seed'])}",
             "write the replication seed as an integer")
-    elif has("seed") and not INT64_MIN <= meta["seed"] <= INT64_MAX:
-        bad("seed", f"{_short(meta['seed'])} is outside the 64-bit integer range",
-            "write the replication seed as a 64-bit integer")
+    elif has("seed") and not 0 <= meta["seed"] <= INT64_MAX:
+        bad("seed", f"{_short(meta['seed'])} is outside [0, 2**63)",
+            "write the replication seed as a non-negative 64-bit integer")
     draw = meta.get("draw")
     if draw is not None and not (_is_int(draw) and 0 <= draw <= INT64_MAX):
         bad("draw", f"must be null or an integer in [0, 2**63), got {_short(meta['draw'])}",
@@ -205,6 +206,9 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
         if has(key) and not (_is_number(meta[key]) and meta[key] > 0):
             bad(key, f"must be a positive number of seconds, got {_short(meta[key])}",
                 f"write {key} in seconds")
+        elif has(key) and meta[key] > MAX_HORIZON_S:
+            bad(key, f"{meta[key]:g} s is beyond the {MAX_HORIZON_S:,.0f} s (30-day) limit",
+                f"write {key} in seconds (evalkit.limits.MAX_HORIZON_S)")
     for key in ("evalkit_version", "created_at"):
         if has(key) and not _nonempty_str(meta[key]):
             bad(key, f"must be a string, got {_short(meta[key])}", f"write {key} as a string")
@@ -309,6 +313,7 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
                                "rerun the replay; a run directory needs requests and merges"))
         return None
     try:
+        check_regular(path, f"{name}.parquet")      # a FIFO would block the memory map
         # much faster than read_table for small files; one thread per file (callers run
         # several runs at once); memory-mapped without pre-buffering: ~15% less CPU
         with pq.ParquetFile(path, memory_map=True, pre_buffer=False) as handle:
@@ -321,6 +326,9 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
     except PermissionError as exc:
         out.append(Problem(run, str(path), None, f"cannot read: {exc.strerror or exc}",
                            UnreadableRun.READ_FIX, kind="unreadable"))
+        return None
+    except InputError as exc:
+        out.append(Problem(run, str(path), None, exc.message, exc.fix))
         return None
     except (pa.ArrowException, OSError, ValueError) as exc:
         out.append(Problem(run, str(path), None,
@@ -389,9 +397,15 @@ def _check_times(run, path, table, cols, nullable, ids, out, arrays=None):
                                f"write finite seconds in '{name}' (null if unknown)"))
         with np.errstate(invalid="ignore"):
             neg = t < 0
+            huge = np.isfinite(t) & (t > MAX_LOG_TIME_S)
         if neg.any():
             out.append(Problem(run, path, name, f"negative time: {_first_ids(ids, neg)}",
                                "times are seconds from the run's origin and must be >= 0"))
+        if huge.any():
+            out.append(Problem(run, path, name, f"time beyond {MAX_LOG_TIME_S:,.0f} s: "
+                               f"{_first_ids(ids, huge)}",
+                               "times are seconds from the run's origin (t = 0 when the "
+                               "replay started), not timestamps; subtract the origin"))
 
 
 def _order(run, path, ids, a, b, col, message, fix, out, severity="error", tol=TIME_TOL_S):
@@ -447,12 +461,24 @@ def _check_requests(run, run_dir, table, meta, out):
                                "a completed request needs end_s; set ok=False for failed requests"))
     for col in ("prompt_tokens", "output_tokens"):
         if col in table.column_names:
-            vals = table.column(col).to_numpy(zero_copy_only=False)
-            if (vals < 0).any():
-                out.append(Problem(run, path, col,
-                                   f"negative token count: {_first_ids(ids, vals < 0)}",
-                                   "token counts are >= 0"))
+            _check_counts(run, path, col, table.column(col).to_numpy(zero_copy_only=False),
+                          ids, out, MAX_TOKENS, "token counts are per request, >= 0",
+                          "token count")
     _check_request_scale(run, path, meta, arrival, end, out)
+
+
+def _check_counts(run, path, col, vals: np.ndarray, ids, out, limit: int | None,
+                  fix: str, what: str | None = None) -> None:
+    """(n,) integers (any width, signed or not; NaN for nulls) in [0, limit]."""
+    what = what or col
+    with np.errstate(invalid="ignore"):
+        neg = vals < 0
+        huge = vals > limit if limit is not None else np.zeros(len(vals), dtype=bool)
+    if neg.any():
+        out.append(Problem(run, path, col, f"negative {what}: {_first_ids(ids, neg)}", fix))
+    if huge.any():
+        out.append(Problem(run, path, col, f"{what} above {limit:,}: {_first_ids(ids, huge)}",
+                           fix))
 
 
 def _looks_ms(value: float, plausible: float, slack: float = MS_PLAUSIBLE) -> bool:
@@ -487,6 +513,10 @@ def _check_merges(run, run_dir, table, meta, out):
     if "merge_idx" in table.column_names:
         idx = table.column("merge_idx").to_numpy(zero_copy_only=False)
     _check_times(run, path, table, ("start_s", "end_s"), set(), idx, out)
+    for col in ("inner_step", "bytes"):     # nullable: NaN where unknown
+        if col in table.column_names:
+            _check_counts(run, path, col, _floats(table, col), idx, out, None,
+                          f"{col} counts from 0; null where unknown")
     if len(table) == 0:
         return
     if meta and meta.get("role") == "no_sync":
@@ -637,6 +667,10 @@ def _layout_problems(listing: RunListing) -> list[Problem]:
         out.append(Problem(path.name, str(path), None,
                            f"{reason}: any run inside is not checked and would be missing",
                            UnreadableRun.READ_FIX, kind="unreadable"))
+    for path, reason in listing.refused:
+        out.append(Problem(path.name, str(path), None,
+                           f"{reason}: not followed, so any run there is not checked and "
+                           "would be missing", LINK_FIX, kind="layout"))
     for run_dir in listing.orphans:
         out.append(Problem(run_dir.name, str(run_dir / "run.json"), None,
                            "directory holds Parquet files but no run.json",
@@ -659,7 +693,7 @@ def _start_report(runs_dir: str | os.PathLike):
         return report, []
     report.run_dirs = listing.run_dirs
     report.problems.extend(_layout_problems(listing))
-    if not report.run_dirs and not listing.unreadable:
+    if not report.run_dirs and not listing.unreadable and not listing.refused:
         report.problems.append(Problem(str(root), str(root), None,
                                        "no runs found (no run.json below RUNS_DIR)",
                                        "pass the directory that holds the run directories"))

@@ -201,6 +201,9 @@ def read_trace(path, *, sort: bool = False) -> Trace:
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", file=path, fix="check the path")
+    from evalkit.fileread import check_regular
+
+    check_regular(path, "the trace file")          # a FIFO would block the open below
     try:
         pf = pq.ParquetFile(path)
         table = pf.read()

@@ -277,6 +277,10 @@ def import_trace(path, fmt: str, *, jitter: bool = True, seed: int = 0,
     if fmt not in READERS:
         raise InputError(f"unknown format {fmt!r}", column="format",
                          fix=f"use one of {', '.join(FORMATS)}")
+    if Path(path).exists():                         # a FIFO or device: refused, no hang
+        from evalkit.fileread import check_regular
+
+        check_regular(path, "the trace file")
     if fmt == "mooncake":
         return read_mooncake(path, jitter=jitter, seed=seed, sort=sort)
     return READERS[fmt](path, sort=sort)
