@@ -42,7 +42,9 @@ rng_seeds      {name: int} the seed of every random generator used
 
 Optional keys: ``error`` (why an incomplete run stopped), ``trace_realisation`` (identifier of
 the request sequence: runs sharing it saw identical arrivals; defaults to ``trace.sha256``),
-``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``.
+``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``, ``plan_sha256``
+(sha256 of the campaign plan, ``plan.json`` beside the runs, the run was written under;
+see :mod:`evalkit.runlog.plan`).
 """
 
 from __future__ import annotations
