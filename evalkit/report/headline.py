@@ -196,6 +196,8 @@ def headline(claim: dict, audit: dict) -> Headline:
         test += ("; " if test else "") + (
             f"with {claim.get('n_seeds')} seeds the smallest attainable p is "
             f"{p_value(claim.get('min_p'))}: needs >= {claim.get('seeds_needed')} seeds")
+    if claim.get("pre_registered") is False:
+        test += ("; " if test else "") + "not pre-registered (no campaign plan)"
     n = claim.get("n_seeds") or 0
     seeds = f"{claim.get('wins', 0)} of {n} seeds favour the policy" if n else ""
     eff_n = claim.get("effective_n")
