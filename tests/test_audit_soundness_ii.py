@@ -91,18 +91,18 @@ def test_policy_declaring_a_looser_slo_fails(base):
 
 
 def test_undeclared_training_start_does_not_move_the_edge(base):
-    # the first merge > max_gap (80 s) after training start at 0: a key in the policy's own
-    # run.json claiming training started at 10 s used to hide it
-    def late(m):
+    # the first merge 14 s after training start at 0 (min_gap 20 s): a key in the policy's
+    # own run.json claiming training started at -5 s used to hide it
+    def early(m):
         m = m.copy()
-        m["start_s"] = m["start_s"] - m["start_s"].iloc[0] + 85.0
+        m.loc[0, "start_s"] = 14.0
         m["end_s"] = m["start_s"] + 8.0
         return m
-    edit_table(base / "wa-s2", "merges", late)
-    edit_meta(base / "wa-s2", lambda m: m.update(training_start_s=10.0))
+    edit_table(base / "wa-s2", "merges", early)
+    edit_meta(base / "wa-s2", lambda m: m.update(training_start_s=-5.0))
     wa = audit_campaign(base).claim("wa")
     c = check(wa, "schedules_in_corridor")
-    assert c.passed is False and "wa-s2 (policy)" in c.found and "max_gap" in c.found
+    assert c.passed is False and "wa-s2 (policy)" in c.found and "< min_gap" in c.found
     assert "training_start_s" in check(wa, "like_for_like").found
     assert gate(base).exit_code == 1
 

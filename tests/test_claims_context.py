@@ -388,11 +388,12 @@ def test_notes_of_a_claim(tmp_path):
                             "seed's requests count once (seed 2 = seed 0, seed 4 = seed 0)")
     assert res.notes[2] == "one baseline row per seed: sign-flip test, symmetry of d assumed"
     assert res.notes[3].startswith("matched-random rows without matched_to serve every policy")
-    assert len(res.notes) == 4
+    assert res.notes[4].startswith("not pre-registered: no campaign plan")
+    assert len(res.notes) == 5
     # no vouching, no duplicates: only the design notes
     plain = _table(tmp_path / "p.csv", _regimes({"ra": d}))
     _, (res,) = _evaluate(plain)
-    assert res.notes[0].startswith("one baseline row per seed") and len(res.notes) == 2
+    assert res.notes[0].startswith("one baseline row per seed") and len(res.notes) == 3
 
 
 def test_default_seed_is_zero_for_monte_carlo_p(tmp_path):

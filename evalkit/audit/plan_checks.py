@@ -28,12 +28,16 @@ NOT_PRE_REGISTERED = "not pre-registered"
 
 def campaign_plan(campaign) -> dict | None:
     """The runs directory's plan (cached), None without one (and for summary tables)."""
-    if "plan" not in campaign._cache:
+    cache = getattr(campaign, "_cache", None)
+    if cache is None:                  # a stand-in campaign without a runs directory
+        return None
+    if "plan" not in cache:
         from evalkit.runlog.plan import read_plan
 
-        campaign._cache["plan"] = (read_plan(campaign.runs_dir)
-                                   if campaign.has_logs and campaign.runs_dir else None)
-    return campaign._cache["plan"]
+        runs_dir = getattr(campaign, "runs_dir", None)
+        cache["plan"] = (read_plan(runs_dir)
+                         if getattr(campaign, "has_logs", False) and runs_dir else None)
+    return cache["plan"]
 
 
 def _plan_sha(campaign) -> str:
