@@ -237,42 +237,51 @@ def test_step_time_threshold(base, median_s, ok):
 
 # --------------------------------------------------- 3. matched random, verified not trusted
 
-def _draws_campaign(tmp_path, n_draws: int, keep) -> Path:
-    """sim_missing_no_sync's design with ``n_draws`` honest draws per seed, then ``keep``
-    (draw rows of one seed -> indices kept) applied and the kept draws renumbered."""
+@pytest.fixture(scope="module")
+def twenty_draws(tmp_path_factory) -> Path:
+    """sim_missing_no_sync's design with 20 honest draws per seed and a random-placement wa."""
     mc = _fixture_module()
-    out = tmp_path / "many"
-    mc.campaign(out, regime="bursty", seeds=range(7), policies={"wa": "good"}, no_sync=False,
-                draws=n_draws)
-    for seed in range(7):
-        v = []
-        for d in range(n_draws):
-            req = pd.read_parquet(out / f"mr-wa-s{seed}-d{d}" / "requests.parquet")
-            v.append(float(((req.end_s - req.arrival_s) > mc.SLO).mean()))
-        kept = keep(np.array(v))
-        for d in range(n_draws):
-            if d not in kept:
-                shutil.rmtree(out / f"mr-wa-s{seed}-d{d}")
-        for new, d in enumerate(sorted(kept)):      # renumbered 0, 1, 2
-            src, dst = out / f"mr-wa-s{seed}-d{d}", out / f"mr-wa-s{seed}-d{new}x"
-            src.rename(dst)
-            edit_meta(dst, lambda m, new=new: m.update(run_id=f"mr-wa-s{seed}-d{new}",
-                                                        draw=new))
-        for new in range(len(kept)):
-            (out / f"mr-wa-s{seed}-d{new}x").rename(out / f"mr-wa-s{seed}-d{new}")
+    out = tmp_path_factory.mktemp("twenty") / "runs"
+    mc.campaign(out, regime="bursty", seeds=range(7), policies={"wa": "random"}, no_sync=False,
+                draws=20)
     return out
 
 
-def test_keeping_the_worst_draws_fails_without_a_plan(tmp_path):
-    runs = _draws_campaign(tmp_path, 20, lambda v: set(np.argsort(v)[-3:].tolist()))
+def _keep_draws(src: Path, tmp_path: Path, keep) -> Path:
+    """A copy of ``src`` keeping, per seed, the draws ``keep(V of the 20 draws)`` names,
+    renumbered 0, 1, 2."""
+    mc = _fixture_module()
+    out = tmp_path / "kept"
+    shutil.copytree(src, out)
+    for seed in range(7):
+        v = []
+        for d in range(20):
+            req = pd.read_parquet(out / f"mr-wa-s{seed}-d{d}" / "requests.parquet")
+            v.append(float(((req.end_s - req.arrival_s) > mc.SLO).mean()))
+        kept = sorted(keep(np.array(v)))
+        for d in range(20):
+            if d not in kept:
+                shutil.rmtree(out / f"mr-wa-s{seed}-d{d}")
+        for new, d in enumerate(kept):
+            (out / f"mr-wa-s{seed}-d{d}").rename(out / f"mr-wa-s{seed}-d{new}x")
+        for new in range(len(kept)):
+            dst = out / f"mr-wa-s{seed}-d{new}"
+            (out / f"mr-wa-s{seed}-d{new}x").rename(dst)
+            edit_meta(dst, lambda m, new=new, dst=dst: m.update(run_id=dst.name, draw=new))
+    return out
+
+
+def test_keeping_the_worst_draws_fails_without_a_plan(twenty_draws, tmp_path):
+    # wa places its merges like a draw: random placement, selected draws make it "win"
+    runs = _keep_draws(twenty_draws, tmp_path, lambda v: np.argsort(v)[-3:].tolist())
     wa = audit_campaign(runs).claim("wa")
     c = check(wa, "draws_phi_uniform")
     assert c.passed is False and "not uniform" in c.found
     assert gate(runs).exit_code == 1
 
 
-def test_honest_draws_of_the_same_campaign_pass(tmp_path):
-    runs = _draws_campaign(tmp_path, 20, lambda v: {0, 1, 2})       # the first three
+def test_honest_draws_of_the_same_campaign_pass(twenty_draws, tmp_path):
+    runs = _keep_draws(twenty_draws, tmp_path, lambda v: [0, 1, 2])      # the first three
     assert check(audit_campaign(runs).claim("wa"), "draws_phi_uniform").passed is True
 
 
@@ -315,3 +324,58 @@ def test_draws_with_identical_request_logs_count_once(base):
                     base / f"mr-wa-s{seed}-d1" / "requests.parquet")
     wa = audit_campaign(base).claim("wa")
     assert wa.to_dict()["draws_per_seed"] == [1] * 7
+
+
+def test_phi_uniformity_threshold(base):
+    """KS p against min_p: p >= min_p passes, p < min_p blocks (at, just above, just below);
+    the ranks are recomputed here and tested with scipy's KS test."""
+    import zlib
+
+    from scipy import stats
+
+    from evalkit.audit import plan_checks
+    from evalkit.audit.protocol import CheckSpec
+
+    wa = audit_campaign(base).claim("wa")
+    ctx = wa.ctx
+    tag = zlib.crc32(b"bursty\0wa")
+    u = [r for p in ctx.claim.pairs for _, r in plan_checks.phi_ranks(
+        ctx, p, 999, np.random.default_rng([ctx.seed, tag, 5, p.seed]))]
+    assert len(u) == 14 and all(0 < x < 1 for x in u)
+    p0 = stats.kstest(u, "uniform").pvalue
+    assert f"p = {p0:.3g}" in check(wa, "draws_phi_uniform").found
+
+    def run(min_p):
+        spec = CheckSpec("draws_phi_uniform", "d", "vouch", {"n_reference": 999, "min_p": min_p})
+        return plan_checks.draws_phi_uniform(ctx, spec).passed
+
+    assert run(p0) is True
+    assert run(np.nextafter(p0, 1.0)) is False
+    assert run(np.nextafter(p0, 0.0)) is True
+
+
+def test_phi_ranks_of_worst_and_best_placements_are_extreme(base):
+    """Independent reference: a draw whose schedule is the reference sample's own maximum of
+    Phi ranks at the top, its minimum at the bottom (Phi by brute force over the policy run's
+    requests, which the ranks use when a seed has no no-sync run)."""
+    from evalkit.audit import plan_checks
+
+    wa = audit_campaign(base).claim("wa")
+    ctx, pair = wa.ctx, wa.data.pairs[0]
+    req = pd.read_parquet(base / pair.policy_run / "requests.parquet")
+    from evalkit.stats import sample_schedules
+
+    cand = sample_schedules(4, (float(req.arrival_s.min()), 190.0), 8.0, 20.0, 80.0, 3000,
+                            np.random.default_rng(9), train_start=0.0, run_end=200.0)
+
+    def phi(s):      # brute force: requests in flight during [u, u + D], summed over windows
+        a, e = req.arrival_s.to_numpy(), req.end_s.to_numpy()
+        return sum(int(np.count_nonzero((a < u + 8.0) & (e > u))) for u in s)
+
+    phis = np.array([phi(s) for s in cand])
+    mc = _fixture_module()
+    for d, s in zip(pair.draws.run_id, (cand[phis.argmax()], cand[phis.argmin()])):
+        edit_table(base / d, "merges", lambda m, s=s: mc.merges_for(s))
+    ctx.campaign._cache.clear()
+    (_, hi), (_, lo) = plan_checks.phi_ranks(ctx, pair, 999, np.random.default_rng(1))
+    assert hi > 0.98 and lo < 0.02
