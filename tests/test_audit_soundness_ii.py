@@ -379,3 +379,13 @@ def test_phi_ranks_of_worst_and_best_placements_are_extreme(base):
     ctx.campaign._cache.clear()
     (_, hi), (_, lo) = plan_checks.phi_ranks(ctx, pair, 999, np.random.default_rng(1))
     assert hi > 0.98 and lo < 0.02
+
+
+def test_honest_real_runs_are_like_for_like():
+    """The committed CPU-real torch runs: what the real backend measured per run (steps,
+    timings, the rig's state) is allowed to differ; everything configured is the same."""
+    res = audit_campaign(ROOT / "examples" / "cpu_real" / "runs")
+    for claim in res.claims:
+        c = check(claim, "like_for_like")
+        assert c.passed is True, c.found
+        assert check(claim, "draws_phi_uniform").passed is True

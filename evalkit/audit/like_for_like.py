@@ -49,6 +49,9 @@ MAY_DIFFER = (
     "settings.requested.reference_run_id", "settings.requested.policy",
     "settings.requested.policy_seed", "settings.requested.campaign_fingerprint",
     "settings.requested.oracle_intervals", "settings.requested.oracle_intervals_from",
+    # the campaign file's path as seen from where the run was started (shards of one sweep
+    # may start elsewhere); its content is pinned by the settings compared here and the plan
+    "settings.requested.campaign",
 )
 STEP_OVERLAP_TOL_S = 1e-6
 
