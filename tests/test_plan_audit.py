@@ -181,6 +181,18 @@ def test_runs_from_before_the_plan_or_another_plan_fail(runs):
     assert c.passed is False and "before the plan" in c.found and "000000000000" in c.found
 
 
+@pytest.mark.parametrize("early_s, ok", [(299.0, True), (300.0, True), (301.0, False)])
+def test_clock_skew_threshold(runs, early_s, ok):
+    """A run stamped up to CLOCK_SKEW_S (300 s) before the plan's time passes (another
+    machine's clock), one second more fails."""
+    import datetime as dt
+
+    frozen = dt.datetime.fromisoformat(read_plan(runs)["created_at"])
+    stamp = (frozen - dt.timedelta(seconds=early_s)).isoformat()
+    edit_meta(runs / "tiny__mr-wa__s0__d1", lambda m: m.update(created_at=stamp))
+    assert checks(runs)[0]["plan_rules"].passed is ok
+
+
 def test_a_removed_plan_is_not_a_campaign_without_one(runs):
     (runs / PLAN_FILE).unlink()
     got, claim = checks(runs)

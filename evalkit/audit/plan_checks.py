@@ -23,6 +23,10 @@ from evalkit.audit.checks import Outcome, _listing, not_evaluable
 from evalkit.audit.like_for_like import seed_runs
 
 _IDENTITY = ("regime", "policy", "role", "seed", "draw", "matched_to")
+# clocks of the machines of one distributed sweep may disagree by this much; the order that
+# matters is proven by the plan's sha256 in each run (a run cannot carry the hash of a plan
+# that did not exist yet), the timestamps only catch runs copied in from before it
+CLOCK_SKEW_S = 300.0
 NOT_PRE_REGISTERED = "not pre-registered"
 
 
@@ -236,7 +240,8 @@ def plan_rules(ctx, spec) -> Outcome:
             faults.append(f"seed {seed}: {rid} ({role}) carries plan "
                           f"{str(meta.get('plan_sha256'))[:12]}, the plan is {sha[:12]}")
         written = _parse_time(meta.get("created_at"))
-        if frozen is None or written is None or written < frozen:
+        if frozen is None or written is None or \
+                (frozen - written).total_seconds() > CLOCK_SKEW_S:
             faults.append(f"seed {seed}: {rid} ({role}) written {meta.get('created_at')}, "
                           f"before the plan ({plan['created_at']})")
     if faults:
