@@ -226,6 +226,9 @@ def test_plan_survives_the_cli_audit_and_the_headline_says_so(runs, tmp_path):
     assert res.exit_code == 0, res.output
     audit = json.loads((tmp_path / "rep" / "audit.json").read_text())
     assert audit["claims"][0]["pre_registered"] is True
+    from evalkit.runlog.plan import plan_sha256
+
+    assert audit["pre_registration"]["plan_sha256"] == plan_sha256(read_plan(runs))
     (runs / PLAN_FILE).unlink()
     for d in runs.iterdir():
         edit_meta(d, lambda m: m.pop("plan_sha256", None))
@@ -234,4 +237,6 @@ def test_plan_survives_the_cli_audit_and_the_headline_says_so(runs, tmp_path):
     res = audit_campaign(runs)
     doc = res.to_dict()
     assert "not pre-registered" in headline(doc["claims"][0], doc).sentence()
+    assert doc["pre_registration"] == {"pre_registered": False, "plan_sha256": None,
+                                       "text": "not pre-registered"}
     assert read_plan(runs) is None

@@ -331,8 +331,10 @@ def _parse_design(table, path, text, n_seeds: int) -> dict:
         raise _err(path, text, "design", "[design] must be a table",
                    'write [design] kind = "fixed"')
     _unknown(path, text, table, DESIGN_KEYS, "design")
+    from evalkit.runlog.plan import DESIGN_KINDS
+
     kind = table.get("kind", "fixed")
-    if kind not in ("fixed", "sequential"):
+    if kind not in DESIGN_KINDS:
         raise _err(path, text, "kind", f"design kind must be 'fixed' or 'sequential', got "
                    f"{_short(kind)}", 'write kind = "fixed" or kind = "sequential"',
                    where="design")

@@ -170,7 +170,8 @@ def load_plan(path) -> dict:
         raise InputError(f"plan is not valid JSON ({exc})", file=path.name,
                          fix="restore the plan.json the sweep wrote; never edit it") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise InputError(f"not an evalkit plan (schema {doc.get('schema') if isinstance(doc, dict) else None!r})",
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        raise InputError(f"not an evalkit plan (schema {schema!r})",
                          file=path.name, column="schema",
                          fix=f"a plan written by 'evalkit plan freeze' has schema {SCHEMA!r}")
     for key in ("campaign", "protocol", "runs", "created_at", "alpha", "alternative",
