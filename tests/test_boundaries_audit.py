@@ -72,7 +72,7 @@ def test_protocol_defaults_of_every_check_parameter():
         "not_oracle": {}, "real_sidecar": {"real_backends": ["torch", "vllm"]},
         "like_for_like": {"step_rel_tol": 0.5, "min_training_coverage": 0.95,
                           "max_idle_steps": 20.0},
-        "plan_complete": {}, "draws_as_planned": {"tolerance_s": 0.05}, "plan_rules": {},
+        "plan_complete": {}, "draws_as_planned": {"tolerance_s": 0.05, "start_lag_s": 0.25}, "plan_rules": {},
         "draws_phi_uniform": {"n_reference": 999, "min_p": 0.001}, "pre_registered": {},
     }
     assert {name: spec.params for name, spec in p.checks.items()} == expected

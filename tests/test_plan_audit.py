@@ -201,24 +201,41 @@ def test_a_removed_plan_is_not_a_campaign_without_one(runs):
     assert claim.to_dict()["pre_registered"] is False
 
 
-@pytest.mark.parametrize("shift, ok", [(-0.01, True), (0.01, False)])
-def test_draw_tolerance_threshold(runs, shift, ok):
-    """A draw's merges within tolerance_s + 1.5 of the seed's smallest inner step."""
+@pytest.mark.parametrize("where, shift, ok", [("late", -0.01, True), ("late", 0.01, False),
+                                              ("early", -0.01, True), ("early", 0.01, False)])
+def test_draw_lag_thresholds(runs, where, shift, ok):
+    """A draw's logged merge from tolerance_s (0.05 s) before its planned start to
+    tolerance_s + 1.5 of the seed's smallest inner step + start_lag_s (0.25 s) after it."""
     from evalkit.audit.like_for_like import training_facts
-    from evalkit.runlog.design import corridor_tolerance
 
     steps = []
     for d in runs.glob("tiny__*__s0*"):
         st = pd.read_parquet(d / "steps.parquet")
         steps.append(training_facts({"start_s": st.start_s, "end_s": st.end_s},
                                     {"start_s": [], "end_s": []}, (0.0, 240.0))["step_median_s"])
-    tol = corridor_tolerance(min(steps), 0.05)
+    move = 0.05 + 1.5 * min(steps) + 0.25 + shift if where == "late" else -(0.05 + shift)
     d = runs / "tiny__mr-wa__s0__d4"
     m = pd.read_parquet(d / "merges.parquet")
-    m.loc[1, "start_s"] += tol + shift
-    m.loc[1, "end_s"] += tol + shift
+    m.loc[1, "start_s"] += move
+    m.loc[1, "end_s"] += move
     m.to_parquet(d / "merges.parquet", index=False)
-    assert checks(runs)[0]["draws_as_planned"].passed is ok
+    c = checks(runs)[0]["draws_as_planned"]
+    assert c.passed is ok, c.found
+    if not ok:
+        assert "tiny__mr-wa__s0__d4 merge 1" in c.found and "allowed" in c.found
+
+
+def test_recorded_planned_starts_must_be_the_seeds(runs):
+    # merges and run.json's planned starts rewritten together: the seed still says otherwise
+    d = runs / "tiny__mr-wa__s1__d2"
+    m = pd.read_parquet(d / "merges.parquet")
+    m["start_s"] += 0.01
+    m["end_s"] += 0.01
+    m.to_parquet(d / "merges.parquet", index=False)
+    edit_meta(d, lambda meta: meta["settings"]["effective"]["policy"].update(
+        planned_starts=m.start_s.tolist()))
+    c = checks(runs)[0]["draws_as_planned"]
+    assert c.passed is False and "recorded planned starts" in c.found
 
 
 def test_plan_survives_the_cli_audit_and_the_headline_says_so(runs, tmp_path):
