@@ -257,3 +257,28 @@ def test_plan_survives_the_cli_audit_and_the_headline_says_so(runs, tmp_path):
     assert doc["pre_registration"] == {"pre_registered": False, "plan_sha256": None,
                                        "text": "not pre-registered"}
     assert read_plan(runs) is None
+
+
+def test_sequential_design_requires_every_seed_up_to_the_last_run(runs):
+    """A sequential plan may stop early: later seeds are not run yet, but a seed before the
+    last one that ran is a missing result."""
+    plan_path = runs / PLAN_FILE
+    plan = json.loads(plan_path.read_text())
+    plan["design"] = {"kind": "sequential", "alpha": 0.05, "max_seeds": 2, "batch": 1}
+    plan_path.write_text(json.dumps(plan))
+    from evalkit.runlog.plan import plan_sha256
+
+    sha = plan_sha256(plan)
+    for d in runs.iterdir():
+        if d.is_dir():
+            edit_meta(d, lambda m: m.update(plan_sha256=sha))
+    shutil.copytree(runs, runs.parent / "gap")
+    for d in runs.glob("tiny__*__s1*"):          # stopped after seed 0
+        shutil.rmtree(d)
+    c = checks(runs)[0]["plan_complete"]
+    assert c.passed is True and "seeds 1 not run yet (sequential design)" in c.found
+    gap = runs.parent / "gap"
+    for d in gap.glob("tiny__*__s0*"):           # seed 0 dropped, seed 1 kept: a gap
+        shutil.rmtree(d)
+    c = checks(gap)[0]["plan_complete"]
+    assert c.passed is False and "tiny__wa__s0 missing" in c.found

@@ -94,7 +94,7 @@ def plan_complete(ctx, spec) -> Outcome:
     plan = campaign_plan(ctx.campaign)
     if plan is None:
         return _without_plan(ctx, expected)
-    scope = _claim_scope(plan, ctx.claim)
+    scope, not_yet = _sequential_prefix(plan, _claim_scope(plan, ctx.claim), ctx)
     planned = {r["run_id"]: r for r in plan["runs"]}
     excluded = {e["run_id"]: e["reason"] for e in ctx.campaign.excluded}
     faults = []
@@ -126,8 +126,25 @@ def plan_complete(ctx, spec) -> Outcome:
                        "rerun the missing planned runs ('evalkit sweep' resumes them); a "
                        "missing, renamed or unplanned run is a missing result, never one to "
                        "drop or add")
+    later = (f"; seeds {', '.join(map(str, not_yet))} not run yet (sequential design)"
+             if not_yet else "")
     return Outcome(True, expected, f"all {len(scope)} planned runs of the claim present and "
-                   "complete, none unplanned")
+                   f"complete, none unplanned{later}")
+
+
+def _sequential_prefix(plan: dict, scope: list[dict], ctx) -> tuple[list[dict], list[int]]:
+    """A sequential design runs its planned seeds in plan order and may stop: the runs of
+    every seed up to the last one that has any run are required (a gap is a missing
+    result), later seeds are not run yet.  A fixed design requires every planned run."""
+    if (plan.get("design") or {}).get("kind") != "sequential":
+        return scope, []
+    order = list(dict.fromkeys(int(r["seed"]) for r in plan["runs"]))
+    present = {int(r["seed"]) for r in plan["runs"]
+               if r["run_id"] in ctx.campaign._dirs
+               or r["run_id"] in {e["run_id"] for e in ctx.campaign.excluded}}
+    last = max((order.index(s) for s in present), default=-1)
+    started = set(order[:last + 1])
+    return [r for r in scope if int(r["seed"]) in started], order[last + 1:]
 
 
 def merge_lag_bounds(ctx, pair, spec) -> tuple[float, float]:
