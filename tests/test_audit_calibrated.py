@@ -34,7 +34,9 @@ def test_overlap_explained_gain_reaches_calibrated(audit):
     assert gain < 2 * psi["eps_cal"]                       # the old rule refused it
     check = _check(wa, "gain_explained_by_overlap")
     assert check.passed is True and "G_pred" in check.found and "eps_cal" in check.found
-    assert wa.tier_status["calibrated"] == "passed" and wa.tier == "deployable"
+    assert wa.tier_status["calibrated"] == "passed" and wa.tier == "calibrated"
+    # deployable but for pre-registration: these runs have no campaign plan
+    assert [c.name for c in wa.failed_checks] == ["pre_registered"]
 
 
 def test_gain_with_the_draws_overlap_stops_at_placement_gain(audit):

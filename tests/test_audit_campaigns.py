@@ -175,7 +175,10 @@ def test_oracle_is_a_bound_and_non_oracle_is_deployable(campaigns):
     assert check(oracle, "real_sidecar").passed is True
     assert oracle.tier_status["harness"] == "not_evaluable"
     online = res.claim("ewma")
-    assert online.tier == "deployable" and online.verdict.startswith("deployable")
+    # deployable but for pre-registration: the fixture runs have no campaign plan
+    assert online.tier == "calibrated" and [c.name for c in online.failed_checks] == [
+        "pre_registered"]
+    assert any(n.startswith("not pre-registered") for n in online.notes)
 
 
 def test_summary_table_blocks_until_vouched(campaigns):
@@ -196,7 +199,8 @@ def test_summary_table_reaches_matched_budget(campaigns):
     assert wa.tier == "matched_budget"
     km = check(wa, "k_match")
     assert km.evaluable is False and not km.blocking and km.vouched and "vouches" in km.found
-    assert wa.to_dict()["vouched"] == sorted(["k_match", "merge_durations_match",
+    assert wa.to_dict()["vouched"] == sorted(["draws_phi_uniform", "k_match", "like_for_like",
+                                              "merge_durations_match",
                                               "open_loop_sending", "pairing_real",
                                               "schedules_in_corridor"])
     assert any("vouches" in n for n in wa.notes)
@@ -263,7 +267,8 @@ def test_summary_table_input_errors(tmp_path):
     (["sim_k_mismatch", "--policy", "wa"], 1),
     (["sim_underpowered", "--policy", "wa"], 1),
     (["real_oracle", "--policy", "calibrated_offline", "--tier", "deployable"], 1),
-    (["real_oracle", "--policy", "ewma", "--tier", "deployable", "--regime", "h200"], 0),
+    (["real_oracle", "--policy", "ewma", "--tier", "deployable", "--regime", "h200"], 1),
+    (["real_oracle", "--policy", "ewma", "--tier", "calibrated", "--regime", "h200"], 0),
     (["summary_table.csv", "--policy", "wa"], 1),
     (["summary_table.csv", "--policy", "wa", "--accept-vouched"], 0),
     (["summary_table.csv", "--policy", "nope"], 2),

@@ -238,6 +238,8 @@ def test_summarize_table_design_columns_count_only_when_vouched(tmp_path):
     table = tmp_path / "summary.csv"
     res = CliRunner().invoke(cli, ["summarize", str(runs), "--out", str(table)])
     assert res.exit_code == 0, res.output
+    from evalkit.audit.protocol import load_protocol
+
     from_runs = audit_campaign(runs).claim("wa")
     assert from_runs.tier == "calibrated"
     plain = audit_campaign(table).claim("wa")

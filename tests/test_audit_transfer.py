@@ -60,7 +60,8 @@ def test_transfer_passes_when_real_sidecar_shows_the_effect(transfer):
         assert checks["transfer_ci_excludes_one"].passed is True
         assert checks["transfer_paired"].passed is True
     real = transfer.claim("wa", "bursty_real")
-    assert real.tier == "deployable"
+    assert real.tier == "calibrated"          # deployable but for pre-registration (no plan)
+    assert [c.name for c in real.failed_checks] == ["pre_registered"]
     assert transfer.claim("wa", "bursty").tier == "calibrated"   # sim: never deployable
 
 

@@ -71,6 +71,10 @@ def test_protocol_defaults_of_every_check_parameter():
         "load_match": {"tolerances": {}},
         "psi_fit": {"min_runs": 6}, "gain_explained_by_overlap": {"unexplained_tolerance": 0.25},
         "not_oracle": {}, "real_sidecar": {"real_backends": ["torch", "vllm"]},
+        "like_for_like": {"step_rel_tol": 0.5, "min_training_coverage": 0.95,
+                          "max_idle_steps": 20.0},
+        "plan_complete": {}, "draws_as_planned": {"tolerance_s": 0.05, "start_lag_s": 0.25}, "plan_rules": {},
+        "draws_phi_uniform": {"n_reference": 999, "min_p": 0.001}, "pre_registered": {},
     }
     assert {name: spec.params for name, spec in p.checks.items()} == expected
     for name, spec in p.checks.items():

@@ -965,10 +965,13 @@ def test_run_corridor_violations_without_both_gaps(corridor):
 def test_run_corridor_violations_measures_from_training_start():
     starts, ends = np.array([60.0, 150.0, 240.0]), np.array([68.0, 158.0, 248.0])
     assert design.run_corridor_violations(CORRIDOR_META, starts, ends) == []
-    # the first merge must come at least min_gap after training started
-    late = {**CORRIDOR_META, "training_start_s": 50.0}
-    (msg,) = design.run_corridor_violations(late, starts, ends)
+    # the first merge must come at least min_gap after training started (the caller's
+    # training start: the plan's or the run's time origin)
+    (msg,) = design.run_corridor_violations(CORRIDOR_META, starts, ends, train_start=50.0)
     assert msg.startswith("first merge 10 s after training start < min_gap 20 s")
+    # a run's own training_start_s does not move its edge
+    late = {**CORRIDOR_META, "training_start_s": 50.0}
+    assert design.run_corridor_violations(late, starts, ends) == []
     # measured from 0 when training_start_s is absent or null: exactly min_gap is fine
     edge = np.array([20.0, 150.0, 240.0])
     edge_ends = edge + 8.0

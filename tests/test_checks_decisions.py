@@ -435,20 +435,48 @@ def test_gain_explained_by_overlap_outcomes():
 
 # ---------------------------------------------------------------------------- deployable
 
-def test_not_oracle_and_real_sidecar():
-    assert C.not_oracle(ctx(claim=claim([pair(0)], oracle=False)), spec()).passed is True
-    assert C.not_oracle(ctx(claim=claim([pair(0)], oracle=True)), spec()).passed is False
+def _run_ctx(pairs, metas=None, backends=None, has_logs=True, oracle=False):
+    """A claim context whose campaign knows each run's backend and run.json."""
+    ids = [r for p in pairs for r in [p.policy_run, *p.draws.run_id, p.no_sync.run_id]]
+    backends = backends or {}
+    runs = pd.DataFrame({"run_id": ids, "backend": [backends.get(r, "torch") for r in ids]})
+    metas = metas or {}
+    c = ctx(claim=claim(pairs, oracle=oracle),
+            campaign=SimpleNamespace(has_logs=has_logs, runs=runs))
+    c._meta = lambda r: metas.get(r, {"policy": "ewma", "oracle": False})
+    return c
+
+
+def test_not_oracle_reads_the_registry_not_run_json():
+    two = [pair(0), pair(1)]
+    assert C.not_oracle(_run_ctx(two), spec()).passed is True
+    seer = {"policy": "smart", "oracle": False,
+            "settings": {"effective": {"policy": {"name": "calibrated_offline"}}}}
+    out = C.not_oracle(_run_ctx(two, metas={"s1-pol": seer}), spec())
+    assert out.passed is False and "s1-pol" in out.found and "registry" in out.found
+    said = {"policy": "ewma", "oracle": True}            # the run's own word counts against it
+    assert C.not_oracle(_run_ctx(two, metas={"s0-pol": said}), spec()).passed is False
+    unknown = {"policy": "home_made", "oracle": False}
+    out = C.not_oracle(_run_ctx(two, metas={"s0-pol": unknown}), spec())
+    assert out.evaluable is False and "not a registered class" in out.found
+    # a summary table: its oracle column can fail the check, never pass it
+    assert C.not_oracle(_run_ctx(two, has_logs=False, oracle=True), spec()).passed is False
+    assert C.not_oracle(_run_ctx(two, has_logs=False), spec()).evaluable is False
+
+
+def test_real_sidecar_looks_at_every_run_of_the_seed():
     sp = spec(real_backends=["torch", "vllm"])
     two = [pair(0), pair(1)]
-    assert C.real_sidecar(ctx(claim=claim(two, backends=["torch", "vllm"])), sp).passed is True
-    out = C.real_sidecar(ctx(claim=claim(two, backends=["torch", "sim"])), sp)
-    assert out.passed is False and "sim" in out.found
-    out = C.real_sidecar(ctx(claim=claim(two, backends=["torch", None])), sp)
+    assert C.real_sidecar(_run_ctx(two, backends={"s1-pol": "vllm"}), sp).passed is True
+    for run in ("s1-pol", "s0-d0", "s1-ns"):          # policy, draw or no-sync on the harness
+        out = C.real_sidecar(_run_ctx(two, backends={run: "sim"}), sp)
+        assert out.passed is False and f"{run} (sim)" in out.found
+    out = C.real_sidecar(_run_ctx(two, backends={"s0-d0": None}), sp)
     assert out.passed is False and "unknown" in out.found
-    out = C.real_sidecar(ctx(claim=claim(two, backends=[None, None])), sp)
-    assert out.evaluable is False
-    assert C.real_sidecar(ctx(claim=claim(two, backends=["sim", "sim"])),
-                          spec(real_backends=["sim"])).passed is True
+    none = {r: None for r in ("s0-pol", "s0-d0", "s0-ns", "s1-pol", "s1-d0", "s1-ns")}
+    assert C.real_sidecar(_run_ctx(two, backends=none), sp).evaluable is False
+    sims = {r: "sim" for r in none}
+    assert C.real_sidecar(_run_ctx(two, backends=sims), spec(real_backends=["sim"])).passed
 
 
 def test_every_registered_check_has_a_decision_test():
@@ -458,6 +486,9 @@ def test_every_registered_check_has_a_decision_test():
               "open_loop_sending", "enough_seeds", "gain_significant", "no_sync_present",
               "load_match", "psi_fit", "gain_explained_by_overlap", "not_oracle",
               "real_sidecar"}
+    # like for like and the plan checks: tests/test_audit_soundness_ii.py, test_plan_audit.py
+    tested |= {"like_for_like", "plan_complete", "draws_as_planned", "plan_rules",
+               "draws_phi_uniform", "pre_registered"}
     assert set(C.CHECKS) == tested
 
 
@@ -759,25 +790,33 @@ def test_design_checks_list_six_runs_then_count_the_rest(n_bad, more):
     assert (more is None and "more)" not in out.found) or out.found.endswith(more)
 
 
-def test_corridor_tolerance_widens_by_the_runs_inner_step():
+def test_corridor_tolerance_widens_by_the_seeds_smallest_inner_step():
     from evalkit.audit.claims import ClaimContext
 
-    meta = {"horizon_s": 300.0, "merge_duration_s": 8.0, "training_start_s": 0.0,
+    meta = {"horizon_s": 300.0, "merge_duration_s": 8.0,
             "corridor": {"min_gap_s": 20.0, "max_gap_s": 200.0}}
     merges = {"start_s": np.array([17.5, 120.0]), "end_s": np.array([25.5, 128.0])}
 
-    def context(step):
+    def context(*steps, run_meta=meta):
         c = ClaimContext.__new__(ClaimContext)
         c.campaign = SimpleNamespace(
-            columns=lambda run_id, table, cols: merges, _cache={("meta", "r"): meta},
-            row=lambda run_id: {"inner_step_median_s": step})
+            columns=lambda run_id, table, cols: merges,
+            _cache={("meta", "r"): run_meta, "plan": None}, row=lambda run_id: {"seed": 0})
+        c.regime_evidence = SimpleNamespace(runs=pd.DataFrame(
+            {"seed": [0] * len(steps) + [1], "inner_step_median_s": [*steps, 0.1]}))
         return c
 
     # 2.5 s early: beyond the base 0.05 s, within 0.05 + 1.5 x 2 s of a trainer's step
     assert context(2.0).corridor_violations("r", 0.05) == []
-    for step in (float("nan"), None, 1.0):
-        out = context(step).corridor_violations("r", 0.05)
+    assert context(2.0, 2.5).corridor_violations("r", 0.05) == []
+    # the seed's smallest step: one run's long "steps" cannot widen its own tolerance
+    for steps in ((float("nan"),), (None,), (1.0,), (6.0, 1.0)):
+        out = context(*steps).corridor_violations("r", 0.05)
         assert len(out) == 1 and "< min_gap" in out[0]
+    # a training start the run declares itself does not move the corridor's edge
+    early = {**meta, "training_start_s": -5.0}     # would put the first merge 22.5 s in
+    out = context(1.0, run_meta=early).corridor_violations("r", 0.05)
+    assert len(out) == 1 and "17.5 s after training start < min_gap" in out[0]
 
 
 @pytest.mark.parametrize("known", [{"seed": 1}, {"regime": "r"}, {}])

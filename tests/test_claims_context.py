@@ -432,11 +432,12 @@ def test_notes_of_a_claim(tmp_path):
                             "seed's requests count once (seed 2 = seed 0, seed 4 = seed 0)")
     assert res.notes[2] == "one baseline row per seed: sign-flip test, symmetry of d assumed"
     assert res.notes[3].startswith("matched-random rows without matched_to serve every policy")
-    assert len(res.notes) == 4
+    assert res.notes[4].startswith("not pre-registered: no campaign plan")
+    assert len(res.notes) == 5
     # no vouching, no duplicates: only the design notes
     plain = _table(tmp_path / "p.csv", _regimes({"ra": d}))
     _, (res,) = _evaluate(plain)
-    assert res.notes[0].startswith("one baseline row per seed") and len(res.notes) == 2
+    assert res.notes[0].startswith("one baseline row per seed") and len(res.notes) == 3
 
 
 def test_default_seed_is_zero_for_monte_carlo_p(tmp_path):
@@ -1063,11 +1064,21 @@ def test_calibrated_texts():
 
 def test_deployable_texts():
     sp = _spec(real_backends=["torch", "vllm"])
-    out = C.real_sidecar(_c(claim=_claim([_pair(0), _pair(1)], backends=["vllm", "torch"])), sp)
+    pairs = [_pair(0), _pair(1)]
+    ids = [r for p in pairs for r in [p.policy_run, *p.draws.run_id, p.no_sync.run_id]]
+    runs = pd.DataFrame({"run_id": ids, "backend": ["vllm"] * 3 + ["torch"] * 3})
+    c = _c(claim=_claim(pairs), campaign=SimpleNamespace(has_logs=True, runs=runs))
+    out = C.real_sidecar(c, sp)
     assert out.found == "backends: torch, vllm"
-    assert out.expected == "every policy run on a real sidecar (torch/vllm)"
-    out = C.not_oracle(_c(claim=_claim([_pair(0)], oracle=True)), _spec())
-    assert out.found == "oracle = true: the policy saw future information"
+    assert out.expected == ("every run of the claim's seeds (policy, draws, no-sync) on a real "
+                            "sidecar (torch/vllm)")
+    c._meta = lambda r: {"policy": "ewma", "oracle": False}
+    out = C.not_oracle(c, _spec())
+    assert out.found == "policy class ewma uses decision-time information (registry)"
+    c._meta = lambda r: {"policy": "ewma", "oracle": True}
+    out = C.not_oracle(c, _spec())
+    assert out.found == ("oracle: s0-pol: the run says it saw future information; s1-pol: the "
+                         "run says it saw future information")
 
 
 def test_phi_table_vex_subtracts_a_nonzero_no_sync_v(tmp_path):

@@ -146,6 +146,7 @@ class AuditResult:
                       "n_runs": int(len(self.campaign.runs)),
                       "excluded": self.campaign.excluded},
             "notes": self.campaign.notes,
+            "pre_registration": _pre_registration(self.campaign),
             "regimes": regimes,
             "claims": claims,
         }
@@ -153,6 +154,19 @@ class AuditResult:
 
     def to_json(self) -> str:
         return canonical_json(self.to_dict())
+
+
+def _pre_registration(campaign) -> dict:
+    """Whether the runs follow a campaign plan (the plan checks verify it) and its hash."""
+    from evalkit.audit.plan_checks import NOT_PRE_REGISTERED, campaign_plan
+    from evalkit.runlog.plan import plan_sha256
+
+    plan = campaign_plan(campaign)
+    if plan is None:
+        return {"pre_registered": False, "plan_sha256": None, "text": NOT_PRE_REGISTERED}
+    sha = plan_sha256(plan)
+    return {"pre_registered": True, "plan_sha256": sha,
+            "text": f"pre-registered (plan {sha[:12]}, created {plan['created_at']})"}
 
 
 def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,

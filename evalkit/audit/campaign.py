@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evalkit.audit.draws import distinct_draws
 from evalkit.errors import InputError
 from evalkit.names import normalise_name
 from evalkit.runlog.design import DESIGN_COLUMNS
@@ -196,6 +197,11 @@ def _from_runs_dir(path: Path) -> Campaign:
     if "k_observed" not in runs and "k_total" in runs:
         runs["k_observed"] = runs["k_total"]
     runs = _standardise(runs, path.name)
+    # oracle status from the policy registry (the class's code), not the run's own word
+    from evalkit.audit.registry import oracle_status
+
+    runs["oracle"] = [bool(oracle_status(read_meta(run_dirs[r]))[0]) if r in run_dirs else o
+                      for r, o in zip(runs.run_id.tolist(), runs.oracle.tolist())]
     notes = [f"validation warning: {w}" for w in summary.attrs.get("warnings", [])]
     for run_id in runs.run_id:
         if run_id not in run_dirs:
@@ -334,11 +340,17 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
                                  + ", ".join(sorted(ns_seed.run_id)) + ")",
                                  file=campaign.input_name, column="seed",
                                  fix="one no-sync run per regime and seed")
+            draws, dropped = distinct_draws(campaign, mr[mr.seed == seed].sort_values(
+                ["draw", "run_id"], na_position="first"))
+            if dropped:
+                campaign.notes.append(
+                    f"regime {regime}, {policy}, seed {seed}: duplicate draws count once ("
+                    + ", ".join(f"{a} = {b}" for a, b in dropped) + ")")
             pairs.append(SeedPair(
                 seed=seed, policy_run=rec.run_id, v_policy=float(rec.violation_rate),
                 k_policy=float(rec.k_observed) if pd.notna(rec.k_observed) else np.nan,
                 realisation=rec.trace_realisation,
-                draws=mr[mr.seed == seed].sort_values(["draw", "run_id"], na_position="first"),
+                draws=draws,
                 no_sync=ns_seed.iloc[0] if len(ns_seed) else None))
         claims.append(ClaimData(regime=str(regime), policy=str(policy), policy_runs=group,
                                 pairs=pairs, generic_draws=bool(mr.matched_to.isna().any())))

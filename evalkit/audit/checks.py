@@ -594,24 +594,49 @@ def gain_explained_by_overlap(ctx, spec) -> Outcome:
 # ---------------------------------------------------------------------------- deployable
 
 def not_oracle(ctx, spec) -> Outcome:
-    expected = "oracle = false (decision-time information only)"
-    if ctx.claim.oracle:
-        return Outcome(False, expected, "oracle = true: the policy saw future information",
+    """Oracle status from the policy registry (the class's code), never run.json's word."""
+    from evalkit.audit.registry import oracle_status
+
+    expected = ("the policy class uses decision-time information only (the registry's "
+                "oracle flag, whatever run.json says)")
+    if not ctx.campaign.has_logs:
+        if ctx.claim.oracle:
+            return Outcome(False, expected, "oracle = true: the policy saw future information",
+                           "report it as a bound, never as a deployable controller")
+        return not_evaluable(expected, "a summary table names no policy class: its oracle "
+                             "column is the table's word", "audit the runs directory")
+    status = {r: oracle_status(ctx._meta(r)) for r in ctx.claim.policy_runs.run_id.tolist()}
+    seers = [f"{r}: {why}" for r, (o, why) in status.items() if o]
+    if seers:
+        return Outcome(False, expected, "oracle: " + _listing(seers, 3),
                        "report it as a bound, never as a deployable controller")
-    return Outcome(True, expected, "oracle = false")
+    unknown = [f"{r}: {why}" for r, (o, why) in status.items() if o is None]
+    if unknown:
+        return not_evaluable(expected, _listing(unknown, 3),
+                             "replay the policy as a registered class (evalkit.replay.policies)")
+    return Outcome(True, expected, next(iter(status.values()))[1])
 
 
 def real_sidecar(ctx, spec) -> Outcome:
+    """Every run of the claim's seeds (policy, draws, no-sync) on a real sidecar."""
     backends = spec["real_backends"]
-    expected = f"every policy run on a real sidecar ({'/'.join(backends)})"
-    got = ctx.claim.policy_runs.backend
+    expected = (f"every run of the claim's seeds (policy, draws, no-sync) on a real sidecar "
+                f"({'/'.join(backends)})")
+    ids = []
+    for p in ctx.claim.pairs:
+        ids += [p.policy_run] + p.draws.run_id.tolist()
+        ids += [p.no_sync.run_id] if p.no_sync is not None else []
+    runs = ctx.campaign.runs.set_index("run_id")
+    got = runs.loc[ids, "backend"]
     if got.isna().all():
         return not_evaluable(expected, "no backend recorded (summary table)",
                              "add a backend column or audit the run logs")
     found = sorted(set(got.fillna("unknown")))
-    if set(found) <= set(backends):
+    off = [f"{r} ({b})" for r, b in zip(ids, got.fillna("unknown")) if b not in backends]
+    if not off:
         return Outcome(True, expected, "backends: " + ", ".join(found))
-    return Outcome(False, expected, "backends: " + ", ".join(found),
+    return Outcome(False, expected, "backends: " + ", ".join(found) + "; not real: "
+                   + _listing(off, 4),
                    "replay the policy and its baselines on a real serving sidecar")
 
 
@@ -636,3 +661,15 @@ CHECKS = {
     "not_oracle": not_oracle,
     "real_sidecar": real_sidecar,
 }
+
+# checks kept in their own modules (they import this one's Outcome and helpers)
+from evalkit.audit import like_for_like as _lfl, plan_checks as _plan  # noqa: E402
+
+CHECKS.update({
+    "like_for_like": _lfl.like_for_like,
+    "plan_complete": _plan.plan_complete,
+    "draws_as_planned": _plan.draws_as_planned,
+    "plan_rules": _plan.plan_rules,
+    "draws_phi_uniform": _plan.draws_phi_uniform,
+    "pre_registered": _plan.pre_registered,
+})

@@ -324,12 +324,21 @@ class ClaimContext:
         """Why a run's merges are not in F_K with its edges (runs directories)."""
         from evalkit.runlog.design import run_corridor_violations
 
+        from evalkit.audit.plan_checks import campaign_plan
+
         merges = self.campaign.columns(run_id, "merges", ("start_s", "end_s"))
         meta = self._meta(run_id)
-        step = self.campaign.row(run_id).get("inner_step_median_s", float("nan"))
-        step = float(step) if step is not None and pd.notna(step) else float("nan")
+        # the seed's step time jointly (the smallest): one run's steps file cannot widen
+        # its own tolerance; training starts where the plan (or the sampler) says
+        runs = self.regime_runs
+        steps = pd.to_numeric(runs.loc[runs.seed == self.campaign.row(run_id)["seed"],
+                                       "inner_step_median_s"], errors="coerce")
+        steps = steps[np.isfinite(steps.astype(float))]
+        step = float(steps.min()) if len(steps) else float("nan")
+        plan = campaign_plan(self.campaign)
+        start = float((plan or {}).get("corridor", {}).get("train_start_s", 0.0))
         return run_corridor_violations(meta, merges["start_s"], merges["end_s"], step,
-                                       base_tolerance)
+                                       base_tolerance, train_start=start)
 
     def transfer(self, spec):
         return self._transfer.get(spec)
@@ -394,6 +403,13 @@ class ClaimResult:
             return None
 
     @property
+    def pre_registered(self) -> bool:
+        """The runs directory has a campaign plan (verified by the plan checks)."""
+        from evalkit.audit.plan_checks import campaign_plan
+
+        return campaign_plan(self.ctx.campaign) is not None
+
+    @property
     def underpowered(self) -> bool:
         return any(c.blocking and c.found.startswith("underpowered") for c in self.checks)
 
@@ -445,6 +461,7 @@ class ClaimResult:
             "tier": self.tier, "tier_status": self.tier_status,
             "stop_reason": self.stop_reason, "verdict": self.verdict,
             "oracle": self.data.oracle, "underpowered": self.underpowered,
+            "pre_registered": self.pre_registered,
             "checks": [c.to_dict() for c in self.checks], "notes": self.notes,
             "per_seed": self.per_seed().to_dict("records"),
             "slo_breakdown": slo_breakdown(self.ctx.campaign.runs, self.data),
@@ -569,6 +586,11 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
         if ctx.claim.generic_draws:
             notes.append("matched-random rows without matched_to serve every policy of the "
                          "regime: the input vouches that their K matches this policy's K")
+        from evalkit.audit.plan_checks import campaign_plan
+
+        if campaign_plan(ctx.campaign) is None:
+            notes.append("not pre-registered: no campaign plan (plan.json) fixed before the "
+                         "runs, so the claim cannot reach deployable")
         if ctx.claim.oracle:
             notes.append("oracle policy: a bound on what placement can achieve, never a "
                          "deployable controller")

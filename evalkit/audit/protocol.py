@@ -67,6 +67,14 @@ CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {
     "gain_explained_by_overlap": {"unexplained_tolerance": (_NUM, 0.25)},
     "not_oracle": {},
     "real_sidecar": {"real_backends": (_LIST, ["torch", "vllm"])},
+    # like for like and the campaign plan (evalkit.audit.like_for_like, .plan_checks)
+    "like_for_like": {"step_rel_tol": (_NUM, 0.5), "min_training_coverage": (_NUM, 0.95),
+                      "max_idle_steps": (_NUM, 20.0)},
+    "plan_complete": {},
+    "draws_as_planned": {"tolerance_s": (_NUM, 0.05), "start_lag_s": (_NUM, 0.25)},
+    "plan_rules": {},
+    "draws_phi_uniform": {"n_reference": ((int,), 999), "min_p": (_NUM, 0.001)},
+    "pre_registered": {},
 }
 _CHOICES = {("transfer_ci_excludes_one", "mechanism"): ("sync",),
             ("transfer_paired", "mechanism"): ("sync",)}

@@ -271,6 +271,8 @@ def headline(claim: dict, audit: dict) -> Headline:
             rule = (f"significantly {'better' if g > 0 else 'worse'} than matched random, "
                     "but not claimable: " + rule)
         test += ("; " if test else "") + rule
+    if claim.get("pre_registered") is False:
+        test += ("; " if test else "") + "not pre-registered (no campaign plan)"
     n = claim.get("n_seeds") or 0
     seeds = f"{claim.get('wins', 0)} of {n} seeds favour the policy" if n else ""
     eff_n = claim.get("effective_n")

@@ -69,8 +69,14 @@ def corridor_tolerance(inner_step_s: float, base: float = CORRIDOR_TOLERANCE_S) 
 
 
 def run_corridor_violations(meta: dict, starts, ends, inner_step_s: float = float("nan"),
-                            base_tolerance: float = CORRIDOR_TOLERANCE_S) -> list[str]:
-    """Why the run's merges (every merge it performed) are not in F_K with its edges."""
+                            base_tolerance: float = CORRIDOR_TOLERANCE_S,
+                            train_start: float = 0.0) -> list[str]:
+    """Why the run's merges (every merge it performed) are not in F_K with its edges.
+
+    ``train_start``: where the corridor starts, the run's time origin (as the sweep's F_K
+    sampler has it, or the campaign plan's); never a key of the run's own run.json, which
+    would let one run move its own edge.  ``inner_step_s``: the step time of the seed's runs
+    jointly (the audit passes the smallest), not this run's alone."""
     from evalkit.stats.schedules_edges import corridor_violations
 
     corridor = meta.get("corridor") or {}
@@ -80,7 +86,7 @@ def run_corridor_violations(meta: dict, starts, ends, inner_step_s: float = floa
         return ["run.json has no corridor (min_gap_s/max_gap_s): F_K cannot be checked"]
     return corridor_violations(
         starts, ends, (0.0, float(meta["horizon_s"])), float(meta["merge_duration_s"]),
-        float(lo), float(hi), train_start=float(meta.get("training_start_s") or 0.0),
+        float(lo), float(hi), train_start=float(train_start),
         tol=corridor_tolerance(inner_step_s, base_tolerance))
 
 

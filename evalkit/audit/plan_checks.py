@@ -1,0 +1,370 @@
+"""Checks of a campaign against its plan (pre-registration, :mod:`evalkit.runlog.plan`).
+
+With ``plan.json`` in the runs directory the audit verifies that every planned run of the
+claim is present, complete and still carries its planned name (survivorship, whatever name
+the rest carries), that no unplanned run is counted, that every draw's logged schedule is
+the one its planned RNG seed regenerates from F_K at the policy's K, that the protocol is the
+planned one and that every run was written after the plan, under it.
+
+Without a plan the campaign is *not pre-registered*: it cannot reach ``deployable``
+(:func:`pre_registered`), and the draws' overlap ranks inside a fresh seeded sample of F_K
+are tested for uniformity (:func:`draws_phi_uniform`): selected or worst-case "draws" are not
+uniform on F_K.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import zlib
+
+import numpy as np
+
+from evalkit.audit.checks import Outcome, _listing, not_evaluable
+from evalkit.audit.like_for_like import seed_runs
+
+_IDENTITY = ("regime", "policy", "role", "seed", "draw", "matched_to")
+# clocks of the machines of one distributed sweep may disagree by this much; the order that
+# matters is proven by the plan's sha256 in each run (a run cannot carry the hash of a plan
+# that did not exist yet), the timestamps only catch runs copied in from before it
+CLOCK_SKEW_S = 300.0
+NOT_PRE_REGISTERED = "not pre-registered"
+
+
+def campaign_plan(campaign) -> dict | None:
+    """The runs directory's plan (cached), None without one (and for summary tables)."""
+    cache = getattr(campaign, "_cache", None)
+    if cache is None:                  # a stand-in campaign without a runs directory
+        return None
+    if "plan" not in cache:
+        from evalkit.runlog.plan import read_plan
+
+        runs_dir = getattr(campaign, "runs_dir", None)
+        cache["plan"] = (read_plan(runs_dir)
+                         if getattr(campaign, "has_logs", False) and runs_dir else None)
+    return cache["plan"]
+
+
+def _plan_sha(campaign) -> str:
+    if "plan_sha" not in campaign._cache:
+        from evalkit.runlog.plan import plan_sha256
+
+        campaign._cache["plan_sha"] = plan_sha256(campaign_plan(campaign))
+    return campaign._cache["plan_sha"]
+
+
+def _claim_scope(plan: dict, claim) -> list[dict]:
+    """The planned runs a claim rests on: its policy runs, their draws, the no-sync runs."""
+    out = []
+    for r in plan["runs"]:
+        if r.get("regime") != claim.regime:
+            continue
+        if (r["role"] == "policy" and r.get("policy") == claim.policy) or (
+                r["role"] == "matched_random" and r.get("matched_to") == claim.policy) or \
+                r["role"] == "no_sync":
+            out.append(r)
+    return out
+
+
+def _claim_run_ids(ctx) -> list[tuple[int, str, str]]:
+    return [(p.seed, r, role) for p in ctx.claim.pairs for r, role in seed_runs(p)]
+
+
+def _stamped(ctx) -> set[str]:
+    return {str(ctx._meta(r).get("plan_sha256")) for _, r, _ in _claim_run_ids(ctx)
+            if ctx._meta(r).get("plan_sha256")}
+
+
+def _without_plan(ctx, expected: str) -> Outcome:
+    stamps = _stamped(ctx) if ctx.campaign.has_logs else set()
+    if stamps:
+        return Outcome(False, expected, f"the runs were written under plan "
+                       f"{sorted(stamps)[0][:12]}, but the runs directory has no plan.json",
+                       "restore the plan.json the sweep wrote; without it nothing planned "
+                       "can be verified")
+    return Outcome(True, expected, f"{NOT_PRE_REGISTERED}: no plan.json (the campaign cannot "
+                   "reach deployable; draws are tested for uniformity on F_K instead)")
+
+
+def plan_complete(ctx, spec) -> Outcome:
+    """Every planned run of the claim present, complete, under its planned name; nothing
+    unplanned counted."""
+    expected = ("every planned run of the claim (policy runs, draws, no-sync runs) present, "
+                "complete and under its planned regime, policy, role, seed and draw; no "
+                "unplanned run counted")
+    plan = campaign_plan(ctx.campaign)
+    if plan is None:
+        return _without_plan(ctx, expected)
+    scope, not_yet = _sequential_prefix(plan, _claim_scope(plan, ctx.claim), ctx)
+    planned = {r["run_id"]: r for r in plan["runs"]}
+    excluded = {e["run_id"]: e["reason"] for e in ctx.campaign.excluded}
+    faults = []
+    if not any(r["role"] == "policy" for r in scope):
+        faults.append(f"the plan has no runs of policy {ctx.claim.policy} in regime "
+                      f"{ctx.claim.regime}")
+    for r in scope:
+        rid = r["run_id"]
+        if rid not in ctx.campaign._dirs:
+            why = excluded.get(rid, "missing")
+            faults.append(f"seed {r['seed']}: planned {r['role']} run {rid} {why}")
+            continue
+        meta = ctx._meta(rid)
+        moved = [k for k in _IDENTITY if meta.get(k) != r.get(k)]
+        if moved:
+            faults.append(f"seed {r['seed']}: planned run {rid} now says " + ", ".join(
+                f"{k} = {meta.get(k)!r} (planned {r.get(k)!r})" for k in moved))
+    # every run the claim could count (including duplicates the audit counts once)
+    runs = ctx.regime_runs
+    mine = runs[((runs.role == "policy") & (runs.policy == ctx.claim.policy))
+                | ((runs.role == "matched_random") & (runs.matched_to == ctx.claim.policy))
+                | (runs.role == "no_sync")]
+    listed = {(int(s), r, role) for s, r, role in zip(mine.seed, mine.run_id, mine.role)}
+    for seed, rid, role in sorted(listed | set(_claim_run_ids(ctx))):
+        if rid not in planned:
+            faults.append(f"seed {seed}: {rid} ({role}) is not a planned run")
+    if faults:
+        return Outcome(False, expected, "not as planned: " + _listing(faults, 8),
+                       "rerun the missing planned runs ('evalkit sweep' resumes them); a "
+                       "missing, renamed or unplanned run is a missing result, never one to "
+                       "drop or add")
+    later = (f"; seeds {', '.join(map(str, not_yet))} not run yet (sequential design)"
+             if not_yet else "")
+    return Outcome(True, expected, f"all {len(scope)} planned runs of the claim present and "
+                   f"complete, none unplanned{later}")
+
+
+def _sequential_prefix(plan: dict, scope: list[dict], ctx) -> tuple[list[dict], list[int]]:
+    """A sequential design runs its planned seeds in plan order and may stop: the runs of
+    every seed up to the last one that has any run are required (a gap is a missing
+    result), later seeds are not run yet.  A fixed design requires every planned run."""
+    if (plan.get("design") or {}).get("kind") != "sequential":
+        return scope, []
+    order = list(dict.fromkeys(int(r["seed"]) for r in plan["runs"]))
+    present = {int(r["seed"]) for r in plan["runs"]
+               if r["run_id"] in ctx.campaign._dirs
+               or r["run_id"] in {e["run_id"] for e in ctx.campaign.excluded}}
+    last = max((order.index(s) for s in present), default=-1)
+    started = set(order[:last + 1])
+    return [r for r in scope if int(r["seed"]) in started], order[last + 1:]
+
+
+def merge_lag_bounds(ctx, pair, spec) -> tuple[float, float]:
+    """(earliest, latest) logged start of a planned merge relative to its planned start:
+    ``-tolerance_s`` .. ``tolerance_s`` + 1.5 of the seed's smallest inner step +
+    ``start_lag_s`` (a real backend merges at the first step boundary after the planned
+    start, then starts the all-reduce)."""
+    from evalkit.audit.like_for_like import run_facts
+
+    steps = [run_facts(ctx, r)["step_median_s"] for r, _ in seed_runs(pair)]
+    steps = [s for s in steps if np.isfinite(s)]
+    step = min(steps) if steps else 0.0
+    base = float(spec["tolerance_s"])
+    return -base, base + 1.5 * step + float(spec["start_lag_s"])
+
+
+def regenerate(plan_corridor: dict, k: int, arrival, rng_seed: int) -> np.ndarray:
+    """(k,) the schedule the sweep draws for a matched-random run: uniform on F_K with edges
+    over the observed span of the trace's arrivals (``evalkit.replay.policies.planned``)."""
+    from evalkit.stats import sample_schedules
+
+    if k == 0:
+        return np.empty(0)
+    d = float(plan_corridor["merge_duration_s"])
+    horizon = float(plan_corridor["horizon_s"])
+    lo, hi = float(np.min(arrival)), min(horizon, float(np.max(arrival))) - d
+    starts = sample_schedules(k, (lo, hi + d), d, float(plan_corridor["min_gap_s"]),
+                              float(plan_corridor["max_gap_s"]), 1,
+                              np.random.default_rng(int(rng_seed)),
+                              train_start=float(plan_corridor.get("train_start_s", 0.0)),
+                              run_end=horizon)
+    return np.sort(np.asarray(starts, dtype=float).reshape(-1))
+
+
+def draws_as_planned(ctx, spec) -> Outcome:
+    """Each draw's logged merges are the schedule its planned RNG seed regenerates."""
+    from evalkit.errors import InputError
+
+    expected = ("each draw's schedule is the one its planned RNG seed regenerates from F_K at "
+                "the policy run's K: its recorded planned starts exactly, its logged merges "
+                f"from {-float(spec['tolerance_s']):g} s to {float(spec['tolerance_s']):g} s "
+                f"+ 1.5 inner steps + {float(spec['start_lag_s']):g} s after them")
+    plan = campaign_plan(ctx.campaign)
+    if plan is None:
+        return _without_plan(ctx, expected)
+    planned = {r["run_id"]: r for r in plan["runs"]}
+    faults, checked = [], 0
+    for p in ctx.claim.pairs:
+        if not len(p.draws) or not np.isfinite(p.k_policy):
+            continue
+        lo, hi = merge_lag_bounds(ctx, p, spec)
+        for rid in p.draws.run_id.tolist():
+            entry = planned.get(rid)
+            if entry is None:
+                continue                    # plan_complete names it
+            meta = ctx._meta(rid)
+            seed = (meta.get("rng_seeds") or {}).get("policy")
+            if seed != entry["rng_seed"]:
+                faults.append(f"seed {p.seed}: {rid} used RNG seed {seed}, planned "
+                              f"{entry['rng_seed']}")
+            arrival = ctx.campaign.columns(rid, "requests", ("arrival_s",))["arrival_s"]
+            try:
+                want = regenerate(plan["corridor"], int(p.k_policy), arrival, entry["rng_seed"])
+            except InputError as exc:
+                faults.append(f"seed {p.seed}: {rid}: F_K at K = {int(p.k_policy)} cannot be "
+                              f"sampled ({exc.message})")
+                continue
+            got = np.sort(ctx.campaign.columns(rid, "merges", ("start_s",))["start_s"])
+            checked += 1
+            recorded = (((meta.get("settings") or {}).get("effective") or {}).get(
+                "policy") or {}).get("planned_starts")
+            if recorded is not None and (len(recorded) != want.size or not np.allclose(
+                    np.sort(np.asarray(recorded, float)), want, rtol=0.0, atol=1e-6)):
+                faults.append(f"seed {p.seed}: {rid} recorded planned starts "
+                              f"{_starts(recorded)}, its seed draws {_starts(want)}")
+            if got.size != want.size:
+                faults.append(f"seed {p.seed}: {rid} logged {got.size} merges, its seed draws "
+                              f"{want.size}")
+            elif got.size:
+                lag = got - want
+                bad = np.flatnonzero((lag < lo - 1e-9) | (lag > hi + 1e-9))
+                if bad.size:
+                    i = int(bad[0])
+                    faults.append(f"seed {p.seed}: {rid} merge {i} starts at {got[i]:.6g} s, "
+                                  f"its seed draws {want[i]:.6g} s (allowed {lo:+.3g} to "
+                                  f"{hi:+.3g} s)")
+    if faults:
+        return Outcome(False, expected, "draws not as planned: " + _listing(faults, 6),
+                       "a draw is the schedule its planned seed gives: rerun the draws with "
+                       "'evalkit sweep' (selected, renumbered or hand-placed draws are not "
+                       "random placement)")
+    return Outcome(True, expected, f"all {checked} draws regenerate from their planned seeds")
+
+
+def _starts(values) -> str:
+    return "[" + ", ".join(f"{float(v):.6g}" for v in list(values)[:4]) + (
+        ", ...]" if len(values) > 4 else "]")
+
+
+def _parse_time(text) -> _dt.datetime | None:
+    try:
+        t = _dt.datetime.fromisoformat(str(text))
+    except (TypeError, ValueError):
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def plan_rules(ctx, spec) -> Outcome:
+    """The protocol, alpha and alternative are the planned ones; every run was written after
+    the plan and carries its hash."""
+    expected = ("the audit's protocol (content sha256), alpha and alternative are the plan's; "
+                "every run of the claim carries the plan's sha256 and was written after it")
+    plan = campaign_plan(ctx.campaign)
+    if plan is None:
+        return _without_plan(ctx, expected)
+    faults = []
+    proto = plan["protocol"]
+    if ctx.protocol.sha256 != proto.get("sha256"):
+        faults.append(f"protocol {ctx.protocol.name} v{ctx.protocol.version} has sha256 "
+                      f"{ctx.protocol.sha256[:12]}, the plan froze {proto.get('name')} "
+                      f"v{proto.get('version')} {str(proto.get('sha256'))[:12]}")
+    if float(ctx.alpha) != float(plan["alpha"]):
+        faults.append(f"alpha {ctx.alpha:g}, planned {float(plan['alpha']):g}")
+    if ctx.alternative != plan["alternative"]:
+        faults.append(f"alternative {ctx.alternative}, planned {plan['alternative']}")
+    sha = _plan_sha(ctx.campaign)
+    frozen = _parse_time(plan["created_at"])
+    for seed, rid, role in _claim_run_ids(ctx):
+        meta = ctx._meta(rid)
+        if meta.get("plan_sha256") != sha:
+            faults.append(f"seed {seed}: {rid} ({role}) carries plan "
+                          f"{str(meta.get('plan_sha256'))[:12]}, the plan is {sha[:12]}")
+        written = _parse_time(meta.get("created_at"))
+        if frozen is None or written is None or \
+                (frozen - written).total_seconds() > CLOCK_SKEW_S:
+            faults.append(f"seed {seed}: {rid} ({role}) written {meta.get('created_at')}, "
+                          f"before the plan ({plan['created_at']})")
+    if faults:
+        return Outcome(False, expected, "rules not as planned: " + _listing(faults, 6),
+                       "audit under the planned protocol and alpha; runs written before or "
+                       "outside the plan are not pre-registered results")
+    return Outcome(True, expected, f"protocol {proto.get('name')} {str(proto['sha256'])[:12]}, "
+                   f"alpha {float(plan['alpha']):g} {plan['alternative']}; every run after the "
+                   f"plan {sha[:12]}")
+
+
+def pre_registered(ctx, spec) -> Outcome:
+    expected = "a campaign plan (plan.json) fixed before the runs"
+    if campaign_plan(ctx.campaign) is None:
+        return Outcome(False, expected, f"{NOT_PRE_REGISTERED}: the runs directory has no "
+                       "plan.json", "freeze a plan before the runs ('evalkit sweep' writes one; "
+                       "'evalkit plan freeze')")
+    return Outcome(True, expected, f"plan {_plan_sha(ctx.campaign)[:12]}")
+
+
+# ----------------------------------------------------------------- without a plan: Phi ranks
+
+def phi_ranks(ctx, pair, n_reference: int, rng) -> list[tuple[str, float]]:
+    """(draw run, randomised rank of its Phi in a fresh sample of F_K, in (0, 1))."""
+    from evalkit.stats import RequestIndex, overlap_cost, sample_schedules
+
+    k = pair.k_policy
+    if not len(pair.draws) or not np.isfinite(k) or int(k) == 0:
+        return []
+    k = int(k)
+    ref = pair.no_sync.run_id if pair.no_sync is not None else pair.policy_run
+    meta = ctx._meta(pair.policy_run)
+    corridor = meta.get("corridor") or {}
+    d, horizon = float(meta["merge_duration_s"]), float(meta["horizon_s"])
+    req = ctx.campaign.columns(ref, "requests", ("arrival_s", "end_s"))
+    end = np.where(np.isfinite(req["end_s"]), req["end_s"], horizon)
+    index = RequestIndex(req["arrival_s"], end)
+    lo, hi = float(np.min(req["arrival_s"])), min(horizon, float(np.max(req["arrival_s"]))) - d
+    sample = sample_schedules(k, (lo, hi + d), d, float(corridor["min_gap_s"]),
+                              float(corridor["max_gap_s"]), n_reference, rng, train_start=0.0,
+                              run_end=horizon)
+    phi_ref = np.asarray(overlap_cost(sample, d, index=index).phi, dtype=float)
+    out = []
+    for rid in pair.draws.run_id.tolist():
+        starts = np.sort(ctx.campaign.columns(rid, "merges", ("start_s",))["start_s"])
+        if starts.size != k:
+            continue                        # k_match names it
+        phi = float(np.asarray(overlap_cost(starts[None, :], d, index=index).phi).ravel()[0])
+        less = int(np.count_nonzero(phi_ref < phi))
+        equal = int(np.count_nonzero(phi_ref == phi))
+        rank = less + int(rng.integers(0, equal + 1))
+        out.append((rid, (rank + float(rng.uniform())) / (n_reference + 1)))
+    return out
+
+
+def draws_phi_uniform(ctx, spec) -> Outcome:
+    """Without a plan: the draws' overlap ranks in F_K are uniform (Kolmogorov-Smirnov)."""
+    from scipy import stats
+
+    n_ref, min_p = int(spec["n_reference"]), float(spec["min_p"])
+    expected = (f"the draws' overlap Phi ranks inside {n_ref} fresh schedules from F_K are "
+                f"uniform (Kolmogorov-Smirnov p >= {min_p:g}); pre-registered draws are "
+                "regenerated from their seeds instead")
+    if campaign_plan(ctx.campaign) is not None:
+        return Outcome(True, expected, "pre-registered: every draw is checked against the "
+                       "schedule its planned seed regenerates (draws_as_planned)")
+    if not ctx.campaign.has_logs:
+        return not_evaluable(expected, "a summary table has no merge or request logs: that its "
+                             "draws are random placements is the table's word",
+                             "audit the runs directory")
+    tag = zlib.crc32(f"{ctx.claim.regime}\0{ctx.claim.policy}".encode())
+    ranks = []
+    for p in ctx.claim.pairs:
+        ranks += phi_ranks(ctx, p, n_ref, np.random.default_rng([ctx.seed, tag, 5, p.seed]))
+    if len(ranks) < 2:
+        return not_evaluable(expected, f"{len(ranks)} draw(s) with K > 0 to rank",
+                             "replay more matched-random draws")
+    u = np.array([r for _, r in ranks])
+    res = stats.kstest(u, "uniform")
+    top = sorted(ranks, key=lambda x: -abs(x[1] - 0.5))[:3]
+    found = (f"{u.size} draws: mean rank {u.mean():.2f} (uniform: 0.50), KS D = "
+             f"{res.statistic:.3f}, p = {res.pvalue:.3g}; most extreme "
+             + ", ".join(f"{r} at {v:.0%}" for r, v in top))
+    if res.pvalue < min_p:
+        return Outcome(False, expected, found + ": the draws are not uniform placements in F_K",
+                       "draws must be every draw a seeded sampler made, not a selection: "
+                       "rerun them with 'evalkit sweep' (which also pre-registers them)")
+    return Outcome(True, expected, found)
