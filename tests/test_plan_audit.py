@@ -117,11 +117,22 @@ def test_deleting_a_losing_seed_fails(runs):
     assert claim.data.seeds == [0]
 
 
-def test_moving_a_seed_to_an_invisibly_renamed_regime_fails(runs):
+def test_moving_a_seed_to_a_renamed_regime_fails(runs):
+    # a visible rename passes the name rules: the plan still misses the seed
     for d in runs.glob("tiny__*__s1*"):
-        edit_meta(d, lambda m: m.update(regime="tiny\u200b"))
+        edit_meta(d, lambda m: m.update(regime="tiny2"))
     c = checks(runs)[0]["plan_complete"]
     assert c.passed is False and "now says regime" in c.found
+
+
+def test_moving_a_seed_to_an_invisibly_renamed_regime_is_refused(runs):
+    from evalkit.errors import InputError
+
+    for d in runs.glob("tiny__*__s1*"):
+        edit_meta(d, lambda m: m.update(regime="tiny\u200b"))
+    with pytest.raises(InputError) as err:
+        checks(runs)
+    assert "regime" in str(err.value)
 
 
 def test_worst_case_schedule_as_a_draw_fails(runs):

@@ -31,6 +31,11 @@ MAY_DIFFER = (
     "run_id", "policy", "role", "draw", "matched_to", "created_at", "host", "rng_seeds.policy",
     "oracle", "policy_params", "reference_run_id", "reference_k", "k_observed",
     "inner_step_s", "ewma_alpha", "notes", "plan_sha256", "complete", "error",
+    # the policy's code identity differs by role (policy vs matched_random); one identity per
+    # role across the claim's seeds is checked by identity_differences
+    "policy_identity",
+    # when and in which slot of the randomised order the run executed, and the host load then
+    "run_order",
     "settings.effective.policy",
     # what a real backend measured during the run (counts, timings, the rig's state and
     # addresses), not how it was configured
@@ -207,6 +212,22 @@ def seed_differences(ctx, pair, step_rel_tol: float, min_coverage: float,
     return out
 
 
+def identity_differences(ctx) -> list[str]:
+    """The claim's policy runs carry one code identity, and so do its draws: a plugin changed
+    between seeds (another version, another source file) is another policy."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for pair in ctx.claim.pairs:
+        for run_id, role in seed_runs(pair):
+            ident = json.dumps(ctx._meta(run_id).get("policy_identity"), sort_keys=True)
+            seen.setdefault(role, {}).setdefault(ident, []).append(run_id)
+    out = []
+    for role, idents in seen.items():
+        if len(idents) > 1:
+            parts = [f"{_short(i, 80)} ({len(r)} run(s), e.g. {r[0]})" for i, r in idents.items()]
+            out.append(f"{role} runs carry {len(idents)} code identities: " + "; ".join(parts))
+    return out
+
+
 def _short(text: str, limit: int = 48) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -230,6 +251,7 @@ def like_for_like(ctx, spec):
                                 float(spec["min_training_coverage"]),
                                 float(spec["max_idle_steps"]))
         n += len(seed_runs(pair))
+    bad += identity_differences(ctx)
     if bad:
         return Outcome(False, expected, "runs differ beyond the schedule: " + _listing(bad, 8),
                        "replay every run of a seed with the same engine, SLO, trainer, payload, "
