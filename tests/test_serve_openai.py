@@ -173,7 +173,8 @@ def test_openai_error_bodies_and_status_codes(client, server):
         client.chat.completions.create(model="gpt-x", messages=[{"role": "user",
                                                                   "content": "hi"}])
     assert e.value.status_code == 404 and "gpt-x" in e.value.message
-    assert e.value.body["code"] == "model_not_found" and e.value.body["param"] == "model"
+    assert e.value.body["code"] == 404 and e.value.body["param"] == "model"
+    assert e.value.body["type"] == "NotFoundError"
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=server.model, prompt="x", max_tokens=0)
     assert e.value.body["param"] == "max_tokens"
@@ -182,11 +183,14 @@ def test_openai_error_bodies_and_status_codes(client, server):
     assert "out of vocabulary" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=server.model, prompt="x" * 40, max_tokens=32760)
-    assert e.value.body["code"] == "context_length_exceeded"
-    with pytest.raises(openai.UnprocessableEntityError) as e:
+    assert "maximum context length is 32768 tokens" in e.value.message
+    assert {k: e.value.body[k] for k in ("type", "param", "code")} == {
+        "type": "BadRequestError", "param": "max_tokens", "code": 400}
+    # schema errors are 400 too (vLLM), not 422
+    with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=server.model, prompt="x", extra_body={"n": "two"})
     assert e.value.body["param"] == "n"
-    with pytest.raises(openai.UnprocessableEntityError):
+    with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=server.model, messages=[])
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(
@@ -199,12 +203,13 @@ def test_raw_http_errors_are_json(server):
     for path, method, body, status in (("/nope", "GET", None, 404),
                                        ("/v1/completions", "GET", None, 405),
                                        ("/v1/completions", "POST", b"{not json", 400),
-                                       ("/v1/completions", "POST", b"[1, 2]", 422)):
+                                       ("/v1/completions", "POST", b"[1, 2]", 400)):
         code, ctype, text = _post(server, path, body or b"", method=method)
         assert code == status, (path, text)
         assert ctype.startswith("application/json")
         err = json.loads(text)["error"]
         assert set(err) == {"message", "type", "param", "code"} and err["message"]
+        assert err["code"] == status
 
 
 def test_engine_failure_is_503():
@@ -215,10 +220,12 @@ def test_engine_failure_is_503():
     from evalkit.replay.backends.torch.tokenizer import SidecarTokenizer
 
     class DeadEngine:
-        error = "RuntimeError: CUDA error: an illegal memory access"
         tokenizer = SidecarTokenizer(512)
         reset_requested = threading.Event()
         metrics = None
+
+        def healthy(self):
+            return "the engine failed: RuntimeError: CUDA error: an illegal memory access"
 
     async def go():
         async with TestClient(TestServer(make_app(DeadEngine(), "m"))) as c:
@@ -228,14 +235,26 @@ def test_engine_failure_is_503():
             return r1.status, await r1.json(), r2.status
     status, body, health = asyncio.run(go())
     assert status == 503 and health == 503
-    assert body["error"]["code"] == "engine_dead" and "illegal memory" in body["error"]["message"]
+    assert body["error"]["code"] == 503 and "illegal memory" in body["error"]["message"]
 
 
 # -- vLLM metrics ----------------------------------------------------------------------------
 
+def _totals(fam) -> dict:
+    """Every counter/histogram sample, so a test can look at what one block of requests
+    added (the module's server is shared)."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in fam.values() for s in f.samples}
+
+
+def _delta(after, before, name, **labels):
+    key = (name, tuple(sorted({"model_name": labels.pop("model_name", None), **labels}
+                              .items())))
+    return after[key] - before.get(key, 0.0)
+
+
 def test_metrics_have_vllm_names_types_and_labels(client, server):
-    code, _, _ = _post(server, "/admin/reset", {})
-    assert code == 200
+    before = _totals(_metrics(server))
     r1 = client.completions.create(model=server.model, prompt=["ab", "cde"], max_tokens=5,
                                    temperature=0)
     r2 = client.chat.completions.create(model=server.model, max_tokens=4, n=2,
@@ -258,25 +277,29 @@ def test_metrics_have_vllm_names_types_and_labels(client, server):
         assert fam[name].type == kind, name
         assert fam[name].documentation
         assert all(s.labels.get("model_name") == server.model for s in fam[name].samples)
+    after = _totals(fam)
+    d = lambda name, **lab: _delta(after, before, name, model_name=server.model, **lab)  # noqa
     n_seqs = 2 + 2 + 1 + 1
     generated = (r1.usage.completion_tokens + r2.usage.completion_tokens + 9
                  + r3.usage.completion_tokens)
-    assert _value(fam, "vllm:generation_tokens", "vllm:generation_tokens_total") == generated
-    prompts = r1.usage.prompt_tokens + r2.usage.prompt_tokens + 1 + 1
-    assert _value(fam, "vllm:prompt_tokens", "vllm:prompt_tokens_total") == prompts
+    assert d("vllm:generation_tokens_total") == generated
+    # every sequence's prompt counts (n=2 chat: twice), as in vLLM v1 and the histogram
+    prompts = r1.usage.prompt_tokens + 2 * r2.usage.prompt_tokens + 1 + 1
+    assert d("vllm:prompt_tokens_total") == prompts
+    assert d("vllm:request_prompt_tokens_sum") == prompts
     ok = "vllm:request_success_total"
-    assert _value(fam, "vllm:request_success", ok, finished_reason="length") == n_seqs - 1
-    assert _value(fam, "vllm:request_success", ok, finished_reason="stop") == 1
+    assert d(ok, finished_reason="length") == n_seqs - 1
+    assert d(ok, finished_reason="stop") == 1
     ttft = "vllm:time_to_first_token_seconds"
-    assert _value(fam, ttft, ttft + "_count") == n_seqs
+    assert d(ttft + "_count") == n_seqs
     e2e = "vllm:e2e_request_latency_seconds"
-    assert _value(fam, e2e, e2e + "_count") == n_seqs
-    assert _value(fam, e2e, e2e + "_bucket", le="+Inf") == n_seqs
+    assert d(e2e + "_count") == n_seqs
+    assert d(e2e + "_bucket", le="+Inf") == n_seqs
     itl = "vllm:inter_token_latency_seconds"
-    assert _value(fam, itl, itl + "_count") == generated - n_seqs
-    assert _value(fam, e2e, e2e + "_sum") >= _value(fam, ttft, ttft + "_sum") > 0
+    assert d(itl + "_count") == generated - n_seqs
+    assert d(e2e + "_sum") >= d(ttft + "_sum") > 0
     q = "vllm:request_queue_time_seconds"
-    assert _value(fam, q, q + "_count") == n_seqs
+    assert d(q + "_count") == n_seqs
     assert _value(fam, "vllm:num_requests_running", "vllm:num_requests_running") == 0
 
 
