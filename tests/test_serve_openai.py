@@ -585,3 +585,29 @@ def test_dashboard_metrics_exist_and_move_under_load(client, server):
     # when they are admitted together, as they are on an idle server
     assert d("vllm:prefix_cache_hits_total") == 2 * r.usage.prompt_tokens + \
         chat.usage.prompt_tokens
+
+
+def test_the_remaining_accepted_parameters_do_what_they_say(client, server):
+    msgs = [{"role": "user", "content": "params"}]
+    chat = client.chat.completions.create(model=server.model, messages=msgs, temperature=0,
+                                          max_completion_tokens=3, user="u1")
+    assert chat.usage.completion_tokens == 3 and chat.choices[0].finish_reason == "length"
+    base = dict(model=server.model, prompt="params", max_tokens=6)
+    greedy = client.completions.create(**base, temperature=0).choices[0].text
+    # top_k = 1, or a top_p below the top token's probability, leave only the argmax
+    for extra in ({"top_k": 1}, {}):
+        r = client.completions.create(**base, temperature=1.5, seed=8,
+                                      top_p=1e-9 if not extra else 1.0, extra_body=extra)
+        assert r.choices[0].text == greedy, extra
+    same = client.completions.create(**base, temperature=0, n=2, best_of=2,
+                                     extra_body={"ignore_eos": True})
+    assert [c.text for c in same.choices] == [greedy, greedy]
+    first = int(greedy.split(" t")[1])
+    cut = client.completions.create(**base, temperature=0,
+                                    extra_body={"stop_token_ids": [first]})
+    assert cut.choices[0].text == "" and cut.usage.completion_tokens == 1
+    held = client.completions.create(**base, temperature=0,
+                                     extra_body={"stop_token_ids": [first], "min_tokens": 3})
+    assert held.usage.completion_tokens >= 3                 # the stop id waits for 3 tokens
+    text = held.choices[0].text
+    assert text.startswith(f" t{first}") and greedy.startswith(text)
