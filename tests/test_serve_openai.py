@@ -376,6 +376,13 @@ def test_schema_errors_are_400_in_vllm_shape(server):
     assert code == 400 and out["error"]["param"] == "messages"
 
 
+def test_a_lone_surrogate_in_a_prompt_is_served(server):
+    code, out = _raw(server, "/v1/completions", b'{"prompt": "\\ud800x", "max_tokens": 2}')
+    assert code == 200 and out["usage"]["prompt_tokens"] == 4        # 3 bytes + "x"
+    code, out = _raw(server, "/tokenize", b'{"prompt": "\\udfff"}')
+    assert code == 200 and out["count"] == 3
+
+
 def test_stop_reason_names_the_stop_string_or_token(client, server):
     full = client.completions.create(model=server.model, prompt="why", max_tokens=8,
                                      temperature=0).choices[0]

@@ -68,7 +68,7 @@ class Sampling:
     min_p: float = 0.0
     seed: int | None = None
     stop: tuple = ()
-    stop_token_ids: tuple = ()
+    stop_token_ids: frozenset = frozenset()
     include_stop_str_in_output: bool = False
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
@@ -300,7 +300,7 @@ def _sampling(body: dict, max_tokens: int, prompts: list, max_model_len: int,
                    "or completion.")
     return Sampling(max_tokens=max_tokens, min_tokens=min_tokens, temperature=temperature,
                     top_p=top_p, top_k=0 if top_k == -1 else top_k, min_p=min_p, seed=seed,
-                    stop=tuple(s for s in stop if s), stop_token_ids=tuple(stop_ids),
+                    stop=tuple(s for s in stop if s), stop_token_ids=frozenset(stop_ids),
                     include_stop_str_in_output=include_stop, repetition_penalty=rep,
                     **penalties)
 

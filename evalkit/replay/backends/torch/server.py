@@ -240,13 +240,22 @@ def _gone(request) -> bool:
 
 
 async def _next(request, q):
-    """The next engine item; raises _Abandoned once the client has disconnected."""
+    """The next engine item; raises _Abandoned once the client has disconnected.
+
+    The transport is checked before every item, not only when the queue is idle: a handler
+    cancellation (aiohttp's, on disconnect) can be swallowed by ``wait_for`` when an item
+    arrives at the same moment, and a generating sequence delivers items all the time."""
     while True:
+        if _gone(request):
+            raise _Abandoned()
+        try:
+            return q.get_nowait()
+        except asyncio.QueueEmpty:
+            pass
         try:
             return await asyncio.wait_for(q.get(), timeout=0.25)
         except asyncio.TimeoutError:
-            if _gone(request):
-                raise _Abandoned() from None
+            pass
 
 
 def _failure(msg: str) -> APIError:
