@@ -431,8 +431,6 @@ REFUSED = [  # (endpoint, extra body, param)
      "tools"),
     ("chat", {"tool_choice": "auto"}, "tool_choice"),
     ("chat", {"structured_outputs": {"choice": ["a"]}}, "structured_outputs"),
-    ("chat", {"stream": True, "stream_options": {"continuous_usage_stats": True}},
-     "stream_options"),
 ]
 
 
@@ -459,6 +457,21 @@ def test_no_op_values_of_unimplemented_options_are_served(client, server):
         response_format={"type": "text"}, tools=[], tool_choice="none", presence_penalty=0,
         frequency_penalty=0, extra_body={"repetition_penalty": 1.0, "logit_bias": {}})
     assert same.choices[0].message.content == ref
+
+
+def test_continuous_usage_stats_put_usage_so_far_in_every_chunk(client, server):
+    chunks = list(client.completions.create(
+        model=server.model, prompt="usage", max_tokens=4, n=2, temperature=0, stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    done = [c.usage.completion_tokens for c in chunks]
+    assert done == sorted(done) and done[-1] == 8                    # never goes back
+    tokens = [c for c in chunks if c.choices and c.choices[0].text]
+    assert [c.usage.completion_tokens for c in tokens] == list(range(1, 9))
+    assert all(c.usage.prompt_tokens == 5 for c in chunks)
+    plain = list(client.completions.create(
+        model=server.model, prompt="usage", max_tokens=4, temperature=0, stream=True,
+        stream_options={"include_usage": True}))
+    assert all(c.usage is None for c in plain[:-1]) and plain[-1].usage.completion_tokens == 4
 
 
 def test_penalties_min_p_and_echo_are_implemented(client, server):

@@ -94,6 +94,7 @@ class GenerationRequest:
     stream: bool
     include_usage: bool
     echo: tuple = ()                    # per prompt: the text echoed before the completion
+    continuous_usage: bool = False      # usage so far in every streamed chunk (vLLM)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -334,12 +335,12 @@ def _common(body, kind: str, prompts: list, tok: SidecarTokenizer, *, model_name
     if opts is not None and not isinstance(opts, dict):
         raise _schema("stream_options", "Input should be a valid dictionary")
     opts = opts or {}
-    include_usage = _typed(opts, "include_usage", bool, "a valid boolean", False)
-    if _typed(opts, "continuous_usage_stats", bool, "a valid boolean", False):
-        raise unsupported("stream_options", "stream_options.continuous_usage_stats")
+    include_usage = bool(_typed(opts, "include_usage", bool, "a valid boolean", False))
+    continuous = bool(_typed(opts, "continuous_usage_stats", bool, "a valid boolean", False))
     return GenerationRequest(kind=kind, model=model_name, prompts=prompts, n=n,
                              sampling=_sampling(body, max_tokens, prompts, max_model_len, kind),
-                             stream=stream, include_usage=bool(include_usage), echo=echo)
+                             stream=stream, include_usage=include_usage, echo=echo,
+                             continuous_usage=include_usage and continuous)
 
 
 def _body(body) -> dict:

@@ -284,11 +284,14 @@ async def _collect(request, req, q, prompt_tokens, echo, ended):
 async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
     await resp.prepare(request)
     generated = [0] * len(ended)
+
+    def so_far():                    # vLLM's continuous_usage_stats: usage in every chunk
+        return usage(prompt_tokens, sum(generated)) if req.continuous_usage else None
     for i in range(len(ended)):
         if req.kind == "chat":
-            await resp.write(_sse(chunk(req, i, "", first=True)))
+            await resp.write(_sse(chunk(req, i, "", first=True, use=so_far())))
         elif echo[i]:
-            await resp.write(_sse(chunk(req, i, echo[i])))
+            await resp.write(_sse(chunk(req, i, echo[i], use=so_far())))
     while not all(ended):
         item = await _next(request, q)
         if item[0] == "error":
@@ -297,12 +300,12 @@ async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
         if item[0] == "token":
             _, _, i, text = item
             generated[i] += 1
-            await resp.write(_sse(chunk(req, i, text)))
+            await resp.write(_sse(chunk(req, i, text, use=so_far())))
         else:
             _, reason, i, why = item
             ended[i] = True
             await resp.write(_sse(chunk(req, i, None if req.kind == "chat" else "", reason,
-                                        stop_reason=why)))
+                                        stop_reason=why, use=so_far())))
     else:
         if req.include_usage:
             await resp.write(_sse(chunk(req, None, None,
