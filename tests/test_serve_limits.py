@@ -150,17 +150,19 @@ def test_fan_out_per_request_is_bounded(server, client):
     assert len(at.choices) == 8                                        # at the limit
     assert len(client.completions.create(model="lim", prompt=["a"] * 4, n=2,
                                          max_tokens=1).choices) == 8
-    for kw in ({"prompt": ["a"] * 9}, {"prompt": ["a"] * 3, "n": 3}, {"prompt": "a", "n": 9}):
+    for kw, asked in (({"prompt": ["a"] * 9}, 9), ({"prompt": ["a"] * 3, "n": 3}, 9),
+                      ({"prompt": "a", "n": 9}, 9), ({"prompt": [[5]] * 5, "n": 2}, 10)):
         with pytest.raises(openai.BadRequestError) as e:
             client.completions.create(model="lim", max_tokens=1, **kw)
         assert "max_seqs_per_request" in e.value.message
+        assert f"asks for {asked} sequences" in e.value.message, e.value.message
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="lim", n=9, max_tokens=1,
                                        messages=[{"role": "user", "content": "x"}])
     t = time.monotonic()
     with pytest.raises(openai.BadRequestError) as e:                   # 50,000 prompts
         client.completions.create(model="lim", prompt=["ab"] * 50_000, n=8, max_tokens=1)
-    assert "400000 sequences" in e.value.message or "50000" in e.value.message
+    assert "400000 sequences (50000 prompt(s) x n=8)" in e.value.message
     assert time.monotonic() - t < 5.0
 
 

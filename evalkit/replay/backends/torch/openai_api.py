@@ -131,10 +131,8 @@ def _check_ids(ids: list, vocab: int, param: str) -> list:
     return list(ids)
 
 
-def completion_prompts(prompt, tok: SidecarTokenizer, max_prompts: int | None = None) -> list:
-    """string | list of strings | token ids | list of token-id lists -> token-id lists.
-
-    ``max_prompts``: refuse longer prompt lists before tokenizing any of them."""
+def completion_prompts(prompt, tok: SidecarTokenizer) -> list:
+    """string | list of strings | token ids | list of token-id lists -> token-id lists."""
     if prompt is None:
         raise _schema("prompt", "Field required")
     if isinstance(prompt, str):
@@ -144,8 +142,6 @@ def completion_prompts(prompt, tok: SidecarTokenizer, max_prompts: int | None = 
                                 "a list of token-id lists")
     if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
         return [_check_ids(prompt, tok.vocab, "prompt")]
-    if max_prompts is not None and len(prompt) > max_prompts:
-        raise too_many_seqs(len(prompt), 1, max_prompts)
     if all(isinstance(p, str) for p in prompt):
         return [tok.encode(p) for p in prompt]
     if all(isinstance(p, list) for p in prompt):
@@ -367,7 +363,10 @@ def parse_completion(body, tok: SidecarTokenizer, *, model_name: str, max_model_
     n = _model_and_n(body, model_name)
     echo = bool(_typed(body, "echo", bool, "a valid boolean", False))
     raw = body.get("prompt")
-    prompts = completion_prompts(raw, tok, None if max_seqs is None else max_seqs // n)
+    many = isinstance(raw, list) and raw and not isinstance(raw[0], int)
+    if max_seqs is not None and many and len(raw) * n > max_seqs:     # before tokenizing
+        raise too_many_seqs(len(raw), n, max_seqs)
+    prompts = completion_prompts(raw, tok)
     if max_seqs is not None and len(prompts) * n > max_seqs:
         raise too_many_seqs(len(prompts), n, max_seqs)
     texts = ()
