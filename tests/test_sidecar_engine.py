@@ -209,3 +209,36 @@ def test_dead_engine_answers_503_on_health_and_generation(model):
     assert (status, health, ping) == (503, 503, 503)
     assert body["error"]["type"] == "ServiceUnavailable" and "SystemExit" in body["error"][
         "message"]
+
+
+def test_a_sequence_that_fails_in_the_engine_gets_a_500_and_the_server_serves_on(model):
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from evalkit.replay.backends.torch.server import make_app
+    eng = make_engine(model)
+    real = eng._sample
+
+    def sample(row, seq):
+        if seq.sampling.seed == 666:
+            raise RuntimeError("invalid multinomial distribution")
+        return real(row, seq)
+    eng._sample = sample
+    body = {"prompt": "x", "max_tokens": 3, "temperature": 1.0}
+
+    async def go():
+        async with TestClient(TestServer(make_app(eng, "m"))) as c:
+            bad = await c.post("/v1/completions", json={**body, "seed": 666})
+            streamed = await c.post("/v1/completions", json={**body, "seed": 666,
+                                                             "stream": True})
+            text = await streamed.text()
+            ok = await c.post("/v1/completions", json={**body, "seed": 1})
+            health = await c.get("/health")
+            return bad.status, await bad.json(), text, ok.status, health.status
+    try:
+        status, err, text, ok, health = asyncio.run(go())
+    finally:
+        eng.stop.set()
+    assert status == 500 and err["error"]["type"] == "InternalServerError"
+    assert "invalid multinomial" in err["error"]["message"]
+    assert '"code": 500' in text and text.endswith("data: [DONE]\n\n")
+    assert (ok, health) == (200, 200)
