@@ -415,15 +415,13 @@ def r_text_upto(text: str, stop: str, include: bool = False) -> str:
 
 
 REFUSED = [  # (endpoint, extra body, param)
-    ("completions", {"logprobs": 2}, "logprobs"),
+    ("completions", {"logprobs": 2, "echo": True}, "echo"),
     ("completions", {"suffix": "end"}, "suffix"),
     ("completions", {"logit_bias": {"5": 10}}, "logit_bias"),
     ("completions", {"response_format": {"type": "json_object"}}, "response_format"),
     ("completions", {"guided_regex": "a+"}, "guided_regex"),
     ("completions", {"prompt_logprobs": 1}, "prompt_logprobs"),
     ("completions", {"best_of": 3}, "best_of"),
-    ("chat", {"logprobs": True}, "logprobs"),
-    ("chat", {"top_logprobs": 2}, "top_logprobs"),
     ("chat", {"response_format": {"type": "json_schema",
                                   "json_schema": {"name": "x", "schema": {}}}},
      "response_format"),
@@ -472,6 +470,44 @@ def test_continuous_usage_stats_put_usage_so_far_in_every_chunk(client, server):
         model=server.model, prompt="usage", max_tokens=4, temperature=0, stream=True,
         stream_options={"include_usage": True}))
     assert all(c.usage is None for c in plain[:-1]) and plain[-1].usage.completion_tokens == 4
+
+
+def test_logprobs_completions_and_chat_streaming_or_not(client, server):
+    r = client.completions.create(model=server.model, prompt="lp", max_tokens=5, temperature=0,
+                                  logprobs=3)
+    lp = r.choices[0].logprobs
+    assert "".join(lp.tokens) == r.choices[0].text and len(lp.tokens) == 5
+    assert lp.text_offset == [sum(map(len, lp.tokens[:i])) for i in range(5)]
+    for tok, val, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert len(top) == 3 and val <= 0
+        assert top[tok] == pytest.approx(val) and val == pytest.approx(max(top.values()))
+    streamed = list(client.completions.create(model=server.model, prompt="lp", max_tokens=5,
+                                              temperature=0, logprobs=3, stream=True))
+    s_lp = [c.choices[0].logprobs for c in streamed if c.choices and c.choices[0].logprobs]
+    assert [x.tokens[0] for x in s_lp] == lp.tokens
+    assert [x.token_logprobs[0] for x in s_lp] == pytest.approx(lp.token_logprobs)
+    assert [x.text_offset[0] for x in s_lp] == lp.text_offset
+    none = client.completions.create(model=server.model, prompt="lp", max_tokens=2)
+    assert none.choices[0].logprobs is None
+    msgs = [{"role": "user", "content": "lp"}]
+    chat = client.chat.completions.create(model=server.model, messages=msgs, max_tokens=4,
+                                          temperature=0, logprobs=True, top_logprobs=2)
+    content = chat.choices[0].logprobs.content
+    assert "".join(c.token for c in content) == chat.choices[0].message.content
+    assert all(len(c.top_logprobs) == 2 and c.bytes == list(c.token.encode())
+               and c.top_logprobs[0].logprob == pytest.approx(c.logprob) for c in content)
+    only = client.chat.completions.create(model=server.model, messages=msgs, max_tokens=2,
+                                          logprobs=True)
+    assert all(c.top_logprobs == [] for c in only.choices[0].logprobs.content)
+    for kw, words in (({"logprobs": 21}, "greater than max allowed: 20"),
+                      ({"logprobs": -1}, "logprobs must be non-negative, got -1.")):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model=server.model, prompt="lp", max_tokens=2, **kw)
+        assert words in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=server.model, messages=msgs, max_tokens=2,
+                                       top_logprobs=2)
+    assert "`logprobs` must be set to true" in e.value.message
 
 
 def test_penalties_min_p_and_echo_are_implemented(client, server):

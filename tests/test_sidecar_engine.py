@@ -163,6 +163,40 @@ def test_identical_prompts_share_one_prefill_row(model):
         eng.stop.set()
 
 
+def test_logprobs_match_a_full_forward_without_cache(model):
+    """The engine's incremental (KV-cached, batched) logprobs against one plain forward over
+    prompt + output."""
+    eng = make_engine(model)
+    got = []
+    prompts = [[5, 6, 7, 8], [9, 10]]
+    try:
+        q: queue.Queue = queue.Queue()
+        sp = Sampling(max_tokens=6, temperature=1.0, seed=2, logprobs=2)
+        for i, p in enumerate(prompts):
+            eng.inbox.put(Seq(f"r{i}", p, 6, lambda item, i=i: q.put((i, item)), index=i,
+                              sampling=sp))
+        done = 0
+        got = [[], []]
+        while done < 2:
+            i, item = q.get(timeout=60)
+            if item[0] == "token":
+                got[i].append((item[1], item[4]))
+            else:
+                done += 1
+    finally:
+        eng.stop.set()
+    for prompt, toks in zip(prompts, got):
+        ids = torch.tensor([prompt + [t for t, _ in toks]])
+        with torch.inference_mode():
+            ref = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+        for j, (tok, (text, lp, alts)) in enumerate(toks):
+            row = ref[len(prompt) - 1 + j]
+            assert text == f" t{tok}" and lp == pytest.approx(float(row[tok]), abs=1e-4)
+            top = torch.topk(row, 2)
+            assert [a for a, _ in alts] == [f" t{int(t)}" for t in top.indices]
+            assert [b for _, b in alts] == pytest.approx(top.values.tolist(), abs=1e-4)
+
+
 def _penalized_reference(row: list, prompt: list, out: list, rep, freq, pres) -> list:
     """vLLM's penalties written out per token (an independent re-implementation)."""
     res = []

@@ -300,6 +300,23 @@ class Engine:
                 toks[i] = exc
         return toks
 
+    def _logprobs(self, logits, seqs: list, toks: list) -> list:
+        """Per row: (token text, logprob, [(alternative text, logprob)] of the top
+        ``sampling.logprobs``) from the model's raw distribution (vLLM's default), or None."""
+        torch = self.torch
+        out: list = [None] * len(seqs)
+        piece = self.tokenizer.piece
+        for i, seq in enumerate(seqs):
+            k = seq.sampling.logprobs
+            if k is None or isinstance(toks[i], Exception):
+                continue
+            lp = torch.log_softmax(logits[i].float(), -1)
+            top = torch.topk(lp, k) if k else None
+            alts = [] if top is None else [(piece(int(t)), float(v))
+                                           for v, t in zip(top.values, top.indices)]
+            out[i] = (piece(toks[i]), float(lp[toks[i]]), alts)
+        return out
+
     def _penalize(self, row, seq: Seq):
         """vLLM's penalties on ``row`` [V]: repetition over prompt and output tokens,
         frequency and presence over output tokens."""
@@ -369,7 +386,9 @@ class Engine:
         out, cache = self._forward(self._new_cache(), input_ids=ids, attention_mask=mask,
                                    position_ids=pos)
         expand = torch.tensor(rows, device=self.device)
-        toks = self._pick(out.logits[:, -1].index_select(0, expand), seqs)
+        last = out.logits[:, -1].index_select(0, expand)
+        toks = self._pick(last, seqs)
+        lps = self._logprobs(last, seqs, toks)
         self.counters["prefill_batches"] += 1
         if self.metrics is not None:
             self.metrics.step(prefill=True)
@@ -381,7 +400,7 @@ class Engine:
                 self._fail(seq, f"sampling failed: {type(tok).__name__}: {tok}")
             else:
                 seq.n_real, seq.last = len(inputs[i]), tok
-                self._accept(seq, tok)
+                self._accept(seq, tok, lps[i])
                 if seq.finished:
                     self._finish(seq, seq.finished)
                 else:
@@ -415,6 +434,7 @@ class Engine:
         out, cache = self._forward(self.cache, input_ids=ids, attention_mask=mask,
                                    position_ids=pos)
         toks = self._pick(out.logits[:, -1], self.active)
+        lps = self._logprobs(out.logits[:, -1], self.active, toks)
         self.cache, self.mask = cache, mask
         self.counters["iterations"] += 1
         if self.metrics is not None:
@@ -428,7 +448,7 @@ class Engine:
                 self._fail(seq, f"sampling failed: {type(tok).__name__}: {tok}")
             else:
                 seq.last = tok
-                self._accept(seq, tok)
+                self._accept(seq, tok, lps[i])
                 if seq.finished:
                     self._finish(seq, seq.finished)
                 else:
@@ -454,7 +474,7 @@ class Engine:
              for k, v in self._kv_of(self.cache)])
         self.active = [self.active[i] for i in keep]
 
-    def _accept(self, seq: Seq, tok: int) -> None:
+    def _accept(self, seq: Seq, tok: int, logprob=None) -> None:
         """Count a generated token, apply stop conditions, emit the releasable text.
 
         With stop strings, the last ``len(longest stop) - 1`` characters are held back until
@@ -488,7 +508,7 @@ class Engine:
         hold = 0 if seq.finished or not sp.stop else max(map(len, sp.stop)) - 1
         end = max(seq.sent, len(seq.text) - hold)
         release, seq.sent = seq.text[seq.sent:end], end
-        seq.emit(("token", tok, seq.index, release))
+        seq.emit(("token", tok, seq.index, release, logprob))
 
     def _finish(self, seq: Seq, reason: str) -> None:
         if seq.ended:

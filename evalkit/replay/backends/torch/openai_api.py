@@ -5,11 +5,11 @@ or raise :class:`APIError`, whose ``body()`` is vLLM's error object (``{"error":
 "type", "param", "code"}}``, ``code`` the HTTP status).  Every request that is not served is
 a 400: a body that is not the schema (missing field, wrong JSON type), a value out of range
 (vLLM's checks and wording: ``temperature must be non-negative, got -1.0.``), a prompt longer
-than the context, or an option the sidecar does not implement (``logprobs``, ``tools``,
-``response_format`` other than text, ``logit_bias``, structured outputs, ...: "X is not
-currently supported").  404 is an unknown model.  Other unknown fields are ignored, as vLLM
-does.  Temperatures below 1e-5 sample greedily and those below 1e-2 are raised to 1e-2, as
-in vLLM.
+than the context, or an option the sidecar does not implement (``tools``, ``response_format``
+other than text, ``logit_bias``, prompt logprobs, structured outputs, ...: "X is not currently
+supported").  404 is an unknown model.  Other unknown fields are ignored, as vLLM does.
+Temperatures below 1e-5 sample greedily and those below 1e-2 are raised to 1e-2, and logprobs
+come from the model's raw distribution, as in vLLM.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ class Sampling:
     stop: tuple = ()
     stop_token_ids: frozenset = frozenset()
     include_stop_str_in_output: bool = False
+    logprobs: int | None = None         # top alternatives per token; None: no logprobs
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
@@ -214,13 +215,35 @@ _REFUSED_CHAT = {
     "tool_choice": lambda v: v in (None, "none"),
     "functions": lambda v: v in (None, []),
     "function_call": lambda v: v in (None, "none"),
-    "logprobs": lambda v: v in (None, False),
-    "top_logprobs": lambda v: v in (None, 0),
 }
 _REFUSED_COMPLETION = {
-    "logprobs": lambda v: v is None,
     "suffix": lambda v: v in (None, ""),
 }
+MAX_LOGPROBS = 20                 # vLLM's default --max-logprobs
+
+
+def _logprobs(body: dict, kind: str) -> int | None:
+    """How many top alternatives to return per token (0: the sampled token's only), or
+    None: no logprobs.  Completions: ``logprobs: k``; chat: ``logprobs: true`` and
+    ``top_logprobs: k``."""
+    if kind == "completion":
+        k = _typed(body, "logprobs", int, "a valid integer", None)
+    else:
+        on = _typed(body, "logprobs", bool, "a valid boolean", False)
+        k = _typed(body, "top_logprobs", int, "a valid integer", None)
+        if k is not None and not on:
+            raise _bad("top_logprobs", "when using `top_logprobs`, `logprobs` must be set "
+                                       "to true.")
+        k = (k or 0) if on else None
+    if k is None:
+        return None
+    key = "logprobs" if kind == "completion" else "top_logprobs"
+    if k < 0:
+        raise _bad(key, f"{key} must be non-negative, got {k}.")
+    if k > MAX_LOGPROBS:
+        raise _bad(key, f"Requested sample logprobs of {k}, which is greater than max "
+                        f"allowed: {MAX_LOGPROBS}")
+    return k
 
 
 def _refuse_unsupported(body: dict, table: dict) -> None:
@@ -243,6 +266,7 @@ def _int_in(body: dict, key: str, default, lo=None, hi=None, msg=None):
 
 def _sampling(body: dict, max_tokens: int, prompts: list, max_model_len: int,
               kind: str) -> Sampling:
+    logprobs = _logprobs(body, kind)
     temperature = _number(body, "temperature", 1.0)
     if temperature < 0:
         raise _bad("temperature", f"temperature must be non-negative, got {temperature}.")
@@ -299,6 +323,7 @@ def _sampling(body: dict, max_tokens: int, prompts: list, max_model_len: int,
                     top_p=top_p, top_k=0 if top_k == -1 else top_k, min_p=min_p, seed=seed,
                     stop=tuple(s for s in stop if s), stop_token_ids=frozenset(stop_ids),
                     include_stop_str_in_output=include_stop, repetition_penalty=rep,
+                    logprobs=logprobs,
                     **penalties)
 
 
@@ -362,6 +387,8 @@ def parse_completion(body, tok: SidecarTokenizer, *, model_name: str, max_model_
     _refuse_unsupported(body, _REFUSED_COMPLETION)
     n = _model_and_n(body, model_name)
     echo = bool(_typed(body, "echo", bool, "a valid boolean", False))
+    if echo and body.get("logprobs") is not None:
+        raise unsupported("echo", "echo with logprobs (prompt logprobs)")
     raw = body.get("prompt")
     many = isinstance(raw, list) and raw and not isinstance(raw[0], int)
     if max_seqs is not None and many and len(raw) * n > max_seqs:     # before tokenizing
@@ -407,36 +434,56 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
             "total_tokens": prompt_tokens + completion_tokens}
 
 
+def logprobs_block(req: GenerationRequest, entries: list, offset: int = 0):
+    """OpenAI's logprobs object for ``entries`` [(token text, logprob, [(alt text,
+    logprob)...])]; ``offset``: characters of the choice's text before the first entry."""
+    if req.sampling.logprobs is None:
+        return None
+    if req.kind == "chat":
+        def one(t, lp):
+            return {"token": t, "logprob": lp, "bytes": list(t.encode())}
+        return {"content": [{**one(t, lp), "top_logprobs": [one(a, b) for a, b in top]}
+                            for t, lp, top in entries]}
+    offsets = []
+    for t, _, _ in entries:
+        offsets.append(offset)
+        offset += len(t)
+    return {"text_offset": offsets, "token_logprobs": [lp for _, lp, _ in entries],
+            "tokens": [t for t, _, _ in entries],
+            "top_logprobs": [dict(top) for _, _, top in entries]}
+
+
 def response(req: GenerationRequest, choices: list, use: dict) -> dict:
-    """Non-streaming body; ``choices`` are ``(index, text, finish_reason, stop_reason)``.
+    """Non-streaming body; ``choices`` are ``(index, text, finish_reason, stop_reason,
+    logprobs object or None)``.
 
     ``stop_reason``, as in vLLM: the stop string or stop token id that ended the choice,
     None when it ended for another reason."""
     if req.kind == "completion":
         return {"id": f"cmpl-{req.request_id}", "object": "text_completion",
                 "created": req.created, "model": req.model,
-                "choices": [{"index": i, "text": text, "logprobs": None,
+                "choices": [{"index": i, "text": text, "logprobs": lps,
                              "finish_reason": fin, "stop_reason": why}
-                            for i, text, fin, why in choices],
+                            for i, text, fin, why, lps in choices],
                 "usage": use}
     return {"id": f"chatcmpl-{req.request_id}", "object": "chat.completion",
             "created": req.created, "model": req.model,
             "choices": [{"index": i, "message": {"role": "assistant", "content": text,
                                                  "tool_calls": []},
-                         "logprobs": None, "finish_reason": fin, "stop_reason": why}
-                        for i, text, fin, why in choices],
+                         "logprobs": lps, "finish_reason": fin, "stop_reason": why}
+                        for i, text, fin, why, lps in choices],
             "usage": use}
 
 
 def chunk(req: GenerationRequest, index: int | None, text: str | None,
           finish_reason: str | None = None, *, first: bool = False,
-          use: dict | None = None, stop_reason=None) -> dict:
+          use: dict | None = None, stop_reason=None, logprobs=None) -> dict:
     """One streaming event: a choice delta, or (``index`` None) the final usage chunk."""
     if req.kind == "completion":
         out = {"id": f"cmpl-{req.request_id}", "object": "text_completion",
                "created": req.created, "model": req.model,
                "choices": [] if index is None else [
-                   {"index": index, "text": text or "", "logprobs": None,
+                   {"index": index, "text": text or "", "logprobs": logprobs,
                     "finish_reason": finish_reason, "stop_reason": stop_reason}]}
     else:
         delta: dict = {}
@@ -447,7 +494,7 @@ def chunk(req: GenerationRequest, index: int | None, text: str | None,
         out = {"id": f"chatcmpl-{req.request_id}", "object": "chat.completion.chunk",
                "created": req.created, "model": req.model,
                "choices": [] if index is None else [
-                   {"index": index, "delta": delta, "logprobs": None,
+                   {"index": index, "delta": delta, "logprobs": logprobs,
                     "finish_reason": finish_reason, "stop_reason": stop_reason}]}
     if req.include_usage:
         out["usage"] = use

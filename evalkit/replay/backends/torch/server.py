@@ -36,8 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from .engine import Seq
-from .openai_api import (APIError, chunk, detokenize_request, parse_chat, parse_completion,
-                         response, tokenize_request, usage)
+from .openai_api import (APIError, chunk, detokenize_request, logprobs_block, parse_chat,
+                         parse_completion, response, tokenize_request, usage)
 
 MiB = 2**20
 PARSE_OFF_LOOP_BYTES = 64 * 1024     # smaller bodies are parsed inline (cheaper than a hop)
@@ -266,24 +266,29 @@ async def _collect(request, req, q, prompt_tokens, echo, ended):
     from aiohttp import web
     n = len(ended)
     texts, reasons, whys, generated = list(echo), [None] * n, [None] * n, [0] * n
+    lps: list = [[] for _ in range(n)]
     while not all(ended):
         item = await _next(request, q)
         if item[0] == "error":
             raise _failure(item[1])
         if item[0] == "token":
-            _, _, i, text = item
+            _, _, i, text, lp = item
             texts[i] += text
             generated[i] += 1
+            if lp is not None:
+                lps[i].append(lp)
         else:
             _, reasons[item[2]], i, whys[item[2]] = item
             ended[i] = True
-    return web.json_response(response(req, list(zip(range(n), texts, reasons, whys)),
+    blocks = [logprobs_block(req, lps[i], len(echo[i])) for i in range(n)]
+    return web.json_response(response(req, list(zip(range(n), texts, reasons, whys, blocks)),
                                       usage(prompt_tokens, sum(generated))))
 
 
 async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
     await resp.prepare(request)
     generated = [0] * len(ended)
+    offsets = [len(e) for e in echo]        # characters streamed per choice (text_offset)
 
     def so_far():                    # vLLM's continuous_usage_stats: usage in every chunk
         return usage(prompt_tokens, sum(generated)) if req.continuous_usage else None
@@ -298,9 +303,11 @@ async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
             await resp.write(_sse(_failure(item[1]).body()))
             break
         if item[0] == "token":
-            _, _, i, text = item
+            _, _, i, text, lp = item
             generated[i] += 1
-            await resp.write(_sse(chunk(req, i, text, use=so_far())))
+            block = None if lp is None else logprobs_block(req, [lp], offsets[i])
+            offsets[i] += len(lp[0]) if lp is not None else 0
+            await resp.write(_sse(chunk(req, i, text, use=so_far(), logprobs=block)))
         else:
             _, reason, i, why = item
             ended[i] = True
