@@ -224,8 +224,10 @@ def test_engine_failure_is_503():
         reset_requested = threading.Event()
         metrics = None
 
-        def healthy(self):
+        def dead(self):
             return "the engine failed: RuntimeError: CUDA error: an illegal memory access"
+
+        healthy = dead
 
     async def go():
         async with TestClient(TestServer(make_app(DeadEngine(), "m"))) as c:

@@ -99,7 +99,7 @@ def test_a_failing_forward_fails_its_batch_and_health_follows_the_real_state(mod
         for _ in range(UNHEALTHY_AFTER):
             assert run(eng, [([5, 6, 7], GREEDY8)])[0][0] == "error"
         assert "forward passes failed" in eng.healthy()      # failing every time: say so
-        assert eng.thread.is_alive()
+        assert eng.thread.is_alive() and eng.dead() is None  # requests are still tried
         assert run(eng, [([5, 6, 7], GREEDY8)])[0] == ref[0]
         assert eng.healthy() is None                        # recovered
     finally:
@@ -276,3 +276,34 @@ def test_a_sequence_that_fails_in_the_engine_gets_a_500_and_the_server_serves_on
     assert "invalid multinomial" in err["error"]["message"]
     assert '"code": 500' in text and text.endswith("data: [DONE]\n\n")
     assert (ok, health) == (200, 200)
+
+
+def test_a_server_whose_forwards_keep_failing_reads_503_and_heals(model):
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from evalkit.replay.backends.torch.server import make_app
+    eng = make_engine(model)
+    real = eng._forward
+    fails = {"left": UNHEALTHY_AFTER}
+
+    def forward(cache, **kw):
+        if fails["left"] > 0:
+            fails["left"] -= 1
+            raise RuntimeError("CUDA out of memory")
+        return real(cache, **kw)
+    eng._forward = forward
+    body = {"prompt": "x", "max_tokens": 2}
+
+    async def go():
+        async with TestClient(TestServer(make_app(eng, "m"))) as c:
+            codes = [(await c.post("/v1/completions", json=body)).status
+                     for _ in range(UNHEALTHY_AFTER)]
+            sick = (await c.get("/health")).status
+            ok = (await c.post("/v1/completions", json=body)).status     # still tried
+            return codes, sick, ok, (await c.get("/health")).status
+    try:
+        codes, sick, ok, healed = asyncio.run(go())
+    finally:
+        eng.stop.set()
+    assert codes == [500] * UNHEALTHY_AFTER and sick == 503
+    assert (ok, healed) == (200, 200)

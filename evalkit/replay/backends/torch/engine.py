@@ -112,12 +112,19 @@ class Engine:
         self.thread.start()
         return self.thread
 
-    def healthy(self) -> str | None:
-        """None when the engine serves, else why not."""
+    def dead(self) -> str | None:
+        """None while the engine loop runs, else why it does not."""
         if self.error:
             return f"the engine failed: {self.error}"
         if self.thread is not None and not self.thread.is_alive() and not self.stop.is_set():
             return "the engine thread is not running"
+        return None
+
+    def healthy(self) -> str | None:
+        """None when the engine serves, else why not: dead, or its last forward passes all
+        failed (requests are still tried then, so a passing fault heals)."""
+        if self.dead():
+            return self.dead()
         if self.failing >= UNHEALTHY_AFTER:
             return (f"the engine's last {self.failing} forward passes failed "
                     f"(latest: {self.last_error})")

@@ -164,7 +164,7 @@ async def _parsed_body(request, parse):
 
 
 def _check_serving(st: ServerState) -> None:
-    why = st.engine.healthy()
+    why = st.engine.dead()
     if why:
         raise APIError(503, why)
     if st.engine.reset_requested.is_set():
