@@ -17,12 +17,13 @@ Scheduling follows vLLM where it is observable from outside:
   count as prefix-cache hits.
 - **Failure isolation**: an exception while sampling one sequence fails that sequence only;
   an exception in a batched forward fails the sequences in that forward; the loop goes on.
-  ``healthy()`` says whether the thread is alive and its last forward succeeded.
+  ``dead()`` says whether the loop runs; ``healthy()`` also whether its last forwards failed.
 
 Tokens are sampled per sequence (greedy at ``temperature`` 0; ``seed`` makes sampling
-reproducible); the model has no EOS, so a sequence ends at ``max_tokens``, a ``stop`` string
-or a ``stop_token_ids`` token.  Every sequence ends with exactly one ``("done", reason, i)`` or
-``("error", message, i)`` item through its ``emit`` callback.
+reproducible; logprobs, when asked, come from the raw distribution); the model has no EOS, so
+a sequence ends at ``max_tokens``, a ``stop`` string or a ``stop_token_ids`` token.  Through
+its ``emit`` callback a sequence sends ``("token", id, i, text, logprob)`` items, then exactly
+one ``("done", reason, i, stop_reason)`` or ``("error", message, i)``.
 """
 
 from __future__ import annotations
