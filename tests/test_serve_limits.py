@@ -192,14 +192,14 @@ def test_sequences_in_flight_are_bounded_with_429_and_retry_after(server, client
 
 
 def test_kv_pressure_preempts_and_outputs_stay_the_same(server, client):
-    prompts = ["abcdef", "ghijkl", "mnopqr"]                    # 3 x (6 + 30) > 64 tokens
-    alone = [client.completions.create(model="lim", prompt=p, max_tokens=30,
+    prompts = ["abcdef", "ghijkl", "mnopqr"]                    # 3 x (6 + 50) > 64 tokens
+    alone = [client.completions.create(model="lim", prompt=p, max_tokens=50,
                                        temperature=0).choices[0].text for p in prompts]
     before = _metric(server, "vllm:num_preemptions_total")
     out = [None] * 3
 
     def go(i):
-        out[i] = client.completions.create(model="lim", prompt=prompts[i], max_tokens=30,
+        out[i] = client.completions.create(model="lim", prompt=prompts[i], max_tokens=50,
                                            temperature=0).choices[0].text
     threads = [threading.Thread(target=go, args=(i,)) for i in range(3)]
     for t in threads:
