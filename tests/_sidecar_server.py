@@ -28,21 +28,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str = "tiny-test", *extra: str, timeout_s: float = 180.0
-                 ) -> RunningServer:
+def start_server(model: str = "tiny-test", *extra: str, timeout_s: float = 180.0,
+                 log_path=None) -> RunningServer:
+    """``log_path``: the server's stdout and stderr go to this file instead of a pipe."""
     port = free_port()
     cmd = [sys.executable, "-m", "evalkit.cli.main", "serve", "--preset", "tiny",
            "--device", "cpu", "--port", str(port), "--served-model-name", model,
            "--max-batch", "8", *extra]
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            text=True)
+    out = open(log_path, "w") if log_path is not None else subprocess.PIPE
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, text=True)
+    if log_path is not None:
+        out.close()
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"evalkit serve exited with {proc.returncode}: "
-                               f"{proc.stdout.read()[-2000:]}")
+            text = (proc.stdout.read() if proc.stdout is not None
+                    else open(log_path).read())
+            raise RuntimeError(f"evalkit serve exited with {proc.returncode}: {text[-2000:]}")
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as r:
                 if r.status == 200:

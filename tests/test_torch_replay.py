@@ -130,6 +130,12 @@ def test_metrics_and_models_endpoints(sidecar):
 
     async def reset(s):
         async with s.post(sidecar.base_url + "/admin/reset") as r:
+            assert r.status == 401                           # the rig's key only
+        async with s.post(sidecar.base_url + "/admin/reset",
+                          headers={"Authorization": "Bearer wrong"}) as r:
+            assert r.status == 401
+        async with s.post(sidecar.base_url + "/admin/reset",
+                          headers={"Authorization": f"Bearer {sidecar.admin_key}"}) as r:
             assert r.status == 200
         async with s.get(sidecar.base_url + "/metrics") as r:
             return cl.parse_prometheus(await r.text(), names)

@@ -33,13 +33,16 @@ _FLAGS = {"device": "device", "dtype": "dtype", "max_batch": "max_batch",
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="TOML/JSON file with any sidecar setting (model overrides, "
                    "default_max_tokens, kv_cache_tokens, ...); flags win over it.")
+@click.option("--api-key", default=None, envvar="VLLM_API_KEY",
+              help="Require 'Authorization: Bearer KEY' on the /v1 routes (as vLLM's "
+                   "--api-key; also read from VLLM_API_KEY).")
 @click.option("--print-config", is_flag=True,
               help="Print the effective settings as JSON and exit without serving.")
-def serve_cmd(preset, host, port, config_file, print_config, **flags):
+def serve_cmd(preset, host, port, config_file, print_config, api_key, **flags):
     """Serve a random-init transformers model with OpenAI's and vLLM's protocols.
 
-    Endpoints: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics
-    (vLLM metric names), /version.  Stop with Ctrl-C.
+    Endpoints: /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize,
+    /health, /ping, /metrics (vLLM metric names), /version.  Stop with Ctrl-C.
     """
     from evalkit.replay.backends.torch.serve_config import read_config_file, resolve_serve_config
 
@@ -60,7 +63,10 @@ def serve_cmd(preset, host, port, config_file, print_config, **flags):
     if busy is not None:
         raise InputError(f"cannot listen on {host}:{port} ({busy})", column="--port",
                          fix="pick a free port with --port, or stop the server using it")
-    serve(cfg, host=host, port=port)
+    if api_key is not None and not api_key.strip():
+        raise InputError("the API key is empty", column="--api-key",
+                         fix="pass a non-empty key, or leave --api-key out to serve without one")
+    serve(cfg, host=host, port=port, api_key=api_key)
 
 
 def register(cli):

@@ -46,12 +46,18 @@ def start_sidecar(cfg: dict, log_dir: str) -> Server:
     path = os.path.join(log_dir, "sidecar.json")
     with open(path, "w") as f:
         json.dump(scfg, f)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(cfg["server_threads"]))
+    import secrets
+
+    from .sidecar import ADMIN_KEY_ENV
+    admin_key = secrets.token_hex(16)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(cfg["server_threads"]),
+               **{ADMIN_KEY_ENV: admin_key})
     proc = Managed("sidecar", [sys.executable, "-m", "evalkit.replay.backends.torch.sidecar",
                                "--port", str(port), "--config", path],
                    env=env, log_path=os.path.join(log_dir, "sidecar.log"))
     return Server(f"http://127.0.0.1:{port}", cfg["model_name"], "sidecar", proc,
-                  {"sidecar_port": int(port), "server_model_effective": cfg["_server_model"]})
+                  {"sidecar_port": int(port), "server_model_effective": cfg["_server_model"]},
+                  admin_key=admin_key)
 
 
 def replay(spec, trace, policy, *, progress=None) -> RunOutput:

@@ -51,6 +51,7 @@ class Server:
     kind: str                       # "sidecar" | "vllm" | "endpoint"
     proc: Managed | None = None
     info: dict = field(default_factory=dict)
+    admin_key: str | None = None    # bearer token of the sidecar's /admin/reset
 
 
 class LiveState:

@@ -10,15 +10,23 @@ engine thread, at the moment the engine produces a token or finishes a request:
 ``vllm:kv_cache_usage_perc``             share of the notional KV capacity (``kv_cache_tokens``)
                                          held by running requests (also under the older name
                                          ``vllm:gpu_cache_usage_perc``)
-``vllm:prompt_tokens_total``             prefilled prompt tokens
+``vllm:prompt_tokens_total``             prompt tokens of every admitted sequence (each of
+                                         the ``n`` choices of a prompt counts, as in vLLM v1;
+                                         equals ``vllm:request_prompt_tokens_sum`` once they
+                                         finish)
+``vllm:prefix_cache_queries_total``      prompt tokens looked up for reuse (= prompt tokens)
+``vllm:prefix_cache_hits_total``         prompt tokens whose KV another sequence of the same
+                                         prefill computed (identical prompts, ``n`` > 1)
+``vllm:num_preemptions_total``           sequences preempted (KV capacity; recompute mode)
 ``vllm:generation_tokens_total``         generated tokens
 ``vllm:request_success_total``           finished requests by ``finished_reason``
-                                         (``stop`` | ``length`` | ``abort``)
+                                         (``stop`` | ``length`` | ``abort`` | ``error``)
 ``vllm:time_to_first_token_seconds``     arrival -> first token
 ``vllm:inter_token_latency_seconds``     gap between consecutive tokens of a request (also as
                                          ``vllm:time_per_output_token_seconds``, the older name)
 ``vllm:e2e_request_latency_seconds``     arrival -> last token
 ``vllm:request_queue_time_seconds``      arrival -> admitted into the batch
+``vllm:request_inference_time_seconds``  admitted -> last token (RUNNING: prefill + decode)
 ``vllm:request_prefill_time_seconds``    admitted -> first token
 ``vllm:request_decode_time_seconds``     first token -> last token
 ``vllm:request_time_per_output_token_seconds``  per request: decode time / (tokens - 1)
@@ -41,7 +49,7 @@ REQUEST_BUCKETS = (0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0
                    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
 
-FINISHED_REASONS = ("stop", "length", "abort")
+FINISHED_REASONS = ("stop", "length", "abort", "error")
 
 
 class ServingMetrics:
@@ -91,8 +99,16 @@ class ServingMetrics:
                                        ["finished_reason"])
         for reason in FINISHED_REASONS:           # present at zero from the start, like vLLM
             self.request_success.labels(name, reason)
-        self.prompt_tokens.labels(name)
-        self.generation_tokens.labels(name)
+        self.prefix_queries = counter("vllm:prefix_cache_queries",
+                                      "Prefix cache queries, in terms of number of queried "
+                                      "tokens.")
+        self.prefix_hits = counter("vllm:prefix_cache_hits",
+                                   "Prefix cache hits, in terms of number of cached tokens.")
+        self.preemptions = counter("vllm:num_preemptions",
+                                   "Cumulative number of preemption from the engine.")
+        for c in (self.prompt_tokens, self.generation_tokens, self.prefix_queries,
+                  self.prefix_hits, self.preemptions):
+            c.labels(name)
 
         def hist(metric, doc, buckets):
             h = Histogram(metric, doc, lab, buckets=buckets, registry=reg)
@@ -110,6 +126,9 @@ class ServingMetrics:
         self.queue = hist("vllm:request_queue_time_seconds",
                           "Histogram of time spent in WAITING phase for request.",
                           REQUEST_BUCKETS)
+        self.inference = hist("vllm:request_inference_time_seconds",
+                              "Histogram of time spent in RUNNING phase for request.",
+                              REQUEST_BUCKETS)
         self.prefill = hist("vllm:request_prefill_time_seconds",
                             "Histogram of time spent in PREFILL phase for request.",
                             REQUEST_BUCKETS)
@@ -132,9 +151,16 @@ class ServingMetrics:
         self.registry = reg
 
     # -- observations (engine thread) ----------------------------------------------------------
-    def admitted(self, queue_s: float, prompt_tokens: int) -> None:
+    def admitted(self, queue_s: float, prompt_tokens: int, cached: int = 0) -> None:
+        """A sequence's first admission: ``cached`` of its prompt tokens reused KV."""
+        name = self.model_name
         self.queue.observe(queue_s)
-        self.prompt_tokens.labels(self.model_name).inc(prompt_tokens)
+        self.prompt_tokens.labels(name).inc(prompt_tokens)
+        self.prefix_queries.labels(name).inc(prompt_tokens)
+        self.prefix_hits.labels(name).inc(cached)
+
+    def preempted(self) -> None:
+        self.preemptions.labels(self.model_name).inc()
 
     def token(self, first: bool, since_s: float) -> None:
         """``since_s``: since arrival for the first token, else since the previous token."""
@@ -146,17 +172,22 @@ class ServingMetrics:
             self.tpot_old.observe(since_s)
 
     def finished(self, reason: str, *, e2e_s: float, prefill_s: float | None,
-                 decode_s: float | None, prompt_tokens: int, generated: int) -> None:
+                 decode_s: float | None, inference_s: float | None = None,
+                 prompt_tokens: int | None, generated: int) -> None:
+        """``prompt_tokens`` None: never admitted (its prompt was not counted either)."""
         self.request_success.labels(self.model_name, reason).inc()
         self.e2e.observe(e2e_s)
+        if inference_s is not None:
+            self.inference.observe(inference_s)
         if prefill_s is not None:
             self.prefill.observe(prefill_s)
         if decode_s is not None:
             self.decode.observe(decode_s)
             if generated > 1:
                 self.request_tpot.observe(decode_s / (generated - 1))
-        self.request_prompt.observe(prompt_tokens)
-        self.request_generation.observe(generated)
+        if prompt_tokens is not None:
+            self.request_prompt.observe(prompt_tokens)
+            self.request_generation.observe(generated)
 
     def step(self, prefill: bool) -> None:
         (self.prefill_batches if prefill else self.iterations).labels(self.model_name).inc()

@@ -1,15 +1,20 @@
 """OpenAI request parsing and response shapes for the sidecar (pure: no HTTP, no torch).
 
 ``parse_completion`` / ``parse_chat`` turn a request body into a :class:`GenerationRequest`
-or raise :class:`APIError`, whose ``body()`` is OpenAI's error object.  Status codes:
-400 for values the server cannot serve (a negative ``max_tokens``, a prompt longer than the
-context, an unsupported option), 404 for an unknown model or route, 422 for a body that is
-not the documented schema (missing field, wrong JSON type), 503 when the engine cannot
-serve (see the sidecar).  Unknown extra fields are ignored, as vLLM does.
+or raise :class:`APIError`, whose ``body()`` is vLLM's error object (``{"error": {"message",
+"type", "param", "code"}}``, ``code`` the HTTP status).  Every request that is not served is
+a 400: a body that is not the schema (missing field, wrong JSON type), a value out of range
+(vLLM's checks and wording: ``temperature must be non-negative, got -1.0.``), a prompt longer
+than the context, or an option the sidecar does not implement (``tools``, ``response_format``
+other than text, ``logit_bias``, prompt logprobs, structured outputs, ...: "X is not currently
+supported").  404 is an unknown model.  Other unknown fields are ignored, as vLLM does.
+Temperatures below 1e-5 sample greedily and those below 1e-2 are raised to 1e-2, and logprobs
+come from the model's raw distribution, as in vLLM.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -17,26 +22,40 @@ from dataclasses import dataclass, field
 from .tokenizer import ROLES, SidecarTokenizer
 
 
+# vLLM's error ``type`` per status (its ErrorInfo: message, type, param, code = the status)
+ERROR_TYPES = {400: "BadRequestError", 401: "Unauthorized", 404: "NotFoundError",
+               405: "MethodNotAllowed", 413: "RequestEntityTooLarge", 429: "TooManyRequests",
+               500: "InternalServerError", 503: "ServiceUnavailable"}
+
+
 class APIError(Exception):
     def __init__(self, status: int, message: str, *, param: str | None = None,
-                 type: str | None = None, code: str | None = None):
+                 headers: dict | None = None):
         super().__init__(message)
-        self.status, self.message, self.param, self.code = status, message, param, code
-        self.type = type or {400: "invalid_request_error", 404: "not_found_error",
-                             405: "invalid_request_error", 422: "invalid_request_error",
-                             503: "service_unavailable_error"}.get(status, "server_error")
+        self.status, self.message, self.param = status, message, param
+        self.headers = headers or {}
+        self.type = ERROR_TYPES.get(status, "InternalServerError")
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
+                          "code": self.status}}
 
 
 def _schema(param: str, what: str) -> APIError:
-    return APIError(422, f"'{param}' {what}", param=param, code="invalid_type")
+    return APIError(400, f"{param}: {what}", param=param)
 
 
-def _bad(param: str, what: str, code: str = "invalid_value") -> APIError:
-    return APIError(400, what, param=param, code=code)
+def _bad(param: str, what: str) -> APIError:
+    return APIError(400, what, param=param)
+
+
+def unsupported(param: str, what: str | None = None) -> APIError:
+    return APIError(400, f"{what or param} is not currently supported", param=param)
+
+
+INT64 = (-2**63, 2**63 - 1)       # vLLM's bounds for seed (torch.long)
+SAMPLING_EPS = 1e-5               # below: greedy, as vLLM
+MIN_TEMPERATURE = 1e-2            # vLLM raises smaller positive temperatures to this
 
 
 @dataclass(frozen=True)
@@ -46,9 +65,20 @@ class Sampling:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0                      # 0: off
+    min_p: float = 0.0
     seed: int | None = None
     stop: tuple = ()
-    stop_token_ids: tuple = ()
+    stop_token_ids: frozenset = frozenset()
+    include_stop_str_in_output: bool = False
+    logprobs: int | None = None         # top alternatives per token; None: no logprobs
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+
+    @property
+    def penalized(self) -> bool:
+        return (self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+                or self.repetition_penalty != 1.0)
 
     @property
     def greedy(self) -> bool:
@@ -64,6 +94,8 @@ class GenerationRequest:
     sampling: Sampling
     stream: bool
     include_usage: bool
+    echo: tuple = ()                    # per prompt: the text echoed before the completion
+    continuous_usage: bool = False      # usage so far in every streamed chunk (vLLM)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -73,10 +105,22 @@ def _typed(body: dict, key: str, types, what: str, default=None):
     if v is None:
         return default
     if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        raise _schema(key, f"must be {what}, got a boolean")
+        raise _schema(key, f"Input should be {what}, got a boolean")
     if not isinstance(v, types):
-        raise _schema(key, f"must be {what}, got {type(v).__name__}")
+        raise _schema(key, f"Input should be {what}, got {type(v).__name__}")
     return v
+
+
+def _number(body: dict, key: str, default: float) -> float:
+    """A finite JSON number (an int too large for a float is not one)."""
+    v = _typed(body, key, (int, float), "a valid number", default)
+    try:
+        f = float(v)
+    except OverflowError:
+        f = float("inf")
+    if not math.isfinite(f):
+        raise _bad(key, f"{key} must be a finite number, got {v}.")
+    return f
 
 
 def _check_ids(ids: list, vocab: int, param: str) -> list:
@@ -91,20 +135,27 @@ def _check_ids(ids: list, vocab: int, param: str) -> list:
 def completion_prompts(prompt, tok: SidecarTokenizer) -> list:
     """string | list of strings | token ids | list of token-id lists -> token-id lists."""
     if prompt is None:
-        raise _schema("prompt", "is required")
+        raise _schema("prompt", "Field required")
     if isinstance(prompt, str):
         return [tok.encode(prompt)]
     if not isinstance(prompt, list) or not prompt:
         raise _schema("prompt", "must be a string, a list of strings, a list of token ids or "
                                 "a list of token-id lists")
-    if all(isinstance(p, str) for p in prompt):
-        return [tok.encode(p) for p in prompt]
     if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
         return [_check_ids(prompt, tok.vocab, "prompt")]
+    if all(isinstance(p, str) for p in prompt):
+        return [tok.encode(p) for p in prompt]
     if all(isinstance(p, list) for p in prompt):
         return [_check_ids(p, tok.vocab, "prompt") for p in prompt]
     raise _schema("prompt", "mixes types: use one of string, list of strings, token ids, "
                             "list of token-id lists")
+
+
+def too_many_seqs(prompts: int, n: int, limit: int) -> APIError:
+    return _bad("prompt" if n == 1 else "n",
+                f"this request asks for {prompts * n} sequences ({prompts} prompt(s) x n={n}); "
+                f"the server serves at most {limit} per request (max_seqs_per_request): "
+                "split it into several requests")
 
 
 def _message_text(m, i: int) -> str:
@@ -119,9 +170,9 @@ def _message_text(m, i: int) -> str:
             if not isinstance(part, dict) or "type" not in part:
                 raise _schema(f"messages[{i}].content", "parts must be objects with a type")
             if part["type"] != "text":
-                raise _bad(f"messages[{i}].content",
-                           f"content part type {part['type']!r} is not supported: the sidecar "
-                           "serves text only", code="unsupported_content")
+                raise unsupported(f"messages[{i}].content",
+                                  f"content part type {part['type']!r} (the sidecar serves "
+                                  "text only)")
             if not isinstance(part.get("text"), str):
                 raise _schema(f"messages[{i}].content", "text parts need a string 'text'")
             out.append(part["text"])
@@ -131,7 +182,7 @@ def _message_text(m, i: int) -> str:
 
 def chat_messages(messages) -> list:
     if messages is None:
-        raise _schema("messages", "is required")
+        raise _schema("messages", "Field required")
     if not isinstance(messages, list) or not messages:
         raise _schema("messages", "must be a non-empty list of {role, content} objects")
     out = []
@@ -141,21 +192,106 @@ def chat_messages(messages) -> list:
         role = m.get("role")
         if role not in ROLES:
             raise _bad(f"messages[{i}].role", f"unknown role {role!r}; use one of {list(ROLES)}")
+        if m.get("tool_calls"):
+            raise unsupported(f"messages[{i}].tool_calls", "tool calls")
         out.append({"role": role, "content": _message_text(m, i)})
     return out
 
 
-def _sampling(body: dict, max_tokens: int, prompts: list, max_model_len: int) -> Sampling:
-    temperature = float(_typed(body, "temperature", (int, float), "a number", 1.0))
+# Options the sidecar does not implement: refused unless absent or at their no-op value.
+_REFUSED_COMMON = {
+    "logit_bias": lambda v: v in (None, {}),
+    "allowed_token_ids": lambda v: v is None,
+    "bad_words": lambda v: v in (None, []),
+    "prompt_logprobs": lambda v: v is None,
+    "guided_json": lambda v: v is None, "guided_regex": lambda v: v is None,
+    "guided_choice": lambda v: v is None, "guided_grammar": lambda v: v is None,
+    "structured_outputs": lambda v: v is None,
+    "use_beam_search": lambda v: v in (None, False),
+    "response_format": lambda v: v is None or (isinstance(v, dict) and v.get("type") == "text"),
+}
+_REFUSED_CHAT = {
+    "tools": lambda v: v in (None, []),
+    "tool_choice": lambda v: v in (None, "none"),
+    "functions": lambda v: v in (None, []),
+    "function_call": lambda v: v in (None, "none"),
+}
+_REFUSED_COMPLETION = {
+    "suffix": lambda v: v in (None, ""),
+}
+MAX_LOGPROBS = 20                 # vLLM's default --max-logprobs
+
+
+def _logprobs(body: dict, kind: str) -> int | None:
+    """How many top alternatives to return per token (0: the sampled token's only), or
+    None: no logprobs.  Completions: ``logprobs: k``; chat: ``logprobs: true`` and
+    ``top_logprobs: k``."""
+    if kind == "completion":
+        k = _typed(body, "logprobs", int, "a valid integer", None)
+    else:
+        on = _typed(body, "logprobs", bool, "a valid boolean", False)
+        k = _typed(body, "top_logprobs", int, "a valid integer", None)
+        if k is not None and not on:
+            raise _bad("top_logprobs", "when using `top_logprobs`, `logprobs` must be set "
+                                       "to true.")
+        k = (k or 0) if on else None
+    if k is None:
+        return None
+    key = "logprobs" if kind == "completion" else "top_logprobs"
+    if k < 0:
+        raise _bad(key, f"{key} must be non-negative, got {k}.")
+    if k > MAX_LOGPROBS:
+        raise _bad(key, f"Requested sample logprobs of {k}, which is greater than max "
+                        f"allowed: {MAX_LOGPROBS}")
+    return k
+
+
+def _refuse_unsupported(body: dict, table: dict) -> None:
+    for key, fine in table.items():
+        if key in body and not fine(body[key]):
+            what = key
+            if key == "response_format" and isinstance(body[key], dict):
+                what = f"response_format type {body[key].get('type')!r}"
+            raise unsupported(key, what)
+
+
+def _int_in(body: dict, key: str, default, lo=None, hi=None, msg=None):
+    v = _typed(body, key, int, "a valid integer", default)
+    if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+        raise _bad(key, msg.format(v=v) if msg else
+                   f"{key}: Input should be {'less' if hi is not None and v > hi else 'greater'}"
+                   f" than or equal to {hi if hi is not None and v > hi else lo}")
+    return v
+
+
+def _sampling(body: dict, max_tokens: int, prompts: list, max_model_len: int,
+              kind: str) -> Sampling:
+    logprobs = _logprobs(body, kind)
+    temperature = _number(body, "temperature", 1.0)
     if temperature < 0:
-        raise _bad("temperature", f"temperature must be >= 0, got {temperature}")
-    top_p = float(_typed(body, "top_p", (int, float), "a number", 1.0))
+        raise _bad("temperature", f"temperature must be non-negative, got {temperature}.")
+    if temperature < SAMPLING_EPS:
+        temperature = 0.0
+    elif temperature < MIN_TEMPERATURE:
+        temperature = MIN_TEMPERATURE
+    top_p = _number(body, "top_p", 1.0)
     if not 0 < top_p <= 1:
-        raise _bad("top_p", f"top_p must be in (0, 1], got {top_p}")
-    top_k = _typed(body, "top_k", int, "an integer", 0)
-    if top_k < -1:
-        raise _bad("top_k", f"top_k must be -1, 0 (off) or >= 1, got {top_k}")
-    seed = _typed(body, "seed", int, "an integer", None)
+        raise _bad("top_p", f"top_p must be in (0, 1], got {top_p}.")
+    top_k = _int_in(body, "top_k", 0, lo=-1,
+                    msg="top_k must be 0 (disable), or at least 1, got {v}.")
+    min_p = _number(body, "min_p", 0.0)
+    if not 0 <= min_p <= 1:
+        raise _bad("min_p", f"min_p must be in [0, 1], got {min_p}.")
+    seed = _int_in(body, "seed", None, lo=INT64[0], hi=INT64[1])
+    penalties = {}
+    for key in ("presence_penalty", "frequency_penalty"):
+        penalties[key] = _number(body, key, 0.0)
+        if not -2 <= penalties[key] <= 2:
+            raise _bad(key, f"{key} must be in [-2, 2], got {penalties[key]}.")
+    rep = _number(body, "repetition_penalty", 1.0)
+    if rep <= 0:
+        raise _bad("repetition_penalty",
+                   f"repetition_penalty must be greater than zero, got {rep}.")
     stop = body.get("stop")
     if stop is None:
         stop = []
@@ -163,99 +299,132 @@ def _sampling(body: dict, max_tokens: int, prompts: list, max_model_len: int) ->
         stop = [stop]
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise _schema("stop", "must be a string or a list of strings")
-    stop_ids = _typed(body, "stop_token_ids", list, "a list of integers", [])
+    stop_ids = _typed(body, "stop_token_ids", list, "a valid list", [])
     if not all(isinstance(t, int) and not isinstance(t, bool) for t in stop_ids):
-        raise _schema("stop_token_ids", "must be a list of integers")
-    min_tokens = _typed(body, "min_tokens", int, "an integer", 0)
-    if not 0 <= min_tokens <= max_tokens:
-        raise _bad("min_tokens", f"min_tokens must be in [0, max_tokens={max_tokens}], "
-                                 f"got {min_tokens}")
-    _typed(body, "ignore_eos", bool, "a boolean")
+        raise _bad("stop_token_ids",
+                   f"stop_token_ids must contain only integers, got {stop_ids}.")
+    min_tokens = _int_in(body, "min_tokens", 0, lo=0,
+                         msg="min_tokens must be greater than or equal to 0, got {v}.")
+    if min_tokens > max_tokens:
+        raise _bad("min_tokens", f"min_tokens must be less than or equal to "
+                                 f"max_tokens={max_tokens}, got {min_tokens}.")
+    _typed(body, "ignore_eos", bool, "a valid boolean")
+    include_stop = bool(_typed(body, "include_stop_str_in_output", bool, "a valid boolean",
+                               False))
     longest = max(len(p) for p in prompts)
     if longest + max_tokens > max_model_len:
-        raise _bad("max_tokens" if longest < max_model_len else "prompt",
+        where = "messages" if kind == "chat" else "prompt"
+        raise _bad("max_tokens" if longest < max_model_len else where,
                    f"This model's maximum context length is {max_model_len} tokens. However, "
-                   f"you requested {longest + max_tokens} tokens ({longest} in the prompt, "
-                   f"{max_tokens} in the completion). Please reduce the length of the prompt "
-                   "or completion.", code="context_length_exceeded")
+                   f"you requested {longest + max_tokens} tokens ({longest} in the {where}, "
+                   f"{max_tokens} in the completion). Please reduce the length of the {where} "
+                   "or completion.")
     return Sampling(max_tokens=max_tokens, min_tokens=min_tokens, temperature=temperature,
-                    top_p=top_p, top_k=0 if top_k == -1 else top_k, seed=seed,
-                    stop=tuple(s for s in stop if s), stop_token_ids=tuple(stop_ids))
+                    top_p=top_p, top_k=0 if top_k == -1 else top_k, min_p=min_p, seed=seed,
+                    stop=tuple(s for s in stop if s), stop_token_ids=frozenset(stop_ids),
+                    include_stop_str_in_output=include_stop, repetition_penalty=rep,
+                    logprobs=logprobs,
+                    **penalties)
 
 
 def _common(body, kind: str, prompts: list, tok: SidecarTokenizer, *, model_name: str,
-            max_model_len: int, max_tokens_key: tuple, default_max_tokens: int | None
-            ) -> GenerationRequest:
-    model = _typed(body, "model", str, "a string", None)
-    if model is not None and model != model_name:
-        raise APIError(404, f"The model `{model}` does not exist.", param="model",
-                       code="model_not_found")
+            max_model_len: int, max_tokens_key: tuple, default_max_tokens: int | None,
+            n: int, echo: tuple = ()) -> GenerationRequest:
     for p in prompts:
         if not p:
             raise _bad("prompt" if kind == "completion" else "messages",
                        "the prompt is empty: it must have at least one token")
-    n = _typed(body, "n", int, "an integer", 1)
-    if not 1 <= n <= 128:
-        raise _bad("n", f"n must be in [1, 128], got {n}")
-    best_of = _typed(body, "best_of", int, "an integer", None)
+    best_of = _typed(body, "best_of", int, "a valid integer", None)
     if best_of is not None and best_of != n:
-        raise _bad("best_of", "best_of other than n is not supported", code="unsupported")
+        raise unsupported("best_of", "best_of other than n")
     max_tokens = None
     for key in max_tokens_key:
-        max_tokens = _typed(body, key, int, "an integer", None)
+        max_tokens = _typed(body, key, int, "a valid integer", None)
         if max_tokens is not None:
             if max_tokens < 1:
-                raise _bad(key, f"{key} must be at least 1, got {max_tokens}")
+                raise _bad(key, f"{key} must be at least 1, got {max_tokens}.")
             break
     if max_tokens is None:
         longest = max(len(p) for p in prompts)
         max_tokens = (default_max_tokens if default_max_tokens is not None
                       else max(1, max_model_len - longest))
         max_tokens = max(1, min(max_tokens, max_model_len - longest))
-    stream = bool(_typed(body, "stream", bool, "a boolean", False))
+    stream = bool(_typed(body, "stream", bool, "a valid boolean", False))
     opts = body.get("stream_options")
     if opts is not None and not stream:
-        raise _bad("stream_options", "stream_options is only allowed when stream is true")
+        raise _bad("stream_options", "Stream options can only be defined when `stream=True`.")
     if opts is not None and not isinstance(opts, dict):
-        raise _schema("stream_options", "must be an object")
-    include_usage = bool((opts or {}).get("include_usage", False))
+        raise _schema("stream_options", "Input should be a valid dictionary")
+    opts = opts or {}
+    include_usage = bool(_typed(opts, "include_usage", bool, "a valid boolean", False))
+    continuous = bool(_typed(opts, "continuous_usage_stats", bool, "a valid boolean", False))
     return GenerationRequest(kind=kind, model=model_name, prompts=prompts, n=n,
-                             sampling=_sampling(body, max_tokens, prompts, max_model_len),
-                             stream=stream, include_usage=include_usage)
+                             sampling=_sampling(body, max_tokens, prompts, max_model_len, kind),
+                             stream=stream, include_usage=include_usage, echo=echo,
+                             continuous_usage=include_usage and continuous)
 
 
 def _body(body) -> dict:
     if not isinstance(body, dict):
-        raise APIError(422, "the request body must be a JSON object", code="invalid_type")
+        raise APIError(400, "the request body must be a JSON object")
     return body
 
 
-def parse_completion(body, tok: SidecarTokenizer, *, model_name: str, max_model_len: int
-                     ) -> GenerationRequest:
+def _model_and_n(body: dict, model_name: str, max_n: int = 128) -> int:
+    model = _typed(body, "model", str, "a valid string", None)
+    if model is not None and model != model_name:
+        raise APIError(404, f"The model `{model}` does not exist.", param="model")
+    n = _int_in(body, "n", 1, lo=1, msg="n must be at least 1, got {v}.")
+    if n > max_n:
+        raise _bad("n", f"n must be at most {max_n}, got {n}.")
+    return n
+
+
+def parse_completion(body, tok: SidecarTokenizer, *, model_name: str, max_model_len: int,
+                     max_seqs: int | None = None) -> GenerationRequest:
     body = _body(body)
-    if body.get("echo"):
-        raise _bad("echo", "echo is not supported by the sidecar", code="unsupported")
-    if body.get("logprobs") is not None:
-        raise _bad("logprobs", "logprobs are not supported by the sidecar", code="unsupported")
-    if body.get("suffix"):
-        raise _bad("suffix", "suffix is not supported by the sidecar", code="unsupported")
-    prompts = completion_prompts(body.get("prompt"), tok)
+    _refuse_unsupported(body, _REFUSED_COMMON)
+    _refuse_unsupported(body, _REFUSED_COMPLETION)
+    n = _model_and_n(body, model_name)
+    echo = bool(_typed(body, "echo", bool, "a valid boolean", False))
+    if echo and body.get("logprobs") is not None:
+        raise unsupported("echo", "echo with logprobs (prompt logprobs)")
+    raw = body.get("prompt")
+    many = isinstance(raw, list) and raw and not isinstance(raw[0], int)
+    if max_seqs is not None and many and len(raw) * n > max_seqs:     # before tokenizing
+        raise too_many_seqs(len(raw), n, max_seqs)
+    prompts = completion_prompts(raw, tok)
+    if max_seqs is not None and len(prompts) * n > max_seqs:
+        raise too_many_seqs(len(prompts), n, max_seqs)
+    texts = ()
+    if echo:
+        if isinstance(raw, str):
+            texts = (raw,)
+        elif all(isinstance(p, str) for p in raw):
+            texts = tuple(raw)
+        else:
+            texts = tuple(tok.decode(p) for p in prompts)
     return _common(body, "completion", prompts, tok, model_name=model_name,
                    max_model_len=max_model_len, max_tokens_key=("max_tokens",),
-                   default_max_tokens=16)
+                   default_max_tokens=16, n=n, echo=texts)
 
 
 def parse_chat(body, tok: SidecarTokenizer, *, model_name: str, max_model_len: int,
-               default_max_tokens: int) -> GenerationRequest:
+               default_max_tokens: int, max_seqs: int | None = None) -> GenerationRequest:
     body = _body(body)
-    if body.get("logprobs") or body.get("top_logprobs"):
-        raise _bad("logprobs", "logprobs are not supported by the sidecar", code="unsupported")
+    _refuse_unsupported(body, _REFUSED_COMMON)
+    _refuse_unsupported(body, _REFUSED_CHAT)
+    if _typed(body, "echo", bool, "a valid boolean", False):
+        raise unsupported("echo", "echo in chat completions")
+    n = _model_and_n(body, model_name)
+    if max_seqs is not None and n > max_seqs:
+        raise too_many_seqs(1, n, max_seqs)
     messages = chat_messages(body.get("messages"))
     prompts = [tok.encode(tok.chat_prompt(messages))]
     return _common(body, "chat", prompts, tok, model_name=model_name,
                    max_model_len=max_model_len,
                    max_tokens_key=("max_completion_tokens", "max_tokens"),
-                   default_max_tokens=default_max_tokens)
+                   default_max_tokens=default_max_tokens, n=n)
 
 
 # -- response shapes ---------------------------------------------------------------------------
@@ -265,34 +434,57 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
             "total_tokens": prompt_tokens + completion_tokens}
 
 
+def logprobs_block(req: GenerationRequest, entries: list, offset: int = 0):
+    """OpenAI's logprobs object for ``entries`` [(token text, logprob, [(alt text,
+    logprob)...])]; ``offset``: characters of the choice's text before the first entry."""
+    if req.sampling.logprobs is None:
+        return None
+    if req.kind == "chat":
+        def one(t, lp):
+            return {"token": t, "logprob": lp, "bytes": list(t.encode())}
+        return {"content": [{**one(t, lp), "top_logprobs": [one(a, b) for a, b in top]}
+                            for t, lp, top in entries]}
+    offsets = []
+    for t, _, _ in entries:
+        offsets.append(offset)
+        offset += len(t)
+    return {"text_offset": offsets, "token_logprobs": [lp for _, lp, _ in entries],
+            "tokens": [t for t, _, _ in entries],
+            "top_logprobs": [dict(top) for _, _, top in entries]}
+
+
 def response(req: GenerationRequest, choices: list, use: dict) -> dict:
-    """Non-streaming body; ``choices`` are ``(index, text, finish_reason)``."""
+    """Non-streaming body; ``choices`` are ``(index, text, finish_reason, stop_reason,
+    logprobs object or None)``.
+
+    ``stop_reason``, as in vLLM: the stop string or stop token id that ended the choice,
+    None when it ended for another reason."""
     if req.kind == "completion":
         return {"id": f"cmpl-{req.request_id}", "object": "text_completion",
                 "created": req.created, "model": req.model,
-                "choices": [{"index": i, "text": text, "logprobs": None,
-                             "finish_reason": fin, "stop_reason": None}
-                            for i, text, fin in choices],
+                "choices": [{"index": i, "text": text, "logprobs": lps,
+                             "finish_reason": fin, "stop_reason": why}
+                            for i, text, fin, why, lps in choices],
                 "usage": use}
     return {"id": f"chatcmpl-{req.request_id}", "object": "chat.completion",
             "created": req.created, "model": req.model,
             "choices": [{"index": i, "message": {"role": "assistant", "content": text,
                                                  "tool_calls": []},
-                         "logprobs": None, "finish_reason": fin, "stop_reason": None}
-                        for i, text, fin in choices],
+                         "logprobs": lps, "finish_reason": fin, "stop_reason": why}
+                        for i, text, fin, why, lps in choices],
             "usage": use}
 
 
 def chunk(req: GenerationRequest, index: int | None, text: str | None,
           finish_reason: str | None = None, *, first: bool = False,
-          use: dict | None = None) -> dict:
+          use: dict | None = None, stop_reason=None, logprobs=None) -> dict:
     """One streaming event: a choice delta, or (``index`` None) the final usage chunk."""
     if req.kind == "completion":
         out = {"id": f"cmpl-{req.request_id}", "object": "text_completion",
                "created": req.created, "model": req.model,
                "choices": [] if index is None else [
-                   {"index": index, "text": text or "", "logprobs": None,
-                    "finish_reason": finish_reason, "stop_reason": None}]}
+                   {"index": index, "text": text or "", "logprobs": logprobs,
+                    "finish_reason": finish_reason, "stop_reason": stop_reason}]}
     else:
         delta: dict = {}
         if first:
@@ -302,8 +494,40 @@ def chunk(req: GenerationRequest, index: int | None, text: str | None,
         out = {"id": f"chatcmpl-{req.request_id}", "object": "chat.completion.chunk",
                "created": req.created, "model": req.model,
                "choices": [] if index is None else [
-                   {"index": index, "delta": delta, "logprobs": None,
-                    "finish_reason": finish_reason}]}
+                   {"index": index, "delta": delta, "logprobs": logprobs,
+                    "finish_reason": finish_reason, "stop_reason": stop_reason}]}
     if req.include_usage:
         out["usage"] = use
     return out
+
+
+def tokenize_request(body, tok: SidecarTokenizer, *, model_name: str, max_model_len: int
+                     ) -> dict:
+    """``POST /tokenize`` (vLLM): ``{prompt}`` or ``{messages}`` -> count, max_model_len,
+    tokens (and ``token_strs`` with ``return_token_strs``)."""
+    body = _body(body)
+    _model_and_n({"model": body.get("model")}, model_name)
+    if "messages" in body:
+        if _typed(body, "add_generation_prompt", bool, "a valid boolean", True) is False:
+            raise unsupported("add_generation_prompt", "add_generation_prompt=false")
+        ids = tok.encode(tok.chat_prompt(chat_messages(body.get("messages"))))
+    else:
+        prompt = _typed(body, "prompt", str, "a valid string", None)
+        if prompt is None:
+            raise _schema("prompt", "Field required")
+        ids = tok.encode(prompt)
+    out = {"count": len(ids), "max_model_len": max_model_len, "tokens": ids,
+           "token_strs": None}
+    if _typed(body, "return_token_strs", bool, "a valid boolean", False):
+        out["token_strs"] = [tok.piece(i) for i in ids]
+    return out
+
+
+def detokenize_request(body, tok: SidecarTokenizer, *, model_name: str) -> dict:
+    """``POST /detokenize`` (vLLM): ``{tokens}`` -> ``{prompt}``."""
+    body = _body(body)
+    _model_and_n({"model": body.get("model")}, model_name)
+    ids = _typed(body, "tokens", list, "a valid list", None)
+    if ids is None:
+        raise _schema("tokens", "Field required")
+    return {"prompt": tok.decode(_check_ids(ids, tok.vocab, "tokens"))}

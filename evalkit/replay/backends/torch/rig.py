@@ -208,6 +208,7 @@ class Rig:
         import aiohttp
         async with aiohttp.ClientSession() as s:
             async with s.post(self.server.base_url + "/admin/reset",
+                              headers={"Authorization": f"Bearer {self.server.admin_key}"},
                               timeout=aiohttp.ClientTimeout(total=30)) as r:
                 body = await r.text()
                 if r.status != 200:

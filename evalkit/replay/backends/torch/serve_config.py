@@ -24,7 +24,11 @@ SERVE_DEFAULTS = {
     "seed": 0,                    # seed of the random-init weights
     "max_model_len": None,        # prompt + output limit (default: max_position_embeddings)
     "default_max_tokens": 256,    # chat requests without max_tokens (no EOS is ever sampled)
-    "kv_cache_tokens": None,      # notional KV capacity for vllm:kv_cache_usage_perc
+    "kv_cache_tokens": None,      # KV capacity in tokens: admission, preemption, usage gauge
+    "max_request_bytes": 16 * 2**20,            # larger bodies: 413, refused unread
+    "max_request_bytes_in_flight": 64 * 2**20,  # bodies being read/parsed at once: 429 beyond
+    "max_seqs_per_request": 256,  # prompts x n of one request: 400 beyond
+    "max_seqs_in_flight": 4096,   # sequences queued or running: 429 with Retry-After beyond
 }
 DTYPES = ("float32", "float16", "bfloat16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -88,6 +92,14 @@ def resolve_serve_config(raw: dict, *, where: str = "sidecar config") -> dict:
     if cfg["kv_cache_tokens"] is None:
         cfg["kv_cache_tokens"] = int(cfg["max_batch"]) * min(int(cfg["max_model_len"]), 2048)
     _int(cfg, "kv_cache_tokens", 1, where)
+    for key in ("max_request_bytes", "max_request_bytes_in_flight", "max_seqs_per_request",
+                "max_seqs_in_flight"):
+        _int(cfg, key, 1, where)
+    if cfg["max_request_bytes_in_flight"] < cfg["max_request_bytes"]:
+        raise InputError("max_request_bytes_in_flight is below max_request_bytes: no body "
+                         "of the largest allowed size could ever be read", file=where,
+                         column="max_request_bytes_in_flight",
+                         fix=f"set it to at least {cfg['max_request_bytes']}")
     if not isinstance(cfg["model_name"], str) or not cfg["model_name"].strip():
         raise InputError(f"model_name must be a non-empty string, got {cfg['model_name']!r}",
                          file=where, column="model_name", fix="e.g. --served-model-name tiny")

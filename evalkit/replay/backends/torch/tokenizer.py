@@ -16,6 +16,11 @@ _WORD = re.compile(r" t(\d+)")
 ROLES = ("system", "user", "assistant", "tool", "developer")
 
 
+def _utf8(text: str) -> bytes:
+    # JSON may carry lone surrogates ("\ud800"): encode them too, never fail on a prompt
+    return text.encode(errors="surrogatepass")
+
+
 class SidecarTokenizer:
     def __init__(self, vocab: int):
         self.vocab = int(vocab)
@@ -33,10 +38,10 @@ class SidecarTokenizer:
             tok = int(m.group(1))
             if tok >= self.vocab:
                 continue                      # not one of ours: plain bytes
-            ids.extend(b % self.vocab for b in text[pos:m.start()].encode())
+            ids.extend(b % self.vocab for b in _utf8(text[pos:m.start()]))
             ids.append(tok)
             pos = m.end()
-        ids.extend(b % self.vocab for b in text[pos:].encode())
+        ids.extend(b % self.vocab for b in _utf8(text[pos:]))
         return ids
 
     def chat_prompt(self, messages: list[dict]) -> str:

@@ -1,0 +1,431 @@
+"""The sidecar's HTTP side (aiohttp): one handler per route over an :class:`~.engine.Engine`.
+
+Routes (vLLM's):
+
+==================================  ==========================================================
+``POST /v1/completions``            OpenAI completions (``stream``: one SSE event per token)
+``POST /v1/chat/completions``       OpenAI chat completions
+``GET /v1/models[/{id}]``           the served model
+``POST /tokenize``, ``/detokenize`` vLLM's tokenizer endpoints
+``GET /health``, ``GET|POST /ping``  200 while the engine serves, else 503 with the reason
+``GET /version``                    ``{"version": ...}``
+``GET /metrics``                    Prometheus text, vLLM's names (see :mod:`.metrics`)
+``POST /admin/reset``               only with an admin key (the replay rig's, never
+                                    ``evalkit serve``'s): drain every request, zero metrics
+==================================  ==========================================================
+
+Limits (:class:`Limits`, all settable in the serve config): a body over ``max_request_bytes``
+is refused with 413 from its ``Content-Length``, before it is read; bodies being read or
+parsed at once are capped by bytes (``max_request_bytes_in_flight``, 429 with
+``Retry-After`` beyond); large bodies are parsed off the event loop, so ``/health`` answers
+meanwhile.  A request may fan out to at most ``max_seqs_per_request`` sequences (prompts x
+``n``; 400 beyond) and the server holds at most ``max_seqs_in_flight`` (429 with
+``Retry-After`` beyond).  With an API key the ``/v1`` routes need ``Authorization: Bearer
+<key>`` (401 otherwise), as vLLM's ``--api-key``.  A client that disconnects aborts its
+sequences, streaming or not, and costs one log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .engine import Seq
+from .openai_api import (APIError, chunk, detokenize_request, logprobs_block, parse_chat,
+                         parse_completion, response, tokenize_request, usage)
+
+MiB = 2**20
+PARSE_OFF_LOOP_BYTES = 64 * 1024     # smaller bodies are parsed inline (cheaper than a hop)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_request_bytes: int = 16 * MiB
+    max_request_bytes_in_flight: int = 64 * MiB
+    max_seqs_per_request: int = 256
+    max_seqs_in_flight: int = 4096
+    retry_after_s: int = 1
+
+
+class ServerState:
+    """What the handlers share: the engine, the settings, and the in-flight budgets."""
+
+    def __init__(self, engine, model_name: str, *, max_model_len: int, default_max_tokens: int,
+                 limits: Limits, api_key: str | None, admin_key: str | None, log):
+        self.engine, self.model_name = engine, model_name
+        self.max_model_len, self.default_max_tokens = max_model_len, default_max_tokens
+        self.limits, self.api_key, self.admin_key, self.log = limits, api_key, admin_key, log
+        self.tok = engine.tokenizer
+        self.started = int(time.time())
+        self.body_bytes = 0                  # reserved by bodies being read or parsed
+        self.seqs = 0                        # sequences queued or running for HTTP clients
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="parse")
+
+    def busy(self, what: str) -> APIError:
+        s = self.limits.retry_after_s
+        return APIError(429, f"the server is at its limit of {what}; retry in {s} s",
+                        headers={"Retry-After": str(s)})
+
+
+STATE = None       # the web.AppKey, made on first use (aiohttp is imported lazily)
+
+
+def _state(request) -> ServerState:
+    return request.app[STATE]
+
+
+def _log_line(msg: str) -> None:
+    print(f"sidecar: {msg}", file=sys.stderr, flush=True)
+
+
+def _bearer_ok(request, key: str) -> bool:
+    got = request.headers.get("Authorization", "")
+    return hmac.compare_digest(got.encode(), f"Bearer {key}".encode())
+
+
+# -- middleware ---------------------------------------------------------------------------------
+
+def _error_response(exc: APIError):
+    from aiohttp import web
+    return web.json_response(exc.body(), status=exc.status, headers=exc.headers)
+
+
+def _middlewares():
+    from aiohttp import web
+
+    @web.middleware
+    async def openai_errors(request, handler):
+        try:
+            st = _state(request)
+            if st.api_key and request.path.startswith("/v1") and not _bearer_ok(request,
+                                                                                 st.api_key):
+                raise APIError(401, "Unauthorized: send the API key as 'Authorization: "
+                                    "Bearer <key>'")
+            return await handler(request)
+        except APIError as exc:
+            return _error_response(exc)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            msg = (f"no route {request.method} {request.path}" if exc.status == 404
+                   else f"{exc.reason}: {request.method} {request.path}")
+            return _error_response(APIError(exc.status, msg))
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as exc:   # a bug: still an OpenAI-shaped answer
+            return _error_response(APIError(500, f"{type(exc).__name__}: {exc}"))
+
+    return [openai_errors]
+
+
+# -- bodies -------------------------------------------------------------------------------------
+
+def _decode_json(raw: bytes):
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise APIError(400, "the request body is nested too deeply to parse") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise APIError(400, f"the request body is not valid JSON ({exc})") from None
+
+
+async def _parsed_body(request, parse):
+    """Read the body within the byte limits and return ``parse(json)``, off the event loop
+    for large bodies."""
+    from aiohttp import web
+    st, lim = _state(request), _state(request).limits
+    length = request.content_length
+    if length is not None and length > lim.max_request_bytes:
+        raise APIError(413, f"the request body is {length} bytes; the server takes at most "
+                            f"{lim.max_request_bytes} (max_request_bytes)")
+    reserve = lim.max_request_bytes if length is None else length
+    if st.body_bytes + reserve > lim.max_request_bytes_in_flight and st.body_bytes:
+        raise st.busy(f"{lim.max_request_bytes_in_flight} request bytes being read")
+    st.body_bytes += reserve
+    try:
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise APIError(413, f"the request body is over {lim.max_request_bytes} bytes "
+                                "(max_request_bytes)") from None
+
+        def work():
+            return parse(_decode_json(raw))
+        if len(raw) < PARSE_OFF_LOOP_BYTES:
+            return work()
+        return await asyncio.get_running_loop().run_in_executor(st.pool, work)
+    finally:
+        st.body_bytes -= reserve
+
+
+def _check_serving(st: ServerState) -> None:
+    why = st.engine.dead()
+    if why:
+        raise APIError(503, why)
+    if st.engine.reset_requested.is_set():
+        raise APIError(503, "the engine is resetting; retry")
+
+
+# -- generation ---------------------------------------------------------------------------------
+
+def _sse(obj) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+class _Abandoned(Exception):
+    """The client went away."""
+
+
+async def _generate(request, kind: str):
+    from aiohttp import web
+    st = _state(request)
+    _check_serving(st)
+    lim = st.limits
+    if kind == "chat":
+        req = await _parsed_body(request, lambda b: parse_chat(
+            b, st.tok, model_name=st.model_name, max_model_len=st.max_model_len,
+            default_max_tokens=st.default_max_tokens, max_seqs=lim.max_seqs_per_request))
+    else:
+        req = await _parsed_body(request, lambda b: parse_completion(
+            b, st.tok, model_name=st.model_name, max_model_len=st.max_model_len,
+            max_seqs=lim.max_seqs_per_request))
+    n_seqs = len(req.prompts) * req.n
+    if st.seqs + n_seqs > lim.max_seqs_in_flight:
+        raise st.busy(f"{lim.max_seqs_in_flight} sequences in flight (max_seqs_in_flight)")
+    loop = asyncio.get_running_loop()
+    q: asyncio.Queue = asyncio.Queue()
+
+    def emit(item):                 # engine thread; the loop may be gone at shutdown
+        try:
+            loop.call_soon_threadsafe(q.put_nowait, item)
+        except RuntimeError:
+            pass
+
+    seqs = [Seq(f"{req.request_id}-{p * req.n + j}", ids, req.sampling.max_tokens, emit,
+                index=p * req.n + j, sampling=req.sampling)
+            for p, ids in enumerate(req.prompts) for j in range(req.n)]
+    st.seqs += n_seqs
+    for seq in seqs:
+        st.engine.inbox.put(seq)
+    prompt_tokens = sum(len(p) for p in req.prompts)
+    echo = [req.echo[i // req.n] if req.echo else "" for i in range(n_seqs)]
+    ended = [False] * n_seqs
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                       "Cache-Control": "no-cache"})
+    try:
+        if req.stream:
+            return await _stream(request, resp, req, q, prompt_tokens, echo, ended)
+        return await _collect(request, req, q, prompt_tokens, echo, ended)
+    except (_Abandoned, ConnectionResetError, asyncio.CancelledError) as exc:
+        left = ended.count(False)
+        st.log(f"client disconnected: aborted {kind} request {req.request_id} "
+               f"({left} of {n_seqs} sequence(s) unfinished)")
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return resp if resp.prepared else web.Response(status=499)
+    finally:
+        for seq in seqs:
+            seq.cancelled = True          # no-op for finished ones; aborts the rest
+        st.seqs -= n_seqs
+
+
+def _gone(request) -> bool:
+    t = request.transport
+    return t is None or t.is_closing()
+
+
+async def _next(request, q):
+    """The next engine item; raises _Abandoned once the client has disconnected.
+
+    The transport is checked before every item, not only when the queue is idle: a handler
+    cancellation (aiohttp's, on disconnect) can be swallowed by ``wait_for`` when an item
+    arrives at the same moment, and a generating sequence delivers items all the time."""
+    while True:
+        if _gone(request):
+            raise _Abandoned()
+        try:
+            return q.get_nowait()
+        except asyncio.QueueEmpty:
+            pass
+        try:
+            return await asyncio.wait_for(q.get(), timeout=0.25)
+        except asyncio.TimeoutError:
+            pass
+
+
+def _failure(msg: str) -> APIError:
+    return APIError(503 if msg == "engine reset" else 500, f"generation failed: {msg}")
+
+
+async def _collect(request, req, q, prompt_tokens, echo, ended):
+    from aiohttp import web
+    n = len(ended)
+    texts, reasons, whys, generated = list(echo), [None] * n, [None] * n, [0] * n
+    lps: list = [[] for _ in range(n)]
+    while not all(ended):
+        item = await _next(request, q)
+        if item[0] == "error":
+            raise _failure(item[1])
+        if item[0] == "token":
+            _, _, i, text, lp = item
+            texts[i] += text
+            generated[i] += 1
+            if lp is not None:
+                lps[i].append(lp)
+        else:
+            _, reasons[item[2]], i, whys[item[2]] = item
+            ended[i] = True
+    blocks = [logprobs_block(req, lps[i], len(echo[i])) for i in range(n)]
+    return web.json_response(response(req, list(zip(range(n), texts, reasons, whys, blocks)),
+                                      usage(prompt_tokens, sum(generated))))
+
+
+async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
+    await resp.prepare(request)
+    generated = [0] * len(ended)
+    offsets = [len(e) for e in echo]        # characters streamed per choice (text_offset)
+
+    def so_far():                    # vLLM's continuous_usage_stats: usage in every chunk
+        return usage(prompt_tokens, sum(generated)) if req.continuous_usage else None
+    for i in range(len(ended)):
+        if req.kind == "chat":
+            await resp.write(_sse(chunk(req, i, "", first=True, use=so_far())))
+        elif echo[i]:
+            await resp.write(_sse(chunk(req, i, echo[i], use=so_far())))
+    while not all(ended):
+        item = await _next(request, q)
+        if item[0] == "error":
+            await resp.write(_sse(_failure(item[1]).body()))
+            break
+        if item[0] == "token":
+            _, _, i, text, lp = item
+            generated[i] += 1
+            block = None if lp is None else logprobs_block(req, [lp], offsets[i])
+            offsets[i] += len(lp[0]) if lp is not None else 0
+            await resp.write(_sse(chunk(req, i, text, use=so_far(), logprobs=block)))
+        else:
+            _, reason, i, why = item
+            ended[i] = True
+            await resp.write(_sse(chunk(req, i, None if req.kind == "chat" else "", reason,
+                                        stop_reason=why, use=so_far())))
+    else:
+        if req.include_usage:
+            await resp.write(_sse(chunk(req, None, None,
+                                        use=usage(prompt_tokens, sum(generated)))))
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
+async def completions(request):
+    return await _generate(request, "completion")
+
+
+async def chat_completions(request):
+    return await _generate(request, "chat")
+
+
+# -- the other routes ---------------------------------------------------------------------------
+
+def _model_card(st: ServerState) -> dict:
+    return {"id": st.model_name, "object": "model", "created": st.started,
+            "owned_by": "evalkit", "root": st.model_name, "parent": None,
+            "max_model_len": st.max_model_len}
+
+
+async def models(request):
+    from aiohttp import web
+    return web.json_response({"object": "list", "data": [_model_card(_state(request))]})
+
+
+async def model_detail(request):
+    from aiohttp import web
+    st = _state(request)
+    name = request.match_info["model"]
+    if name != st.model_name:
+        raise APIError(404, f"The model `{name}` does not exist.", param="model")
+    return web.json_response(_model_card(st))
+
+
+async def tokenize(request):
+    from aiohttp import web
+    st = _state(request)
+    return web.json_response(await _parsed_body(request, lambda b: tokenize_request(
+        b, st.tok, model_name=st.model_name, max_model_len=st.max_model_len)))
+
+
+async def detokenize(request):
+    from aiohttp import web
+    st = _state(request)
+    return web.json_response(await _parsed_body(request, lambda b: detokenize_request(
+        b, st.tok, model_name=st.model_name)))
+
+
+async def health(request):
+    from aiohttp import web
+    why = _state(request).engine.healthy()
+    if why:
+        raise APIError(503, why)
+    return web.Response(text="ok")
+
+
+async def version(request):
+    from aiohttp import web
+
+    from evalkit import __version__
+    return web.json_response({"version": __version__, "engine": "evalkit-sidecar"})
+
+
+async def metrics(request):
+    from aiohttp import web
+    engine = _state(request).engine
+    if engine.metrics is None:
+        raise APIError(404, "metrics are off")
+    from prometheus_client import CONTENT_TYPE_LATEST
+    return web.Response(body=engine.metrics.exposition(),
+                        headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def admin_reset(request):
+    from aiohttp import web
+    st = _state(request)
+    if not _bearer_ok(request, st.admin_key):
+        raise APIError(401, "Unauthorized: /admin/reset needs the admin key")
+    loop = asyncio.get_running_loop()
+    done = await loop.run_in_executor(None, st.engine.request_reset, 30.0)
+    if not done:
+        raise APIError(503, "the engine did not reset within 30 s")
+    return web.json_response({"reset": True, "counters": dict(st.engine.counters)})
+
+
+def make_app(engine, model_name: str, *, max_model_len: int = 32768,
+             default_max_tokens: int = 256, limits: Limits | None = None,
+             api_key: str | None = None, admin_key: str | None = None, log=_log_line):
+    """The aiohttp application; ``admin_key`` adds ``POST /admin/reset`` behind it."""
+    global STATE
+    from aiohttp import web
+    if STATE is None:
+        STATE = web.AppKey("sidecar_state", ServerState)
+    limits = limits or Limits()
+    app = web.Application(client_max_size=limits.max_request_bytes, middlewares=_middlewares())
+    app[STATE] = ServerState(engine, model_name, max_model_len=max_model_len,
+                             default_max_tokens=default_max_tokens, limits=limits,
+                             api_key=api_key or None, admin_key=admin_key or None, log=log)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/v1/models/{model:.+}", model_detail)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/detokenize", detokenize)
+    app.router.add_get("/health", health)
+    app.router.add_get("/ping", health)
+    app.router.add_post("/ping", health)
+    app.router.add_get("/version", version)
+    app.router.add_get("/metrics", metrics)
+    if admin_key:
+        app.router.add_post("/admin/reset", admin_reset)
+    return app
