@@ -42,7 +42,23 @@ rng_seeds      {name: int} the seed of every random generator used
 
 Optional keys: ``error`` (why an incomplete run stopped), ``trace_realisation`` (identifier of
 the request sequence: runs sharing it saw identical arrivals; defaults to ``trace.sha256``),
-``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``.
+``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``, ``run_order``
+(written by ``evalkit sweep``; see :mod:`evalkit.replay.run_order`)::
+
+    "run_order": {
+        "order_seed": int,          seed of the campaign's randomised order
+        "position": int,            0-based execution position among "runs" runs
+        "runs": int,
+        "block": int,               0-based position of the seed's block among "blocks"
+        "blocks": int,
+        "position_in_block": int,
+        "window": int,              blocks open at once
+        "started_at": ISO-8601,     wall clock when the run started      (varies)
+        "host_load": {"load_1m": float|null, "probe_s": float}           (varies)
+    }
+
+Wall-clock fields (``created_at``, ``run_order.started_at``, ``run_order.host_load``) are the
+only parts of a run that differ between two sweeps of the same campaign.
 """
 
 from __future__ import annotations
@@ -54,6 +70,9 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 ROLES = ("policy", "matched_random", "no_sync")
 BACKENDS = ("sim", "torch", "vllm", "import")
+
+RUN_ORDER_KEYS = ("order_seed", "position", "runs", "block", "blocks", "position_in_block",
+                  "window", "started_at", "host_load")
 
 REQUIRED_META = (
     "schema_version", "run_id", "policy", "role", "seed", "draw", "matched_to", "regime",
