@@ -196,7 +196,8 @@ def test_summary_table_reaches_matched_budget(campaigns):
     assert wa.tier == "matched_budget"
     km = check(wa, "k_match")
     assert km.evaluable is False and not km.blocking and km.vouched and "vouches" in km.found
-    assert wa.to_dict()["vouched"] == sorted(["k_match", "merge_durations_match",
+    assert wa.to_dict()["vouched"] == sorted(["execution_drift", "k_match",
+                                              "merge_durations_match",
                                               "open_loop_sending", "pairing_real",
                                               "schedules_in_corridor"])
     assert any("vouches" in n for n in wa.notes)

@@ -28,7 +28,7 @@ def test_bundled_protocol_encodes_the_hierarchy():
     assert p.tier("matched_budget").checks == (
         "matched_random_present", "policy_runs_complete", "k_match", "pairing_real",
         "schedules_in_corridor", "merge_durations_match", "open_loop_sending", "enough_seeds",
-        "gain_significant")
+        "gain_significant", "execution_drift")
     assert p.checks["gain_explained_by_overlap"]["unexplained_tolerance"] == 0.25
     assert p.tier("sidecar_transfer").checks == ("transfer_ci_excludes_one", "transfer_paired")
     assert p.checks["load_match"]["tolerances"]["arrival_rate_achieved"] == 0.02

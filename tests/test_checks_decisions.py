@@ -450,7 +450,8 @@ def test_every_registered_check_has_a_decision_test():
               "policy_runs_complete", "schedules_in_corridor", "merge_durations_match",
               "open_loop_sending", "enough_seeds", "gain_significant", "no_sync_present",
               "load_match", "psi_fit", "gain_explained_by_overlap", "not_oracle",
-              "real_sidecar"}
+              "real_sidecar",
+              "execution_drift"}           # its decisions: tests/test_audit_drift.py
     assert set(C.CHECKS) == tested
 
 

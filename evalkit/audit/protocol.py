@@ -59,6 +59,8 @@ CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {
     "pairing_real": {},
     "enough_seeds": {"min_seeds": ((int,), 5)},
     "gain_significant": {},
+    "execution_drift": {"max_explained_share": (_NUM, 0.5), "load_rel_tol": (_NUM, 0.05),
+                        "probe_rel_tol": (_NUM, 0.25), "require_run_order": ((bool,), False)},
     "no_sync_present": {},
     "load_match": {"tolerances": ((dict,), {})},
     "psi_fit": {"min_runs": ((int,), 6)},
