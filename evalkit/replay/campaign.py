@@ -18,6 +18,7 @@ A campaign (see ``examples/*.toml``)::
                sim_params = "twin.toml"  (sim: a fitted twin, path relative to this file;
                [backend.config] overrides it)
     [[policies]] name = "...", label = "...", params = {...}, draws = N
+    [design]   kind = "fixed" (default) | "sequential", max_seeds, batch (sequential only)
 
 :func:`plan_campaign` expands it into :class:`Job` s with dependencies: per seed a no-sync run;
 each policy run (``calibrated_offline`` also needs the no-sync run's request intervals and,
@@ -42,7 +43,8 @@ from evalkit.replay.spec import ReplaySpec
 
 TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
-            "slo", "trace", "backend", "policies"}
+            "slo", "trace", "backend", "policies", "design"}
+DESIGN_KEYS = {"kind", "max_seeds", "batch"}
 SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
 TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort",
                    "seed_stride_s"}
@@ -80,6 +82,9 @@ class Campaign:
     policies: list[PolicyEntry]
     text: str = ""
     description: str = ""
+    design: dict = field(default_factory=lambda: {"kind": "fixed", "max_seeds": None,
+                                                  "batch": None})
+    plan_sha256: str | None = None   # set by the sweep: the runs directory's plan
 
     def spec(self, run_id: str, seed: int, **kw) -> ReplaySpec:
         return ReplaySpec(run_id=run_id, seed=seed, regime=self.regime, backend=self.backend,
@@ -306,14 +311,43 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
         if pe.name == "calibrated_offline" and k_from is None and pe.params.get("k") is None:
             raise _err(path, text, "k_from", f"policy {pe.label!r} needs K",
                        "set params = { k_from = \"wa\" } or { k = 3 }", where="policies.params")
+    design = _parse_design(data.get("design"), path, text, len(seeds))
     camp = Campaign(path=path, regime=regime, seeds=seeds, draws=draws, horizon_s=horizon,
                     merge_duration_s=D, inner_step_s=step, h_min=h_min, h_max=h_max,
                     min_gap_s=min_gap, max_gap_s=max_gap, slo=slo_out, trace=trace,
                     backend=backend_name, backend_config=dict(backend_config),
-                    policies=policies, text=text, description=str(data.get("description", "")))
+                    policies=policies, text=text, description=str(data.get("description", "")),
+                    design=design)
     from evalkit.replay.runner import check_spec
     check_spec(camp.spec("check", 0), source=str(path) if path else None)
     return camp
+
+
+def _parse_design(table, path, text, n_seeds: int) -> dict:
+    """``[design]``: kind = "fixed" (default: every planned seed is run, then tested once) or
+    "sequential" (seeds in batches until decided, at most max_seeds)."""
+    if table is None:
+        return {"kind": "fixed", "max_seeds": None, "batch": None}
+    if not isinstance(table, dict):
+        raise _err(path, text, "design", "[design] must be a table",
+                   'write [design] kind = "fixed"')
+    _unknown(path, text, table, DESIGN_KEYS, "design")
+    kind = table.get("kind", "fixed")
+    if kind not in ("fixed", "sequential"):
+        raise _err(path, text, "kind", f"design kind must be 'fixed' or 'sequential', got "
+                   f"{_short(kind)}", 'write kind = "fixed" or kind = "sequential"',
+                   where="design")
+    if kind == "fixed":
+        extra = sorted(set(table) & {"max_seeds", "batch"})
+        if extra:
+            raise _err(path, text, extra[0], f"{extra[0]} applies to sequential designs only",
+                       f'remove {extra[0]} or write kind = "sequential"', where="design")
+        return {"kind": "fixed", "max_seeds": None, "batch": None}
+    max_seeds = _num(path, text, table, "max_seeds", kind=int, default=n_seeds, where="design")
+    _bounded(path, text, "max_seeds", max_seeds, 2, n_seeds, where="design")
+    batch = _num(path, text, table, "batch", kind=int, default=1, where="design")
+    _bounded(path, text, "batch", batch, 1, max_seeds, where="design")
+    return {"kind": "sequential", "max_seeds": max_seeds, "batch": batch}
 
 
 def _twin_config(path, text, backend: dict, backend_name: str, config: dict) -> dict:

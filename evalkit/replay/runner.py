@@ -160,6 +160,8 @@ def build_meta(spec: ReplaySpec, trace, policy: Policy, out: RunOutput, *,
                               else spec.inner_step_s),
         "notes": list(out.notes),
     }
+    if requested.get("plan_sha256"):     # the campaign plan this run was written under
+        meta["plan_sha256"] = str(requested["plan_sha256"])
     if spec.reference_run_id is not None:
         meta["reference_run_id"] = spec.reference_run_id
         meta["reference_k"] = spec.reference_k

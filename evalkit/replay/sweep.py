@@ -184,13 +184,14 @@ def job_fingerprint(camp: Campaign, job: Job) -> str:
                           ).hexdigest()[:16]
 
 
-def _is_done(run_dir: Path, fingerprint: str) -> bool:
+def _is_done(run_dir: Path, fingerprint: str, plan_hash: str | None = None) -> bool:
     try:
         meta = json.loads((run_dir / "run.json").read_text())
     except (OSError, ValueError):
         return False
     req = (meta.get("settings") or {}).get("requested") or {}
-    return bool(meta.get("complete")) and req.get("campaign_fingerprint") == fingerprint
+    return (bool(meta.get("complete")) and req.get("campaign_fingerprint") == fingerprint
+            and (plan_hash is None or meta.get("plan_sha256") == plan_hash))
 
 
 def _reference_k(runs_dir: Path, run_id: str) -> tuple[int | None, str]:
@@ -228,11 +229,14 @@ def _portable_path(path) -> str:
 
 
 def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
-    """Run one job unless it is already complete; never raises for a single job's failure."""
+    """Run one job unless it is already complete; never raises for a single job's failure.
+    ``camp.plan_sha256``: the runs directory's plan (:mod:`evalkit.runlog.plan`), stamped
+    into run.json."""
+    plan_hash = camp.plan_sha256
     t0 = time.perf_counter()
     runs_dir = Path(runs_dir)
     fp = job_fingerprint(camp, job)
-    if _is_done(runs_dir / job.run_id, fp):
+    if _is_done(runs_dir / job.run_id, fp, plan_hash):
         return JobOutcome(job.run_id, "skipped")
     try:
         extra = {}
@@ -265,6 +269,8 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
                              reference_run_id=job.k_from_run)
             policy, params, label = "matched_random", {}, "matched_random"
         extra["campaign_fingerprint"] = fp
+        if plan_hash is not None:
+            extra["plan_sha256"] = plan_hash
         extra["campaign"] = _portable_path(camp.path) if camp.path else None
         trace = build_trace(camp, job.seed)
         res = run_one(spec, trace, policy, runs_dir, policy_params=params, policy_label=label,
@@ -382,18 +388,24 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
         raise InputError("--out exists and is not a directory", file=str(runs_dir),
                          fix="pass a runs directory (it is created if missing)")
     summary = SweepSummary(runs_dir=runs_dir, shard=shard)
+    from evalkit.runlog.plan import directory_plan, plan_sha256, publish_plan
+
+    plan, fresh = directory_plan(camp, runs_dir)
+    camp = dataclasses.replace(camp, plan_sha256=plan_sha256(plan))
     # the executor first: a missing extra or an unreachable cluster writes nothing
     ex = executor or make_executor(camp, n_jobs, kind=executor_kind, address=address,
                                    cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     try:
         with StoreLock(runs_dir, shard) as lock:
             summary.notes += lock.notes
+            summary.notes.append(publish_plan(plan, fresh, runs_dir))
+            plan_hash = camp.plan_sha256
             summary.notes += clean_leftovers(runs_dir, [j.run_id for j in jobs])
-            states = existing_states(camp, jobs, runs_dir)
+            states = existing_states(camp, jobs, runs_dir, plan_hash=plan_hash)
             bar = tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
                        disable=(not sys.stderr.isatty()) if progress is None else not progress)
             try:
-                _schedule(camp, jobs, runs_dir, ex, summary, bar, states)
+                _schedule(camp, jobs, runs_dir, ex, summary, bar, states, plan_hash)
             finally:
                 bar.close()
     finally:
@@ -414,7 +426,8 @@ def _blocked_by(job: Job, dep: str, outcome: JobOutcome) -> JobOutcome:
 
 
 def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: SweepSummary,
-              bar, states: dict[str, "RunState"] | None = None) -> None:
+              bar, states: dict[str, "RunState"] | None = None,
+              plan_hash: str | None = None) -> None:
     """Submit each job once its dependencies in ``jobs`` have finished, in the randomised,
     blocked execution order of :mod:`evalkit.replay.run_order` (earliest first, from the
     open blocks only).
@@ -462,7 +475,8 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
             if bad:
                 finish(_blocked_by(job, bad[0], outcomes[bad[0]]))
                 continue
-            state = (states or {}).get(job.run_id) or run_state(camp, job, runs_dir)
+            state = (states or {}).get(job.run_id) or run_state(camp, job, runs_dir,
+                                                                 plan_hash=plan_hash)
             if state.state == "complete":
                 finish(JobOutcome(job.run_id, "skipped"))
             elif state.state == "unreadable":
@@ -531,9 +545,10 @@ def _first_line(text: str, limit: int = 200) -> str:
 
 
 def run_state(camp: Campaign, job: Job, runs_dir: Path, *, deep: bool = True,
-              leftovers: dict | None = None) -> RunState:
+              leftovers: dict | None = None, plan_hash: str | None = None) -> RunState:
     """The state of one planned run on disk.  ``deep``: validate a complete run's files too
-    (a truncated table makes it ``damaged``); ``leftovers``: :func:`scan_leftovers`."""
+    (a truncated table makes it ``damaged``); ``leftovers``: :func:`scan_leftovers`;
+    ``plan_hash``: a run not stamped with this plan is ``stale``."""
     d = runs_dir / job.run_id
     try:
         present = d.exists()
@@ -559,6 +574,8 @@ def run_state(camp: Campaign, job: Job, runs_dir: Path, *, deep: bool = True,
     req = (meta.get("settings") or {}).get("requested") or {}
     if req.get("campaign_fingerprint") != job_fingerprint(camp, job):
         return RunState(job.run_id, "stale", "written under different campaign settings")
+    if plan_hash is not None and meta.get("plan_sha256") != plan_hash:
+        return RunState(job.run_id, "stale", "not written under this runs directory's plan")
     if deep:
         from evalkit.runlog.validate import validate_run
 
@@ -574,13 +591,14 @@ def run_state(camp: Campaign, job: Job, runs_dir: Path, *, deep: bool = True,
 
 
 def existing_states(camp: Campaign, jobs: list[Job], runs_dir: Path, *,
-                    threads: int | None = None) -> dict[str, RunState]:
+                    threads: int | None = None,
+                    plan_hash: str | None = None) -> dict[str, RunState]:
     """:func:`run_state` of every job (validating existing runs a few threads at a time)."""
     from evalkit.runlog.validate import map_ordered
 
     leftovers = scan_leftovers(runs_dir)
-    states = map_ordered(lambda j: run_state(camp, j, runs_dir, leftovers=leftovers), jobs,
-                         threads)
+    states = map_ordered(lambda j: run_state(camp, j, runs_dir, leftovers=leftovers,
+                                             plan_hash=plan_hash), jobs, threads)
     return {st.run_id: st for st in states}
 
 
@@ -596,7 +614,11 @@ def check_campaign(campaign, runs_dir, *, jobs: list[Job] | None = None,
     if runs_dir.exists() and not runs_dir.is_dir():
         raise InputError("--out exists and is not a directory", file=str(runs_dir),
                          fix="pass the runs directory of the sweep")
-    states = existing_states(camp, jobs, runs_dir)
+    from evalkit.runlog.plan import plan_sha256, read_plan
+
+    plan = read_plan(runs_dir) if runs_dir.is_dir() else None
+    states = existing_states(camp, jobs, runs_dir,
+                             plan_hash=plan_sha256(plan) if plan is not None else None)
     notes = [f"a sweep is running on this directory: {h.describe()}"
              for h in current_holders(runs_dir)]
     return CheckReport([states[j.run_id] for j in jobs], runs_dir, shard, notes)

@@ -42,8 +42,10 @@ rng_seeds      {name: int} the seed of every random generator used
 
 Optional keys: ``error`` (why an incomplete run stopped), ``trace_realisation`` (identifier of
 the request sequence: runs sharing it saw identical arrivals; defaults to ``trace.sha256``),
-``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``, ``run_order``
-(written by ``evalkit sweep``; see :mod:`evalkit.replay.run_order`)::
+``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``, ``plan_sha256``
+(sha256 of the campaign plan, ``plan.json`` beside the runs, the run was written under;
+see :mod:`evalkit.runlog.plan`), ``run_order`` (written by ``evalkit sweep``; see
+:mod:`evalkit.replay.run_order`)::
 
     "run_order": {
         "order_seed": int,          seed of the campaign's randomised order

@@ -1,0 +1,242 @@
+"""Campaign plans: the design of a campaign fixed before its runs (pre-registration).
+
+``evalkit plan freeze CAMPAIGN.toml`` (and every ``evalkit sweep``, into its runs directory)
+writes ``plan.json``::
+
+    {"schema": "evalkit-plan/1",
+     "campaign": {"name", "sha256", "fingerprint", "settings": {...}},
+     "protocol": {"name", "version", "sha256"},
+     "alpha", "alternative",
+     "design": {"kind": "fixed" | "sequential", "alpha", "max_seeds", "batch"},
+     "corridor": {"min_gap_s", "max_gap_s", "merge_duration_s", "horizon_s", "train_start_s"},
+     "runs": [{"run_id", "regime", "policy", "policy_class", "role", "seed", "draw",
+               "matched_to", "rng_seed"}, ...],
+     "created_at": ISO-8601 UTC}
+
+``rng_seed`` is the seed of the run's policy generator (what ``rng_seeds.policy`` of its
+run.json must say): for a matched-random draw it fixes the schedule drawn from F_K once K is
+known, so the audit can regenerate every draw and prove it was not selected.
+:func:`plan_sha256` (sha256 of the canonical JSON) is stamped into every run a sweep writes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from evalkit.errors import InputError, from_os_error
+
+PLAN_FILE = "plan.json"
+SCHEMA = "evalkit-plan/1"
+DESIGN_KINDS = ("fixed", "sequential")
+# what may differ between two freezes of the same campaign (sweep's resume check)
+_VOLATILE = ("created_at", "protocol", "alpha", "alternative")
+
+
+def canonical(doc) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def plan_sha256(plan: dict) -> str:
+    """sha256 (hex) of the plan's canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(canonical(plan)).hexdigest()
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _campaign_settings(camp) -> dict:
+    return {"regime": camp.regime, "seeds": list(camp.seeds), "draws": camp.draws,
+            "horizon_s": camp.horizon_s, "merge_duration_s": camp.merge_duration_s,
+            "inner_step_s": camp.inner_step_s, "h_min": camp.h_min, "h_max": camp.h_max,
+            "min_gap_s": camp.min_gap_s, "max_gap_s": camp.max_gap_s, "slo": dict(camp.slo),
+            "trace": dict(camp.trace), "backend": camp.backend,
+            "backend_config": dict(camp.backend_config),
+            "policies": [{"label": p.label, "name": p.name, "params": dict(p.params),
+                          "draws": p.draws} for p in camp.policies]}
+
+
+def planned_runs(camp) -> list[dict]:
+    """Every run the campaign plans, with the seed of its policy generator."""
+    from evalkit.replay.campaign import plan_campaign
+    from evalkit.replay.policies.context import derived_seed
+
+    out = []
+    for job in plan_campaign(camp):
+        if job.kind == "no_sync":
+            label, cls, matched_to = "no_sync", "no_sync", None
+        elif job.kind == "policy":
+            label, cls, matched_to = job.policy.label, job.policy.name, None
+        else:
+            label, cls, matched_to = "matched_random", "matched_random", job.policy.label
+        # the sweep's policy_seed(spec): derived from (seed, role, matched_to, draw)
+        rng_seed = derived_seed(job.seed, "policy", job.kind, matched_to or "", job.draw or 0)
+        out.append({"run_id": job.run_id, "regime": camp.regime, "policy": label,
+                    "policy_class": cls, "role": job.kind, "seed": int(job.seed),
+                    "draw": job.draw, "matched_to": matched_to, "rng_seed": int(rng_seed)})
+    return out
+
+
+def plan_from_campaign(camp, protocol) -> dict:
+    """The plan of a loaded campaign (:class:`evalkit.replay.campaign.Campaign`) under a
+    loaded protocol (:class:`evalkit.audit.protocol.Protocol`)."""
+    lo, hi = camp.spec("plan", 0).gaps()
+    text = camp.text or ""
+    design = dict(getattr(camp, "design", None) or {"kind": "fixed", "max_seeds": None,
+                                                    "batch": None})
+    design["alpha"] = float(protocol.alpha)
+    return {
+        "schema": SCHEMA,
+        "campaign": {"name": camp.regime,
+                     "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                     "fingerprint": camp.fingerprint(),
+                     "settings": _campaign_settings(camp)},
+        "protocol": {"name": protocol.name, "version": int(protocol.version),
+                     "sha256": protocol.sha256},
+        "alpha": float(protocol.alpha), "alternative": protocol.alternative,
+        "design": {k: design.get(k) for k in ("kind", "alpha", "max_seeds", "batch")},
+        "corridor": {"min_gap_s": float(lo), "max_gap_s": float(hi),
+                     "merge_duration_s": float(camp.merge_duration_s),
+                     "horizon_s": float(camp.horizon_s), "train_start_s": 0.0},
+        "runs": planned_runs(camp),
+        "created_at": _now(),
+    }
+
+
+def freeze_plan(campaign_path, protocol_path=None) -> dict:
+    """Load a campaign TOML and a protocol (bundled name or file; default ``diloco-slo``)
+    and return the plan document (nothing is written)."""
+    from evalkit.audit.protocol import load_protocol
+    from evalkit.replay.campaign import load_campaign
+
+    return plan_from_campaign(load_campaign(campaign_path), load_protocol(protocol_path))
+
+
+def write_plan(plan: dict, path) -> Path:
+    """Write ``plan`` to ``path`` atomically (temporary sibling, fsync, rename)."""
+    from evalkit.fsutil import atomic_write
+
+    data = json.dumps(plan, indent=2, sort_keys=True).encode() + b"\n"
+
+    def write(tmp):
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    try:
+        return atomic_write(Path(path), write)
+    except OSError as exc:
+        raise from_os_error(exc, path=str(path), action="cannot write the plan") from None
+
+
+def write_plan_once(plan: dict, path) -> tuple[dict, bool]:
+    """Publish ``plan`` at ``path`` unless a plan is already there (atomic create: a hard
+    link of a fully written temporary file).  Returns (the plan on disk, written now)."""
+    from evalkit.fsutil import fsync_dir, temp_sibling
+
+    path = Path(path)
+    tmp = temp_sibling(path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(json.dumps(plan, indent=2, sort_keys=True).encode() + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+            fsync_dir(path.parent)
+            return plan, True
+        except FileExistsError:
+            return load_plan(path), False
+    except OSError as exc:
+        raise from_os_error(exc, path=str(path), action="cannot write the plan") from None
+    finally:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def load_plan(path) -> dict:
+    """Read and check a plan file; InputError names the file and what is wrong."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise from_os_error(exc, path=str(path), action="cannot read the plan") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"plan is not valid JSON ({exc})", file=path.name,
+                         fix="restore the plan.json the sweep wrote; never edit it") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise InputError(f"not an evalkit plan (schema {doc.get('schema') if isinstance(doc, dict) else None!r})",
+                         file=path.name, column="schema",
+                         fix=f"a plan written by 'evalkit plan freeze' has schema {SCHEMA!r}")
+    for key in ("campaign", "protocol", "runs", "created_at", "alpha", "alternative",
+                "design", "corridor"):
+        if key not in doc:
+            raise InputError(f"plan has no {key!r}", file=path.name, column=key,
+                             fix="freeze the plan again with 'evalkit plan freeze'")
+    if not isinstance(doc["runs"], list) or not all(
+            isinstance(r, dict) and {"run_id", "role", "seed", "rng_seed"} <= set(r)
+            for r in doc["runs"]):
+        raise InputError("plan runs must be a list of planned runs", file=path.name,
+                         column="runs", fix="freeze the plan again with 'evalkit plan freeze'")
+    return doc
+
+
+def read_plan(runs_dir) -> dict | None:
+    """The plan of a runs directory (``<runs_dir>/plan.json``), or None when it has none."""
+    path = Path(runs_dir) / PLAN_FILE
+    if not path.exists():
+        return None
+    return load_plan(path)
+
+
+def same_campaign(a: dict, b: dict) -> list[str]:
+    """Keys in which two plans of one runs directory differ; created_at and the protocol
+    (name, hash, alpha, alternative) may differ: a plan frozen under another protocol with
+    ``evalkit plan freeze`` is kept as it is."""
+    def core(doc: dict) -> dict:
+        out = {k: v for k, v in doc.items() if k not in _VOLATILE}
+        out["design"] = {k: v for k, v in (doc.get("design") or {}).items() if k != "alpha"}
+        return out
+
+    ca, cb = core(a), core(b)
+    return [k for k in sorted(set(ca) | set(cb)) if canonical(ca.get(k)) != canonical(cb.get(k))]
+
+
+def directory_plan(camp, runs_dir, protocol=None) -> tuple[dict, bool]:
+    """The plan ``runs_dir`` follows for campaign ``camp`` (nothing is written): the one there,
+    which must plan the same campaign (else an InputError: exit 2), or a fresh one frozen
+    under ``protocol`` (default the bundled one).  Returns (plan, fresh)."""
+    from evalkit.audit.protocol import load_protocol
+
+    path = Path(runs_dir) / PLAN_FILE
+    fresh = plan_from_campaign(camp, protocol or load_protocol(None))
+    if not path.exists():
+        return fresh, True
+    plan = load_plan(path)
+    diff = same_campaign(plan, fresh)
+    if diff:
+        raise InputError(f"the runs directory's plan was frozen for another campaign (they "
+                         f"differ in: {', '.join(diff)})", file=str(path), column=diff[0],
+                         fix="sweep this campaign into a new runs directory; a plan is never "
+                             "changed after runs were written under it")
+    return plan, False
+
+
+def publish_plan(plan: dict, fresh: bool, runs_dir) -> str:
+    """Write a fresh plan into ``runs_dir`` (call with the store locked); a note for the
+    sweep's summary.  A plan another sweep published meanwhile is an InputError."""
+    sha = plan_sha256(plan)
+    if not fresh:
+        return f"runs follow the existing {PLAN_FILE} (sha256 {sha[:12]})"
+    Path(runs_dir).mkdir(parents=True, exist_ok=True)
+    on_disk, written = write_plan_once(plan, Path(runs_dir) / PLAN_FILE)
+    if not written and plan_sha256(on_disk) != sha:
+        raise InputError("another sweep wrote this runs directory's plan at the same time",
+                         file=str(Path(runs_dir) / PLAN_FILE),
+                         fix="run the sweep again: it follows the plan now there")
+    return f"plan {PLAN_FILE} written (sha256 {sha[:12]})"
