@@ -77,10 +77,17 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
               help="checks the input cannot evaluate (a summary table without K, pairing, "
               "corridor, merge-length or open-loop evidence) do not block; the report marks "
               "the claim as vouched")
+@click.option("--sequential", is_flag=True, default=False,
+              help="decide from the anytime-valid e-process (campaigns planned as sequential "
+              "only): exit 0 pass, 1 fail / futile / max seeds reached, 4 continue")
+@click.option("--min-effect", type=float, default=0.0, show_default=True,
+              help="--sequential: smallest gain (V units) of interest; futile when the "
+              "confidence sequence's upper bound falls below it")
 def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
-             accept_vouched):
+             accept_vouched, sequential, min_effect):
     """Exit 0 when POLICY reaches TIER (and, with --baseline, no claim fell below the
-    baseline's tier), 1 when it does not (underpowered included), 2 on bad input."""
+    baseline's tier), 1 when it does not (underpowered included), 2 on bad input.
+    With --sequential: 4 when the e-process has not decided yet (run more seeds)."""
     from evalkit.audit import audit_campaign
     from evalkit.audit.protocol import load_protocol
     from evalkit.report.diff import load_audit, tier_drops, tier_rank
@@ -97,6 +104,10 @@ def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
         top = max([top] + [r for r in ranks if r is not None])
     result = audit_campaign(input_path, protocol=proto, seed=seed, max_tier=order[top])
     claim = result.claim(policy, regime)
+    if sequential:
+        from evalkit.cli.gate_sequential import sequential_gate
+
+        sys.exit(sequential_gate(result, claim, proto, tier, min_effect, base is not None))
     reached = claim.tier
     ok = reached is not None and order.index(reached) >= order.index(tier)
     verdict = "PASS" if ok else "FAIL"

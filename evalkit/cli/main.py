@@ -3,7 +3,7 @@
 One handler (:func:`exit_code_for`) maps every outcome to an exit code with one meaning:
 0 success, 1 claim not reached (``gate`` only), 2 bad input or environment (message names
 the path and the fix), 3 internal error (traceback in a log file, not on the terminal),
-130 interrupted.
+4 not decided yet (``gate --sequential`` only: run more seeds), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ Exit codes (every command):
      directory, runs that failed; the message names the path and the fix
   3  internal error (a bug): the traceback is written to a log file
      (EVALKIT_LOG_DIR, else ~/.local/state/evalkit/logs), not the terminal
+  4  gate --sequential only: not decided yet (continue: run more seeds)
   130 interrupted (Ctrl-C)"""
 
 

@@ -149,8 +149,17 @@ def _sim_intervals(spec, trace):
               help="run nothing: validate every planned run and list those missing, "
                    "incomplete, stale, damaged or unreadable (exit 2 if any)")
 @click.option("--progress/--no-progress", default=None, help="progress bar (default: on a tty)")
+@click.option("--until-decided", is_flag=True, default=False,
+              help="sequential campaigns: run seeds in batches, audit after each, stop when "
+                   "every claim's e-process has decided")
+@click.option("--max-seeds", type=int, default=None,
+              help="--until-decided: stop after this many seeds (at most the plan's max_seeds)")
+@click.option("--batch", type=int, default=None,
+              help="--until-decided: seeds per batch (default: the plan's batch)")
+@click.option("--min-effect", type=float, default=0.0, show_default=True,
+              help="--until-decided: smallest gain of interest (futility bound)")
 def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_task,
-              shard_spec, check, progress):
+              shard_spec, check, progress, until_decided, max_seeds, batch, min_effect):
     """Run (or resume) CAMPAIGN.toml: no-sync + policies + matched-random draws per seed."""
     from evalkit.replay.campaign import load_campaign, parse_shard
     from evalkit.replay.sweep import check_campaign, run_campaign
@@ -160,6 +169,13 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
         raise InputError(f"--jobs must be >= 1, got {n_jobs}", column="--jobs",
                          fix="e.g. --jobs 2")
     camp = load_campaign(campaign)
+    if until_decided or max_seeds is not None or batch is not None:
+        from evalkit.cli.sweep_sequential import until_decided_cmd
+
+        sys.exit(until_decided_cmd(camp, out, until_decided, max_seeds, batch, min_effect,
+                                   shard, check, n_jobs=n_jobs, progress=progress,
+                                   executor_kind=executor, address=address,
+                                   cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task))
     if check:
         report = check_campaign(camp, out, shard=shard)
         click.echo(report.format())
