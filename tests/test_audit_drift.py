@@ -115,7 +115,8 @@ def test_historical_artifact_is_blocked_and_passes_without_the_check(tmp_path):
     claim = audit_campaign(tmp_path / "runs", max_tier="matched_budget").claim("fixed_h", "cpu")
     chk = _drift_check(claim)
     assert claim.tier is None and chk.passed is False and chk.blocking
-    assert "trainer step rate differs" in chk.found and "host probe latency differs" in chk.found
+    assert "trainer step rate differs" in chk.found
+    assert "host probe latency: draws higher than the policy run by a median 28.0%" in chk.found
     rates = claim_timing_of(tmp_path / "runs")
     assert f"median {rates:.1%} > 5%" in chk.found     # the draws' slower steps, as measured
     assert "policy first in 10/10 seeds" in chk.found and "evalkit sweep" in chk.recommendation
@@ -243,3 +244,33 @@ def test_nothing_recorded_is_not_evaluable():
     ctx = _ctx(v, v + 0.01, np.full(6, np.nan), np.full(6, np.nan))
     out = execution_drift(ctx, SPEC)
     assert out.passed is None and not out.evaluable
+
+
+def _probe_ctx(v_draw_slope):
+    """Probe latency 60% higher for every seed's draw; V of the draw rises with the probe
+    by ``v_draw_slope`` per second of probe latency (0: V does not depend on it)."""
+    rng = np.random.default_rng(5)
+    n = 10
+    v = rng.uniform(0.2, 0.3, n)
+    probe_pol = rng.uniform(0.010, 0.020, n)
+    probe_draw = probe_pol * rng.uniform(1.5, 1.7, n)
+    v_draw = v + 0.002 + v_draw_slope * (probe_draw - probe_pol) + rng.normal(0, 1e-4, n)
+    ctx = _ctx(v, v_draw, np.full(n, 10.0), np.full(n, 10.0), np.arange(n) * 2.0,
+               np.arange(n) * 2.0 + 1.0)
+    metas = {}
+    for s in range(n):
+        for rid, probe, minute in ((f"p{s}", probe_pol[s], 2.0 * s),
+                                   (f"d{s}", probe_draw[s], 2.0 * s + 1)):
+            metas[rid] = {"run_order": {"position": 0, "started_at": (
+                T0 + dt.timedelta(minutes=minute)).isoformat(),
+                "host_load": {"probe_s": float(probe)}}}
+    ctx._meta = lambda rid: metas[rid]
+    return ctx
+
+
+def test_probe_imbalance_blocks_only_when_v_depends_on_the_probe():
+    quiet = execution_drift(_probe_ctx(0.0), SPEC)
+    assert quiet.passed is True and "host probe latency: draws higher" in quiet.found
+    loud = execution_drift(_probe_ctx(20.0), SPEC)
+    assert loud.passed is False and "host probe latency differs" in loud.found
+    assert "V depends on it" in loud.found

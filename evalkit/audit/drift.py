@@ -11,9 +11,12 @@ from run.json; without run-order records the time the run was written, its ``cre
 trainer step rate and the latency of the host probe a sweep records (``run_order.host_load``):
 
 1. **Load imbalance** (step rate, probe latency): per seed the relative difference
-   ``r_s = (mean over draws - policy) / policy``; blocked when the median ``|r_s|`` exceeds
-   the tolerance *and* an exact two-sided sign-flip test on ``r`` reaches alpha (the policy
-   runs systematically ran under a different load than their draws).
+   ``r_s = (mean over draws - policy) / policy``; an imbalance is a median ``|r_s|`` above
+   the tolerance *and* an exact two-sided sign-flip test on ``r`` reaching alpha (the policy
+   runs systematically ran under a different load than their draws).  A trainer step-rate
+   imbalance blocks (the runs were not like for like); a probe-latency imbalance (a short CPU
+   loop, noisy on a shared host) blocks only when V also depends on the probe latency (its
+   slope in 2. is significant at alpha).
 2. **Drift regression**: V regressed, with seed fixed effects, on a policy indicator and one
    drift variable z (execution time in minutes, step rate, probe latency).  The drift-adjusted
    gain ``G_adj`` is minus the indicator's coefficient; the part of ``G = mean d`` explained
@@ -192,7 +195,7 @@ def execution_drift(ctx, spec) -> Outcome:
                        f"(e.g. {', '.join(missing[:3])}); the protocol requires them",
                        "rerun with `evalkit sweep`, which randomises, blocks and records the "
                        "run order")
-    notes, blocks = [], []
+    notes, blocks, imbalance = [], [], {}
     if has_time:
         gap = [g.loc[~g.is_policy, "t_min"].mean() - g.loc[g.is_policy, "t_min"].iloc[0]
                for _, g in df.groupby("seed")]
@@ -213,9 +216,11 @@ def execution_drift(ctx, spec) -> Outcome:
                 f"{med:.1%} (|r|), sign-flip p = {_fmt(p, 3)} over {r.size} seeds")
         notes.append(text)
         if med > tols[tol_key] and p <= alpha:
-            blocks.append(f"{label} differs between the policy runs and their draws "
-                          f"(median {med:.1%} > {tols[tol_key]:.0%}, p = {_fmt(p, 3)} <= "
-                          f"{alpha:g})")
+            imbalance[col] = (f"{label} differs between the policy runs and their draws "
+                              f"(median {med:.1%} > {tols[tol_key]:.0%}, p = {_fmt(p, 3)} <= "
+                              f"{alpha:g})")
+    if "step_rate" in imbalance:
+        blocks.append(imbalance["step_rate"])
     for col, label in (("t_min", "execution time"), ("step_rate", "step rate"),
                        ("probe_s", "probe latency")):
         if col not in measures:
@@ -228,6 +233,9 @@ def execution_drift(ctx, spec) -> Outcome:
             notes.append(f"{label} is collinear with the policy label within seeds (no "
                          "regression)")
             continue
+        if col == "probe_s" and "probe_s" in imbalance and fit["beta_p"] <= alpha:
+            blocks.append(imbalance["probe_s"] + f" and V depends on it (slope p = "
+                          f"{_fmt(fit['beta_p'], 3)})")
         explained = g - fit["gain_adj"]
         share = explained / g + 0.0 if g > 0 else math.nan     # + 0.0: no "-0%"
         if abs(share) < 0.005:
