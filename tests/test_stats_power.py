@@ -16,19 +16,30 @@ from evalkit.stats.power import permutation_p_batch, pilot_model, power_plan
 from evalkit.stats.sequential import label_values_equal_m
 
 
-def test_batch_permutation_p_matches_the_exact_test():
+@pytest.mark.parametrize("n, b", [(6, 100), (9, 20000)])   # 729 label sets: exact; 19,683: MC
+def test_batch_permutation_p_matches_the_exact_test(n, b):
     rng = np.random.default_rng(1)
-    v = rng.lognormal(np.log(0.06), 0.5, (3, 6, 3))
+    v = rng.lognormal(np.log(0.06), 0.5, (3, n, 3))
     v[:, :, 0] -= 0.01
     vals = label_values_equal_m(v[..., 0], v[..., 1:])
-    b = 20000
     got = permutation_p_batch(vals, b, np.random.default_rng(2), "two-sided")
     for r in range(3):
         exact = within_seed_permutation_test(v[r, :, 0], list(v[r, :, 1:]), "two-sided",
                                              confidence_level=None)
         assert exact.exact
-        se = math.sqrt(exact.p_value * (1 - exact.p_value) / b) * 2 + 1 / b
-        assert abs(got[r] - exact.p_value) <= 4 * se, (got[r], exact.p_value)
+        if 3 ** n <= 4096:
+            assert got[r] == pytest.approx(exact.p_value, rel=1e-12)
+        else:
+            se = math.sqrt(exact.p_value * (1 - exact.p_value) / b) * 2 + 1 / b
+            assert abs(got[r] - exact.p_value) <= 4 * se, (got[r], exact.p_value)
+
+
+def test_batch_permutation_p_never_below_the_design_minimum():
+    v = np.random.default_rng(3).lognormal(np.log(0.06), 0.5, (50, 2, 6))
+    v[:, :, 0] -= 0.05                       # the policy run is the best of every seed
+    p = permutation_p_batch(label_values_equal_m(v[..., 0], v[..., 1:]), 400,
+                            np.random.default_rng(4), "two-sided")
+    assert np.all(p >= 2 / 36 - 1e-12)       # 2 seeds x 6 runs: two-sided min p = 2/36
 
 
 def test_pilot_model_pools_within_seed_spread():

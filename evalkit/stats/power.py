@@ -91,28 +91,47 @@ def pilot_model(policy, draws, source: str = "pilot") -> PilotModel:
                       source)
 
 
+EXACT_LABEL_SETS = 4096      # enumerate every label set up to here, as the audit does
+
+
 def permutation_p_batch(vals: np.ndarray, n_resamples: int, rng: np.random.Generator,
                         alternative: str = "two-sided") -> np.ndarray:
-    """Monte Carlo within-seed permutation p of many campaigns at once.
+    """Within-seed permutation p of many campaigns at once.
 
-    vals: (R, n, m + 1) label values (index 0 observed).  The same ``n_resamples`` random
-    label sets serve every campaign; p = (k + 1) / (B + 1) per side, two-sided = 2 min.
+    vals: (R, n, m + 1) label values (index 0 observed).  Up to :data:`EXACT_LABEL_SETS`
+    label sets the p-value is exact (every label set; p = k / L, the identity included, so it
+    never goes below the design's smallest attainable p); beyond, the same ``n_resamples``
+    random label sets serve every campaign, p = (k + 1) / (B + 1).  Two-sided = 2 min.
     """
     reps, n, size = vals.shape
+    if float(size) ** n <= EXACT_LABEL_SETS:
+        grids = np.meshgrid(*[np.arange(size)] * n, indexing="ij")
+        labels = np.column_stack([g.reshape(-1) for g in grids])
+        ge, le = _label_counts(vals, labels)
+        pg, pl = ge / labels.shape[0], le / labels.shape[0]
+        return {"greater": pg, "less": pl,
+                "two-sided": np.minimum(1.0, 2 * np.minimum(pg, pl))}[alternative]
     labels = rng.integers(0, size, size=(n_resamples, n))
+    ge, le = _label_counts(vals, labels)
+    pg, pl = (ge + 1) / (n_resamples + 1), (le + 1) / (n_resamples + 1)
+    return {"greater": pg, "less": pl,
+            "two-sided": np.minimum(1.0, 2 * np.minimum(pg, pl))}[alternative]
+
+
+def _label_counts(vals: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per campaign, label sets whose sum reaches the observed one from above / below."""
+    reps, n, _ = vals.shape
     obs = vals[:, :, 0].sum(axis=1)
     tol = 1e-9 * np.maximum(1e-300, np.abs(vals).mean(axis=(1, 2))) * n
     ge = np.zeros(reps)
     le = np.zeros(reps)
     seeds = np.arange(n)
-    for lo in range(0, n_resamples, 256):
+    for lo in range(0, labels.shape[0], 256):
         lab = labels[lo:lo + 256]
         sums = vals[:, seeds[None, :], lab].sum(axis=2)          # (R, b)
         ge += (sums >= (obs - tol)[:, None]).sum(axis=1)
         le += (sums <= (obs + tol)[:, None]).sum(axis=1)
-    pg, pl = (ge + 1) / (n_resamples + 1), (le + 1) / (n_resamples + 1)
-    return {"greater": pg, "less": pl,
-            "two-sided": np.minimum(1.0, 2 * np.minimum(pg, pl))}[alternative]
+    return ge, le
 
 
 @dataclass(frozen=True)
