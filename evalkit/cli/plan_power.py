@@ -75,7 +75,7 @@ def format_plan(plan, label: str) -> str:
             lines.append(f"{kind}: no setting on the grid reaches {pct} within {top} seeds")
             continue
         n = best.fixed_seeds_needed if kind == "fixed" else best.sequential_seeds_needed
-        lines.append(f"{kind}: fewest runs for {pct} power: {n} seeds x {best.m} draws "
+        lines.append(f"{kind}: fewest runs for {pct} power: {n} seeds x {best.m} draw(s) "
                      f"({n * (best.m + 2)} runs with policy and no-sync runs)")
     lines.append(f"method: {plan.method}")
     return "\n".join(lines)

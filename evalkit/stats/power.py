@@ -218,7 +218,8 @@ def power_plan(model: PilotModel, gain: float, *, alpha: float = 0.05,
                      sd_within=model.sd_within,
                      model=("Gaussian, sd from the paired differences" if model.gaussian else
                             f"resampled centred draws of {len(model.means)} pilot seeds"),
-                     method=(f"{reps} simulated campaigns per setting; fixed-n: Monte Carlo "
-                             f"within-seed permutation test, B = {n_resamples}, at each seed "
-                             "count; sequential: anytime-valid e-process, first crossing of "
+                     method=(f"{reps} simulated campaigns per setting; fixed-n: within-seed "
+                             f"permutation test at each seed count (exact up to "
+                             f"{EXACT_LABEL_SETS} label sets, else Monte Carlo with B = "
+                             f"{n_resamples}); sequential: anytime-valid e-process, first crossing of "
                              "1/alpha, decisions counted at min(crossing, max seeds)"))
