@@ -163,6 +163,8 @@ def test_until_decided_then_gate_on_the_simulator(tmp_path):
     gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
     assert gate.exit_code == EXIT_CONTINUE, gate.output
     assert "sequential CONTINUE" in gate.output and "run more seeds" in gate.output
+    fixed = _invoke(["gate", str(runs), "--policy", "calibrated_offline"])
+    assert fixed.exit_code == 1 and "planned as sequential" in fixed.output
     bad = _invoke(["sweep", str(camp), "--out", str(runs), "--until-decided",
                    "--max-seeds", "13"])
     assert bad.exit_code == 2 and "--max-seeds 13 is outside 1..12" in bad.output

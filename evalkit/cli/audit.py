@@ -108,6 +108,11 @@ def gate_cmd(input_path, policy, regime, tier, baseline, protocol, alpha, seed,
         from evalkit.cli.gate_sequential import sequential_gate
 
         sys.exit(sequential_gate(result, claim, proto, tier, min_effect, base is not None))
+    from evalkit.cli.gate_sequential import fixed_gate_note
+
+    note = fixed_gate_note(result)
+    if note:
+        claim.notes.append(note)
     reached = claim.tier
     ok = reached is not None and order.index(reached) >= order.index(tier)
     verdict = "PASS" if ok else "FAIL"

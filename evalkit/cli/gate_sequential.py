@@ -27,3 +27,14 @@ def sequential_gate(result, claim, protocol, tier: str, min_effect: float,
         click.echo("  other claims: " + "; ".join(f"{v.regime}/{v.policy} {v.decision}"
                                                   for v in others))
     return mine.exit_code
+
+
+def fixed_gate_note(result) -> str | None:
+    """A note for a fixed-design gate on a campaign planned as sequential."""
+    from evalkit.audit.sequential import planned_design
+
+    design, _, _ = planned_design(result.campaign)
+    if design is None:
+        return None
+    return ("this campaign was planned as sequential: if it was stopped on its results "
+            "(sweep --until-decided), the fixed-n p ignores that; decide with --sequential")

@@ -221,5 +221,6 @@ def power_plan(model: PilotModel, gain: float, *, alpha: float = 0.05,
                      method=(f"{reps} simulated campaigns per setting; fixed-n: within-seed "
                              f"permutation test at each seed count (exact up to "
                              f"{EXACT_LABEL_SETS} label sets, else Monte Carlo with B = "
-                             f"{n_resamples}); sequential: anytime-valid e-process, first crossing of "
-                             "1/alpha, decisions counted at min(crossing, max seeds)"))
+                             f"{n_resamples}); sequential: anytime-valid e-process, first "
+                             "crossing of 1/alpha, decisions counted at min(crossing, max "
+                             "seeds)"))
