@@ -106,7 +106,7 @@ def test_failed_reference_blocks_its_draws(tmp_path, monkeypatch):
 @pytest.mark.parametrize("mutate, match", [
     (lambda t: t.replace('regime = "tiny"', 'regime = "tiny"\nbogus = 1'), "bogus.*line 3"),
     (lambda t: t.replace("seeds = 2", "seeds = [1, 1]"), "seeds"),
-    (lambda t: t.replace('name = "wa"', 'name = "wax"'), "unknown or reserved policy"),
+    (lambda t: t.replace('name = "wa"', 'name = "wax"'), "unknown policy"),
     (lambda t: t.replace('k_from = "wa"', 'k_from = "nope"'), "k_from"),
     (lambda t: t.replace("h_min = 80", "h_min = 900"), "h_min"),
     (lambda t: t.replace("horizon_s = 240.0", "horizon_s = 30.0"), "infeasible corridor"),

@@ -89,6 +89,8 @@ def test_vllm_backend_replays_against_an_openai_endpoint(server, tmp_path):
     assert (np.diff(merges["start_s"]) >= 1.9).all()            # corridor min gap 2 s
     signals = read_table(run, "signals")
     assert signals["scrape_ok"].mean() > 0.9                     # vLLM metric names read
+    assert eff["signals"]["available"] is True
+    assert eff["signals"]["found"] == ["vllm:num_requests_running", "vllm:num_requests_waiting"]
     assert signals["queue_running"].max() >= 1
     decisions = read_table(run, "decisions")
     assert (decisions["action"] == "merge").sum() == len(merges)

@@ -32,7 +32,8 @@ def _load_trace(path: Path, fmt: str | None):
 @click.option("--trace", "trace_path", required=True, type=click.Path(path_type=Path),
               help="trace Parquet (evalkit trace import/generate) or a raw file with --trace-format")
 @click.option("--trace-format", default=None, help="azure|burstgpt|mooncake|vllm-bench|parquet")
-@click.option("--policy", required=True, help="policy name (see the error for the list)")
+@click.option("--policy", required=True,
+              help="built-in or plugin name, or package.module:ClassName (evalkit policies list)")
 @click.option("--seed", required=True, type=int)
 @click.option("--param", "params", multiple=True, help="policy parameter k=v (repeatable)")
 @click.option("--backend", default="sim", show_default=True)
@@ -68,6 +69,7 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
     trace = _load_trace(trace_path, trace_format)
     kv = dict(parse_param(p) for p in params)
     pol = get_policy(policy, **kv)
+    policy = pol.name                   # the registry name, also for package.module:Class
     horizon = horizon_s if horizon_s is not None else float(math.ceil(trace.duration_s))
     role = pol.role
     spec = ReplaySpec(run_id=run_id or capped_name(f"{regime}__{policy}__s{seed}"), seed=seed,

@@ -65,11 +65,12 @@ def _choose_format(out: Path | None, fmt: str | None) -> str | None:
 @click.argument("runs_dir", type=click.Path(path_type=Path))
 def validate_cmd(runs_dir: Path):
     """Check every run under RUNS_DIR against the run-log format (exit 0 valid, 2 otherwise)."""
+    from evalkit.runlog.codes import spec_ref
     from evalkit.runlog.validate import validate_runs
 
     report = validate_runs(runs_dir)
     for problem in report.problems:
-        click.echo(problem.format())
+        click.echo(f"{problem.format()} [{spec_ref(problem)}]")
     click.echo(report.summary_line())
     if not report.ok:
         sys.exit(2)

@@ -18,6 +18,8 @@ A campaign (see ``examples/*.toml``)::
                sim_params = "twin.toml"  (sim: a fitted twin, path relative to this file;
                [backend.config] overrides it)
     [[policies]] name = "...", label = "...", params = {...}, draws = N
+               name: a built-in, an ``evalkit.policies`` entry point or package.module:Class;
+               label defaults to the policy class's ``name``
     [design]   kind = "fixed" (default) | "sequential", max_seeds, batch (sequential only)
 
 :func:`plan_campaign` expands it into :class:`Job` s with dependencies: per seed a no-sync run;
@@ -38,7 +40,7 @@ from pathlib import Path
 
 from evalkit import limits as L
 from evalkit.errors import InputError, from_os_error
-from evalkit.replay.policies import POLICIES, get_policy
+from evalkit.replay.policies import RESERVED, get_policy, resolve_policy
 from evalkit.replay.spec import ReplaySpec
 
 TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
@@ -269,12 +271,15 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
                        'write [[policies]] name = "wa"')
         _unknown(path, text, entry, POLICY_KEYS, "policies")
         name = entry.get("name")
-        if name not in POLICIES or name in ("no_sync", "matched_random"):
-            valid = [p for p in POLICIES if p not in ("no_sync", "matched_random")]
-            raise _err(path, text, "name", f"unknown or reserved policy {name!r} (no_sync and "
+        if name in RESERVED:
+            raise _err(path, text, "name", f"reserved policy {name!r} (no_sync and "
                        "matched_random runs are added automatically)",
-                       f"use one of: {', '.join(valid)}", where="policies")
-        label = entry.get("label", name)
+                       "name a policy to evaluate (evalkit policies list)", where="policies")
+        try:
+            cls = resolve_policy(name)
+        except InputError as exc:
+            raise _err(path, text, "name", exc.message, exc.fix, where="policies") from None
+        label = entry.get("label", cls.name)
         if not isinstance(label, str) or not _LABEL.match(label) or label in labels \
                 or label in ("no_sync",) or label.startswith("mr-") \
                 or len(label) > L.MAX_LABEL_CHARS:
@@ -439,7 +444,7 @@ def plan_campaign(camp: Campaign) -> list[Job]:
         for pe in order:
             rid = run_ids(camp.regime, pe.label, seed)
             deps, k_from_run, intervals = [], None, None
-            if pe.name == "calibrated_offline":
+            if resolve_policy(pe.name).oracle:      # sees the no-sync run's intervals
                 intervals = ns
                 deps.append(ns)
             k_from = pe.params.get("k_from")

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.replay.policies import Policy, get_policy
+from evalkit.replay.policies import Policy, get_policy, policy_identity
 from evalkit.replay.policies.context import observed_span
 from evalkit.replay.spec import ReplaySpec, RunOutput
 from evalkit.runlog.io import write_run
@@ -153,6 +153,7 @@ def build_meta(spec: ReplaySpec, trace, policy: Policy, out: RunOutput, *,
         "corridor": {"min_gap_s": lo, "max_gap_s": hi, "h_min": int(spec.h_min),
                      "h_max": int(spec.h_max)},
         "oracle": bool(policy.oracle),
+        "policy_identity": policy_identity(type(policy)),
         "settings": {"requested": requested, "effective": effective},
         "rng_seeds": dict(out.rng_seeds),
         "policy_params": dict(policy.params),
@@ -195,7 +196,7 @@ def run_one(spec: ReplaySpec, trace, policy_or_name, runs_dir, *, policy_params=
         raise
     except Exception as exc:            # a backend failure: record it, never a complete run
         msg = f"{type(exc).__name__}: {exc}"
-        out = _empty_output(msg + "\n" + traceback.format_exc(limit=8))
+        out = _empty_output(msg + "\n" + traceback.format_exc(limit=-12))  # innermost frames
     complete = bool(out.complete and out.error is None)
     meta = build_meta(spec, trace, policy, out, policy_label=label,
                       extra_requested=extra_requested)

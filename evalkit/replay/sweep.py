@@ -180,6 +180,11 @@ def job_fingerprint(camp: Campaign, job: Job) -> str:
     pe = job.policy
     payload = [camp.fingerprint(), job.kind, pe.name if pe else None,
                pe.params if pe else None]
+    if pe is not None:
+        from evalkit.replay.policies import policy_identity, resolve_policy
+        ident = policy_identity(resolve_policy(pe.name))
+        if not ident["builtin"]:            # a changed plugin redoes its runs and draws
+            payload.append(ident)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()
                           ).hexdigest()[:16]
 

@@ -1,9 +1,16 @@
-"""The evalkit run-log format, version 1.
+"""The evalkit run-log format, version 1: the one machine-readable source of the format.
+
+The specification for readers and for other harnesses is ``FORMAT.md`` beside this file;
+its key and column tables, ``schemas/run.schema.json`` (JSON Schema of run.json) and
+``schemas/<table>.arrow.json`` (the Arrow schema of each Parquet table) are generated from
+the definitions here by :mod:`evalkit.runlog.export` (``python -m evalkit.runlog.export``);
+a test regenerates them and compares.  The invariants ``evalkit validate`` checks, with
+their error codes, are in :mod:`evalkit.runlog.codes`.
 
 One directory per run::
 
     <run_id>/
-        run.json            metadata (keys below); ``complete`` is written last
+        run.json            metadata (:data:`META_KEYS`); ``complete`` is written last
         requests.parquet    one row per request of the replayed trace
         merges.parquet      one row per outer merge (sync window) the trainer performed
         steps.parquet       optional: trainer inner steps
@@ -13,54 +20,6 @@ One directory per run::
 Times are seconds from the run's time origin (``t = 0`` is when the replay clock started;
 the first request need not arrive at 0).  ``arrival_s`` is the *scheduled* (open-loop) arrival
 of a request; latency is always measured from it.
-
-``run.json`` keys (``REQUIRED_META``):
-
-============== ===================================================================
-schema_version integer, currently 1
-run_id         unique name; equals the directory name
-policy         scheduling policy name (``no_sync`` for the baseline)
-role           ``policy`` | ``matched_random`` | ``no_sync``
-seed           integer replication unit (trace realisation + backend randomness)
-draw           null, or the draw index of a matched-random run
-matched_to     null, or (for ``matched_random``) the policy whose K this draw matches
-regime         name of the load / interference regime (runs are only compared within one)
-trace          {"name": str, "sha256": str}
-backend        ``sim`` | ``torch`` | ``vllm`` | ``import``
-slo            {"e2e_s": float, "ttft_s": float|null, "tpot_s": float|null}
-merge_duration_s  nominal merge duration D (s)
-horizon_s      end of the observed span (s)
-corridor       {"min_gap_s": float, "max_gap_s": float}
-oracle         bool: the policy saw future information
-complete       bool: the writer finished; incomplete runs are never audited
-evalkit_version  version of the writer
-created_at     ISO-8601 UTC timestamp
-settings       {"requested": {...}, "effective": {...}}  (MLPerf-style)
-host           {"hostname": ..., "platform": ..., "python": ...}
-rng_seeds      {name: int} the seed of every random generator used
-============== ===================================================================
-
-Optional keys: ``error`` (why an incomplete run stopped), ``trace_realisation`` (identifier of
-the request sequence: runs sharing it saw identical arrivals; defaults to ``trace.sha256``),
-``inner_step_s`` (measured inner-step time), ``notes``, ``policy_params``, ``plan_sha256``
-(sha256 of the campaign plan, ``plan.json`` beside the runs, the run was written under;
-see :mod:`evalkit.runlog.plan`), ``run_order`` (written by ``evalkit sweep``; see
-:mod:`evalkit.replay.run_order`)::
-
-    "run_order": {
-        "order_seed": int,          seed of the campaign's randomised order
-        "position": int,            0-based execution position among "runs" runs
-        "runs": int,
-        "block": int,               0-based position of the seed's block among "blocks"
-        "blocks": int,
-        "position_in_block": int,
-        "window": int,              blocks open at once
-        "started_at": ISO-8601,     wall clock when the run started      (varies)
-        "host_load": {"load_1m": float|null, "probe_s": float}           (varies)
-    }
-
-Wall-clock fields (``created_at``, ``run_order.started_at``, ``run_order.host_load``) are the
-only parts of a run that differ between two sweeps of the same campaign.
 """
 
 from __future__ import annotations
@@ -73,15 +32,136 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 ROLES = ("policy", "matched_random", "no_sync")
 BACKENDS = ("sim", "torch", "vllm", "import")
 
+
+@dataclass(frozen=True)
+class MetaKey:
+    """One run.json key: JSON types (JSON Schema names), required, constraints, meaning.
+
+    ``check`` is the value rule in words (it is what ``evalkit validate`` enforces, code
+    M05); ``enum`` / ``minimum`` / ``exclusive_minimum`` / ``min_length`` say the same for
+    the JSON Schema; ``keys`` are the sub-keys of an object.
+    """
+
+    name: str
+    types: tuple[str, ...]
+    required: bool
+    doc: str
+    unit: str | None = None
+    check: str = ""
+    enum: tuple | None = None
+    minimum: float | None = None
+    exclusive_minimum: float | None = None
+    min_length: int | None = None
+    keys: tuple["MetaKey", ...] = ()
+
+
+def _pos_s(name, doc, required=True, nullable=False):
+    return MetaKey(name, ("number", "null") if nullable else ("number",), required, doc, "s",
+                   "null or > 0" if nullable else "> 0", exclusive_minimum=0)
+
+
+def _text(name, doc, required=True, nullable=False, check="non-empty string"):
+    return MetaKey(name, ("string", "null") if nullable else ("string",), required, doc,
+                   check=("null or " + check) if nullable else check, min_length=1)
+
+
+META_KEYS: tuple[MetaKey, ...] = (
+    MetaKey("schema_version", ("integer",), True, "version of this format", check="one of "
+            + ", ".join(map(str, SUPPORTED_SCHEMA_VERSIONS)), enum=SUPPORTED_SCHEMA_VERSIONS),
+    _text("run_id", "unique name of the run", check="non-empty string equal to the "
+          "directory name"),
+    _text("policy", "scheduling policy (campaign label); 'no_sync' for the baseline"),
+    MetaKey("role", ("string",), True, "what the run is in the comparison",
+            check="one of " + ", ".join(ROLES), enum=ROLES),
+    MetaKey("seed", ("integer",), True, "replication unit (trace realisation + backend "
+            "randomness); runs of one seed are paired", check="64-bit integer"),
+    MetaKey("draw", ("integer", "null"), True, "draw index of a matched-random run",
+            check="integer >= 0 for matched_random, else null", minimum=0),
+    MetaKey("matched_to", ("string", "null"), True, "the policy whose K a matched-random "
+            "draw matches", check="policy name for matched_random, else null", min_length=1),
+    _text("regime", "load / interference regime; runs are compared only within one"),
+    MetaKey("trace", ("object",), True, "the replayed trace", check="object", keys=(
+        _text("name", "trace name"),
+        _text("sha256", "sha256 of the trace's content"))),
+    MetaKey("backend", ("string",), True, "what produced the run",
+            check="one of " + ", ".join(BACKENDS), enum=BACKENDS),
+    MetaKey("slo", ("object",), True, "service-level objectives", check="object", keys=(
+        _pos_s("e2e_s", "end-to-end latency SLO (from the scheduled arrival)"),
+        _pos_s("ttft_s", "time-to-first-token SLO; null when not used", nullable=True),
+        _pos_s("tpot_s", "time-per-output-token SLO; null when not used", nullable=True))),
+    _pos_s("merge_duration_s", "nominal merge (sync window) duration D"),
+    _pos_s("horizon_s", "end of the replay: the observed span ends at or before it"),
+    MetaKey("corridor", ("object",), True, "allowed gaps between merge starts",
+            check="object; min_gap_s <= max_gap_s", keys=(
+                MetaKey("min_gap_s", ("number",), True, "least gap between merge starts", "s",
+                        ">= 0", minimum=0),
+                MetaKey("max_gap_s", ("number",), True, "largest gap between merge starts",
+                        "s", ">= 0", minimum=0),
+                MetaKey("h_min", ("integer",), False, "least inner steps between merges",
+                        "steps"),
+                MetaKey("h_max", ("integer",), False, "most inner steps between merges",
+                        "steps"))),
+    MetaKey("oracle", ("boolean",), True, "the policy saw future information",
+            check="boolean; false for no_sync"),
+    MetaKey("complete", ("boolean",), True, "the writer finished; incomplete runs are "
+            "listed and never audited", check="boolean"),
+    _text("evalkit_version", "version of the writer (another harness: its own name and "
+          "version)", check="string"),
+    _text("created_at", "ISO-8601 UTC time the run was written", check="string"),
+    MetaKey("settings", ("object",), True, "{'requested': {...}, 'effective': {...}}: what "
+            "was asked for and what ran (MLPerf-style)", check="object"),
+    MetaKey("host", ("object",), True, "{'hostname', 'platform', 'python'} of the writer",
+            check="object"),
+    MetaKey("rng_seeds", ("object",), True, "{name: int}: the seed of every random "
+            "generator used", check="object"),
+    MetaKey("error", ("string", "null"), False, "why an incomplete run stopped (with the "
+            "traceback of a failing backend or policy)"),
+    _text("trace_realisation", "identifier of the request sequence; runs sharing it saw "
+          "identical arrivals (default: trace.sha256)", required=False),
+    MetaKey("inner_step_s", ("number",), False, "measured (or nominal) inner-step time", "s"),
+    MetaKey("training_start_s", ("number", "null"), False, "when training started; the "
+            "corridor's first gap is counted from it (default 0)", "s"),
+    MetaKey("k_observed", ("integer",), False, "merges whose window lies in the observed "
+            "span, as the writer counted them (readers recount from the tables)"),
+    MetaKey("reference_run_id", ("string",), False, "run whose observed K this run used"),
+    MetaKey("reference_k", ("integer",), False, "that K"),
+    MetaKey("policy_params", ("object",), False, "every parameter of the policy"),
+    MetaKey("policy_identity", ("object",), False, "code identity of the policy class",
+            keys=(
+                MetaKey("name", ("string",), True, "registry name of the policy"),
+                MetaKey("class", ("string",), True, "package.module:ClassName"),
+                MetaKey("builtin", ("boolean",), True, "shipped with evalkit"),
+                MetaKey("distribution", ("string", "null"), True, "installed distribution "
+                        "that provides the module; null if none"),
+                MetaKey("version", ("string", "null"), True, "its version"),
+                MetaKey("source_sha256", ("string", "null"), True, "sha256 of the class's "
+                        "source file; null if it has none"))),
+    MetaKey("notes", ("array",), False, "free-text notes of the writer"),
+    MetaKey("run_order", ("object",), False, "where the run sat in the sweep's randomised, "
+            "blocked execution order (evalkit.replay.run_order); started_at and host_load are "
+            "wall-clock measurements that differ between identical sweeps, as created_at does",
+            check="object", keys=(
+                MetaKey("order_seed", ("integer",), True, "seed of the campaign's order"),
+                MetaKey("position", ("integer",), True, "0-based execution position among "
+                        "'runs' runs ordered together", minimum=0),
+                MetaKey("runs", ("integer",), True, "runs ordered together", minimum=1),
+                MetaKey("block", ("integer",), True, "0-based position of the seed's block",
+                        minimum=0),
+                MetaKey("blocks", ("integer",), True, "blocks ordered together", minimum=1),
+                MetaKey("position_in_block", ("integer",), True, "0-based position inside "
+                        "the block", minimum=0),
+                MetaKey("window", ("integer",), True, "blocks open at once", minimum=1),
+                MetaKey("started_at", ("string",), True, "ISO-8601 wall clock when the run "
+                        "started (varies)"),
+                MetaKey("host_load", ("object",), True, "{'load_1m': 1-minute load average "
+                        "or null, 'probe_s': seconds a fixed CPU loop took} as the run "
+                        "started (varies)"))),
+)
+
 RUN_ORDER_KEYS = ("order_seed", "position", "runs", "block", "blocks", "position_in_block",
                   "window", "started_at", "host_load")
 
-REQUIRED_META = (
-    "schema_version", "run_id", "policy", "role", "seed", "draw", "matched_to", "regime",
-    "trace", "backend", "slo", "merge_duration_s", "horizon_s", "corridor", "oracle",
-    "complete", "evalkit_version", "created_at", "settings", "host", "rng_seeds",
-)
-
+REQUIRED_META = tuple(k.name for k in META_KEYS if k.required)
 
 @dataclass(frozen=True)
 class Column:
@@ -89,43 +169,48 @@ class Column:
     kind: str          # "int", "float", "bool", "string"
     nullable: bool
     doc: str
+    unit: str | None = None
+
+
+ARROW_TYPES = {"int": "int64", "float": "double", "bool": "bool", "string": "string"}
 
 
 REQUESTS_COLUMNS = (
     Column("request_id", "int", False, "unique id within the run (int64)"),
-    Column("arrival_s", "float", False, "scheduled arrival (open loop), s"),
-    Column("sent_s", "float", False, "actual send time, s"),
-    Column("first_token_s", "float", True, "first output token, s; null if none"),
-    Column("end_s", "float", True, "completion, s; null if the request failed"),
-    Column("prompt_tokens", "int", False, "prompt length in tokens"),
-    Column("output_tokens", "int", False, "generated tokens (requested for failed requests)"),
+    Column("arrival_s", "float", False, "scheduled arrival (open loop)", "s"),
+    Column("sent_s", "float", False, "actual send time", "s"),
+    Column("first_token_s", "float", True, "first output token; null if none", "s"),
+    Column("end_s", "float", True, "completion; null if the request failed", "s"),
+    Column("prompt_tokens", "int", False, "prompt length", "tokens"),
+    Column("output_tokens", "int", False, "generated tokens (requested for failed requests)",
+           "tokens"),
     Column("ok", "bool", False, "request completed successfully"),
     Column("error", "string", True, "error text for failed requests"),
 )
 
 MERGES_COLUMNS = (
     Column("merge_idx", "int", False, "0-based merge counter"),
-    Column("start_s", "float", False, "merge window start, s"),
-    Column("end_s", "float", False, "merge window end, s"),
+    Column("start_s", "float", False, "merge window start", "s"),
+    Column("end_s", "float", False, "merge window end", "s"),
     Column("inner_step", "int", True, "inner step at which the merge began"),
-    Column("bytes", "int", True, "bytes all-reduced"),
+    Column("bytes", "int", True, "bytes all-reduced", "bytes"),
 )
 
 STEPS_COLUMNS = (
     Column("step", "int", False, "inner step index"),
-    Column("start_s", "float", False, "step start, s"),
-    Column("end_s", "float", False, "step end, s"),
+    Column("start_s", "float", False, "step start", "s"),
+    Column("end_s", "float", False, "step end", "s"),
     Column("loss", "float", True, "training loss"),
-    Column("tokens", "int", True, "tokens processed"),
+    Column("tokens", "int", True, "tokens processed", "tokens"),
 )
 
 SIGNALS_COLUMNS = (
-    Column("t_s", "float", False, "observation time, s"),
+    Column("t_s", "float", False, "observation time", "s"),
 )
 
 DECISIONS_COLUMNS = (
-    Column("t_s", "float", False, "decision time, s"),
-    Column("step", "int", False, "inner steps since the last merge"),
+    Column("t_s", "float", False, "decision time", "s"),
+    Column("step", "int", False, "inner steps since the last merge", "steps"),
     Column("action", "string", False, "'merge' | 'defer' | 'forced'"),
 )
 
@@ -137,3 +222,29 @@ TABLES = {
     "decisions": DECISIONS_COLUMNS,
 }
 REQUIRED_TABLES = ("requests", "merges")
+
+# Columns evalkit's own backends add, optional for other writers: not checked by validate
+# (extra columns are kept and ignored), listed so readers know their meaning.
+OPTIONAL_COLUMNS = {
+    "requests": (
+        Column("tokens_received", "int", True, "output tokens actually streamed", "tokens"),
+        Column("send_lag_s", "float", True, "sent_s - arrival_s", "s"),
+        Column("tpot_s", "float", True, "mean inter-token time of the request", "s"),
+    ),
+    "merges": (
+        Column("duration_s", "float", True, "end_s - start_s", "s"),
+        Column("forced", "bool", True, "the corridor forced the merge (h_max / max_gap_s)"),
+    ),
+    "signals": (
+        Column("queue_running", "float", True, "requests running (vllm:num_requests_running)",
+               "requests"),
+        Column("queue_waiting", "float", True, "requests waiting (vllm:num_requests_waiting)",
+               "requests"),
+        Column("pressure", "float", True, "serving pressure the policy saw, in [0, 1]"),
+        Column("scrape_ok", "bool", True, "the metrics scrape at t_s succeeded (a null or "
+               "false row: the signals were unavailable at t_s)"),
+    ),
+    "decisions": (
+        Column("score", "float", True, "the policy's score at the decision (its own units)"),
+    ),
+}

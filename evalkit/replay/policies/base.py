@@ -83,6 +83,10 @@ class Policy:
     name: str = "policy"
     oracle: bool = False
     role: str = "policy"               # "policy" | "matched_random" | "no_sync"
+    # DecisionState fields the policy reads that a backend must observe from the serving
+    # engine (queue_running, queue_waiting, pressure); against a server without those
+    # metrics the run is refused instead of handing the policy zeros.
+    requires_signals: tuple[str, ...] = ()
 
     def __init__(self, **params):
         self.params = dict(params)

@@ -73,6 +73,8 @@ def sorted_quantile(values: list, q: float) -> float:
 
 
 class _Forecasting(Policy):
+    requires_signals = ("queue_running", "queue_waiting")
+
     def reset(self, ctx: RunContext) -> None:
         super().reset(ctx)
         self.ewma = ArrivalRateEWMA(self.alpha, self.params.get("bin_s") or ctx.inner_step_s)
@@ -91,6 +93,7 @@ class WA(Policy):
     """WA-DiLoCo: merge when progress − pressure > tau."""
 
     name = "wa"
+    requires_signals = ("pressure",)
 
     def __init__(self, **weights):
         w = dict(WA_DEFAULTS)
@@ -112,6 +115,7 @@ class CalibratedOnline(_Forecasting):
     """
 
     name = "calibrated_online"
+    requires_signals = ("queue_running", "queue_waiting", "pressure")
 
     def __init__(self, alpha: float = 0.2, cost_scale: float | None = None,
                  bin_s: float | None = None, **weights):

@@ -33,6 +33,7 @@ class PressureGate(Policy):
     """Merge at the first corridor check where fleet pressure <= theta (defer while above)."""
 
     name = "pressure_gate"
+    requires_signals = ("pressure",)
 
     def __init__(self, theta: float = 0.6):
         super().__init__(theta=float(theta))
