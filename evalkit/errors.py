@@ -16,6 +16,7 @@ EXIT_OK = 0              # success; for `gate`: the claim reaches the tier
 EXIT_NOT_REACHED = 1     # `gate` only: the claim does not reach the tier
 EXIT_BAD_INPUT = 2       # bad input or environment: the message names the path and the fix
 EXIT_INTERNAL = 3        # a bug in evalkit: the traceback is in a log file
+EXIT_CONTINUE = 4        # `gate --sequential` only: not decided yet, run more seeds
 EXIT_INTERRUPTED = 130   # Ctrl-C (128 + SIGINT)
 
 

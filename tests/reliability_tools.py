@@ -176,6 +176,8 @@ def run_fingerprints(runs_dir: Path) -> dict[str, dict]:
     for d in list_runs(runs_dir).run_dirs:
         meta = json.loads((d / "run.json").read_text())
         meta.pop("created_at", None)
+        for key in ("started_at", "host_load"):          # wall clock, as created_at
+            (meta.get("run_order") or {}).pop(key, None)
         tables = {p.name: p.read_bytes() for p in sorted(d.glob("*.parquet"))}
         out[d.name] = {"meta": meta, **tables}
     return out

@@ -199,7 +199,7 @@ def test_summary_table_reaches_matched_budget(campaigns):
     assert wa.tier == "matched_budget"
     km = check(wa, "k_match")
     assert km.evaluable is False and not km.blocking and km.vouched and "vouches" in km.found
-    assert wa.to_dict()["vouched"] == sorted(["draws_phi_uniform", "k_match", "like_for_like",
+    assert wa.to_dict()["vouched"] == sorted(["draws_phi_uniform", "execution_drift", "k_match", "like_for_like",
                                               "merge_durations_match",
                                               "open_loop_sending", "pairing_real",
                                               "schedules_in_corridor"])

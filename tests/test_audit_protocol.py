@@ -29,7 +29,7 @@ def test_bundled_protocol_encodes_the_hierarchy():
         "matched_random_present", "policy_runs_complete", "k_match", "pairing_real",
         "schedules_in_corridor", "merge_durations_match", "open_loop_sending",
         "like_for_like", "plan_complete", "draws_as_planned", "plan_rules", "draws_phi_uniform",
-        "enough_seeds", "gain_significant")
+        "enough_seeds", "gain_significant", "execution_drift")
     assert p.tier("deployable").checks == ("not_oracle", "real_sidecar", "pre_registered")
     assert p.checks["gain_explained_by_overlap"]["unexplained_tolerance"] == 0.25
     assert p.tier("sidecar_transfer").checks == ("transfer_ci_excludes_one", "transfer_paired")

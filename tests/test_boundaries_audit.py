@@ -68,6 +68,8 @@ def test_protocol_defaults_of_every_check_parameter():
                               "max_identical_arrival_share": 0.2},
         "k_match": {"max_abs_diff": 0}, "pairing_real": {}, "enough_seeds": {"min_seeds": 5},
         "gain_significant": {"min_effect": 0.005}, "no_sync_present": {},
+        "execution_drift": {"max_explained_share": 0.5, "load_rel_tol": 0.05,
+                            "probe_rel_tol": 0.25, "require_run_order": False},
         "load_match": {"tolerances": {}},
         "psi_fit": {"min_runs": 6}, "gain_explained_by_overlap": {"unexplained_tolerance": 0.25},
         "not_oracle": {}, "real_sidecar": {"real_backends": ["torch", "vllm"]},

@@ -485,7 +485,8 @@ def test_every_registered_check_has_a_decision_test():
               "policy_runs_complete", "schedules_in_corridor", "merge_durations_match",
               "open_loop_sending", "enough_seeds", "gain_significant", "no_sync_present",
               "load_match", "psi_fit", "gain_explained_by_overlap", "not_oracle",
-              "real_sidecar"}
+              "real_sidecar",
+              "execution_drift"}           # its decisions: tests/test_audit_drift.py
     # like for like and the plan checks: tests/test_audit_soundness_ii.py, test_plan_audit.py
     tested |= {"like_for_like", "plan_complete", "draws_as_planned", "plan_rules",
                "draws_phi_uniform", "pre_registered"}

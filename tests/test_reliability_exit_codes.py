@@ -93,15 +93,16 @@ def test_usage_errors_exit_2():
 
 def test_help_documents_every_exit_code():
     out = invoke(["--help"]).output
-    for code, words in ((0, "success"), (1, "gate: the claim does not reach"), (2, "bad input or environment"),
-                        (3, "internal error"), (130, "interrupted")):
+    for code, words in ((0, "success"), (1, "gate: the claim does not reach"),
+                        (2, "bad input or environment"), (3, "internal error"),
+                        (4, "gate --sequential only"), (130, "interrupted")):
         assert re.search(rf"^\s*{code}\s+{re.escape(words)}", out, re.M), (code, out)
 
 
 def test_readme_has_the_exit_code_table():
     text = (REPO / "README.md").read_text()
     table = text[text.index("## Exit codes"):]
-    for row in ("| 0 |", "| 1 |", "| 2 |", "| 3 |"):
+    for row in ("| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 4 |"):
         assert row in table
 
 

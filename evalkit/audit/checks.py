@@ -501,6 +501,13 @@ def gain_significant(ctx, spec) -> Outcome:
                    "seeds only help if the effect is real")
 
 
+def execution_drift(ctx, spec) -> Outcome:
+    """Execution order and host load against the effect (:mod:`evalkit.audit.drift`)."""
+    from evalkit.audit.drift import execution_drift as check
+
+    return check(ctx, spec)
+
+
 # ------------------------------------------------------------------------ placement gain
 
 def no_sync_present(ctx, spec) -> Outcome:
@@ -654,6 +661,7 @@ CHECKS = {
     "open_loop_sending": open_loop_sending,
     "enough_seeds": enough_seeds,
     "gain_significant": gain_significant,
+    "execution_drift": execution_drift,
     "no_sync_present": no_sync_present,
     "load_match": load_match,
     "psi_fit": psi_fit,

@@ -61,6 +61,8 @@ CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {
     # smallest effect of interest: a significant gain below it is "negligible" (0.005 =
     # 0.5 percentage points of V)
     "gain_significant": {"min_effect": (_NUM, 0.005)},
+    "execution_drift": {"max_explained_share": (_NUM, 0.5), "load_rel_tol": (_NUM, 0.05),
+                        "probe_rel_tol": (_NUM, 0.25), "require_run_order": ((bool,), False)},
     "no_sync_present": {},
     "load_match": {"tolerances": ((dict,), {})},
     "psi_fit": {"min_runs": ((int,), 6)},

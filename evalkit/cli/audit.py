@@ -80,11 +80,19 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
               help="checks the input cannot evaluate (a summary table without K, pairing, "
               "corridor, merge-length or open-loop evidence) do not block; the report marks "
               "the claim as vouched")
+@click.option("--sequential", is_flag=True, default=False,
+              help="decide from the anytime-valid e-process (campaigns planned as sequential "
+              "only): exit 0 pass, 1 fail / futile / max seeds reached, 4 continue")
+@click.option("--min-effect", type=float, default=None,
+              help="--sequential: smallest gain (V units) of interest; futile when the "
+              "confidence sequence's upper bound falls below it (default: the protocol's "
+              "gain_significant.min_effect)")
 def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change, protocol,
-             alpha, seed, accept_vouched):
+             alpha, seed, accept_vouched, sequential, min_effect):
     """Exit 0 when POLICY reaches TIER (and, with --baseline, no claim fell below the
     baseline's tier and the protocol's rules are the baseline's), 1 when it does not
-    (underpowered included), 2 on bad input."""
+    (underpowered included), 2 on bad input.
+    With --sequential: 4 when the e-process has not decided yet (run more seeds)."""
     from evalkit.audit import audit_campaign
     from evalkit.audit.protocol import load_protocol
     from evalkit.audit.protocol_rules import protocol_change
@@ -105,6 +113,19 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     # required tier (a capped walk would call a calibrated claim "not placement gain")
     result = audit_campaign(input_path, protocol=proto, seed=seed)
     claim = result.claim(policy, regime)
+    if sequential:
+        from evalkit.cli.gate_sequential import sequential_gate
+
+        if min_effect is None:
+            spec = proto.checks.get("gain_significant")
+            min_effect = float(spec.params.get("min_effect", 0.0)) if spec is not None else 0.0
+
+        sys.exit(sequential_gate(result, claim, proto, tier, min_effect, base is not None))
+    from evalkit.cli.gate_sequential import fixed_gate_note
+
+    note = fixed_gate_note(result)
+    if note:
+        claim.notes.append(note)
     reached = claim.tier
     ok = reached is not None and order.index(reached) >= order.index(tier)
     verdict = "PASS" if ok else "FAIL"

@@ -3,7 +3,7 @@
 One handler (:func:`exit_code_for`) maps every outcome to an exit code with one meaning:
 0 success, 1 claim not reached (``gate`` only), 2 bad input or environment (message names
 the path and the fix), 3 internal error (traceback in a log file, not on the terminal),
-130 interrupted.
+4 not decided yet (``gate --sequential`` only: run more seeds), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from evalkit import __version__
 from evalkit.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
                             InputError, from_os_error)
 
-COMMAND_MODULES = ("runs", "trace", "replay", "audit", "imports", "serve", "sim", "policies", "plan")
+COMMAND_MODULES = ("runs", "trace", "replay", "audit", "imports", "serve", "sim", "policies",
+                   "plan")
 LOG_DIR_ENV = "EVALKIT_LOG_DIR"
 
 EXIT_CODES_HELP = """\b
@@ -37,6 +38,7 @@ Exit codes (every command):
      directory, runs that failed; the message names the path and the fix
   3  internal error (a bug): the traceback is written to a log file
      (EVALKIT_LOG_DIR, else ~/.local/state/evalkit/logs), not the terminal
+  4  gate --sequential only: not decided yet (continue: run more seeds)
   130 interrupted (Ctrl-C)"""
 
 

@@ -42,3 +42,12 @@ def freeze_cmd(campaign, protocol, out):
 def register(cli):
     """Add this module's commands to the top-level group."""
     cli.add_command(plan_group)
+
+
+def _attach_power() -> None:
+    from evalkit.cli.plan_power import power_cmd
+
+    plan_group.add_command(power_cmd)
+
+
+_attach_power()

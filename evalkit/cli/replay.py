@@ -154,8 +154,18 @@ def _sim_intervals(spec, trace):
 @click.option("--break-lock", "break_lock", is_flag=True,
               help="first remove the lock left by a sweep that is gone (e.g. of another host, "
                    "which is never taken over automatically); refused while it is held")
+@click.option("--until-decided", is_flag=True, default=False,
+              help="sequential campaigns: run seeds in batches, audit after each, stop when "
+                   "every claim's e-process has decided")
+@click.option("--max-seeds", type=int, default=None,
+              help="--until-decided: stop after this many seeds (at most the plan's max_seeds)")
+@click.option("--batch", type=int, default=None,
+              help="--until-decided: seeds per batch (default: the plan's batch)")
+@click.option("--min-effect", type=float, default=0.0, show_default=True,
+              help="--until-decided: smallest gain of interest (futility bound)")
 def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_task,
-              shard_spec, check, progress, break_lock):
+              shard_spec, check, progress, break_lock, until_decided, max_seeds, batch,
+              min_effect):
     """Run (or resume) CAMPAIGN.toml: no-sync + policies + matched-random draws per seed."""
     from evalkit.replay.campaign import load_campaign, parse_shard
     from evalkit.replay.sweep import check_campaign, run_campaign
@@ -174,6 +184,13 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
         notes = break_locks(out, shard) or [f"--break-lock: no lock to break in {out}"]
         for note in notes:
             click.echo(f"note: {note}", err=True)
+    if until_decided or max_seeds is not None or batch is not None:
+        from evalkit.cli.sweep_sequential import until_decided_cmd
+
+        sys.exit(until_decided_cmd(camp, out, until_decided, max_seeds, batch, min_effect,
+                                   shard, check, n_jobs=n_jobs, progress=progress,
+                                   executor_kind=executor, address=address,
+                                   cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task))
     if check:
         report = check_campaign(camp, out, shard=shard)
         click.echo(report.format())

@@ -115,6 +115,7 @@ class Job:
     depends_on: list[str] = field(default_factory=list)
     k_from_run: str | None = None   # run whose observed K this job needs
     intervals_from_run: str | None = None   # no-sync run whose request intervals it needs
+    order: dict | None = None       # its execution slot (evalkit.replay.run_order), for run.json
 
 
 # ----------------------------------------------------------------------------- parsing

@@ -31,6 +31,8 @@ RAY_EXTRA = "pip install 'evalkit[ray]'"
 class SerialExecutor:
     """Runs each job in this process when it is submitted."""
 
+    max_in_flight = 1           # one at a time, so the scheduler keeps the execution order
+
     def submit(self, fn, *args) -> cf.Future:
         fut: cf.Future = cf.Future()
         try:

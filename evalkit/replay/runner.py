@@ -192,8 +192,10 @@ def build_meta(spec: ReplaySpec, trace, policy: Policy, out: RunOutput, *,
 
 def run_one(spec: ReplaySpec, trace, policy_or_name, runs_dir, *, policy_params=None,
             policy_label: str | None = None, progress=None,
-            extra_requested: dict | None = None) -> RunResult:
-    """Replay ``trace`` under one policy on ``spec.backend`` and write the run directory."""
+            extra_requested: dict | None = None, extra_meta: dict | None = None) -> RunResult:
+    """Replay ``trace`` under one policy on ``spec.backend`` and write the run directory.
+
+    ``extra_meta``: top-level run.json keys to add (a sweep's ``run_order``)."""
     policy = (get_policy(policy_or_name, **(policy_params or {}))
               if isinstance(policy_or_name, str) else policy_or_name)
     label = policy_label or policy.name
@@ -212,6 +214,7 @@ def run_one(spec: ReplaySpec, trace, policy_or_name, runs_dir, *, policy_params=
     complete = bool(out.complete and out.error is None)
     meta = build_meta(spec, trace, policy, out, policy_label=label,
                       extra_requested=extra_requested)
+    meta.update(extra_meta or {})
     path = write_run(runs_dir, meta, out.requests, out.merges, steps=out.steps,
                      signals=out.signals, decisions=out.decisions, complete=complete)
     return RunResult(spec.run_id, path, complete, meta.get("k_observed"),

@@ -280,13 +280,22 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
         extra["campaign"] = _portable_path(camp.path) if camp.path else None
         trace = build_trace(camp, job.seed)
         res = run_one(spec, trace, policy, runs_dir, policy_params=params, policy_label=label,
-                      extra_requested=extra)
+                      extra_requested=extra, extra_meta=_order_meta(job))
     except InputError as exc:
         return JobOutcome(job.run_id, "failed", exc.format(), time.perf_counter() - t0)
     if not res.complete:
         return JobOutcome(job.run_id, "failed", res.error or "incomplete",
                           time.perf_counter() - t0)
     return JobOutcome(job.run_id, "ran", f"K={res.k_observed}", time.perf_counter() - t0)
+
+
+def _order_meta(job: Job) -> dict | None:
+    """``run_order`` for run.json: the job's slot and, measured now, its start and host load."""
+    if job.order is None:
+        return None
+    from evalkit.replay.run_order import start_record
+
+    return {"run_order": {**job.order, **start_record()}}
 
 
 # ----------------------------------------------------------------------------- campaign
@@ -425,7 +434,9 @@ def _blocked_by(job: Job, dep: str, outcome: JobOutcome) -> JobOutcome:
 def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: SweepSummary,
               bar, states: dict[str, "RunState"] | None = None,
               plan_hash: str | None = None) -> None:
-    """Submit each job once its dependencies in ``jobs`` have finished (earliest in plan first).
+    """Submit each job once its dependencies in ``jobs`` have finished, in the randomised,
+    blocked execution order of :mod:`evalkit.replay.run_order` (earliest first, from the
+    open blocks only).
 
     A job whose dependency failed or was blocked is reported blocked without being submitted;
     one already complete with this campaign's fingerprint (and valid) is skipped without being
@@ -438,6 +449,9 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
 
     from evalkit.replay.executors import WorkerLost
 
+    from evalkit.replay import run_order
+
+    jobs, window = run_order.ordered_jobs(camp, jobs)
     index = {j.run_id: i for i, j in enumerate(jobs)}
     waiting = {j.run_id: {d for d in j.depends_on if d in index} for j in jobs}
     dependents: dict[str, list[str]] = {}
@@ -452,6 +466,7 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
 
     def finish(outcome: JobOutcome) -> None:
         outcomes[outcome.run_id] = outcome
+        window.finished(outcome.run_id)
         summary.outcomes.append(outcome)
         bar.update(1)
         for rid in dependents.get(outcome.run_id, ()):
@@ -460,7 +475,8 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
                 heapq.heappush(ready, index[rid])
 
     while ready or running:
-        while ready and (cap is None or len(running) < cap):
+        while ready and (cap is None or len(running) < cap) \
+                and window.is_open(jobs[ready[0]].run_id):
             job = jobs[heapq.heappop(ready)]
             bad = [d for d in job.depends_on
                    if d in outcomes and outcomes[d].status in ("failed", "blocked")]

@@ -137,7 +137,29 @@ META_KEYS: tuple[MetaKey, ...] = (
                 MetaKey("source_sha256", ("string", "null"), True, "sha256 of the class's "
                         "source file; null if it has none"))),
     MetaKey("notes", ("array",), False, "free-text notes of the writer"),
+    MetaKey("run_order", ("object",), False, "where the run sat in the sweep's randomised, "
+            "blocked execution order (evalkit.replay.run_order); started_at and host_load are "
+            "wall-clock measurements that differ between identical sweeps, as created_at does",
+            check="object", keys=(
+                MetaKey("order_seed", ("integer",), True, "seed of the campaign's order"),
+                MetaKey("position", ("integer",), True, "0-based execution position among "
+                        "'runs' runs ordered together", minimum=0),
+                MetaKey("runs", ("integer",), True, "runs ordered together", minimum=1),
+                MetaKey("block", ("integer",), True, "0-based position of the seed's block",
+                        minimum=0),
+                MetaKey("blocks", ("integer",), True, "blocks ordered together", minimum=1),
+                MetaKey("position_in_block", ("integer",), True, "0-based position inside "
+                        "the block", minimum=0),
+                MetaKey("window", ("integer",), True, "blocks open at once", minimum=1),
+                MetaKey("started_at", ("string",), True, "ISO-8601 wall clock when the run "
+                        "started (varies)"),
+                MetaKey("host_load", ("object",), True, "{'load_1m': 1-minute load average "
+                        "or null, 'probe_s': seconds a fixed CPU loop took} as the run "
+                        "started (varies)"))),
 )
+
+RUN_ORDER_KEYS = ("order_seed", "position", "runs", "block", "blocks", "position_in_block",
+                  "window", "started_at", "host_load")
 
 REQUIRED_META = tuple(k.name for k in META_KEYS if k.required)
 

@@ -24,6 +24,7 @@ _SOURCES = {
     "permutation": ("PermutationResult", "within_seed_permutation_test"),
     "psi": ("PsiFit", "fit_psi"),
     "schedules": ("FeasibleClass", "feasible_class", "sample_schedules"),
+    "sequential": ("SequentialResult", "anytime_test"),
     "signflip": ("SignFlipResult", "min_attainable_p", "seeds_needed", "sign_flip_test"),
     "transfer": ("CorrelationResult", "RhoEstimate", "TransferResult", "effect_correlation",
                  "effect_size_transfer"),

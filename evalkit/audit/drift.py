@@ -1,0 +1,258 @@
+"""Execution drift: is a claim's effect explained by the order its runs executed in, or by
+the host's load when they ran?
+
+Host load drifts during a campaign.  When a seed's policy run executes at a different time,
+or on a busier or idler host, than its matched-random draws, the head-to-head difference d
+carries that drift.  (A campaign swept with every seed's policy runs first and the draws
+10-20 minutes later, on a busier host, "won" 10/10 seeds that way.)
+
+Per claim, over its independent seeds, with each run's execution time (``run_order.started_at``
+from run.json; without run-order records the time the run was written, its ``created_at``), its
+trainer step rate and the latency of the host probe a sweep records (``run_order.host_load``):
+
+1. **Load imbalance** (step rate, probe latency): per seed the relative difference
+   ``r_s = (mean over draws - policy) / policy``; an imbalance is a median ``|r_s|`` above
+   the tolerance *and* an exact two-sided sign-flip test on ``r`` reaching alpha (the policy
+   runs systematically ran under a different load than their draws).  A trainer step-rate
+   imbalance blocks (the runs were not like for like); a probe-latency imbalance (a short CPU
+   loop, noisy on a shared host) blocks only when V also depends on the probe latency (its
+   slope in 2. is significant at alpha).
+2. **Drift regression**: V regressed, with seed fixed effects, on a policy indicator and one
+   drift variable z (execution time in minutes, step rate, probe latency).  The drift-adjusted
+   gain ``G_adj`` is minus the indicator's coefficient; the part of ``G = mean d`` explained
+   by drift is ``G - G_adj``.  Blocked when that part is at least ``max_explained_share`` of
+   G *and* z's coefficient is significant at alpha (V does drift with z).
+
+Runs without run-order records are evaluated on their written-at times and step rates, and the
+result says so; with ``require_run_order = true`` the check fails closed for them.  Nothing
+to compare (no times, no step rates: a summary table) is not evaluable.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+
+import numpy as np
+import pandas as pd
+
+from evalkit.audit.checks import Outcome, _fmt, not_evaluable
+
+LOAD_MEASURES = (("step_rate", "trainer step rate", "load_rel_tol"),
+                 ("probe_s", "host probe latency", "probe_rel_tol"))
+
+
+def _parse_time(text) -> float:
+    if not isinstance(text, str) or not text:
+        return math.nan
+    try:
+        stamp = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return math.nan
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=_dt.timezone.utc)
+    return stamp.timestamp()
+
+
+def _run_record(ctx, run_id: str) -> dict:
+    """Execution time (s since epoch), its source, position and probe latency of one run."""
+    if not ctx.campaign.has_logs:
+        return {"t": math.nan, "time_source": None, "position": None, "probe_s": math.nan}
+    meta = ctx._meta(run_id)
+    order = meta.get("run_order") if isinstance(meta.get("run_order"), dict) else None
+    if order is not None:
+        load = order.get("host_load") if isinstance(order.get("host_load"), dict) else {}
+        probe = load.get("probe_s")
+        return {"t": _parse_time(order.get("started_at")), "time_source": "run_order",
+                "position": order.get("position"),
+                "probe_s": float(probe) if isinstance(probe, (int, float)) else math.nan}
+    return {"t": _parse_time(meta.get("created_at")), "time_source": "created_at",
+            "position": None, "probe_s": math.nan}
+
+
+def claim_timing(ctx) -> pd.DataFrame:
+    """One row per run of the claim's independent seeds: seed, run_id, is_policy, v, t_min
+    (minutes since the claim's first run), time_source, position, step_rate, probe_s."""
+    runs = ctx.campaign.runs
+    rates = dict(zip(runs.run_id, runs.step_rate)) if "step_rate" in runs.columns else {}
+    rows = []
+    for p in ctx.units:
+        ids = [(p.policy_run, True, p.v_policy)] + [
+            (r, False, float(v)) for r, v in zip(p.draws.run_id, p.draws.violation_rate)]
+        for run_id, is_policy, v in ids:
+            rec = _run_record(ctx, run_id)
+            rate = rates.get(run_id)
+            rows.append({"seed": p.seed, "run_id": run_id, "is_policy": is_policy, "v": v,
+                         "step_rate": float(rate) if rate is not None and pd.notna(rate)
+                         else math.nan, **rec})
+    df = pd.DataFrame(rows)
+    if len(df):
+        df["t_min"] = (df.t - df.t.min()) / 60.0
+    return df
+
+
+def relative_differences(df: pd.DataFrame, col: str) -> np.ndarray:
+    """(n_seeds,) ``(mean of the draws' col - the policy's) / the policy's`` per seed with
+    finite, positive values; seeds without them are left out."""
+    out = []
+    for _, g in df.groupby("seed", sort=True):
+        pol = g.loc[g.is_policy, col].to_numpy(float)
+        dr = g.loc[~g.is_policy, col].to_numpy(float)
+        if pol.size == 1 and dr.size and np.isfinite(pol[0]) and pol[0] > 0 \
+                and np.all(np.isfinite(dr)):
+            out.append((dr.mean() - pol[0]) / pol[0])
+    return np.array(out, dtype=float)
+
+
+def drift_adjusted_gain(df: pd.DataFrame, col: str) -> dict | None:
+    """Seed fixed-effects OLS of V on [policy indicator, z = col].
+
+    Returns gain G (mean over seeds of mean draws - policy), G_adj (minus the indicator's
+    coefficient), beta (z's coefficient), its two-sided p, and the within-seed correlation of
+    the indicator with z; None when z is missing or does not vary within seeds.
+    """
+    from scipy import stats
+
+    use = df[np.isfinite(df[col].to_numpy(float))]
+    counts = use.groupby("seed").is_policy.agg(["sum", "size"])
+    keep = counts.index[(counts["sum"] == 1) & (counts["size"] >= 2)]
+    use = use[use.seed.isin(keep)]
+    if len(keep) < 3:
+        return None
+    y = use.v.to_numpy(float)
+    x1 = use.is_policy.to_numpy(float)
+    z = use[col].to_numpy(float)
+    seeds = use.seed.to_numpy()
+
+    def demean(a):
+        means = pd.Series(a).groupby(seeds).transform("mean").to_numpy()
+        return a - means
+
+    yd, x1d, zd = demean(y), demean(x1), demean(z)
+    if float(np.sum(zd ** 2)) <= 1e-18 * max(1.0, float(np.sum(z ** 2))):
+        return None
+    X = np.column_stack((x1d, zd))
+    xtx = X.T @ X
+    corr = float(np.corrcoef(x1d, zd)[0, 1])
+    if abs(corr) > 1 - 1e-9:
+        return {"gain": _gain(use), "gain_adj": math.nan, "beta": math.nan, "beta_p": math.nan,
+                "corr": corr, "n_seeds": len(keep), "separable": False}
+    coef = np.linalg.solve(xtx, X.T @ yd)
+    resid = yd - X @ coef
+    dof = len(y) - len(keep) - 2
+    if dof < 1:
+        return None
+    sigma2 = float(resid @ resid) / dof
+    se = np.sqrt(np.maximum(np.diag(np.linalg.inv(xtx)) * sigma2, 0.0))
+    if se[1] > 0:
+        beta_p = float(2 * stats.t.sf(abs(coef[1]) / se[1], dof))
+    else:
+        beta_p = 0.0 if coef[1] != 0 else 1.0
+    return {"gain": _gain(use), "gain_adj": float(-coef[0]), "beta": float(coef[1]),
+            "beta_p": beta_p, "corr": corr, "n_seeds": len(keep), "separable": True}
+
+
+def _gain(df: pd.DataFrame) -> float:
+    d = [g.loc[~g.is_policy, "v"].mean() - g.loc[g.is_policy, "v"].iloc[0]
+         for _, g in df.groupby("seed", sort=True)]
+    return float(np.mean(d))
+
+
+def _sign_flip_p(r: np.ndarray) -> float:
+    from evalkit.stats import sign_flip_test
+
+    return float(sign_flip_test(r, alternative="two-sided",
+                                n_resamples=None if r.size <= 20 else 20000,
+                                rng=np.random.default_rng(0)).p_value)
+
+
+def execution_drift(ctx, spec) -> Outcome:
+    alpha = ctx.alpha
+    share_max = float(spec["max_explained_share"])
+    tols = {"load_rel_tol": float(spec["load_rel_tol"]),
+            "probe_rel_tol": float(spec["probe_rel_tol"])}
+    expected = (f"the policy runs and their draws executed under the same host load (median "
+                f"relative difference of step rate <= {tols['load_rel_tol']:.0%}, probe latency "
+                f"<= {tols['probe_rel_tol']:.0%}, or no significant difference at alpha = "
+                f"{alpha:g}), and drift in execution time or host load explains less than "
+                f"{share_max:.0%} of the gain")
+    df = claim_timing(ctx)
+    if df.empty:
+        return not_evaluable(expected, "no paired seeds")
+    has_time = bool(np.isfinite(df.t.to_numpy(float)).any())
+    sources = set(df.time_source.dropna())
+    has_order = sources == {"run_order"}
+    measures = [c for c in ("t_min", "step_rate", "probe_s")
+                if c in df.columns and np.isfinite(df[c].to_numpy(float)).sum() >= 2]
+    if not measures:
+        return not_evaluable(expected, "no execution times, step rates or probe latencies "
+                             "recorded for the claim's runs",
+                             "audit the run logs of an `evalkit sweep` (run.json run_order) "
+                             "with trainer steps recorded")
+    if spec["require_run_order"] and not has_order:
+        missing = df.loc[df.time_source != "run_order", "run_id"].tolist()
+        return Outcome(False, expected, f"{len(missing)} run(s) without run-order records "
+                       f"(e.g. {', '.join(missing[:3])}); the protocol requires them",
+                       "rerun with `evalkit sweep`, which randomises, blocks and records the "
+                       "run order")
+    notes, blocks, imbalance = [], [], {}
+    if has_time:
+        gap = [g.loc[~g.is_policy, "t_min"].mean() - g.loc[g.is_policy, "t_min"].iloc[0]
+               for _, g in df.groupby("seed")]
+        first = int(sum(x > 0 for x in gap))
+        what = "started" if has_order else "written (no run-order records: write times)"
+        notes.append(f"draws {what} a median {_fmt(float(np.median(gap)), 3)} min after their "
+                     f"policy run (policy first in {first}/{len(gap)} seeds)")
+    for col, label, tol_key in LOAD_MEASURES:
+        if col not in measures:
+            continue
+        r = relative_differences(df, col)
+        if r.size < 2:
+            continue
+        med = float(np.median(np.abs(r)))
+        p = _sign_flip_p(r)
+        direction = "higher" if np.median(r) > 0 else "lower"
+        text = (f"{label}: draws {direction} than the policy run by a median "
+                f"{med:.1%} (|r|), sign-flip p = {_fmt(p, 3)} over {r.size} seeds")
+        notes.append(text)
+        if med > tols[tol_key] and p <= alpha:
+            imbalance[col] = (f"{label} differs between the policy runs and their draws "
+                              f"(median {med:.1%} > {tols[tol_key]:.0%}, p = {_fmt(p, 3)} <= "
+                              f"{alpha:g})")
+    if "step_rate" in imbalance:
+        blocks.append(imbalance["step_rate"])
+    for col, label in (("t_min", "execution time"), ("step_rate", "step rate"),
+                       ("probe_s", "probe latency")):
+        if col not in measures:
+            continue
+        fit = drift_adjusted_gain(df, col)
+        if fit is None:
+            continue
+        g = fit["gain"]
+        if not fit["separable"]:       # its imbalance is judged by the load rule above
+            notes.append(f"{label} is collinear with the policy label within seeds (no "
+                         "regression)")
+            continue
+        if col == "probe_s" and "probe_s" in imbalance and fit["beta_p"] <= alpha:
+            blocks.append(imbalance["probe_s"] + f" and V depends on it (slope p = "
+                          f"{_fmt(fit['beta_p'], 3)})")
+        explained = g - fit["gain_adj"]
+        share = explained / g + 0.0 if g > 0 else math.nan     # + 0.0: no "-0%"
+        if abs(share) < 0.005:
+            share = 0.0
+        notes.append(f"V on {label} (seed fixed effects): slope {_fmt(fit['beta'], 3)} "
+                     f"(p = {_fmt(fit['beta_p'], 3)}), G = {_fmt(g, 3)}, drift-adjusted "
+                     f"G = {_fmt(fit['gain_adj'], 3)}"
+                     + (f", {share:.0%} of G explained by drift" if g > 0 else ""))
+        if g > 0 and share >= share_max and fit["beta_p"] <= alpha:
+            blocks.append(f"{label} drift explains {share:.0%} >= {share_max:.0%} of the gain "
+                          f"(slope p = {_fmt(fit['beta_p'], 3)} <= {alpha:g})")
+    found = "; ".join(notes) if notes else "nothing to compare"
+    if blocks:
+        return Outcome(False, expected, "; ".join(blocks) + ". " + found,
+                       "rerun the campaign with `evalkit sweep` (a seed's runs execute as one "
+                       "block in a randomised, recorded order) on a host whose load does not "
+                       "drift; the effect is not evidence of placement")
+    if not has_order:
+        found += "; no run-order records: order and host load were not randomised or recorded"
+    return Outcome(True, expected, found)

@@ -1,0 +1,170 @@
+"""``evalkit plan power``: seeds and draws per seed a claim needs, from pilot runs or the
+fitted twin (:mod:`evalkit.stats.power`)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import click
+
+from evalkit.errors import InputError
+
+
+def pilot_from_runs(runs_dir, policy: str | None):
+    """(policy label, policy V (n,), draws: n arrays) of a runs directory's claim."""
+    from evalkit.runlog.summary import summarize_runs
+
+    table = summarize_runs(runs_dir)
+    draws = table[table.role == "matched_random"]
+    if policy is None:
+        counts = draws.groupby("matched_to").size()
+        if counts.empty:
+            raise InputError("the pilot has no matched-random draws", file=str(runs_dir),
+                             column="role", fix="run a pilot campaign with draws per seed")
+        if len(counts) > 1:
+            raise InputError("the pilot has draws for several policies: "
+                             + ", ".join(sorted(counts.index)), file=str(runs_dir),
+                             column="--policy", fix="pick one with --policy")
+        policy = str(counts.index[0])
+    pol = table[(table.role == "policy") & (table.policy == policy)].set_index("seed")
+    mine = draws[draws.matched_to == policy]
+    seeds = sorted(set(pol.index) & set(mine.seed))
+    if len(seeds) < 2:
+        raise InputError(f"policy {policy!r} has a policy run and draws in {len(seeds)} seed(s) "
+                         "of the pilot", file=str(runs_dir), column="--policy",
+                         fix="a pilot needs >= 2 such seeds (name the policy with --policy)")
+    v_pol = [float(pol.loc[s, "violation_rate"]) for s in seeds]
+    v_draws = [mine[mine.seed == s].violation_rate.to_numpy(float) for s in seeds]
+    return policy, v_pol, v_draws
+
+
+def _parse_draws(text: str) -> tuple[int, ...]:
+    try:
+        out = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        out = ()
+    if not out or min(out) < 1:
+        raise InputError(f"--draws must be a comma-separated list of integers >= 1, got "
+                         f"{text!r}", column="--draws", fix="e.g. --draws 1,2,3,5")
+    return out
+
+
+def format_plan(plan, label: str) -> str:
+    pct = f"{plan.target:.0%}"
+    lines = [f"power plan for {label}: gain {plan.gain:g} (V units), alpha {plan.alpha:g} "
+             f"{plan.alternative}, target power {pct}; within-seed sd of a draw "
+             f"{plan.sd_within:.4g} ({plan.model}); policy spread x{plan.policy_sd_ratio:g}",
+             "",
+             f"| draws/seed | fixed-n: seeds for {pct} | sequential: seeds for {pct} | "
+             "sequential: mean seeds to decision | sequential: 90th pct | decided by max |",
+             "|---|---|---|---|---|---|"]
+    top = plan.rows[0].seeds[-1] if plan.rows else 0
+
+    def need(n):
+        return str(n) if n is not None else f"> {top}"
+
+    for r in plan.rows:
+        lines.append(f"| {r.m} | {need(r.fixed_seeds_needed)} | "
+                     f"{need(r.sequential_seeds_needed)} | {r.mean_seeds_to_decision:.1f} | "
+                     f"{r.p90_seeds_to_decision:.0f} | {r.decided_share:.0%} |")
+    for kind in ("fixed", "sequential"):
+        best = plan.best(kind)
+        if best is None:
+            lines.append(f"{kind}: no setting on the grid reaches {pct} within {top} seeds")
+            continue
+        n = best.fixed_seeds_needed if kind == "fixed" else best.sequential_seeds_needed
+        lines.append(f"{kind}: fewest runs for {pct} power: {n} seeds x {best.m} draw(s) "
+                     f"({n * (best.m + 2)} runs with policy and no-sync runs)")
+    lines.append(f"method: {plan.method}")
+    return "\n".join(lines)
+
+
+def plot_plan(plan, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, r in enumerate(plan.rows):
+        color = f"C{i}"
+        ax.plot(r.seeds, r.fixed_power, color=color, label=f"fixed-n, m = {r.m}")
+        ax.plot(r.seeds, r.sequential_power, color=color, ls="--",
+                label=f"sequential (decided by n), m = {r.m}")
+    ax.axhline(plan.target, color="grey", lw=0.8)
+    ax.set_xlabel("seeds")
+    ax.set_ylabel("power")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"gain {plan.gain:g}, alpha {plan.alpha:g} {plan.alternative}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+@click.command("power")
+@click.option("--pilot", "pilot", type=click.Path(path_type=Path), default=None,
+              help="runs directory of a pilot campaign")
+@click.option("--twin", "twin", type=click.Path(path_type=Path), default=None,
+              help="campaign TOML on the fitted twin (sim backend): its runs are the pilot")
+@click.option("--policy", default=None, help="the pilot policy whose draws model the noise")
+@click.option("--gain", type=float, required=True,
+              help="V reduction to detect, e.g. 0.0145 for 6.54% -> 5.09%")
+@click.option("--alpha", type=float, default=0.05, show_default=True)
+@click.option("--alternative", type=click.Choice(["two-sided", "greater"]),
+              default="two-sided", show_default=True)
+@click.option("--target", type=float, default=0.8, show_default=True, help="target power")
+@click.option("--draws", "draws_text", default="1,2,3,5", show_default=True,
+              help="draws per seed to compare")
+@click.option("--max-seeds", type=int, default=40, show_default=True)
+@click.option("--reps", type=int, default=400, show_default=True,
+              help="simulated campaigns per setting")
+@click.option("--resamples", type=int, default=400, show_default=True,
+              help="label sets of the Monte Carlo permutation test")
+@click.option("--policy-sd-ratio", type=float, default=1.0, show_default=True,
+              help="the policy run's spread relative to a draw's")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--plot", "plot", type=click.Path(path_type=Path), default=None,
+              help="write the power curves to this PNG")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None,
+              help="write the plan as JSON")
+def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text, max_seeds,
+              reps, resamples, policy_sd_ratio, seed, plot, json_out):
+    """Seeds and draws per seed that reach the target power for GAIN, for the fixed-n
+    within-seed permutation test and for the sequential gate (expected and 90th-percentile
+    seeds to a decision), simulated from the pilot's within-seed variability."""
+    from evalkit.stats.power import pilot_model, power_plan
+
+    if (pilot is None) == (twin is None):
+        raise InputError("give exactly one of --pilot RUNS and --twin CAMPAIGN.toml",
+                         column="--pilot", fix="e.g. --pilot runs/pilot")
+    draws = _parse_draws(draws_text)
+    if policy_sd_ratio < 0:
+        raise InputError("--policy-sd-ratio must be >= 0", column="--policy-sd-ratio",
+                         fix="e.g. 1 (as variable as a draw) or 0.5")
+    if twin is not None:
+        from evalkit.replay.sweep import run_campaign
+
+        with tempfile.TemporaryDirectory(prefix="evalkit-twin-pilot-") as tmp:
+            done = run_campaign(twin, Path(tmp) / "runs", progress=False)
+            if not done.ok:
+                raise InputError("the twin pilot's runs failed:\n" + done.format(),
+                                 file=str(twin), fix="fix the campaign and rerun")
+            label, v_pol, v_draws = pilot_from_runs(Path(tmp) / "runs", policy)
+        source = f"twin campaign {twin.name}"
+    else:
+        label, v_pol, v_draws = pilot_from_runs(pilot, policy)
+        source = f"pilot {pilot.name}"
+    model = pilot_model(v_pol, v_draws, source)
+    plan = power_plan(model, gain, alpha=alpha, alternative=alternative, target=target,
+                      draws=draws, max_seeds=max_seeds, reps=reps, n_resamples=resamples,
+                      policy_sd_ratio=policy_sd_ratio, rng=seed)
+    click.echo(format_plan(plan, f"{label} ({source}, {model.n_pilot_seeds} seeds)"))
+    if plot is not None:
+        plot_plan(plan, plot)
+        click.echo(f"power curves: {plot}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+        click.echo(f"plan: {json_out}")

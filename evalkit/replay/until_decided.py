@@ -1,0 +1,132 @@
+"""``evalkit sweep CAMPAIGN --until-decided``: run seeds in batches until every claim is
+decided by its anytime-valid e-process, or the seed budget is spent.
+
+The campaign must be planned as sequential (``[design] kind = "sequential"``, with
+``max_seeds`` and ``batch``): the sweep writes that design, with alpha, into the runs
+directory's ``plan.json`` before its first run (:mod:`evalkit.runlog.plan`), so the audit can
+prove the stopping rule was fixed in advance.  Seeds run in the campaign's seed order, a
+batch at a time (each batch in its own randomised, blocked run order); after each batch the
+campaign is audited and every claim gets a verdict (:mod:`evalkit.audit.sequential`).  The
+sweep stops when no claim is "continue"; ``--max-seeds`` may stop it earlier than the plan's
+maximum (stopping earlier never costs validity), never later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.errors import InputError
+
+
+@dataclass
+class BatchRecord:
+    seeds: list[int]                 # seeds run so far
+    verdicts: list                   # SequentialVerdict per claim after this batch
+    ran: int
+    skipped: int
+
+
+@dataclass
+class UntilDecidedSummary:
+    runs_dir: Path
+    max_seeds: int
+    batch: int
+    batches: list[BatchRecord] = field(default_factory=list)
+    sweep_ok: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdicts(self) -> list:
+        return self.batches[-1].verdicts if self.batches else []
+
+    @property
+    def decided(self) -> bool:
+        return bool(self.verdicts) and all(v.decided for v in self.verdicts)
+
+    @property
+    def seeds_run(self) -> int:
+        return len(self.batches[-1].seeds) if self.batches else 0
+
+    def format(self) -> str:
+        lines = []
+        for i, b in enumerate(self.batches, 1):
+            states = "; ".join(
+                f"{v.regime}/{v.policy} {v.decision}"
+                + (f" (max e {v.result.e_max:.3g})" if v.result is not None else "")
+                for v in b.verdicts)
+            lines.append(f"batch {i}: seeds {b.seeds[0]}..{b.seeds[-1]} ({len(b.seeds)} seeds, "
+                         f"{b.ran} runs ran, {b.skipped} skipped): {states}")
+        if self.decided:
+            lines.append(f"decided after {self.seeds_run} of at most {self.max_seeds} seeds "
+                         f"-> {self.runs_dir}")
+        else:
+            lines.append(f"stopped after {self.seeds_run} of at most {self.max_seeds} seeds "
+                         f"with claims undecided -> {self.runs_dir}")
+        for v in self.verdicts:
+            lines += ["  " + line for line in v.lines()]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _limits(camp, max_seeds: int | None, batch: int | None) -> tuple[int, int]:
+    design = camp.design or {}
+    where = str(camp.path) if camp.path else None
+    if design.get("kind") != "sequential":
+        raise InputError("--until-decided needs a campaign planned as sequential",
+                         file=where, column="design.kind",
+                         fix='add [design] kind = "sequential", max_seeds = N, batch = B to '
+                             "the campaign before its first run")
+    planned = int(design.get("max_seeds") or len(camp.seeds))
+    if max_seeds is not None and not 1 <= max_seeds <= planned:
+        raise InputError(f"--max-seeds {max_seeds} is outside 1..{planned} (the plan's "
+                         "max_seeds)", file=where, column="--max-seeds",
+                         fix=f"use at most {planned}; the plan fixed the maximum before the "
+                             "first run")
+    planned_batch = int(design.get("batch") or 1)
+    if batch is not None and batch < 1:
+        raise InputError(f"--batch must be >= 1, got {batch}", column="--batch",
+                         fix=f"e.g. --batch {planned_batch} (the plan's)")
+    return (planned if max_seeds is None else max_seeds,
+            planned_batch if batch is None else batch)
+
+
+def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
+                        batch: int | None = None, tier: str = "matched_budget",
+                        min_effect: float = 0.0, protocol=None, seed: int = 0,
+                        **sweep_kw) -> UntilDecidedSummary:
+    """Sweep ``campaign`` batch by batch into ``runs_dir`` until every claim is decided.
+
+    ``sweep_kw`` go to :func:`evalkit.replay.sweep.run_campaign` (n_jobs, progress, ...).
+    """
+    from evalkit.audit import audit_campaign
+    from evalkit.audit.protocol import load_protocol
+    from evalkit.audit.sequential import sequential_verdicts
+    from evalkit.replay.campaign import Campaign, load_campaign, plan_campaign
+    from evalkit.replay.sweep import run_campaign
+
+    camp = campaign if isinstance(campaign, Campaign) else load_campaign(campaign)
+    limit, step = _limits(camp, max_seeds, batch)
+    proto = load_protocol(protocol)
+    proto.tier(tier)
+    order = list(camp.seeds)[:limit]
+    jobs = plan_campaign(camp)
+    summary = UntilDecidedSummary(runs_dir=Path(runs_dir), max_seeds=limit, batch=step)
+    for start in range(0, limit, step):
+        now = set(order[start:start + step])
+        done = run_campaign(camp, runs_dir, jobs=[j for j in jobs if j.seed in now],
+                            **sweep_kw)
+        summary.notes += [n for n in done.notes if n not in summary.notes]
+        if not done.ok:
+            summary.sweep_ok = False
+            summary.notes.append(done.format())
+            break
+        result = audit_campaign(runs_dir, protocol=proto, seed=seed, max_tier=tier)
+        verdicts = sequential_verdicts(result, proto, tier, min_effect)
+        summary.batches.append(BatchRecord(order[:start + step], verdicts, done.count("ran"),
+                                           done.count("skipped")))
+        if any(v.decision == "refused" for v in verdicts):
+            break
+        if all(v.decided for v in verdicts):
+            break
+    return summary

@@ -1,0 +1,123 @@
+"""Power planning: the batch permutation p against the exact test, the pilot model, level
+under no gain, and `evalkit plan power` end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from evalkit.cli.main import cli
+from evalkit.stats.permutation import within_seed_permutation_test
+from evalkit.stats.power import permutation_p_batch, pilot_model, power_plan
+from evalkit.stats.sequential import label_values_equal_m
+
+
+@pytest.mark.parametrize("n, b", [(6, 100), (9, 20000)])   # 729 label sets: exact; 19,683: MC
+def test_batch_permutation_p_matches_the_exact_test(n, b):
+    rng = np.random.default_rng(1)
+    v = rng.lognormal(np.log(0.06), 0.5, (3, n, 3))
+    v[:, :, 0] -= 0.01
+    vals = label_values_equal_m(v[..., 0], v[..., 1:])
+    got = permutation_p_batch(vals, b, np.random.default_rng(2), "two-sided")
+    for r in range(3):
+        exact = within_seed_permutation_test(v[r, :, 0], list(v[r, :, 1:]), "two-sided",
+                                             confidence_level=None)
+        assert exact.exact
+        if 3 ** n <= 4096:
+            assert got[r] == pytest.approx(exact.p_value, rel=1e-12)
+        else:
+            se = math.sqrt(exact.p_value * (1 - exact.p_value) / b) * 2 + 1 / b
+            assert abs(got[r] - exact.p_value) <= 4 * se, (got[r], exact.p_value)
+
+
+def test_batch_permutation_p_never_below_the_design_minimum():
+    v = np.random.default_rng(3).lognormal(np.log(0.06), 0.5, (50, 2, 6))
+    v[:, :, 0] -= 0.05                       # the policy run is the best of every seed
+    p = permutation_p_batch(label_values_equal_m(v[..., 0], v[..., 1:]), 400,
+                            np.random.default_rng(4), "two-sided")
+    assert np.all(p >= 2 / 36 - 1e-12)       # 2 seeds x 6 runs: two-sided min p = 2/36
+
+
+def test_pilot_model_pools_within_seed_spread():
+    draws = [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08]]
+    model = pilot_model([0.05, 0.09, 0.07], draws)
+    ss = sum(float(np.sum((np.array(d) - np.mean(d)) ** 2)) for d in draws)
+    assert model.sd_within == pytest.approx(math.sqrt(ss / (2 + 1)))
+    assert model.means == pytest.approx((0.06, 0.11)) and not model.gaussian
+    # resampled noise: each pilot seed (>= 2 draws) equally likely, its unbiased variance
+    pol, dr = model.sample(np.random.default_rng(0), 4000, 2, 3, gain=0.0)
+    within = dr - dr.mean(axis=-1, keepdims=True)
+    per_seed = [np.var(d, ddof=1) for d in draws[:2]]
+    assert within.std() * math.sqrt(3 / 2) == pytest.approx(math.sqrt(np.mean(per_seed)),
+                                                            rel=0.03)
+
+
+def test_one_draw_pilot_falls_back_to_a_gaussian():
+    model = pilot_model([0.05, 0.06, 0.04, 0.07], [[0.06], [0.065], [0.05], [0.08]])
+    d = np.array([0.01, 0.005, 0.01, 0.01])
+    assert model.gaussian and model.sd_within == pytest.approx(math.sqrt(np.var(d, ddof=1) / 2))
+
+
+def test_no_gain_keeps_both_levels_and_a_large_gain_is_found():
+    rng = np.random.default_rng(3)
+    pilot = rng.lognormal(np.log(0.06), 0.6, (8, 4))
+    model = pilot_model(pilot[:, 0], list(pilot[:, 1:]))
+    reps = 400
+    null = power_plan(model, 0.0, draws=(2,), max_seeds=20, seeds_grid=[6, 20], reps=reps,
+                      n_resamples=200, rng=4)
+    row = null.rows[0]
+    se = math.sqrt(0.05 * 0.95 / reps)
+    assert max(row.fixed_power) <= 0.05 + 3 * se
+    assert row.sequential_power[-1] <= 0.05 + 3 * se
+    big = power_plan(model, 0.2, draws=(2,), max_seeds=20, seeds_grid=[20], reps=100,
+                     n_resamples=200, rng=5)
+    assert big.rows[0].fixed_power[0] == 1.0 and big.rows[0].sequential_power[0] >= 0.95
+    assert big.best("fixed").m == 2
+
+
+def _invoke(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
+    out = tmp_path / "plan.json"
+    png = tmp_path / "power.png"
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", "0.02", "--reps", "40", "--max-seeds", "8",
+                   "--draws", "1,2", "--resamples", "100", "--plot", str(png),
+                   "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(out.read_text())
+    assert [r["m"] for r in plan["rows"]] == [1, 2] and png.stat().st_size > 1000
+    row = plan["rows"][1]
+    need = row["fixed_seeds_needed"]
+    cell = str(need) if need is not None else "> 8"
+    assert f"| 2 | {cell} |" in res.output
+    assert f"{row['mean_seeds_to_decision']:.1f}" in res.output
+    assert "power plan for wa (pilot sim_bursty, 7 seeds): gain 0.02" in res.output
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--gain", "0.01"], "exactly one of --pilot"),
+    (["--gain", "0.01", "--pilot", "X", "--twin", "Y"], "exactly one of --pilot"),
+    (["--gain", "0.01", "--pilot", "P", "--draws", "0,2"], "--draws"),
+    (["--gain", "0.01", "--pilot", "P", "--draws", "a"], "--draws"),
+])
+def test_plan_power_bad_input_exits_2(args, match, fixtures_dir):
+    args = [str(fixtures_dir / "campaigns" / "sim_bursty") if a == "P" else a for a in args]
+    res = _invoke(["plan", "power", *args])
+    assert res.exit_code == 2 and match in res.output
+
+
+@pytest.mark.slow
+def test_plan_power_from_the_fitted_twin(repo_root):
+    res = _invoke(["plan", "power", "--twin",
+                   str(repo_root / "examples" / "cpu_real" / "twin_campaign.toml"),
+                   "--policy", "ewma", "--gain", "0.05", "--reps", "40", "--max-seeds", "10",
+                   "--draws", "2", "--resamples", "100"])
+    assert res.exit_code == 0, res.output
+    assert "power plan for ewma (twin campaign twin_campaign.toml, 10 seeds)" in res.output
