@@ -56,18 +56,22 @@ def reference_design(runs_dir, policy):
 
 
 def brute_force_permutation_p(pol, draws, alternative):
-    """Every assignment of the policy label within each seed: the full null by repeated
-    outer sums (no meet-in-the-middle, no evalkit code)."""
+    """Every assignment of the policy label within each seed, studentized statistic
+    mean(d)/se(d): the sums and sums of squares of d over the full null by repeated outer
+    sums (no evalkit code)."""
     per_seed = []
     for p, d in zip(pol, draws):
         runs = np.array([p] + list(d))
         per_seed.append((runs.sum() - runs) / (runs.size - 1) - runs)    # label j -> d(j)
-    null = np.zeros(1)
+    s, q = np.zeros(1), np.zeros(1)
     for vals in per_seed:
-        null = np.add.outer(null, vals).ravel()
-    t = sum(v[0] for v in per_seed)
-    ge = np.mean(null >= t - 1e-12)
-    le = np.mean(null <= t + 1e-12)
+        s = np.add.outer(s, vals).ravel()
+        q = np.add.outer(q, vals ** 2).ravel()
+    n = len(per_seed)
+    t_all = (s / n) / np.sqrt((q - s ** 2 / n) / (n - 1) / n)
+    t = t_all[0]                                  # label 0 everywhere: the observed one
+    ge = np.mean(t_all >= t - 1e-9 * abs(t))
+    le = np.mean(t_all <= t + 1e-9 * abs(t))
     return {"greater": ge, "two-sided": min(1.0, 2 * min(ge, le))}[alternative]
 
 
@@ -94,8 +98,9 @@ def test_beats_envelope_reaches_calibrated(campaigns):
     out = wa.to_dict()
     assert out["n_seeds"] == 7 and out["wins"] == int((d > 0).sum()) >= 6
     assert out["mean_diff"] == pytest.approx(d.mean(), abs=1e-12)
-    # two draws a seed: the within-seed permutation test, against brute force
-    assert out["test"] == "within-seed permutation test" and out["draws_per_seed"] == [2] * 7
+    # two draws a seed: the studentized within-seed permutation test, against brute force
+    assert out["test"] == "studentized within-seed permutation test"
+    assert out["draws_per_seed"] == [2] * 7 and "studentized" in out["method"]
     pol, draws = reference_design(campaigns / "sim_bursty", "wa")
     assert out["p_two_sided"] == pytest.approx(brute_force_permutation_p(pol, draws, "two-sided"),
                                                rel=1e-9)

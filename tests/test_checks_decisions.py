@@ -626,9 +626,10 @@ def test_load_match_of_a_summary_table_without_load_columns_is_not_evaluable(tmp
     assert "evalkit summarize" in out
 
 
-@pytest.mark.parametrize("n_seeds, exact", [(20, True), (21, False)])
+@pytest.mark.parametrize("n_seeds, exact", [(11, True), (12, False)])
 def test_claim_context_exact_permutation_limit(n_seeds, exact):
-    # 3 draws per seed: 4^n label sets; exact up to (2^21)^2 / 4 = 4^20 of them
+    # 3 draws per seed: 4^n label sets; the studentized statistic is not additive, so
+    # exact means enumerating all of them: up to 2^22 = 4^11
     from evalkit.audit.claims import ClaimContext
 
     fake = SimpleNamespace(draws_per_seed=np.full(n_seeds, 3.0))
@@ -717,7 +718,7 @@ def test_informative_seeds_are_those_whose_runs_differ():
     c = _design(pairs)
     assert c.effective_n == 4 and c.informative_n == 2
     assert c.averaged_draws is True and list(c.draws_per_seed) == [2, 2, 1, 1]
-    assert c.test_name == "within-seed permutation test"
+    assert c.test_name == "studentized within-seed permutation test"
     assert c.design_min_p == pytest.approx(2 / (3 * 3 * 2 * 2))
     one = _design([pair(0), pair(1)])
     assert one.averaged_draws is False and one.test_name == "sign-flip test"

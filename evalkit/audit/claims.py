@@ -250,7 +250,7 @@ class ClaimContext:
     @property
     def test_name(self) -> str:
         if self.averaged_draws:
-            return "within-seed permutation test"
+            return "studentized within-seed permutation test"
         if self.campaign.source == "summary":
             return "sign-flip test (one baseline row per seed: symmetry of d assumed)"
         return "sign-flip test"
@@ -276,9 +276,10 @@ class ClaimContext:
 
     @cached_property
     def sign_flip(self):
-        """The paired test of the claim: the within-seed permutation test when any seed
-        averages >= 2 draws (the sign-flip test assumes a symmetric d, which averaged draws
-        break), else the exact sign-flip test (the same test when every seed has one draw)."""
+        """The paired test of the claim: the studentized within-seed permutation test
+        (mean/se: equal means, the claim users make) when any seed averages >= 2 draws (the
+        sign-flip test assumes a symmetric d, which averaged draws break), else the exact
+        sign-flip test (the same test, same p, when every seed has one draw)."""
         from evalkit.stats import sign_flip_test
         from evalkit.stats.permutation import within_seed_permutation_test
         from evalkit.stats.signflip import MAX_EXACT_N
@@ -558,8 +559,9 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
                          + ", ".join(f"seed {a} = seed {b}" for a, b in ctx.pseudo_replicates[:6])
                          + ")")
         if ctx.averaged_draws:
-            notes.append("averaged draws: tested by within-seed permutation (is the policy run "
-                         "exchangeable with its seed's draws?), not by a sign-flip on d")
+            notes.append("averaged draws: tested by a studentized within-seed permutation "
+                         "test (does the policy's mean V differ from its draws'?), not by a "
+                         "sign-flip on d")
         elif ctx.campaign.source == "summary":
             notes.append("one baseline row per seed: sign-flip test, symmetry of d assumed")
         if ctx.claim.generic_draws:
