@@ -86,13 +86,17 @@ def scipy_p(d, alternative):
                                   n_resamples=np.inf, alternative=alternative).pvalue
 
 
-def test_beats_envelope_reaches_calibrated(campaigns):
+def test_beats_envelope_reaches_placement_gain_and_calibrated_is_not_shown(campaigns):
     res = audited(campaigns, "sim_bursty")
     wa = res.claim("wa")
-    assert wa.tier == "calibrated"
+    # 7 seeds x 2 draws: G - G_pred = 0.006 of G = 0.063, but its 90% CI [-0.009, 0.031]
+    # is not inside +-0.25 |G| = +-0.016 -- equivalence is not shown at this size
+    assert wa.tier == "placement_gain"
     assert wa.tier_status["harness"] == "passed"
     assert wa.tier_status["sidecar_transfer"] == "not_evaluable"
-    assert "real_sidecar" in wa.stop_reason
+    assert wa.tier_status["calibrated"] == "failed"
+    cal = check(wa, "gain_explained_by_overlap")
+    assert "not shown to be within tolerance" in cal.found and "90% CI" in cal.found
     assert "placement gain" in wa.verdict and "head-to-head" not in wa.verdict
     d = reference_d(campaigns / "sim_bursty", "wa")
     out = wa.to_dict()
@@ -174,13 +178,17 @@ def test_underpowered_says_seeds_needed(campaigns):
 def test_oracle_is_a_bound_and_non_oracle_is_deployable(campaigns):
     res = audited(campaigns, "real_oracle")
     oracle = res.claim("calibrated_offline")
-    assert oracle.tier == "calibrated"
+    # 7 seeds x 2 draws cannot show the unexplained part within tolerance (equivalence):
+    # both claims stop before calibrated, the oracle's deployable checks still say why not
+    assert oracle.tier == "placement_gain"
     assert oracle.verdict.startswith("oracle bound (never deployable)")
     assert check(oracle, "not_oracle").passed is False
     assert check(oracle, "real_sidecar").passed is True
     assert oracle.tier_status["harness"] == "not_evaluable"
     online = res.claim("ewma")
-    assert online.tier == "deployable" and online.verdict.startswith("deployable")
+    assert online.tier == "placement_gain" and online.tier_status["calibrated"] == "failed"
+    assert check(online, "not_oracle").passed is True
+    assert check(online, "real_sidecar").passed is True
 
 
 def test_summary_table_blocks_until_vouched(campaigns):
@@ -259,7 +267,8 @@ def test_summary_table_input_errors(tmp_path):
 
 @pytest.mark.parametrize("args, code", [
     (["sim_bursty", "--policy", "wa"], 0),
-    (["sim_bursty", "--policy", "wa", "--tier", "calibrated"], 0),
+    (["sim_bursty", "--policy", "wa", "--tier", "placement_gain"], 0),
+    (["sim_bursty", "--policy", "wa", "--tier", "calibrated"], 1),
     (["sim_bursty", "--policy", "wa", "--tier", "deployable"], 1),
     (["sim_bursty", "--policy", "ewma"], 1),
     (["sim_bursty", "--policy", "calibrated_online"], 1),
@@ -268,7 +277,8 @@ def test_summary_table_input_errors(tmp_path):
     (["sim_k_mismatch", "--policy", "wa"], 1),
     (["sim_underpowered", "--policy", "wa"], 1),
     (["real_oracle", "--policy", "calibrated_offline", "--tier", "deployable"], 1),
-    (["real_oracle", "--policy", "ewma", "--tier", "deployable", "--regime", "h200"], 0),
+    (["real_oracle", "--policy", "ewma", "--tier", "placement_gain", "--regime", "h200"], 0),
+    (["real_oracle", "--policy", "ewma", "--tier", "deployable", "--regime", "h200"], 1),
     (["summary_table.csv", "--policy", "wa"], 1),
     (["summary_table.csv", "--policy", "wa", "--accept-vouched"], 0),
     (["summary_table.csv", "--policy", "nope"], 2),

@@ -236,9 +236,13 @@ def test_summarize_table_reaches_the_runs_tiers(tmp_path):
     assert res.exit_code == 0, res.output
     from_runs = audit_campaign(runs).claim("wa")
     from_table = audit_campaign(table).claim("wa")
-    assert from_runs.tier == "calibrated"
-    # every tier that needs no request logs (psi needs them) is reached from the table too
+    # the runs reach placement gain (calibrated is not shown at 7 seeds x 2 draws: the
+    # unexplained part's CI is not inside the tolerance), and so does the table: every tier
+    # that needs no request logs (psi needs them) is reached from the table too
+    assert from_runs.tier == "placement_gain"
+    assert from_runs.tier_status["calibrated"] == "failed"
     assert from_table.tier == "placement_gain"
+    assert from_table.tier_status["calibrated"] == "not_evaluable"
     assert check(from_table, "load_match").passed is True
     assert check(from_table, "pairing_real").passed is True
     assert from_table.to_dict()["p_two_sided"] == pytest.approx(

@@ -411,16 +411,24 @@ def _explained_ctx(res, reason=""):
 def test_gain_explained_by_overlap_outcomes():
     from evalkit.stats.explained import ExplainedGain
 
-    def res(predicts, within):
-        return ExplainedGain(4, 0.02, [0.01, 0.03], 0.015, [0.001, 0.03], 0.005, [-0.01, 0.02],
+    def res(predicts, within, u_ci=(-0.01, 0.02)):
+        return ExplainedGain(4, 0.02, [0.01, 0.03], 0.015, [0.001, 0.03], 0.005, list(u_ci),
                              0.25, 0.005, 0.95, predicts, within, predicts and within, [], 200,
-                             "m")
+                             "m", equivalence_level=0.9)
     sp = spec(unexplained_tolerance=0.25)
     assert C.gain_explained_by_overlap(_explained_ctx(res(True, True)), sp).passed is True
     out = C.gain_explained_by_overlap(_explained_ctx(res(False, True)), sp)
     assert out.passed is False and "does not predict" in out.found
+    # the CI reaches beyond the band on one side: not shown small (overlapping is not enough)
     out = C.gain_explained_by_overlap(_explained_ctx(res(True, False)), sp)
-    assert out.passed is False and "exceeds what overlap predicts" in out.found
+    assert out.passed is False and "not shown to be within tolerance" in out.found
+    assert "90% CI" in out.found
+    # the whole CI beyond the band: the gain differs from the prediction
+    for u_ci in ((0.0051, 0.02), (-0.02, -0.0051)):
+        out = C.gain_explained_by_overlap(_explained_ctx(res(True, False, u_ci)), sp)
+        assert out.passed is False and "by more than the tolerance" in out.found
+    out = C.gain_explained_by_overlap(_explained_ctx(res(True, False, (0.0049, 0.02))), sp)
+    assert "not shown to be within tolerance" in out.found
     out = C.gain_explained_by_overlap(_explained_ctx(None, "not evaluable: 1 seed"), sp)
     assert out.evaluable is False
     assert "95% CI" in C.gain_explained_by_overlap(_explained_ctx(res(True, True)), sp).expected
@@ -545,8 +553,8 @@ def test_explained_gain_tolerance_edges():
     base = run(0.0)
     assert base.predicts_gain and base.g_pred_ci[0] > 0
     lo, hi = base.unexplained_ci
-    # the unexplained part's CI misses 0 here; the tolerance that just reaches it decides
-    need = (lo if lo > 0 else -hi) / abs(base.gain)
+    # equivalence: the tolerance that just holds the whole CI inside the band decides
+    need = max(abs(lo), abs(hi)) / abs(base.gain)
     assert need > 0 and not base.within_tolerance and not base.explained
     at = run(need * (1 + 1e-9))
     assert at.unexplained_ci == [lo, hi] and at.within_tolerance and at.explained

@@ -125,10 +125,18 @@ class RegimeEvidence:
                 left_out.append(p.seed)
                 continue
             seeds.append((int(p.seed), row_of[p.policy_run], draws))
+        # psi is fitted on runs that cannot carry a policy's own effect: the matched-random
+        # draws, and each no-sync run as the point (Phi, Vex) = (0, 0) (every seed of the
+        # table has one: runs without a same-seed no-sync run are not in it)
+        ns_seeds = sorted(set(table.seed.astype(int)))
+        draws_rows = np.flatnonzero(table.role.to_numpy() == BASELINE)
+        fit_rows = np.concatenate((draws_rows, len(table) + np.arange(len(ns_seeds))))
         try:
-            res = explained_gain(table.phi.to_numpy(), table.vex.to_numpy(),
-                                 table.seed.to_numpy(), seeds, n_boot=n_boot, rng=rng,
-                                 confidence_level=confidence_level, tolerance=tolerance)
+            res = explained_gain(np.concatenate((table.phi.to_numpy(), np.zeros(len(ns_seeds)))),
+                                 np.concatenate((table.vex.to_numpy(), np.zeros(len(ns_seeds)))),
+                                 np.concatenate((table.seed.to_numpy(), ns_seeds)), seeds,
+                                 n_boot=n_boot, rng=rng, confidence_level=confidence_level,
+                                 tolerance=tolerance, fit_rows=fit_rows)
         except (NotEstimable, InputError) as exc:
             return None, f"not evaluable: {exc.message}"
         reason = (f"seeds {', '.join(map(str, sorted(left_out)))} have no same-seed no-sync "
