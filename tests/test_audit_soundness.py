@@ -203,7 +203,7 @@ def test_table_pooling_draws_of_other_policies_is_an_input_error(tmp_path):
                  {"policy": "ewma", "seed": seed, "violation_rate": 0.12}]
         rows += [{"policy": "matched_random", "seed": seed, "violation_rate": 0.2}] * 2
     path = tmp_path / "three_columns.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     with pytest.raises(InputError) as info:
         audit_campaign(path)
     assert info.value.column == "matched_to" and "matched_to" in info.value.fix
@@ -218,7 +218,7 @@ def _paired_table(path, d, v_policy=0.2):
         rows.append({"policy": "wa", "seed": seed, "violation_rate": v_policy})
         rows.append({"policy": "matched_random", "seed": seed,
                      "violation_rate": v_policy + diff})
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     return path
 
 

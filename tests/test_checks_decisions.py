@@ -589,7 +589,7 @@ def test_regime_evidence_reason_without_logs(tmp_path):
     rows = [{"policy": p, "seed": s, "violation_rate": v} for s in range(3)
             for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]
     path = tmp_path / "runs.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     campaign = load_campaign(path)
     ev = RegimeEvidence(campaign, campaign.runs.regime.iloc[0])
     assert ev.psi is None and ev.phi_table is None
@@ -627,7 +627,7 @@ def test_load_match_of_a_summary_table_without_load_columns_is_not_evaluable(tmp
     rows = [{"policy": p, "seed": s, "violation_rate": v} for s in range(3)
             for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]
     path = tmp_path / "runs.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     fake = SimpleNamespace(campaign=load_campaign(path))
     out = ClaimContext._compute_load_match(fake, dict(DEFAULT_TOLERANCES))
     assert isinstance(out, str) and out.startswith("not evaluable")
@@ -651,7 +651,7 @@ def test_oracle_claim_carries_the_bound_note(tmp_path):
             for s in range(6) for p, v in (("wa", 0.1), ("matched_random", 0.2),
                                            ("no_sync", 0.05))]
     path = tmp_path / "runs.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     claim = audit_campaign(path).claim("wa")
     assert claim.data.oracle is True
     assert any(n.startswith("oracle policy: a bound") for n in claim.notes), claim.notes

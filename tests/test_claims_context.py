@@ -65,7 +65,7 @@ def _table(path, regimes, extra=None):
     df = pd.DataFrame(rows)
     if extra:
         df = extra(df)
-    df.to_csv(path, index=False)
+    df.assign(draws_per_row=1).to_csv(path, index=False)   # each row is one replayed run
     return path
 
 
@@ -432,7 +432,7 @@ def _load_table(tmp_path, cols, ns=(True, True, True)):
             rows.append({**base, "policy": "no_sync", "violation_rate": 0.05,
                          **cols.get("no_sync", {})})
     path = tmp_path / "lm.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     return path
 
 
@@ -533,7 +533,7 @@ def test_exposure_regression_needs_three_merge_runs(run_ctx, tmp_path):
         rows += [{"policy": "no_sync", "seed": s, "violation_rate": 0.05,
                   "exposure_requests": 0.0} for s in range(n)]
         path = tmp_path / f"e{n}.csv"
-        pd.DataFrame(rows).to_csv(path, index=False)
+        pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
         camp = load_campaign(path)
         res, reason = RegimeEvidence(camp, "default").exposure
         assert (res is not None) is ok, reason
@@ -557,7 +557,7 @@ def test_declared_design_of_a_summary_table_has_no_corridor(tmp_path):
     rows = [{"policy": p, "seed": s, "violation_rate": 0.1, "merge_duration_s": 8.0,
              "horizon_s": 200.0} for s in range(2) for p in ("wa", "matched_random")]
     path = tmp_path / "s.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     ctx = _ctx_for(path)
     run = ctx.claim.pairs[0].policy_run
     assert ctx.declared_design(run) == (None, None, 8.0, 200.0)
