@@ -56,18 +56,22 @@ def reference_design(runs_dir, policy):
 
 
 def brute_force_permutation_p(pol, draws, alternative):
-    """Every assignment of the policy label within each seed: the full null by repeated
-    outer sums (no meet-in-the-middle, no evalkit code)."""
+    """Every assignment of the policy label within each seed, studentized statistic
+    mean(d)/se(d): the sums and sums of squares of d over the full null by repeated outer
+    sums (no evalkit code)."""
     per_seed = []
     for p, d in zip(pol, draws):
         runs = np.array([p] + list(d))
         per_seed.append((runs.sum() - runs) / (runs.size - 1) - runs)    # label j -> d(j)
-    null = np.zeros(1)
+    s, q = np.zeros(1), np.zeros(1)
     for vals in per_seed:
-        null = np.add.outer(null, vals).ravel()
-    t = sum(v[0] for v in per_seed)
-    ge = np.mean(null >= t - 1e-12)
-    le = np.mean(null <= t + 1e-12)
+        s = np.add.outer(s, vals).ravel()
+        q = np.add.outer(q, vals ** 2).ravel()
+    n = len(per_seed)
+    t_all = (s / n) / np.sqrt((q - s ** 2 / n) / (n - 1) / n)
+    t = t_all[0]                                  # label 0 everywhere: the observed one
+    ge = np.mean(t_all >= t - 1e-9 * abs(t))
+    le = np.mean(t_all <= t + 1e-9 * abs(t))
     return {"greater": ge, "two-sided": min(1.0, 2 * min(ge, le))}[alternative]
 
 
@@ -82,20 +86,25 @@ def scipy_p(d, alternative):
                                   n_resamples=np.inf, alternative=alternative).pvalue
 
 
-def test_beats_envelope_reaches_calibrated(campaigns):
+def test_beats_envelope_reaches_placement_gain_and_calibrated_is_not_shown(campaigns):
     res = audited(campaigns, "sim_bursty")
     wa = res.claim("wa")
-    assert wa.tier == "calibrated"
+    # 7 seeds x 2 draws: G - G_pred = 0.006 of G = 0.063, but its 90% CI [-0.009, 0.031]
+    # is not inside +-0.25 |G| = +-0.016 -- equivalence is not shown at this size
+    assert wa.tier == "placement_gain"
     assert wa.tier_status["harness"] == "passed"
     assert wa.tier_status["sidecar_transfer"] == "not_evaluable"
-    assert "real_sidecar" in wa.stop_reason
+    assert wa.tier_status["calibrated"] == "failed"
+    cal = check(wa, "gain_explained_by_overlap")
+    assert "not shown to be within tolerance" in cal.found and "90% CI" in cal.found
     assert "placement gain" in wa.verdict and "head-to-head" not in wa.verdict
     d = reference_d(campaigns / "sim_bursty", "wa")
     out = wa.to_dict()
     assert out["n_seeds"] == 7 and out["wins"] == int((d > 0).sum()) >= 6
     assert out["mean_diff"] == pytest.approx(d.mean(), abs=1e-12)
-    # two draws a seed: the within-seed permutation test, against brute force
-    assert out["test"] == "within-seed permutation test" and out["draws_per_seed"] == [2] * 7
+    # two draws a seed: the studentized within-seed permutation test, against brute force
+    assert out["test"] == "studentized within-seed permutation test"
+    assert out["draws_per_seed"] == [2] * 7 and "studentized" in out["method"]
     pol, draws = reference_design(campaigns / "sim_bursty", "wa")
     assert out["p_two_sided"] == pytest.approx(brute_force_permutation_p(pol, draws, "two-sided"),
                                                rel=1e-9)
@@ -169,15 +178,19 @@ def test_underpowered_says_seeds_needed(campaigns):
 def test_oracle_is_a_bound_and_non_oracle_is_deployable(campaigns):
     res = audited(campaigns, "real_oracle")
     oracle = res.claim("calibrated_offline")
-    assert oracle.tier == "calibrated"
+    # 7 seeds x 2 draws cannot show the unexplained part within tolerance (equivalence):
+    # both claims stop before calibrated, the oracle's deployable checks still say why not
+    assert oracle.tier == "placement_gain"
     assert oracle.verdict.startswith("oracle bound (never deployable)")
     assert check(oracle, "not_oracle").passed is False
     assert check(oracle, "real_sidecar").passed is True
     assert oracle.tier_status["harness"] == "not_evaluable"
     online = res.claim("ewma")
-    # deployable but for pre-registration: the fixture runs have no campaign plan
-    assert online.tier == "calibrated" and [c.name for c in online.failed_checks] == [
-        "pre_registered"]
+    assert online.tier == "placement_gain" and online.tier_status["calibrated"] == "failed"
+    assert check(online, "not_oracle").passed is True
+    assert check(online, "real_sidecar").passed is True
+    # deployable would also need pre-registration: the fixture runs have no campaign plan
+    assert check(online, "pre_registered").passed is False
     assert any(n.startswith("not pre-registered") for n in online.notes)
 
 
@@ -258,7 +271,8 @@ def test_summary_table_input_errors(tmp_path):
 
 @pytest.mark.parametrize("args, code", [
     (["sim_bursty", "--policy", "wa"], 0),
-    (["sim_bursty", "--policy", "wa", "--tier", "calibrated"], 0),
+    (["sim_bursty", "--policy", "wa", "--tier", "placement_gain"], 0),
+    (["sim_bursty", "--policy", "wa", "--tier", "calibrated"], 1),
     (["sim_bursty", "--policy", "wa", "--tier", "deployable"], 1),
     (["sim_bursty", "--policy", "ewma"], 1),
     (["sim_bursty", "--policy", "calibrated_online"], 1),
@@ -267,8 +281,8 @@ def test_summary_table_input_errors(tmp_path):
     (["sim_k_mismatch", "--policy", "wa"], 1),
     (["sim_underpowered", "--policy", "wa"], 1),
     (["real_oracle", "--policy", "calibrated_offline", "--tier", "deployable"], 1),
+    (["real_oracle", "--policy", "ewma", "--tier", "placement_gain", "--regime", "h200"], 0),
     (["real_oracle", "--policy", "ewma", "--tier", "deployable", "--regime", "h200"], 1),
-    (["real_oracle", "--policy", "ewma", "--tier", "calibrated", "--regime", "h200"], 0),
     (["summary_table.csv", "--policy", "wa"], 1),
     (["summary_table.csv", "--policy", "wa", "--accept-vouched"], 0),
     (["summary_table.csv", "--policy", "nope"], 2),

@@ -203,7 +203,7 @@ def test_table_pooling_draws_of_other_policies_is_an_input_error(tmp_path):
                  {"policy": "ewma", "seed": seed, "violation_rate": 0.12}]
         rows += [{"policy": "matched_random", "seed": seed, "violation_rate": 0.2}] * 2
     path = tmp_path / "three_columns.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     with pytest.raises(InputError) as info:
         audit_campaign(path)
     assert info.value.column == "matched_to" and "matched_to" in info.value.fix
@@ -218,7 +218,7 @@ def _paired_table(path, d, v_policy=0.2):
         rows.append({"policy": "wa", "seed": seed, "violation_rate": v_policy})
         rows.append({"policy": "matched_random", "seed": seed,
                      "violation_rate": v_policy + diff})
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     return path
 
 
@@ -241,7 +241,10 @@ def test_summarize_table_design_columns_count_only_when_vouched(tmp_path):
     from evalkit.audit.protocol import load_protocol
 
     from_runs = audit_campaign(runs).claim("wa")
-    assert from_runs.tier == "calibrated"
+    # calibrated is not shown at 7 seeds x 2 draws: the unexplained part's CI is not inside
+    # the tolerance (equivalence), so the runs stop at placement gain
+    assert from_runs.tier == "placement_gain"
+    assert from_runs.tier_status["calibrated"] == "failed"
     plain = audit_campaign(table).claim("wa")
     assert plain.tier not in ("matched_budget", "placement_gain")
     assert check(plain, "pairing_real").evaluable is False

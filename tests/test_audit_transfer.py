@@ -59,10 +59,14 @@ def test_transfer_passes_when_real_sidecar_shows_the_effect(transfer):
         checks = _checks(claim, "sidecar_transfer")
         assert checks["transfer_ci_excludes_one"].passed is True
         assert checks["transfer_paired"].passed is True
+    # the transfer tier passes; calibrated is not shown at 7 seeds x 2 draws (equivalence:
+    # the unexplained part's CI is not inside the tolerance), so both stop at placement gain
     real = transfer.claim("wa", "bursty_real")
-    assert real.tier == "calibrated"          # deployable but for pre-registration (no plan)
-    assert [c.name for c in real.failed_checks] == ["pre_registered"]
-    assert transfer.claim("wa", "bursty").tier == "calibrated"   # sim: never deployable
+    assert real.tier_status["sidecar_transfer"] == "passed"
+    assert real.tier == "placement_gain" and real.tier_status["calibrated"] == "failed"
+    sim = transfer.claim("wa", "bursty")
+    assert sim.tier == "placement_gain"
+    assert next(c for c in sim.checks if c.name == "real_sidecar").passed is False
 
 
 def test_transfer_rho_matches_hand_computation(transfer):

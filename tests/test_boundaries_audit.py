@@ -306,7 +306,13 @@ def test_load_protocol_by_path(tmp_path):
 
 # =========================================================================== summary tables
 
-def write_csv(tmp_path, text, name="t.csv"):
+def write_csv(tmp_path, text, name="t.csv", one_draw_a_row=True):
+    """The table as a CSV; ``one_draw_a_row``: add draws_per_row = 1 to every row (each row is
+    one replayed run), which a table with single matched-random rows must state."""
+    if one_draw_a_row and "draws_per_row" not in text.split("\n", 1)[0]:
+        lines = text.split("\n")
+        lines = [lines[0] + ",draws_per_row"] + [ln + ",1" if ln else ln for ln in lines[1:]]
+        text = "\n".join(lines)
     path = tmp_path / name
     path.write_text(text)
     return path
@@ -353,7 +359,7 @@ def test_summary_table_from_parquet_with_numbers_and_nulls(tmp_path):
     path = tmp_path / "t.parquet"
     pd.DataFrame({"policy": ["wa", "matched_random"], "seed": [3, 3],
                   "violation_rate": [0.25, 0.5], "K": [4.0, np.nan],
-                  "matched_to": [None, "wa"]}).to_parquet(path)
+                  "matched_to": [None, "wa"], "draws_per_row": [1, 1]}).to_parquet(path)
     runs, notes = read_summary_table(path)
     assert runs.seed.tolist() == [3, 3] and runs.violation_rate.tolist() == [0.25, 0.5]
     assert runs.k_observed.iloc[0] == 4 and np.isnan(runs.k_observed.iloc[1])

@@ -562,23 +562,27 @@ def _flat_campaign(policy_shift, n_seeds=3):
 
 
 def test_explained_gain_at_zero_prediction_and_zero_tolerance():
-    """g_pred = 0 and U = 0 exactly: the CI of G_pred is [0, 0] (no predicted gain) and the CI
-    of U touches 0 with a tolerance of 0 (within)."""
+    """g_pred = 0 and U = 0 exactly: the CI of G_pred is [0, 0] (no predicted gain); a band of
+    zero width holds no CI (equivalence to within 0 is not a claim), so not within."""
     phi, vex, groups, seeds = _flat_campaign([0.0, 0.0, 0.0])
     res = explained_gain(phi, vex, groups, seeds[:2], n_boot=200, rng=0, tolerance=0.0)
     assert res.n_seeds == 2
     assert res.g_pred_ci == [0.0, 0.0] and res.unexplained_ci == [0.0, 0.0]
     assert res.tolerance == 0.0 and res.tolerance_abs == 0.0
-    assert not res.predicts_gain and res.within_tolerance and not res.explained
+    assert not res.predicts_gain and not res.within_tolerance and not res.explained
 
 
-def test_explained_gain_unexplained_ci_straddling_zero_is_within():
+def test_explained_gain_unexplained_ci_straddling_zero_is_not_evidence():
+    # G = 0, so the band +-0.25 |G| has zero width: a CI straddling 0 merely overlaps it,
+    # which the equivalence test does not accept (the old rule called this "within")
     shift = [-0.1, 0.1, -0.05, 0.05, 0.02, -0.02]
     phi, vex, groups, seeds = _flat_campaign(shift, n_seeds=6)
     res = explained_gain(phi, vex, groups, seeds, n_boot=500, rng=1)
     assert res.gain == pytest.approx(0.0, abs=1e-15)
     assert res.unexplained_ci[0] < 0 < res.unexplained_ci[1]
-    assert res.within_tolerance and not res.explained
+    assert not res.within_tolerance and not res.explained
+    wide = explained_gain(phi, vex, groups, seeds, n_boot=500, rng=1, tolerance=1e6)
+    assert wide.tolerance_abs == 0.0 and not wide.within_tolerance
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])

@@ -365,27 +365,48 @@ def _cp(k, n, confidence=0.95):
 
 
 def _robust_reference(n_b, v_b, kind, confidence=0.95):
-    """Korn–Graubard effective-n Clopper–Pearson written out with scipy.stats."""
+    """Korn–Graubard effective-n Clopper–Pearson written out with scipy.stats and loops:
+    bursts with the CR1 between-cluster variance; time blocks with the flat-top long-run
+    variance at the autocorrelation bandwidth (smallest m after which 5 autocorrelations lie
+    inside sqrt(log10 B / B)), clusters C = B / (1 + 2m)."""
     n_b, v_b = np.asarray(n_b, float), np.asarray(v_b, float)
     total, k, b = n_b.sum(), v_b.sum(), len(n_b)
     v = k / total
     a = 1 - confidence
-    if b < 2 or k == 0 or k == total:
-        n_eff = float(b) if kind == BURSTS else total
+    if k == 0 or k == total:
+        n_eff = float(b) if kind == BURSTS else min(total, min(b, max(10, (b * 5.0) // 30)))
+    elif b < 2:
+        n_eff = total
     else:
-        var = sum((vb - v * nb) ** 2 for nb, vb in zip(n_b, v_b)) * b / (b - 1) / total ** 2
+        r = [vb - v * nb for nb, vb in zip(n_b, v_b)]
+        gamma = [sum(r[t] * r[t + h] for t in range(b - h)) / b for h in range(b)]
+        m = 0
+        if kind == BLOCKS and gamma[0] > 0:
+            band = math.sqrt(math.log10(max(b, 10)) / b)
+            m = max(1, b // 4)
+            for cand in range(max(1, b // 4)):
+                lags = range(cand + 1, min(b, cand + 6))
+                if all(abs(gamma[h] / gamma[0]) < band for h in lags):
+                    m = cand
+                    break
+        lrv = gamma[0] + 2 * sum((1.0 if h <= m else 2 * (1 - h / (2 * m))) * gamma[h]
+                                 for h in range(1, min(2 * m, b - 1) + 1))
+        lrv = max(lrv, gamma[0])
+        c = max(2.0, b / (1 + 2 * m))
+        var = c / (c - 1) * b * lrv / total ** 2
         n_eff = total if var == 0 else min(total, v * (1 - v) / var)
-        t_ratio = stats.t.ppf(1 - a / 2, total - 1) / stats.t.ppf(1 - a / 2, b - 1)
+        t_ratio = stats.t.ppf(1 - a / 2, total - 1) / stats.t.ppf(1 - a / 2, c - 1)
         n_eff = min(total, n_eff * t_ratio ** 2)
     low, high = _cp(v * n_eff, n_eff, confidence)
     return low, high, n_eff
 
 
-def test_block_length_is_a_tenth_of_the_span_up_to_thirty_seconds():
-    assert block_length(0.0, 1000.0) == 30.0
-    assert block_length(0.0, 300.0) == 30.0
-    assert block_length(100.0, 150.0) == pytest.approx(5.0)
-    assert block_length(3.0, 3.5) == pytest.approx(0.05)
+def test_block_length_is_a_sixtieth_of_the_span_up_to_five_seconds():
+    assert block_length(0.0, 1000.0) == 5.0
+    assert block_length(0.0, 300.0) == 5.0
+    assert block_length(0.0, 299.0) == pytest.approx(299.0 / 60)
+    assert block_length(100.0, 150.0) == pytest.approx(50.0 / 60)
+    assert block_length(3.0, 3.5) == pytest.approx(0.5 / 60)
     assert block_length(5.0, 5.0) == 0.0 and block_length(9.0, 2.0) == 0.0
 
 
@@ -403,24 +424,24 @@ def test_cluster_counts_of_bursts():
 
 
 def test_cluster_counts_of_time_blocks_start_at_the_first_arrival():
-    """Arrivals 3, 4, ..., 103 (span 100 -> blocks of 10 s from t = 3); 33..42 left empty."""
-    t = 3.0 + np.arange(101.0)
+    """Arrivals 3, 3.5, ..., 303 (span 300 -> blocks of 5 s from t = 3); 33..42 left empty."""
+    t = 3.0 + np.arange(601.0) / 2
     keep = (t < 33) | (t > 42)
     t = t[keep]
     viol = (t % 2 == 0)
     n_b, v_b, kind = cluster_counts(t, viol)
     assert kind == BLOCKS
-    blocks = np.floor((t - 3.0) / 10.0)
+    blocks = np.floor((t - 3.0) / 5.0)
     ref_n = [np.sum(blocks == b) for b in np.unique(blocks)]
     ref_v = [np.sum(viol[blocks == b]) for b in np.unique(blocks)]
-    assert n_b.tolist() == ref_n == [10, 10, 10] + [10] * 6 + [1]
+    assert n_b.tolist() == ref_n == [10] * 6 + [1] + [10] * 52 + [1]
     assert v_b.tolist() == ref_v
 
 
 def test_cluster_counts_of_a_short_run_use_short_blocks():
-    t = np.linspace(0.0, 5.0, 21)          # span 5 s -> blocks of 0.5 s
-    n_b, _, kind = cluster_counts(t, np.zeros(21, dtype=bool))
-    assert kind == BLOCKS and n_b.size == 11 and n_b.sum() == 21
+    t = np.linspace(0.0, 5.0, 121)         # span 5 s -> blocks of 5/60 s, two arrivals each
+    n_b, _, kind = cluster_counts(t, np.zeros(121, dtype=bool))
+    assert kind == BLOCKS and n_b.size == 61 and n_b.sum() == 121
 
 
 def test_cluster_counts_of_one_and_no_request():
@@ -448,12 +469,18 @@ def test_one_cluster_is_clopper_pearson_over_its_requests():
         assert low < k / 100 < high
 
 
-@pytest.mark.parametrize("kind,n_eff", [(BURSTS, 8.0), (BLOCKS, 160.0)])
-def test_no_or_all_violations_count_bursts_once_and_blocks_per_request(kind, n_eff):
-    n_b = np.full(8, 20.0)
-    low, high, got = robust_v_ci(n_b, np.zeros(8), kind)
+@pytest.mark.parametrize("kind,blocks,block_s,n_eff", [
+    (BURSTS, 8, 5.0, 8.0),        # bursts count once each
+    (BLOCKS, 8, 5.0, 8.0),        # 40 s: 10 clusters at least, but never more than 8 blocks
+    (BLOCKS, 40, 5.0, 10.0),      # 200 s: 6 pieces of 30 s -> the floor of 10
+    (BLOCKS, 120, 5.0, 20.0),     # 600 s: 20 pieces of 30 s
+    (BLOCKS, 120, 2.5, 10.0),     # 300 s: 10 pieces
+])
+def test_no_or_all_violations_rest_on_clusters_not_requests(kind, blocks, block_s, n_eff):
+    n_b = np.full(blocks, 20.0)
+    low, high, got = robust_v_ci(n_b, np.zeros(blocks), kind, block_s=block_s)
     assert got == n_eff and low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / n_eff))
-    low, high, got = robust_v_ci(n_b, n_b, kind)
+    low, high, got = robust_v_ci(n_b, n_b, kind, block_s=block_s)
     assert got == n_eff and high == 1.0 and low == pytest.approx(0.025 ** (1 / n_eff))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -19,6 +20,10 @@ from evalkit.runlog import metrics as mt
 from evalkit.stats import permutation as pm
 from evalkit.stats import schedules_edges as se
 from evalkit.stats import signflip as sf
+
+# These tests pin the raw-mean engine, kept as statistic="mean"; the studentized default
+# is checked against its own brute force in test_stats_permutation.py.
+_raw_perm = partial(pm.within_seed_permutation_test, statistic="mean")
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,7 +378,7 @@ PERMUTATION_CASES = [
 def test_permutation_exact_every_field_against_brute_force(policy, draws, atol, alternative):
     vals = [pm.seed_label_values(p, np.asarray(d, dtype=float)) for p, d in zip(policy, draws)]
     a = (1e-9 * float(np.mean(np.abs(np.concatenate(vals))))) if atol is None else atol
-    res = pm.within_seed_permutation_test(policy, draws, alternative=alternative, atol=atol)
+    res = _raw_perm(policy, draws, alternative=alternative, atol=atol)
     pg, pl, total = _brute_permutation(policy, draws, a)
     p2 = min(1.0, 2.0 * min(pg, pl))
     assert res.atol == pytest.approx(a, rel=1e-12, abs=0.0)
@@ -437,7 +442,7 @@ def test_permutation_min_attainable_p_table(m, alternative, b, values, expected)
 
 def test_permutation_min_p_of_a_result_counts_tied_labels():
     # seed 1: every run equal -> factor 1; seed 0: m = 2, no ties -> 1/3
-    res = pm.within_seed_permutation_test([0.1, 0.5], [[0.3, 0.2], [0.5, 0.5]])
+    res = _raw_perm([0.1, 0.5], [[0.3, 0.2], [0.5, 0.5]])
     assert res.min_p == pytest.approx(1 / 3)
     assert res.design_min_p == pytest.approx(1 / 9)
     assert res.n_zero == 1 and res.n_positive == 1 and res.n_negative == 0
@@ -478,7 +483,7 @@ def test_permutation_seeds_needed_defaults_and_bad_input():
     ([3] * 20, True), ([3] * 21, False),
 ])
 def test_permutation_exact_enumerable_at_two_to_the_21_per_half(m, enumerable):
-    assert pm.exact_enumerable(m) is enumerable
+    assert pm.exact_enumerable(m, "mean") is enumerable
 
 
 @pytest.mark.parametrize("b, exact", [(24, True), (23, False), (25, True), (np.inf, True),
@@ -486,7 +491,7 @@ def test_permutation_exact_enumerable_at_two_to_the_21_per_half(m, enumerable):
 def test_permutation_exact_switch_at_the_number_of_label_sets(b, exact):
     policy = [0.10, 0.20, 0.15]
     draws = [[0.30], [0.22, 0.35], [0.40, 0.18, 0.33]]
-    res = pm.within_seed_permutation_test(policy, draws, n_resamples=b, rng=5,
+    res = _raw_perm(policy, draws, n_resamples=b, rng=5,
                                           confidence_level=None)
     assert res.exact is exact
     assert (res.ci_low, res.ci_high) == (pytest.approx(math.nan, nan_ok=True),) * 2
@@ -509,7 +514,7 @@ def test_permutation_monte_carlo_counts_against_the_seeded_label_stream():
     policy = [0.10, 0.20, 0.15, 0.30]
     draws = [[0.30], [0.22, 0.35], [0.40, 0.18, 0.33], [0.25, 0.2]]
     b = 50                            # < 72 label sets: Monte Carlo
-    res = pm.within_seed_permutation_test(policy, draws, n_resamples=b, rng=9,
+    res = _raw_perm(policy, draws, n_resamples=b, rng=9,
                                           confidence_level=None, atol=0.0)
     assert res.exact is False
     vals = [[_label_value([p] + d, j) for j in range(len(d) + 1)] for p, d in zip(policy, draws)]
@@ -526,28 +531,28 @@ def test_permutation_monte_carlo_counts_against_the_seeded_label_stream():
 
 def test_permutation_design_errors_are_named():
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test([], [])
+        _raw_perm([], [])
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test([0.1, 0.2], [[0.3]])
+        _raw_perm([0.1, 0.2], [[0.3]])
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test([0.1, 0.2], [[0.3], []])
+        _raw_perm([0.1, 0.2], [[0.3], []])
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test([0.1, 0.2], [[0.3], [np.nan]])
+        _raw_perm([0.1, 0.2], [[0.3], [np.nan]])
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test([0.1, np.nan], [[0.3], [0.2]])
+        _raw_perm([0.1, np.nan], [[0.3], [0.2]])
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test(["a", "b"], [[0.3], [0.2]])
+        _raw_perm(["a", "b"], [[0.3], [0.2]])
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test([0.1], [[0.3, 0.2]])
+        _raw_perm([0.1], [[0.3, 0.2]])
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test([0.1, 0.2], [[0.3], [0.2]], alternative="bigger")
+        _raw_perm([0.1, 0.2], [[0.3], [0.2]], alternative="bigger")
     for level in (0.0, 1.0):
         with pytest.raises(InputError):
-            pm.within_seed_permutation_test([0.1, 0.2], [[0.3], [0.2]], confidence_level=level)
+            _raw_perm([0.1, 0.2], [[0.3], [0.2]], confidence_level=level)
     for bad in (0, 1.5, -2):
         with pytest.raises(InputError):
-            pm.within_seed_permutation_test([0.1, 0.2], [[0.3], [0.2]], n_resamples=bad)
-    res = pm.within_seed_permutation_test([0.1, 0.2], [[0.3], [0.2]])
+            _raw_perm([0.1, 0.2], [[0.3], [0.2]], n_resamples=bad)
+    res = _raw_perm([0.1, 0.2], [[0.3], [0.2]])
     assert res.n == 2 and res.confidence_level == 0.95
 
 
@@ -555,8 +560,8 @@ def test_permutation_exact_beyond_the_half_limit_is_refused():
     policy = np.zeros(43)
     draws = [[0.1]] * 43
     with pytest.raises(InputError):
-        pm.within_seed_permutation_test(policy, draws, n_resamples=np.inf)
-    res = pm.within_seed_permutation_test(policy, draws, n_resamples=50, confidence_level=None)
+        _raw_perm(policy, draws, n_resamples=np.inf)
+    res = _raw_perm(policy, draws, n_resamples=50, confidence_level=None)
     assert res.exact is False and res.null_size == 50
 
 
@@ -589,7 +594,7 @@ def _perm_ci_reference(vals, labels, alternative, level):
 def test_permutation_ci_is_an_order_statistic_of_label_thresholds(alternative, level):
     policy = [0.10, 0.20, 0.15]
     draws = [[0.30, 0.25], [0.22], [0.40, 0.18, 0.33]]
-    res = pm.within_seed_permutation_test(policy, draws, alternative=alternative,
+    res = _raw_perm(policy, draws, alternative=alternative,
                                           confidence_level=level)
     vals = [[_label_value([p] + d, j) for j in range(len(d) + 1)] for p, d in zip(policy, draws)]
     labels = list(itertools.product(*[range(len(v)) for v in vals]))
@@ -604,7 +609,7 @@ def test_permutation_ci_monte_carlo_beyond_two_to_the_17_label_sets(alternative)
     rng0 = np.random.default_rng(2)
     policy = rng0.uniform(0, 1, 18)
     draws = [[x] for x in rng0.uniform(0, 1, 18)]
-    res = pm.within_seed_permutation_test(policy, draws, alternative=alternative, rng=6,
+    res = _raw_perm(policy, draws, alternative=alternative, rng=6,
                                           confidence_level=0.9)
     assert res.exact is True          # the p-value is exact: the CI is the rng's first user
     assert "Monte Carlo: 20000 random label sets + identity" in res.ci_method
@@ -620,14 +625,14 @@ def test_permutation_ci_monte_carlo_beyond_two_to_the_17_label_sets(alternative)
 def test_permutation_ci_exact_at_two_to_the_17_label_sets():
     policy = np.linspace(0.1, 0.5, 17)
     draws = [[x] for x in np.linspace(0.6, 0.2, 17)]
-    res = pm.within_seed_permutation_test(policy, draws, confidence_level=0.99)
+    res = _raw_perm(policy, draws, confidence_level=0.99)
     assert "all 131072 label sets" in res.ci_method
 
 
 def test_permutation_null_distribution_exact_and_random():
     policy = [0.10, 0.20, 0.15]
     draws = [[0.30, 0.25], [0.22], [0.40, 0.18, 0.33]]
-    res = pm.within_seed_permutation_test(policy, draws)
+    res = _raw_perm(policy, draws)
     runs = [[p] + d for p, d in zip(policy, draws)]
     ref = sorted(sum(_label_value(v, j) for v, j in zip(runs, lab)) / 3
                  for lab in itertools.product(*[range(len(v)) for v in runs]))
@@ -648,7 +653,7 @@ def test_permutation_null_distribution_exact_and_random():
 def test_permutation_null_distribution_default_size():
     policy = np.linspace(0.1, 0.5, 17)
     draws = [[x] for x in np.linspace(0.6, 0.2, 17)]
-    res = pm.within_seed_permutation_test(policy, draws, confidence_level=None)
+    res = _raw_perm(policy, draws, confidence_level=None)
     nd = res.null_distribution()
     assert nd.size == 100_000 and np.all(np.diff(nd) >= 0)
     assert nd.max() <= np.abs(res.differences).sum() / 17 + 1e-12

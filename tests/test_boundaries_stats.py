@@ -175,7 +175,7 @@ def test_edge_class_k0_edge():
 
 def _table(tmp_path, rows):
     path = tmp_path / "runs.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)   # one run a row
     return load_campaign(path)
 
 

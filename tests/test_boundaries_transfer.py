@@ -29,6 +29,15 @@ from evalkit.stats.transfer import (MAX_EXACT_CONDITIONS, _weighted_quantile,
 # ------------------------------------------------------------------ naive block bootstrap
 
 
+@pytest.fixture(autouse=True)
+def _bootstrap_arithmetic_at_few_seeds(monkeypatch):
+    """These tests check the two-stage bootstrap's arithmetic against a brute force at 2-4
+    seeds, below the "too few seeds" floor (tested in test_stats_transfer_paired.py)."""
+    from evalkit.stats import transfer_paired
+
+    monkeypatch.setattr(transfer_paired, "MIN_SEEDS", 1)
+
+
 def test_weighted_quantile_matches_numpy_at_several_levels():
     rng = np.random.default_rng(11)
     v = np.sort(rng.lognormal(size=12))

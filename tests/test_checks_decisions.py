@@ -416,18 +416,28 @@ def _explained_ctx(res, reason=""):
 def test_gain_explained_by_overlap_outcomes():
     from evalkit.stats.explained import ExplainedGain
 
-    def res(predicts, within):
+    def res(predicts, within, u_ci=None):
         g_ci = [0.001, 0.03] if predicts else [-0.001, 0.03]
-        u_ci = [-0.01, 0.02] if within else [0.006, 0.02]    # the CI the flag comes from
+        u_ci = list(u_ci) if u_ci is not None else (
+            [-0.004, 0.004] if within else [-0.01, 0.02])   # the CI the flag comes from
         return ExplainedGain(4, 0.02, [0.01, 0.03], 0.015, g_ci, 0.005, u_ci,
                              0.25, 0.005, 0.95, predicts, within, predicts and within, [], 200,
-                             "m")
+                             "m", equivalence_level=0.9)
     sp = spec(unexplained_tolerance=0.25)
     assert C.gain_explained_by_overlap(_explained_ctx(res(True, True)), sp).passed is True
     out = C.gain_explained_by_overlap(_explained_ctx(res(False, True)), sp)
     assert out.passed is False and "does not predict" in out.found
+    # the CI reaches beyond the band on one side: not shown small (overlapping is not enough)
     out = C.gain_explained_by_overlap(_explained_ctx(res(True, False)), sp)
+    assert out.passed is False and "not shown to be within" in out.found
+    assert "90% CI" in out.found
+    # the whole CI beyond the band: the gain differs from the prediction
+    out = C.gain_explained_by_overlap(_explained_ctx(res(True, False, (0.0051, 0.02))), sp)
     assert out.passed is False and "exceeds what overlap predicts" in out.found
+    out = C.gain_explained_by_overlap(_explained_ctx(res(True, False, (-0.02, -0.0051))), sp)
+    assert out.passed is False and "falls short of what overlap predicts" in out.found
+    out = C.gain_explained_by_overlap(_explained_ctx(res(True, False, (0.0049, 0.02))), sp)
+    assert "not shown to be within" in out.found
     out = C.gain_explained_by_overlap(_explained_ctx(None, "not evaluable: 1 seed"), sp)
     assert out.evaluable is False
     assert "95% CI" in C.gain_explained_by_overlap(_explained_ctx(res(True, True)), sp).expected
@@ -584,8 +594,8 @@ def test_explained_gain_tolerance_edges():
     base = run(0.0)
     assert base.predicts_gain and base.g_pred_ci[0] > 0
     lo, hi = base.unexplained_ci
-    # the unexplained part's CI misses 0 here; the tolerance that just reaches it decides
-    need = (lo if lo > 0 else -hi) / abs(base.gain)
+    # equivalence: the tolerance that just holds the whole CI inside the band decides
+    need = max(abs(lo), abs(hi)) / abs(base.gain)
     assert need > 0 and not base.within_tolerance and not base.explained
     at = run(need * (1 + 1e-9))
     assert at.unexplained_ci == [lo, hi] and at.within_tolerance and at.explained
@@ -620,7 +630,7 @@ def test_regime_evidence_reason_without_logs(tmp_path):
     rows = [{"policy": p, "seed": s, "violation_rate": v} for s in range(3)
             for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]
     path = tmp_path / "runs.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     campaign = load_campaign(path)
     ev = RegimeEvidence(campaign, campaign.runs.regime.iloc[0])
     assert ev.psi is None and ev.phi_table is None
@@ -658,16 +668,17 @@ def test_load_match_of_a_summary_table_without_load_columns_is_not_evaluable(tmp
     rows = [{"policy": p, "seed": s, "violation_rate": v} for s in range(3)
             for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]
     path = tmp_path / "runs.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     fake = SimpleNamespace(campaign=load_campaign(path))
     out = ClaimContext._compute_load_match(fake, dict(DEFAULT_TOLERANCES))
     assert isinstance(out, str) and out.startswith("not evaluable")
     assert "evalkit summarize" in out
 
 
-@pytest.mark.parametrize("n_seeds, exact", [(20, True), (21, False)])
+@pytest.mark.parametrize("n_seeds, exact", [(11, True), (12, False)])
 def test_claim_context_exact_permutation_limit(n_seeds, exact):
-    # 3 draws per seed: 4^n label sets; exact up to (2^21)^2 / 4 = 4^20 of them
+    # 3 draws per seed: 4^n label sets; the studentized statistic is not additive, so
+    # exact means enumerating all of them: up to 2^22 = 4^11
     from evalkit.audit.claims import ClaimContext
 
     fake = SimpleNamespace(draws_per_seed=np.full(n_seeds, 3.0))
@@ -681,7 +692,7 @@ def test_oracle_claim_carries_the_bound_note(tmp_path):
             for s in range(6) for p, v in (("wa", 0.1), ("matched_random", 0.2),
                                            ("no_sync", 0.05))]
     path = tmp_path / "runs.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     claim = audit_campaign(path).claim("wa")
     assert claim.data.oracle is True
     assert any(n.startswith("oracle policy: a bound") for n in claim.notes), claim.notes
@@ -756,7 +767,7 @@ def test_informative_seeds_are_those_whose_runs_differ():
     c = _design(pairs)
     assert c.effective_n == 4 and c.informative_n == 2
     assert c.averaged_draws is True and list(c.draws_per_seed) == [2, 2, 1, 1]
-    assert c.test_name == "within-seed permutation test"
+    assert c.test_name == "studentized within-seed permutation test"
     assert c.design_min_p == pytest.approx(2 / (3 * 3 * 2 * 2))
     one = _design([pair(0), pair(1)])
     assert one.averaged_draws is False and one.test_name == "sign-flip test"

@@ -65,7 +65,7 @@ def _table(path, regimes, extra=None):
     df = pd.DataFrame(rows)
     if extra:
         df = extra(df)
-    df.to_csv(path, index=False)
+    df.assign(draws_per_row=1).to_csv(path, index=False)   # each row is one replayed run
     return path
 
 
@@ -477,7 +477,7 @@ def _load_table(tmp_path, cols, ns=(True, True, True)):
             rows.append({**base, "policy": "no_sync", "violation_rate": 0.05,
                          **cols.get("no_sync", {})})
     path = tmp_path / "lm.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     return path
 
 
@@ -578,7 +578,7 @@ def test_exposure_regression_needs_three_merge_runs(run_ctx, tmp_path):
         rows += [{"policy": "no_sync", "seed": s, "violation_rate": 0.05,
                   "exposure_requests": 0.0} for s in range(n)]
         path = tmp_path / f"e{n}.csv"
-        pd.DataFrame(rows).to_csv(path, index=False)
+        pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
         camp = load_campaign(path)
         res, reason = RegimeEvidence(camp, "default").exposure
         assert (res is not None) is ok, reason
@@ -602,7 +602,7 @@ def test_declared_design_of_a_summary_table_has_no_corridor(tmp_path):
     rows = [{"policy": p, "seed": s, "violation_rate": 0.1, "merge_duration_s": 8.0,
              "horizon_s": 200.0} for s in range(2) for p in ("wa", "matched_random")]
     path = tmp_path / "s.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
     ctx = _ctx_for(path)
     run = ctx.claim.pairs[0].policy_run
     assert ctx.declared_design(run) == (None, None, 8.0, 200.0)
@@ -1042,19 +1042,21 @@ def test_calibrated_texts():
     from evalkit.stats.explained import ExplainedGain
 
     res = ExplainedGain(4, 0.02, [0.01, 0.03], 0.015, [0.001, 0.03], 0.005, [-0.01, 0.02],
-                        0.25, 0.005, 0.95, True, True, True, [], 200, "m")
+                        0.25, 0.005, 0.95, True, True, True, [], 200, "m",
+                        equivalence_level=0.8)
     ev = SimpleNamespace(psi=SimpleNamespace(eps_cal=0.01, eps_cal_loso=0.02),
                          explained_gain=lambda *a: (res, "seeds 3 left out"), psi_reason="")
     c = _c(regime_evidence=ev, seed=0, alpha=0.1,
            protocol=SimpleNamespace(bootstrap_resamples=200, accept_vouched=False))
     out = C.gain_explained_by_overlap(c, _spec(unexplained_tolerance=0.25))
     assert out.expected == ("psi-predicted gain G_pred (psi refitted leave-one-seed-out) with "
-                            "a 90% CI above 0, and the unexplained part G - G_pred with a CI "
-                            "within 0.25 x |G| of 0")
+                            "a 90% CI above 0, and the unexplained part G - G_pred shown "
+                            "small: its 80% CI inside +-0.25 x |G| (equivalence, TOST at "
+                            "alpha = 0.1)")
     assert out.found == (f"G = {C._fmt(res.gain)}, G_pred = {C._fmt(res.g_pred)} "
                          f"[{C._fmt(res.g_pred_ci[0])}, {C._fmt(res.g_pred_ci[1])}], G - G_pred "
                          f"= {C._fmt(res.unexplained)} [{C._fmt(res.unexplained_ci[0])}, "
-                         f"{C._fmt(res.unexplained_ci[1])}] (tolerance "
+                         f"{C._fmt(res.unexplained_ci[1])}] (80% CI; tolerance "
                          f"+-{C._fmt(res.tolerance_abs)}) over {res.n_seeds} seeds; eps_cal "
                          "0.01 in-sample, 0.02 leave-one-seed-out; seeds 3 left out")
     none = SimpleNamespace(psi=None, psi_reason="not evaluable: no logs")

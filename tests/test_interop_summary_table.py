@@ -13,12 +13,12 @@ from evalkit.interop.summary_table import SYNTH_NOTE, synthesise_requests
 from evalkit.runlog import iter_run_dirs, read_meta
 from evalkit.runlog.summary import summarize_runs
 
-TABLE = """policy,seed,violation_rate,n_requests,K,draw,role,no_sync_violation_rate,regime
-wa,0,0.25,400,5,,policy,0.1,bursty
-wa,1,0.3,400,5,,policy,0.125,bursty
-wa,0,0.4,400,5,0,matched_random,,bursty
-wa,0,0.3575,400,5,1,matched_random,,bursty
-wa,1,0.35,400,5,0,matched_random,,bursty
+TABLE = """policy,seed,violation_rate,n_requests,K,draw,role,no_sync_violation_rate,regime,draws_per_row
+wa,0,0.25,400,5,,policy,0.1,bursty,1
+wa,1,0.3,400,5,,policy,0.125,bursty,1
+wa,0,0.4,400,5,0,matched_random,,bursty,1
+wa,0,0.3575,400,5,1,matched_random,,bursty,1
+wa,1,0.35,400,5,0,matched_random,,bursty,1
 """
 
 

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import partial
 
 import numpy as np
 import pytest
 
 from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test
-from evalkit.stats.permutation import (min_attainable_p, seed_label_values,
-                                       within_seed_permutation_test)
+from evalkit.stats.permutation import min_attainable_p, seed_label_values
+from evalkit.stats.permutation import within_seed_permutation_test as _wspt
 from evalkit.stats.signflip import min_attainable_p as sf_min_p
+
+# These tests pin the raw-mean engine, kept as statistic="mean"; the studentized default
+# is checked against its own brute force in test_stats_permutation.py.
+within_seed_permutation_test = partial(_wspt, statistic="mean")
 
 B = 20_000
 
@@ -211,7 +216,6 @@ def test_sign_flip_seeds_needed_exactly_at_alpha():
 def test_permutation_tie_tolerance_is_on_the_mean_scale(atol, p_expected):
     # d = (+-1, +-0.1): T = 0.55; the null means are 0.55, 0.45, -0.45, -0.55.  The null 0.45
     # is 0.1 below T on the mean scale, so it counts as reaching T iff atol > 0.1.
-    from evalkit.stats.permutation import within_seed_permutation_test
 
     res = within_seed_permutation_test([0.0, 0.0], [[1.0], [0.1]], alternative="greater",
                                        confidence_level=None, atol=atol)
@@ -238,7 +242,6 @@ def test_sign_flip_monte_carlo_in_many_chunks(monkeypatch):
 
 
 def test_permutation_reachable_at_exactly_min_p():
-    from evalkit.stats.permutation import within_seed_permutation_test
 
     res = within_seed_permutation_test([0.0, 0.0, 0.0], [[1.0, 2.0], [1.5, 2.5], [3.0, 4.0]],
                                        confidence_level=None)
@@ -290,7 +293,6 @@ def test_sign_flip_counts_with_zero_tolerance():
 
 def test_permutation_one_resample_is_the_smallest_allowed():
     from evalkit.errors import InputError
-    from evalkit.stats.permutation import within_seed_permutation_test
 
     args = ([0.0, 0.0, 0.0], [[1.0, 2.0], [1.5, 2.5], [3.0, 4.0]])
     res = within_seed_permutation_test(*args, n_resamples=1, rng=0, confidence_level=None)
@@ -318,7 +320,6 @@ def test_sign_flip_monte_carlo_counts_exact_ties_with_zero_tolerance():
 @pytest.mark.parametrize("level", [0.0, 1.0, 1.5])
 def test_permutation_confidence_level_outside_zero_one_is_rejected(level):
     from evalkit.errors import InputError
-    from evalkit.stats.permutation import within_seed_permutation_test
 
     with pytest.raises(InputError):
         within_seed_permutation_test([0.0, 0.0], [[1.0], [2.0]], confidence_level=level)
@@ -355,7 +356,7 @@ def test_permutation_seeds_needed_defaults_and_alternative_check():
 
 def _entry_points():
     from evalkit.stats.permutation import seeds_needed as p_needed
-    from evalkit.stats.permutation import within_seed_permutation_test as perm
+    perm = within_seed_permutation_test
     from evalkit.stats.signflip import seeds_needed as s_needed
 
     pol, draws = [0.1, 0.2, 0.3], [[0.2, 0.3], [0.25], [0.4, 0.1]]

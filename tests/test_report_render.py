@@ -238,10 +238,10 @@ def test_markdown_renders_without_links_images_or_html(bursty_report):
 
 
 def _hostile_table(tmp_path, policy, regime="r"):
-    rows = ["policy,seed,violation_rate,regime"]
+    rows = ["policy,seed,violation_rate,regime,draws_per_row"]
     for seed in range(6):
-        rows.append(f"\"{policy}\",{seed},0.10,\"{regime}\"")
-        rows.append(f"matched_random,{seed},{0.2 + seed / 100},\"{regime}\"")
+        rows.append(f"\"{policy}\",{seed},0.10,\"{regime}\",1")
+        rows.append(f"matched_random,{seed},{0.2 + seed / 100},\"{regime}\",1")
     table = tmp_path / "t.csv"
     table.write_text("\n".join(rows) + "\n")
     return table

@@ -74,10 +74,14 @@ def test_no_violation_in_batches_counts_each_batch_once():
     low, high, clusters, kind = v_interval(arrival, latency > SLO)
     assert kind == BURSTS and clusters == 20 and low == 0.0
     assert high == pytest.approx(clopper_pearson(0, 20)[1])
-    # independent arrivals without violations keep the request-level bound
+    # time blocks without violations say nothing about clustering: the rule of three on
+    # 30 s clusters (at least 10), not on 320 requests read as independent
     t = np.linspace(0, 300, 320)
     low, high, _, kind = v_interval(t, np.zeros(320, dtype=bool))
-    assert kind == BLOCKS and high == pytest.approx(clopper_pearson(0, 320)[1])
+    assert kind == BLOCKS and high == pytest.approx(clopper_pearson(0, 10)[1])
+    t = np.linspace(0, 600, 3000)
+    assert v_interval(t, np.zeros(3000, dtype=bool))[1] == pytest.approx(
+        clopper_pearson(0, 20)[1])
 
 
 def test_variance_matches_a_brute_force_block_bootstrap():

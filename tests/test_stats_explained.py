@@ -33,15 +33,22 @@ def _campaign(rng, n_seeds=8, draws=3, policy="low_phi", slope=0.002, noise=0.00
 def test_matches_a_brute_force_leave_one_seed_out_fit():
     phi, vex, groups, seeds = _campaign(np.random.default_rng(0))
     res = explained_gain(phi, vex, groups, seeds, n_boot=500, rng=1)
+    policy_rows = [pol for _, pol, _ in seeds]
     for row, (s, pol, draws) in zip(res.per_seed, seeds):
-        keep = groups != s
+        # psi never sees a policy run of the claim: the other seeds' draws only
+        keep = (groups != s) & ~np.isin(np.arange(phi.size), policy_rows)
         iso = IsotonicRegression(out_of_bounds="clip").fit(phi[keep], vex[keep])
         want = float(np.mean(iso.predict(phi[draws])) - iso.predict(phi[[pol]])[0])
         assert row.g_pred == pytest.approx(want, abs=1e-12)
         assert row.d == pytest.approx(np.mean(vex[draws]) - vex[pol])
     assert res.gain == pytest.approx(np.mean([r.d for r in res.per_seed]))
     assert res.unexplained == pytest.approx(res.gain - res.g_pred)
-    assert res.predicts_gain and res.within_tolerance and res.explained
+    lo, hi = res.unexplained_ci
+    assert res.predicts_gain
+    # equivalence: the CI must lie inside the band (here 8 seeds at 0.4 pp noise: too wide)
+    assert res.within_tolerance == (-res.tolerance_abs <= lo and hi <= res.tolerance_abs)
+    quiet = explained_gain(*_campaign(np.random.default_rng(0), noise=0.001), n_boot=500, rng=1)
+    assert quiet.predicts_gain and quiet.within_tolerance and quiet.explained
 
 
 def test_lucky_policy_with_the_draws_overlap_is_not_explained():

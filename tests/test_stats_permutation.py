@@ -1,18 +1,23 @@
-"""Within-seed permutation test: exact against brute force, sign-flip at m = 1, Monte Carlo
+"""Within-seed permutation test, raw-mean statistic: exact against brute force, sign-flip at m = 1, Monte Carlo
 within its error, nominal type-I error for skewed V where the sign-flip on averaged draws
 over-rejects."""
 
 from __future__ import annotations
 
 import itertools
+from functools import partial
 
 import numpy as np
 import pytest
 
 from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test
-from evalkit.stats.permutation import (min_attainable_p, seeds_needed,
-                                       within_seed_permutation_test)
+from evalkit.stats.permutation import min_attainable_p, seeds_needed
+from evalkit.stats.permutation import within_seed_permutation_test as _wspt
+
+# The raw-mean engine (statistic="mean"), kept beside the studentized default, which
+# tests/test_stats_studentized.py checks against its own brute force.
+within_seed_permutation_test = partial(_wspt, statistic="mean")
 
 
 def brute(pol, draws):
@@ -154,9 +159,13 @@ def test_exact_enumeration_limit_is_the_balanced_meet_in_the_middle_split():
 
     assert MAX_EXACT_HALF == 2 ** 21
     # one draw per seed: 2 labels each, halves of 21 seeds fit exactly, 43 seeds do not
-    assert exact_enumerable([1] * 42) and not exact_enumerable([1] * 43)
+    assert exact_enumerable([1] * 42, "mean") and not exact_enumerable([1] * 43, "mean")
     # three draws per seed: 4 labels = 2 bits each, so 21 seeds (10 + 11 halves) do not
-    assert exact_enumerable([3] * 20) and not exact_enumerable([3] * 21)
+    assert exact_enumerable([3] * 20, "mean") and not exact_enumerable([3] * 21, "mean")
     # mixed: greedy largest-first balancing of log label counts
-    assert exact_enumerable([3] * 10 + [1] * 21)
-    assert not exact_enumerable([3] * 10 + [1] * 23)
+    assert exact_enumerable([3] * 10 + [1] * 21, "mean")
+    assert not exact_enumerable([3] * 10 + [1] * 23, "mean")
+    # studentized: the same split with one draw a seed (the sign-flip test), else every
+    # label set in one enumeration of <= 2^22
+    assert exact_enumerable([1] * 42) and not exact_enumerable([1] * 43)
+    assert exact_enumerable([3] * 11) and not exact_enumerable([3] * 12)

@@ -16,8 +16,8 @@ D = 8.0
 
 def _smooth(rng, t, horizon, sigma, corr_s=20.0):
     """exp(sigma Z(t)), Z a unit-variance Gaussian process with ~corr_s s correlation."""
-    grid = np.arange(0.0, horizon + corr_s, 1.0)
     lags = np.arange(-3 * corr_s, 3 * corr_s + 1)
+    grid = np.arange(0.0, max(horizon + corr_s, lags.size), 1.0)
     kernel = np.exp(-lags ** 2 / (2 * (corr_s / 2) ** 2))
     z = np.convolve(rng.standard_normal(grid.size), kernel / np.sqrt((kernel ** 2).sum()),
                     mode="same")
@@ -25,7 +25,7 @@ def _smooth(rng, t, horizon, sigma, corr_s=20.0):
 
 
 def model(rng, seeds=5, runs=2, horizon=300.0, rate=1.0, k=6, mult=1.0, heavy=False,
-          noise=0.3, backlog_s=0.0, backlog_add=0.0):
+          noise=0.3, backlog_s=0.0, backlog_add=0.0, corr_s=20.0):
     """Open-loop requests, time-correlated congestion of each run (the no-sync run too), a
     multiplicative in-window effect ``mult`` and an optional post-window backlog."""
     parts = []
@@ -34,12 +34,12 @@ def model(rng, seeds=5, runs=2, horizon=300.0, rate=1.0, k=6, mult=1.0, heavy=Fa
         t = np.sort(rng.uniform(0, horizon, n))
         base = (rng.lognormal(np.log(0.8), 1.3, n) if heavy
                 else rng.lognormal(np.log(1.2), 0.5, n))
-        ref = base * _smooth(rng, t, horizon, noise)
+        ref = base * _smooth(rng, t, horizon, noise, corr_s)
         for r in range(runs):
             starts = np.sort(rng.choice(np.arange(10, horizon - 20, D + 12), k,
                                         replace=False)).astype(float)
             ends = starts + D
-            lat = base * _smooth(rng, t, horizon, noise)
+            lat = base * _smooth(rng, t, horizon, noise, corr_s)
             hit = overlaps_windows(t, t + lat, starts, ends)
             j = np.searchsorted(ends, t, side="right") - 1
             lag = np.where(j >= 0, t - ends[np.maximum(j, 0)], np.nan)
@@ -172,3 +172,51 @@ def test_no_effect_with_heavy_tails_keeps_one_in_the_ci():
                          max_lag_s=5.0)
         hits += got.ci_low <= 1.0 <= got.ci_high
     assert hits / reps >= 0.95
+
+
+# ------------------------------------------------- few seeds, correlation beyond the block
+
+def test_three_seeds_say_too_few_seeds_instead_of_a_ci():
+    # 3 seeds: a bootstrap over seeds has 10 distinct resamples; it claimed transfer 4.7% of
+    # the time with no effect.  No CI now, and the verdict says why.
+    rng = np.random.default_rng(21)
+    h = model(rng, seeds=3, mult=1.5)
+    r = model(rng, seeds=3)
+    res = paired_transfer(h, r, n_boot=200, rng=0)
+    assert res.real.too_few_seeds and not np.isfinite(res.real.ci_low)
+    assert "too few seeds (3 < 5)" in res.real.ci_method
+    assert not res.transferred and res.verdict.startswith("cannot be estimated: too few seeds")
+    assert not np.isfinite(res.transfer_ci_low)
+    five = paired_rho(model(rng, seeds=5), n_boot=200, rng=0)
+    assert not five.too_few_seeds and np.isfinite(five.ci_low)
+
+
+def test_block_widens_when_latencies_correlate_longer_than_it():
+    rng = np.random.default_rng(22)
+    slow = paired_rho(model(rng, seeds=6, horizon=900.0, corr_s=120.0), n_boot=100, rng=0,
+                      max_lag_s=5.0)
+    assert slow.block_s >= 60.0 and "block widened from 30 s" in slow.ci_method
+    quick = paired_rho(model(rng, seeds=6, horizon=900.0, corr_s=2.0), n_boot=100, rng=0,
+                       max_lag_s=5.0)
+    assert quick.block_s == 30.0
+
+
+def _coverage(reps, seed):
+    truth = paired_rho(model(np.random.default_rng(99), seeds=120, mult=1.5, horizon=600.0,
+                             corr_s=120.0), n_boot=100, rng=0, max_lag_s=5.0)
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for i in range(reps):
+        got = paired_rho(model(rng, seeds=6, mult=1.5, horizon=600.0, corr_s=120.0),
+                         n_boot=200, rng=i, max_lag_s=5.0)
+        hits += got.gm_ci_low <= truth.gm_ratio <= got.gm_ci_high
+    return hits / reps
+
+
+def test_coverage_with_correlation_beyond_the_block_fast():
+    assert _coverage(25, 23) >= 0.84
+
+
+@pytest.mark.slow
+def test_coverage_with_correlation_beyond_the_block():
+    assert _coverage(150, 24) >= 0.9

@@ -141,6 +141,9 @@ def transfer_ci_excludes_one(ctx, spec) -> Outcome:
              f"[{_fmt(f_lo)}, {_fmt(f_hi)}]; {res['method']}")
     if res["transferred"]:
         return Outcome(True, expected, found)
+    if str(res.get("verdict", "")).startswith("cannot be estimated: too few seeds"):
+        return Outcome(False, expected, found + ": " + res["verdict"],
+                       "replay the real and harness campaigns with >= 5 seeds")
     return Outcome(False, expected, found + ": the harness effect did not transfer",
                    "the mechanism is not shown in real serving; do not cite harness effect "
                    "sizes as real")
@@ -571,8 +574,9 @@ def gain_explained_by_overlap(ctx, spec) -> Outcome:
     tol = float(spec["unexplained_tolerance"])
     level = 1 - ctx.alpha
     expected = (f"psi-predicted gain G_pred (psi refitted leave-one-seed-out) with a "
-                f"{level:.0%} CI above 0, and the unexplained part G - G_pred with a CI "
-                f"within {tol:g} x |G| of 0")
+                f"{level:.0%} CI above 0, and the unexplained part G - G_pred shown small: "
+                f"its {1 - 2 * ctx.alpha:.0%} CI inside +-{tol:g} x |G| (equivalence, TOST "
+                f"at alpha = {ctx.alpha:g})")
     ev = ctx.regime_evidence
     if ev.psi is None:
         return not_evaluable(expected, ev.psi_reason)
@@ -583,7 +587,8 @@ def gain_explained_by_overlap(ctx, spec) -> Outcome:
         return not_evaluable(expected, reason)
     (g_lo, g_hi), (u_lo, u_hi) = res.g_pred_ci, res.unexplained_ci
     found = (f"G = {_fmt(res.gain)}, G_pred = {_fmt(res.g_pred)} [{_fmt(g_lo)}, {_fmt(g_hi)}], "
-             f"G - G_pred = {_fmt(res.unexplained)} [{_fmt(u_lo)}, {_fmt(u_hi)}] (tolerance "
+             f"G - G_pred = {_fmt(res.unexplained)} [{_fmt(u_lo)}, {_fmt(u_hi)}] "
+             f"({res.equivalence_level:.0%} CI; tolerance "
              f"+-{_fmt(res.tolerance_abs)}) over {res.n_seeds} seeds; eps_cal "
              f"{_fmt(ev.psi.eps_cal)} in-sample, {_fmt(ev.psi.eps_cal_loso)} leave-one-seed-out"
              + (f"; {reason}" if reason else ""))

@@ -126,10 +126,18 @@ class RegimeEvidence:
                 left_out.append(p.seed)
                 continue
             seeds.append((int(p.seed), row_of[p.policy_run], draws))
+        # psi is fitted on runs that cannot carry a policy's own effect: the matched-random
+        # draws, and each no-sync run as the point (Phi, Vex) = (0, 0) (every seed of the
+        # table has one: runs without a same-seed no-sync run are not in it)
+        ns_seeds = sorted(set(table.seed.astype(int)))
+        draws_rows = np.flatnonzero(table.role.to_numpy() == BASELINE)
+        fit_rows = np.concatenate((draws_rows, len(table) + np.arange(len(ns_seeds))))
         try:
-            res = explained_gain(table.phi.to_numpy(), table.vex.to_numpy(),
-                                 table.seed.to_numpy(), seeds, n_boot=n_boot, rng=rng,
-                                 confidence_level=confidence_level, tolerance=tolerance)
+            res = explained_gain(np.concatenate((table.phi.to_numpy(), np.zeros(len(ns_seeds)))),
+                                 np.concatenate((table.vex.to_numpy(), np.zeros(len(ns_seeds)))),
+                                 np.concatenate((table.seed.to_numpy(), ns_seeds)), seeds,
+                                 n_boot=n_boot, rng=rng, confidence_level=confidence_level,
+                                 tolerance=tolerance, fit_rows=fit_rows)
         except (NotEstimable, InputError) as exc:
             return None, f"not evaluable: {exc.message}"
         reason = (f"seeds {', '.join(map(str, sorted(left_out)))} have no same-seed no-sync "
@@ -251,7 +259,7 @@ class ClaimContext:
     @property
     def test_name(self) -> str:
         if self.averaged_draws:
-            return "within-seed permutation test"
+            return "studentized within-seed permutation test"
         if self.campaign.source == "summary":
             return "sign-flip test (one baseline row per seed: symmetry of d assumed)"
         return "sign-flip test"
@@ -277,9 +285,10 @@ class ClaimContext:
 
     @cached_property
     def sign_flip(self):
-        """The paired test of the claim: the within-seed permutation test when any seed
-        averages >= 2 draws (the sign-flip test assumes a symmetric d, which averaged draws
-        break), else the exact sign-flip test (the same test when every seed has one draw)."""
+        """The paired test of the claim: the studentized within-seed permutation test
+        (mean/se: equal means, the claim users make) when any seed averages >= 2 draws (the
+        sign-flip test assumes a symmetric d, which averaged draws break), else the exact
+        sign-flip test (the same test, same p, when every seed has one draw)."""
         from evalkit.stats import sign_flip_test
         from evalkit.stats.permutation import within_seed_permutation_test
         from evalkit.stats.signflip import MAX_EXACT_N
@@ -579,8 +588,9 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
                          + ", ".join(f"seed {a} = seed {b}" for a, b in ctx.pseudo_replicates[:6])
                          + ")")
         if ctx.averaged_draws:
-            notes.append("averaged draws: tested by within-seed permutation (is the policy run "
-                         "exchangeable with its seed's draws?), not by a sign-flip on d")
+            notes.append("averaged draws: tested by a studentized within-seed permutation "
+                         "test (does the policy's mean V differ from its draws'?), not by a "
+                         "sign-flip on d")
         elif ctx.campaign.source == "summary":
             notes.append("one baseline row per seed: sign-flip test, symmetry of d assumed")
         if ctx.claim.generic_draws:

@@ -17,6 +17,13 @@ optional  ``role``, ``draw``, ``regime``, ``n_requests``, ``K`` (or ``k_observed
   then vouches that K matches (the report says so).
 * ``no_sync_violation_rate`` on any row gives the no-sync V of that (regime, seed).
 * ``oracle`` accepts true/false (also 1/0, yes/no).
+* ``draws_per_row``: how many replayed draws a row stands for.  Papers often publish one
+  baseline row per seed that *averages* several draws; its d is skewed and the sign-flip test
+  then over-rejects (0.064 against a nominal 0.025 measured).  So a table with a single
+  matched-random row for some seed must say what the row is: ``draws_per_row = 1`` (one
+  draw: the exact sign-flip test applies); an averaged row (> 1) is refused -- list each draw
+  as its own row and the within-seed permutation test applies.  A table written by
+  ``evalkit summarize`` (it carries ``arrival_fingerprint``) has one run per row.
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ PASSTHROUGH = ("arrival_rate_achieved", "prompt_tokens_total", "output_tokens_to
                "completion_tied_share", "identical_arrival_share", "inner_step_median_s")
 TEXT_PASSTHROUGH = ("arrival_fingerprint", "corridor_note")
 OPTIONAL = ("role", "draw", "regime", "n_requests", "K", "oracle", "no_sync_violation_rate",
-            "matched_to", "backend", "trace_realisation", "run_id", "k_observed")
+            "matched_to", "backend", "trace_realisation", "run_id", "k_observed",
+            "draws_per_row")
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
 
@@ -64,6 +72,25 @@ def _read(path: Path) -> tuple[pd.DataFrame, int]:
 def _blank(value) -> bool:
     return value is None or (isinstance(value, float) and np.isnan(value)) or (
         isinstance(value, str) and value.strip() == "")
+
+
+def _require_draws_per_row(runs: pd.DataFrame, columns, path: Path) -> None:
+    """A seed with a single matched-random row needs ``draws_per_row`` (what is the row?)."""
+    if "draws_per_row" in columns or "arrival_fingerprint" in columns:
+        return
+    draws = runs[runs.role == "matched_random"]
+    counts = draws.groupby([draws.regime, draws.matched_to.fillna(""), draws.seed]).size()
+    single = counts[counts == 1]
+    if len(single):
+        regime, policy, seed = single.index[0]
+        who = f"policy {policy}" if policy else "every policy"
+        raise InputError(f"seed {seed} (regime {regime}, {who}) has one matched_random row "
+                         f"and the table has no draws_per_row column ({len(single)} such "
+                         "seed(s)): a row that averages several draws, as papers often "
+                         "publish, makes the sign-flip test over-reject",
+                         file=path.name, column="draws_per_row",
+                         fix="add a draws_per_row column: 1 where a row is one replayed draw; "
+                             "list averaged draws as separate rows instead")
 
 
 def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
@@ -150,6 +177,17 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
         n_req = number(i, "n_requests", rec.get("n_requests"), integer=True, lo=1,
                        allow_blank=True)
         draw = number(i, "draw", rec.get("draw"), integer=True, lo=0, allow_blank=True)
+        per_row = number(i, "draws_per_row", rec.get("draws_per_row"), integer=True, lo=1,
+                         allow_blank=True)
+        if not np.isnan(per_row) and per_row > 1:
+            if role != "matched_random":
+                bad(i, "draws_per_row", f"draws_per_row = {per_row} on a {role} row",
+                    "a policy or no-sync row is one run: write 1 or leave it empty")
+            bad(i, "draws_per_row", f"this matched-random row averages {per_row} draws: an "
+                "averaged baseline cannot be tested exactly (its d is skewed, the sign-flip "
+                "test over-rejects)", f"list each of the {per_row} draws as its own "
+                "matched_random row (draw = 0, 1, ...) with draws_per_row = 1; the "
+                "within-seed permutation test then applies")
         v = number(i, "violation_rate", rec["violation_rate"], lo=0, hi=1)
         ns = number(i, "no_sync_violation_rate", rec.get("no_sync_violation_rate"), lo=0, hi=1,
                     allow_blank=True)
@@ -178,6 +216,7 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
             "violation_rate": v, "n_requests": n_req, "k_observed": k,
         })
     runs = pd.DataFrame(rows)
+    _require_draws_per_row(runs, table.columns, path)
     for (regime, seed), (ns, line) in sorted(no_sync_given.items()):
         explicit = runs[(runs.role == "no_sync") & (runs.regime == regime) & (runs.seed == seed)]
         if len(explicit):

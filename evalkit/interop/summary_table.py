@@ -1,8 +1,10 @@
 """Write a per-run summary table (the audit's table input) as a run store (backend ``import``).
 
 Table columns: ``policy``, ``seed``, ``violation_rate`` (required); ``role``, ``draw``,
-``regime``, ``n_requests``, ``K``, ``oracle``, ``no_sync_violation_rate``, ``matched_to``
-(optional).  Writing runs additionally needs ``n_requests`` (every row) and ``K`` (every row
+``regime``, ``n_requests``, ``K``, ``oracle``, ``no_sync_violation_rate``, ``matched_to``,
+``draws_per_row`` (optional; a table with a single matched-random row for a seed must say
+it is one draw, ``draws_per_row = 1``: a row averaging several draws cannot become one run
+and is refused, as in the audit).  Writing runs additionally needs ``n_requests`` (every row) and ``K`` (every row
 that is not a no-sync baseline).
 
 Only aggregates exist, so each run gets **synthesised** request rows that reproduce the

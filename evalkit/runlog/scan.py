@@ -433,11 +433,12 @@ def _v_intervals(con, batch: pd.DataFrame, agg: pd.DataFrame) -> pd.DataFrame:
         con.unregister("cluster_runs")
     counts = counts.sort_values(["fid", "cluster"], kind="stable")
     bursts = dict(zip(runs["fid"], runs["bursts"]))
+    block_s = dict(zip(runs["fid"], runs["block_s"]))
     rows = []
     for fid, g in counts.groupby("fid", sort=True):
         kind = vinterval.BURSTS if bursts[fid] else vinterval.BLOCKS
         low, high, _ = vinterval.robust_v_ci(g["n"].to_numpy(float), g["v"].to_numpy(float),
-                                             kind)
+                                             kind, block_s=float(block_s[fid]))
         rows.append((fid, low, high, len(g)))
     return pd.DataFrame(rows, columns=["fid", "v_ci_low", "v_ci_high", "v_ci_clusters"])
 

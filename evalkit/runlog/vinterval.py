@@ -6,28 +6,37 @@ move together.  A Clopper–Pearson interval that counts requests as independent
 narrow.  Here the requests are grouped into clusters:
 
 * **bursts of identical arrivals** when they are present (at most half as many distinct
-  arrival times as requests: the effective sample is the bursts, protocol pitfall 4);
-* otherwise **time blocks** of ``min(V_BLOCK_S, span / MIN_BLOCKS)`` seconds from the first
-  arrival (a block never spans two runs: this is one run).
+  arrival times as requests: the effective sample is the bursts, protocol pitfall 4); the
+  bursts are the clusters, with the between-cluster (CR1) variance;
+* otherwise short **time blocks** of ``min(FINE_BLOCK_S, span / FINE_BLOCKS)`` seconds from the
+  first arrival, and the dependence between blocks is *measured*: the block residuals
+  ``r_b = v_b - V n_b`` (in time order) give an autocorrelation, the bandwidth is the
+  smallest lag after which it stays inside its noise band (Politis 2003, c = 1), and the
+  long-run variance is the flat-top (trapezoid) kernel sum up to twice that lag.  Violation
+  episodes longer than a block therefore widen the interval as far as their length says.
 
-The interval is Clopper–Pearson at the *effective sample size* (Korn & Graubard 1998):
-``n_eff = V(1 - V) / var(V)`` with the between-cluster (linearised ratio, CR1) variance
-``var(V) = B / (B - 1) * sum_b (v_b - V n_b)^2 / N^2`` over the B clusters -- the closed form
-of the block bootstrap's variance, so the interval is deterministic and both scan engines
-give the same numbers from the same per-cluster counts.  ``n_eff`` is capped at N (clustering
-is never read as extra information) and scaled by ``(t_{N-1} / t_{B-1})^2`` for the few
-clusters the variance rests on.  With no violation (or all violated) the variance is 0 and
-carries no clustering information: bursts of identical arrivals then count one each
-(``n_eff = B``), time blocks keep ``n_eff = N``.
+The interval is Clopper–Pearson at the *effective sample size* (Korn & Graubard 1998),
+``n_eff = V(1 - V) / var(V)``, capped at N (clustering is never read as extra information),
+with a small-cluster correction: the variance is scaled by ``C / (C - 1)`` and ``n_eff`` by
+``(t_{N-1} / t_{C-1})^2``, ``C`` the effective number of independent clusters (blocks over
+the kernel's reach).  With no violation (or all violated) the data say nothing about their
+clustering: bursts count one each, and time-block runs are read at
+:data:`ZERO_CLUSTERS_S`-second clusters (at least :data:`MIN_CLUSTERS`) -- the rule of three
+on the number of clusters, not on requests.  Both scan engines pass the same per-block counts.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import special
 
-V_BLOCK_S = 30.0     # time-block length (s) of the cluster-robust V interval
-MIN_BLOCKS = 10      # short runs get shorter blocks so that the variance rests on >= this many
+FINE_BLOCK_S = 5.0   # time-block length (s) the counts are taken at
+FINE_BLOCKS = 60     # short runs get shorter blocks so that the autocorrelation has >= this many
+ZERO_CLUSTERS_S = 30.0   # V = 0 or 1: read the run as clusters of this length ...
+MIN_CLUSTERS = 10        # ... but as at least this many (and never more than its blocks)
+BAND_C = 1.0             # autocorrelation noise band, in units of sqrt(log10 B / B)
 BURSTS = "identical-arrival bursts"
 BLOCKS = "time blocks"
 
@@ -35,7 +44,7 @@ BLOCKS = "time blocks"
 def block_length(first_arrival: float, last_arrival: float) -> float:
     """Time-block length (s) of a run whose arrivals span ``[first, last]``; 0 for no span."""
     span = float(last_arrival) - float(first_arrival)
-    return min(V_BLOCK_S, span / MIN_BLOCKS) if span > 0 else 0.0
+    return min(FINE_BLOCK_S, span / FINE_BLOCKS) if span > 0 else 0.0
 
 
 def uses_bursts(n_requests: int, n_arrival_times: int) -> bool:
@@ -70,11 +79,50 @@ def _t_ppf(p: float, df: float) -> float:
     return float(special.stdtrit(df, p))
 
 
-def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95
-                ) -> tuple[float, float, float]:
-    """(low, high, n_eff) of V = sum v_b / sum n_b from per-cluster counts (B,).
+def _bandwidth(r: np.ndarray) -> tuple[int, np.ndarray]:
+    """(m, autocovariances (B,)) of a zero-mean block series: m is the smallest lag after
+    which K consecutive autocorrelations lie inside ``c sqrt(log10 B / B)`` (Politis 2003;
+    c = :data:`BAND_C`, below Politis' 2 because a short run's autocorrelation is biased
+    towards 0 and a missed lag under-covers)."""
+    b = r.size
+    spec = np.fft.rfft(r, 2 * b)
+    gamma = np.fft.irfft(spec * np.conj(spec), 2 * b)[:b] / b
+    if gamma[0] <= 0:
+        return 0, gamma
+    rho = gamma / gamma[0]
+    band = BAND_C * math.sqrt(math.log10(max(b, 10)) / b)
+    k = max(5, int(math.ceil(math.sqrt(math.log10(max(b, 10))))))
+    inside = np.abs(rho) < band
+    limit = max(1, b // 4)
+    for m in range(0, limit):
+        if inside[m + 1:m + 1 + k].all():
+            return m, gamma
+    return limit, gamma
 
-    ``kind``: :data:`BURSTS` or :data:`BLOCKS` (only matters when V is 0 or 1)."""
+
+def _long_run(r: np.ndarray) -> tuple[float, float]:
+    """(long-run variance per block, effective number of independent clusters C)."""
+    m, gamma = _bandwidth(r)
+    big_m = 2 * m
+    h = np.arange(1, min(big_m, r.size - 1) + 1)
+    w = np.where(h <= m, 1.0, 2.0 * (1.0 - h / max(big_m, 1)))
+    lrv = max(float(gamma[0]), float(gamma[0] + 2.0 * np.sum(w * gamma[h])))
+    return lrv, max(2.0, r.size / (1.0 + big_m))
+
+
+def zero_clusters(n_blocks: int, block_s: float) -> float:
+    """Clusters a V = 0 (or 1) time-block run is read as: its span in ZERO_CLUSTERS_S pieces,
+    at least MIN_CLUSTERS, at most its blocks."""
+    pieces = n_blocks * block_s / ZERO_CLUSTERS_S if block_s > 0 else 1.0
+    return float(min(max(n_blocks, 1), max(MIN_CLUSTERS, math.floor(pieces))))
+
+
+def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95,
+                block_s: float = FINE_BLOCK_S) -> tuple[float, float, float]:
+    """(low, high, n_eff) of V = sum v_b / sum n_b from per-cluster counts (B,) in time order.
+
+    ``kind``: :data:`BURSTS` (clusters independent) or :data:`BLOCKS` (dependence between
+    blocks measured); ``block_s``: the blocks' length (V = 0 or 1 only)."""
     n_b = np.asarray(n_b, dtype=float)
     v_b = np.asarray(v_b, dtype=float)
     total = float(n_b.sum())
@@ -84,13 +132,20 @@ def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95
     v = k / total
     b = n_b.size
     alpha = 1.0 - float(confidence)
-    if b < 2 or k == 0 or k == total:
-        n_eff = float(b) if kind == BURSTS else total
+    if k == 0 or k == total:
+        n_eff = float(b) if kind == BURSTS else min(total, zero_clusters(b, block_s))
+    elif b < 2:                      # one cluster holds every request: nothing to measure
+        n_eff = total
     else:
-        var = b / (b - 1) * float(np.sum((v_b - v * n_b) ** 2)) / total ** 2
+        r = v_b - v * n_b
+        if kind == BURSTS:
+            lrv, clusters = float(np.mean(r * r)), float(b)
+        else:
+            lrv, clusters = _long_run(r)
+        var = clusters / (clusters - 1) * b * lrv / total ** 2
         n_eff = total if var <= 0 else min(total, v * (1 - v) / var)
         if total > 1:
-            ratio = _t_ppf(1 - alpha / 2, total - 1) / _t_ppf(1 - alpha / 2, b - 1)
+            ratio = _t_ppf(1 - alpha / 2, total - 1) / _t_ppf(1 - alpha / 2, clusters - 1)
             n_eff = min(total, n_eff * ratio ** 2)
     x = v * n_eff
     low = 0.0 if x <= 0 else float(special.betaincinv(x, n_eff - x + 1, alpha / 2))
@@ -101,5 +156,7 @@ def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95
 def v_interval(arrival, violated, confidence: float = 0.95) -> tuple[float, float, int, str]:
     """(low, high, clusters, kind): the cluster-robust interval of one run's V."""
     n_b, v_b, kind = cluster_counts(arrival, violated)
-    low, high, _ = robust_v_ci(n_b, v_b, kind, confidence)
+    arrival = np.asarray(arrival, dtype=float)
+    length = block_length(arrival.min(), arrival.max()) if arrival.size else 0.0
+    low, high, _ = robust_v_ci(n_b, v_b, kind, confidence, length)
     return low, high, int(n_b.size), kind

@@ -45,6 +45,26 @@ DEFAULT_RTOL = 1e-9
 _CHUNK = 1 << 20
 
 
+STATISTICS = ("studentized", "mean")
+NULL_TESTED = {
+    "studentized": ("the policy's mean V equals its draws' mean V (exact when the policy run "
+                    "is exchangeable with its draws; approximate, asymptotically valid, when "
+                    "its run-to-run spread differs from a draw's)"),
+    "mean": ("the policy run is exchangeable with its seed's draws (looks like one more "
+             "random placement); not a test of equal means when the policy's spread differs "
+             "from a draw's"),
+}
+CI_MODEL = ("additive shift: policy V + delta is exchangeable with its seed's draws, the same "
+            "delta in every seed")
+
+
+def check_statistic(statistic: str) -> str:
+    if statistic not in STATISTICS:
+        raise InputError(f"unknown permutation statistic {statistic!r}", column="statistic",
+                         fix="use 'studentized' (mean/se, the default) or 'mean' (raw mean)")
+    return statistic
+
+
 def _as_design(policy, draws) -> tuple[np.ndarray, list[np.ndarray]]:
     try:
         pol = np.asarray(policy, dtype=float).reshape(-1)
@@ -134,9 +154,17 @@ def _split(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(sorted(a), dtype=int), np.array(sorted(b), dtype=int)
 
 
-def exact_enumerable(m) -> bool:
-    """Whether the null of a design with ``m`` (n,) draws per seed is enumerated exactly:
-    both meet-in-the-middle halves hold <= :data:`MAX_EXACT_HALF` label sets."""
+def exact_enumerable(m, statistic: str = "studentized") -> bool:
+    """Whether the null of a design with ``m`` (n,) draws per seed is enumerated exactly.
+
+    Raw mean, or studentized with one draw per seed (then the same test): both
+    meet-in-the-middle halves hold <= :data:`MAX_EXACT_HALF` label sets.  Studentized with
+    more draws: <= :data:`evalkit.stats.studentized.MAX_EXACT_SETS` label sets in all."""
+    check_statistic(statistic)
+    if statistic == "studentized" and np.any(np.asarray(m).reshape(-1) != 1):
+        from evalkit.stats.studentized import enumerable
+
+        return enumerable(m)
     sizes = np.asarray(m, dtype=float).reshape(-1) + 1.0
     ia, ib = _split(sizes)
     return max(float(np.prod(sizes[ia])), float(np.prod(sizes[ib]))) <= MAX_EXACT_HALF
@@ -226,9 +254,12 @@ def _inversion_ci(vals, m, alternative, level, rng):
 
 @dataclass(frozen=True)
 class PermutationResult(ResultMixin):
-    """Within-seed permutation test of T = mean_s (mean(draws_s) - policy_s).
+    """Within-seed permutation test of the gain mean_s (mean(draws_s) - policy_s).
 
-    Fields mirror :class:`~evalkit.stats.signflip.SignFlipResult`: ``p_value`` for
+    ``statistic`` is always that mean gain (the estimate); the test statistic is
+    ``statistic_name``: ``"studentized"`` (mean/se, ``t_statistic``) or ``"mean"`` (the raw
+    mean).  ``null_hypothesis`` says in words what a small p rejects; ``ci_model`` the shift
+    model the CI inverts.  Fields mirror :class:`~evalkit.stats.signflip.SignFlipResult`: ``p_value`` for
     ``alternative``; ``p_greater``/``p_less``/``p_two_sided`` (two-sided = min(1, 2 min)).
     ``null_size``: label sets enumerated (exact) or B (Monte Carlo).  ``min_p``: smallest p
     these data can reach (tied labels counted, B included).  ``m``: draws per seed.
@@ -258,6 +289,10 @@ class PermutationResult(ResultMixin):
     n_negative: int
     n_zero: int
     test: str = "within-seed permutation"
+    statistic_name: str = "mean"
+    t_statistic: float = math.nan
+    null_hypothesis: str = NULL_TESTED["mean"]
+    ci_model: str = CI_MODEL
     _d: np.ndarray = field(repr=False, default=None)
     _vals: tuple = field(repr=False, default=())
 
@@ -284,9 +319,14 @@ class PermutationResult(ResultMixin):
 def within_seed_permutation_test(policy, draws, alternative: str = "greater",
                                  n_resamples=None, rng=None,
                                  confidence_level: float | None = 0.95,
-                                 atol: float | None = None) -> PermutationResult:
-    """Test H0 "each seed's policy run is exchangeable with its matched-random draws".
+                                 atol: float | None = None,
+                                 statistic: str = "studentized") -> PermutationResult:
+    """Within-seed permutation test of the policy against its matched-random draws.
 
+    statistic: ``"studentized"`` (default, mean/se recomputed for every label set: tests
+      equal means, :mod:`evalkit.stats.studentized`) or ``"mean"`` (raw mean: tests
+      "the policy run is exchangeable with its draws").  With one draw per seed both are
+      the sign-flip test.
     policy: (n,) V of each seed's policy run; draws: n sequences, (m_s,) V of its draws.
     n_resamples: None -> exact when both meet-in-the-middle halves hold <= 2^21 label sets,
       else Monte Carlo with 100,000; an int >= the number of label sets or ``np.inf`` ->
@@ -295,6 +335,7 @@ def within_seed_permutation_test(policy, draws, alternative: str = "greater",
       within it of the observed one count as reaching it.
     """
     check_alternative(alternative)
+    check_statistic(statistic)
     pol, dr = _as_design(policy, draws)
     n = pol.size
     if n < 2:
@@ -312,7 +353,10 @@ def within_seed_permutation_test(policy, draws, alternative: str = "greater",
     tol = float(atol) * n
     t_sum = float(d_obs.sum())
     total = float(np.prod((m + 1).astype(float)))
-    enumerable = exact_enumerable(m)
+    # one draw per seed: every relabelling is a sign flip, sum d^2 is fixed and mean/se is
+    # increasing in the mean, so the raw engine computes the studentized test exactly
+    student = statistic == "studentized" and bool(np.any(m != 1))
+    enumerable = exact_enumerable(m, statistic)
     if n_resamples is None:
         exact = enumerable
     else:
@@ -322,18 +366,27 @@ def within_seed_permutation_test(policy, draws, alternative: str = "greater",
             raise InputError(f"exact enumeration asked for {total:.3g} label sets; exact is "
                              f"limited to halves of {MAX_EXACT_HALF}", column="n_resamples",
                              fix="pass a finite n_resamples for a Monte Carlo p-value")
+    if student:
+        from evalkit.stats import studentized as st
+    label = ("studentized (mean/se) " if statistic == "studentized" else "raw-mean ")
     if exact:
-        n_ge, n_le, null_size = _exact_counts(vals, t_sum, tol)
+        if student:
+            n_ge, n_le, null_size, _ = st.exact_counts(vals)
+        else:
+            n_ge, n_le, null_size = _exact_counts(vals, t_sum, tol)
         p_greater, p_less = n_ge / null_size, n_le / null_size
         b = None
-        method = (f"exact within-seed permutation over all {null_size} label sets "
-                  "(meet-in-the-middle)")
+        method = (f"exact {label}within-seed permutation over all {null_size} label sets "
+                  + ("(enumerated)" if student else "(meet-in-the-middle)"))
     else:
         b = DEFAULT_MC_RESAMPLES if n_resamples is None else int(n_resamples)
-        n_ge, n_le = _mc_counts(vals, t_sum, tol, b, gen)
+        if student:
+            n_ge, n_le = st.mc_counts(vals, b, gen)
+        else:
+            n_ge, n_le = _mc_counts(vals, t_sum, tol, b, gen)
         null_size = b
         p_greater, p_less = (n_ge + 1) / (b + 1), (n_le + 1) / (b + 1)
-        method = f"Monte Carlo within-seed permutation, B = {b}, p = (k+1)/(B+1)"
+        method = f"Monte Carlo {label}within-seed permutation, B = {b}, p = (k+1)/(B+1)"
     p_two = min(1.0, 2.0 * min(p_greater, p_less))
     p_value = {"greater": p_greater, "less": p_less, "two-sided": p_two}[alternative]
     mean = t_sum / n
@@ -344,16 +397,28 @@ def within_seed_permutation_test(policy, draws, alternative: str = "greater",
             "two-sided": n_pos if mean >= 0 else n_neg}[alternative]
     if confidence_level is None:          # simulation studies: the p-value only
         ci_low, ci_high, ci_method = math.nan, math.nan, "not computed"
+    elif student:
+        ci_low, ci_high, ci_method = st.inversion_ci(vals, m.astype(float), alternative,
+                                                     confidence_level, gen)
     else:
         ci_low, ci_high, ci_method = _inversion_ci(vals, m.astype(float), alternative,
                                                    confidence_level, gen)
+    if student:
+        min_p = st.min_attainable_p(vals, alternative, b)
+    else:
+        min_p = min_attainable_p(m, alternative, b, values=vals)
+    from evalkit.stats.studentized import t_statistic
     return PermutationResult(
         statistic=float(mean), p_value=float(p_value), alternative=alternative, n=n,
         m=tuple(int(x) for x in m), wins=wins, exact=bool(exact), null_size=int(null_size),
-        min_p=min_attainable_p(m, alternative, b, values=vals),
+        min_p=min_p,
         design_min_p=min_attainable_p(m, alternative, b), ci_low=ci_low, ci_high=ci_high,
         ci_method=ci_method,
         confidence_level=math.nan if confidence_level is None else float(confidence_level),
         p_greater=float(p_greater), p_less=float(p_less), p_two_sided=float(p_two),
         method=method, n_resamples=b, atol=float(atol), n_positive=n_pos, n_negative=n_neg,
-        n_zero=n - n_pos - n_neg, _d=d_obs.copy(), _vals=tuple(vals))
+        n_zero=n - n_pos - n_neg,
+        test=("studentized within-seed permutation" if statistic == "studentized"
+              else "within-seed permutation"),
+        statistic_name=statistic, t_statistic=t_statistic(d_obs),
+        null_hypothesis=NULL_TESTED[statistic], _d=d_obs.copy(), _vals=tuple(vals))

@@ -20,7 +20,11 @@ request are exchangeable (selecting on one run's latency alone would bias the ra
 
 CIs: percentile bootstrap over **seeds x time blocks**: resample the seeds (``group``) with
 replacement, then, for each seed drawn, the contiguous ``block_s`` time blocks of its runs
-(a block never spans two runs).  One explicit ``numpy.random.Generator``.
+(a block never spans two runs).  One explicit ``numpy.random.Generator``.  The block is
+widened from the data: while the block means of the paired log ratios (in-window and other
+requests centred separately) are autocorrelated at lag 1 beyond their noise band, the block
+doubles (as long as runs keep >= 6 blocks); ``block_s`` reports the one used.  With fewer
+than :data:`MIN_SEEDS` seeds a bootstrap over seeds cannot cover: no CI, "too few seeds".
 
 Without a no-sync run :func:`guard_band_transfer` falls back to an unpaired comparison: the
 in-window requests against requests arriving at least a pre-registered guard band after any
@@ -46,6 +50,9 @@ FALLBACK = "guard-band fallback (weaker)"
 DRAIN_BIN_S = 5.0
 DRAIN_MAX_LAG_S = 60.0
 MIN_BIN_REQUESTS = 5          # fewer requests in a drain bin: no CI for that bin
+MIN_SEEDS = 5                 # fewer seeds: a bootstrap over seeds gives no CI
+MIN_RUN_BLOCKS = 6            # the block is widened only while runs keep this many blocks
+MAX_DOUBLINGS = 5
 _CHUNK_ELEMENTS = 1 << 22
 
 
@@ -103,6 +110,7 @@ class RhoSide(ResultMixin):
     ci_method: str
     _reps: np.ndarray = field(repr=False, default=None)
     _gm_reps: np.ndarray = field(repr=False, default=None)
+    too_few_seeds: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,50 @@ def _units(run, group, t, block_s: float):
     block_group = np.empty(n_blocks, dtype=np.int64)
     block_group[block] = group_code
     return block, block_group, len(groups), n_runs
+
+
+def _lag1(block, run_of_block, x) -> tuple[float, int]:
+    """Lag-1 autocorrelation of per-block means of x within runs, and the pairs it rests on."""
+    nb = int(block.max()) + 1
+    cnt = np.bincount(block, minlength=nb).astype(float)
+    mean = np.bincount(block, weights=x, minlength=nb) / np.maximum(cnt, 1)
+    ok = cnt > 0
+    dev = np.where(ok, mean - mean[ok].mean(), 0.0)
+    same = (run_of_block[1:] == run_of_block[:-1]) & ok[1:] & ok[:-1]
+    den = float(np.sum(dev[ok] ** 2))
+    if den <= 0 or not same.any():
+        return 0.0, int(same.sum())
+    return float(np.sum(dev[1:][same] * dev[:-1][same]) / den * ok.sum() / same.sum()), \
+        int(same.sum())
+
+
+def data_block(run, group, t, x, active, block_s: float) -> float:
+    """The bootstrap block (s): ``block_s`` doubled while the block means of x (centred
+    within the active / other requests) keep a lag-1 autocorrelation above ``2 / sqrt(pairs)``
+    and every run keeps >= MIN_RUN_BLOCKS blocks of the doubled length."""
+    x = np.asarray(x, dtype=float)
+    keep = np.isfinite(x)
+    if keep.sum() < 2:
+        return float(block_s)
+    x = x.copy()
+    for flag in (True, False):
+        sel = keep & (active == flag)
+        if sel.any():
+            x[sel] -= x[sel].mean()
+    run_code = pd.factorize(pd.Series(run, dtype=object))[0]
+    span = pd.Series(t).groupby(run_code).agg(lambda v: v.max() - v.min()).to_numpy()
+    block = float(block_s)
+    for _ in range(MAX_DOUBLINGS):
+        if np.min(span) < MIN_RUN_BLOCKS * 2 * block:
+            break
+        b, _, _, _ = _units(np.asarray(run)[keep], np.asarray(group)[keep], t[keep], block)
+        run_of_block = np.zeros(int(b.max()) + 1, dtype=np.int64)
+        run_of_block[b] = run_code[keep]
+        rho, pairs = _lag1(b, run_of_block, x[keep])
+        if pairs < 4 or rho <= 2.0 / math.sqrt(pairs):
+            break
+        block *= 2.0
+    return block
 
 
 def _two_stage_counts(block_group: np.ndarray, n_groups: int, rows: int, gen) -> np.ndarray:
@@ -254,7 +306,8 @@ def _guard_band(bins: list[DrainBin], max_lag_s: float) -> tuple[float, bool]:
 
 def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2000,
                rng=None, confidence_level: float = 0.95, bin_s: float = DRAIN_BIN_S,
-               max_lag_s: float = DRAIN_MAX_LAG_S, name: str = "requests") -> RhoSide:
+               max_lag_s: float = DRAIN_MAX_LAG_S, name: str = "requests",
+               min_seeds: int | None = None) -> RhoSide:
     """Paired rho and drain curve of one side.
 
     ``requests``: one row per request of the merging runs, columns ``run``, ``group``
@@ -262,6 +315,7 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     if failed), ``latency_ref_s`` (the same request in the seed's no-sync run), ``active``
     (in flight during a window in either run) and ``lag_s`` (arrival minus the end of the
     last window before it; NaN when there is none or the request is active).
+    min_seeds: fewer seeds give no CI ("too few seeds"); None: :data:`MIN_SEEDS`.
     """
     _check_common(q, block_s, n_boot)
     if not (bin_s > 0 and max_lag_s >= bin_s):
@@ -273,8 +327,12 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     if not active.any():
         raise NotEstimable(f"{name}: no request was in flight during a merge window",
                            column="active", fix="the runs need merges that overlap requests")
-    block, block_group, n_groups, n_runs = _units(c["run"], c["group"], c["t_s"], block_s)
     lat, ref, lag = c["latency_s"], c["latency_ref_s"], c["lag_s"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lr_all = np.where((lat > 0) & (ref > 0), np.log(lat / ref), np.nan)
+    block_asked = float(block_s)
+    block_s = data_block(c["run"], c["group"], c["t_s"], lr_all, active, block_s)
+    block, block_group, n_groups, n_runs = _units(c["run"], c["group"], c["t_s"], block_s)
     edges = np.arange(0.0, max_lag_s + 1e-9, bin_s)
     edges = edges if edges[-1] >= max_lag_s - 1e-9 else np.append(edges, max_lag_s)
     subsets = [_PairedSubset(lat, ref, block, np.flatnonzero(active), q)]
@@ -294,7 +352,9 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
         for (r_p95, r_gm), s in zip(reps, subsets):
             r_p95[i:i + cnt.shape[0]], r_gm[i:i + cnt.shape[0]] = s.stats(cnt)
     alpha = 1 - confidence_level
-    enough = n_blocks > 1
+    min_seeds = MIN_SEEDS if min_seeds is None else int(min_seeds)
+    few = n_groups < min_seeds
+    enough = n_blocks > 1 and not few
     bins = []
     for (lo, hi), s, (p_p95, p_gm), (r_p95, r_gm) in zip(zip(edges[:-1], edges[1:]),
                                                         subsets[1:], points[1:], reps[1:]):
@@ -318,8 +378,12 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
         post_window_effect=bool(guard > 0),
         ci_method=(f"percentile bootstrap over seeds x {block_s:g} s time blocks (seeds "
                    f"resampled, then each drawn seed's blocks; a block never spans two runs), "
-                   f"{b} replicates" + ("" if enough else "; one block only: no CI")),
-        _reps=r_p95, _gm_reps=r_gm)
+                   f"{b} replicates"
+                   + (f"; block widened from {block_asked:g} s: latencies correlated longer"
+                      if block_s > block_asked else "")
+                   + (f"; too few seeds ({n_groups} < {min_seeds}): no CI" if few else
+                      "" if enough else "; one block only: no CI")),
+        too_few_seeds=few, _reps=r_p95, _gm_reps=r_gm)
 
 
 # ------------------------------------------------------------------------- fallback
@@ -379,7 +443,8 @@ def length_strata(output_tokens, n_strata: int) -> np.ndarray:
 
 def fallback_rho(requests, guard_band_s, n_strata: int = 5, q: float = 0.95,
                  block_s: float = 30.0, n_boot: int = 2000, rng=None,
-                 confidence_level: float = 0.95, name: str = "requests") -> RhoSide:
+                 confidence_level: float = 0.95, name: str = "requests",
+                 min_seeds: int | None = None) -> RhoSide:
     """Unpaired rho with a pre-registered guard band, length re-weighted (weaker).
 
     ``requests``: ``run``, ``group``, ``t_s``, ``latency_s``, ``active`` (own lifetime
@@ -422,7 +487,9 @@ def fallback_rho(requests, guard_band_s, n_strata: int = 5, q: float = 0.95,
         cnt = _two_stage_counts(block_group, n_groups, min(rows, b - i), gen)
         r_p95[i:i + cnt.shape[0]], r_gm[i:i + cnt.shape[0]] = side.stats(cnt)
     alpha = 1 - confidence_level
-    enough = n_blocks > 1
+    min_seeds = MIN_SEEDS if min_seeds is None else int(min_seeds)
+    few = n_groups < min_seeds
+    enough = n_blocks > 1 and not few
     lo, hi = _percentile(r_p95, alpha, enough)
     glo, ghi = _percentile(r_gm, alpha, enough)
     lat = c["latency_s"]
@@ -438,8 +505,9 @@ def fallback_rho(requests, guard_band_s, n_strata: int = 5, q: float = 0.95,
         ci_method=(f"percentile bootstrap over seeds x {block_s:g} s time blocks, {b} "
                    "replicates; unpaired: in-window requests against requests outside a "
                    "pre-registered guard band, re-weighted to the same output-length mix"
-                   + ("" if enough else "; one block only: no CI")),
-        _reps=r_p95, _gm_reps=r_gm)
+                   + (f"; too few seeds ({n_groups} < {min_seeds}): no CI" if few else
+                      "" if enough else "; one block only: no CI")),
+        too_few_seeds=few, _reps=r_p95, _gm_reps=r_gm)
 
 
 # ------------------------------------------------------------------------- comparison
@@ -461,7 +529,8 @@ def compare_sides(harness: RhoSide, real: RhoSide, mechanism: str = "sync", q: f
         raise InputError(f"harness estimated by {harness.method!r}, real by {real.method!r}",
                          column="method", fix="estimate both sides the same way")
     alpha = 1 - confidence_level
-    enough = min(harness.n_blocks, real.n_blocks) > 1
+    few = harness.too_few_seeds or real.too_few_seeds
+    enough = min(harness.n_blocks, real.n_blocks) > 1 and not few
     frac, f_lo, f_hi = _fraction(real.rho, harness.rho, real._reps, harness._reps, alpha,
                                  enough)
     gfrac, g_lo, g_hi = _fraction(real.gm_ratio, harness.gm_ratio, real._gm_reps,
@@ -470,6 +539,9 @@ def compare_sides(harness: RhoSide, real: RhoSide, mechanism: str = "sync", q: f
     weaker = " (weaker: guard-band fallback, no no-sync run)" if real.method == FALLBACK else ""
     if transferred:
         verdict = "transferred: the real rho CI excludes 1" + weaker
+    elif not np.isfinite(real.ci_low) and few:
+        verdict = (f"cannot be estimated: too few seeds ({min(real.n_groups, harness.n_groups)}"
+                   f" < {MIN_SEEDS}) for a CI over seeds")
     elif not np.isfinite(real.ci_low):
         verdict = "cannot be estimated: the real data form a single time block, no CI"
     else:
