@@ -114,9 +114,13 @@ def predictive_lines(pred: dict) -> list[str]:
         for g in v["sync_excess"]:
             ci = g["vex_real_ci95"]
             ci_s = f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else "[no CI]"
-            sign = ("no real sign (real mean 0)" if g["sign_real"] == 0 else
-                    "sign agrees" if g["sign_agrees"] else "sign WRONG") + \
-                ("" if g["real_sign_resolved"] else " (real CI spans 0: sign not resolved)")
+            if g["sign_real"] == 0:
+                sign = "no real sign (real mean 0)"
+            elif g["real_sign_resolved"]:
+                sign = "sign agrees" if g["sign_agrees"] else "sign WRONG"
+            else:
+                sign = ("same sign as" if g["sign_agrees"] else "opposite sign to") + \
+                    " the real mean, whose CI spans 0 (sign not resolved)"
             within = "inside" if g["pred_inside_real_ci"] else "OUTSIDE"
             out.append(f"    Vex {g['group']:24s} real {g['vex_real_mean']:+.4f} {ci_s}, "
                        f"twin {g['vex_pred_mean']:+.4f} ({sign}; twin {within} the real CI; "
