@@ -51,7 +51,7 @@ def test_without_plan_freeze_the_script_refuses_unless_allowed(tmp_path):
 @pytest.mark.slow
 def test_cpu_dry_run_of_every_step(tmp_path):
     out = tmp_path / "out"
-    res = run_script(out, DRY_RUN_CPU="1", SEEDS_DRY="3", HORIZON_S_DRY="6", TOTAL_S="900",
+    res = run_script(out, DRY_RUN_CPU="1", SEEDS_DRY="3", HORIZON_S_DRY="10", TOTAL_S="900",
                      RESERVE_S="300", PREDICTIVE_SIMS="20", ALLOW_NO_PLAN="1")
     log = res.stdout + res.stderr
     runs = sorted(p.parent for p in (out / "runs").glob("*/run.json"))

@@ -118,9 +118,9 @@ if [ -s "$OUT/twin.toml" ]; then
 fi
 T_TWIN=$(date +%s)
 echo "== audits ($(left) s left)"
-timeout -k 5 "$(( $(left) > 30 ? 30 : $(left) ))" $EK audit "$OUT/runs" \
+timeout -k 5 "$(( $(left) > 60 ? 60 : $(left) ))" $EK audit "$OUT/runs" \
   --out "$OUT/audit_real" 2>&1 | tee "$OUT/audit_real.log"
-timeout -k 5 "$(( $(left) > 30 ? 30 : $(left) ))" $EK audit "$OUT" \
+timeout -k 5 "$(( $(left) > 60 ? 60 : $(left) ))" $EK audit "$OUT" \
   --out "$OUT/audit" 2>&1 | tee "$OUT/audit.log"
 T_AUDIT=$(date +%s)
 printf '{"sweep": %d, "fit": %d, "twin_harness": %d, "audits": %d, "total_before_summary": %d}\n' \
