@@ -91,3 +91,19 @@ def test_committed_results_carry_the_fit_reports_numbers():
     assert f"| [0.0, 0.1) | {hist[0][0]} | {hist[1][0]} |" in text
     assert "**Provisional.**" in text          # this campaign's design checks fail
     assert (CPU_REAL / "twin_pit.png").exists()
+
+
+def test_a_zero_prediction_has_no_sign(mr):
+    from evalkit.cli.sim import predictive_lines
+
+    rows = mr.vex_table({"sync_excess": [vex("ewma", 0.02, 0.0, [0.0, 0.05])]})
+    assert "twin predicts 0" in rows[-1] and "opposite" not in rows[-1]
+    pred = {"band": [0.8, 0.97], "n_sims": 20, "seed": 0, "level": 0.9,
+            "sampling_floor": {"v_mae": 0.05, "v_noise_floor": 0.03,
+                               "v_noise_floor_robust": 0.05},
+            "variants": {"request": {"coverage": cov(54, 3, 3),
+                                     "sync_excess": [vex("ewma", 0.02, 0.0, [0.0, 0.05])]}}}
+    lines = predictive_lines(pred)
+    assert any("the twin predicts no excess (0)" in ln for ln in lines)
+    assert not any("opposite sign" in ln for ln in lines)
+    assert any("inside the band: calibrated" in ln for ln in lines)

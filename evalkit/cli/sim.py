@@ -116,6 +116,9 @@ def predictive_lines(pred: dict) -> list[str]:
             ci_s = f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else "[no CI]"
             if g["sign_real"] == 0:
                 sign = "no real sign (real mean 0)"
+            elif g["sign_pred"] == 0:
+                sign = "the twin predicts no excess (0)" + (
+                    "" if g["real_sign_resolved"] else "; the real CI spans 0")
             elif g["real_sign_resolved"]:
                 sign = "sign agrees" if g["sign_agrees"] else "sign WRONG"
             else:

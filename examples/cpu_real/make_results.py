@@ -487,6 +487,9 @@ def vex_table(v: dict) -> list[str]:
     for g in v["sync_excess"]:
         if g["sign_real"] == 0:
             sign = "real mean 0"
+        elif g["sign_pred"] == 0:
+            sign = "twin predicts 0" + ("" if g["real_sign_resolved"] else
+                                        " (real CI spans 0: sign not resolved)")
         elif g["real_sign_resolved"]:
             sign = "agrees" if g["sign_agrees"] else "**wrong**"
         else:
