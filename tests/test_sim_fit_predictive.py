@@ -234,3 +234,23 @@ def test_a_mechanism_that_changes_between_seeds_fails_the_check(tmp_path):
     for v in rep["variants"].values():
         c = v["coverage"]
         assert c["n_runs"] == 18 and c["coverage"] < 0.6 and c["below_band"], c
+
+
+def test_predictive_check_shows_progress_and_is_deterministic(capsys):
+    from evalkit.replay.backends.sim_fit import FitEstimate, HostLoad, Service
+    from evalkit.replay.backends.sim_fit_data import RealCampaign
+    from evalkit.replay.backends.sim_fit_predictive import predictive_check
+
+    runs = seed_pairs(3, MODEL)
+    camp = RealCampaign(runs=runs, regime="synthetic", backend="torch", source="runs")
+    est = FitEstimate(settings=MODEL, service=Service(0.012, 0.0015, 0.009, 7.5e-5),
+                      merge_ratio=2.0 / 1.5, load=HostLoad(0.0, 1.0))
+    estimates = {s: est for s in camp.seeds}
+    a = predictive_check(camp, estimates, n_sims=20, seed=1, progress=True)
+    assert "twin predictive replays" in capsys.readouterr().err
+    b = predictive_check(camp, estimates, n_sims=20, seed=1, progress=False)
+    assert capsys.readouterr().err == ""
+    assert a["variants"]["request"]["runs"] == b["variants"]["request"]["runs"]
+    assert a["variants"]["request+run"]["coverage"] == b["variants"]["request+run"]["coverage"]
+    with pytest.raises(InputError, match="--predictive-sims"):
+        predictive_check(camp, estimates, n_sims=19, seed=1, progress=False)
