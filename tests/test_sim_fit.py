@@ -86,8 +86,10 @@ def train_fit(train_dominated, tmp_path_factory):
     out = tmp_path_factory.mktemp("train_fit")
     res = CliRunner().invoke(cli, ["sim", "fit", str(train_dominated), "--out",
                                    str(out / "twin.toml"), "--report", str(out / "fit.json"),
-                                   "--bootstrap", "40"])
+                                   "--bootstrap", "40", "--predictive-sims", "20",
+                                   "--no-progress"])
     assert res.exit_code == 0, res.output
+    (out / "stdout.txt").write_text(res.output)
     return out
 
 
@@ -157,7 +159,8 @@ def test_merge_dominated_rig_gives_positive_sync_excess(tmp_path):
     runs = real_like(tmp_path / "real", merge_slowdown=3.0, seeds=3)
     assert mean_v(runs, False) - mean_v(runs, True) > 0.01
     camp = load_real_runs(runs)
-    rep = fit_report(camp, n_boot=20)
+    rep = fit_report(camp, n_boot=20, n_sims=None)
+    assert "predictive" not in rep.report
     assert rep.estimate.merge_ratio == pytest.approx(2.0, rel=0.1)
     assert rep.heldout["sync_excess"]["vex_pred_mean"] > 0.01
 
@@ -255,7 +258,55 @@ def test_several_regimes_need_a_choice(train_dominated, tmp_path):
     (d / "run.json").write_text(json.dumps(meta))
     res = _fit(runs, tmp_path)
     assert res.exit_code == 2 and "--regime" in res.output
-    assert _fit(runs, tmp_path, "--regime", "reallike", "--bootstrap", "20").exit_code == 0
+    assert _fit(runs, tmp_path, "--regime", "reallike", "--bootstrap", "20",
+                "--predictive-sims", "0").exit_code == 0
+
+
+def test_a_seed_without_its_no_sync_run_is_refused_by_name(train_dominated, tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(train_dominated, runs)
+    (gone,) = [d for d in runs.glob("*no_sync*") if d.name.endswith("s3")]
+    shutil.rmtree(gone)
+    res = _fit(runs, tmp_path, "--bootstrap", "20", "--no-progress")
+    assert res.exit_code == 2, res.output
+    assert "no no-sync baseline" in res.output and "seed 3" in res.output
+    assert "__s3" in res.output                   # the held-out run it names
+    assert not (tmp_path / "t.toml").exists()
+    # without the predictive check the fit itself still runs (no-sync in 3 of 4 seeds)
+    assert _fit(runs, tmp_path, "--bootstrap", "20", "--predictive-sims", "0").exit_code == 0
+
+
+def test_too_few_predictive_sims_are_refused(train_dominated, tmp_path):
+    res = _fit(train_dominated, tmp_path, "--predictive-sims", "5")
+    assert res.exit_code == 2 and "--predictive-sims" in res.output
+
+
+def test_predictive_check_in_the_report_and_printed(train_dominated, train_fit):
+    from evalkit.cli.sim import _plain
+    from evalkit.replay.backends.sim_fit_check import loso_estimates
+    from evalkit.replay.backends.sim_fit_predictive import inside, predictive_check
+
+    rep = json.loads((train_fit / "fit.json").read_text())["predictive"]
+    assert rep["n_sims"] == 20 and set(rep["variants"]) == {"request", "request+run"}
+    for v in rep["variants"].values():
+        cov, rows = v["coverage"], v["runs"]
+        assert cov["n_runs"] == len(rows) == 12
+        assert cov["n_inside"] == sum(inside(r["pit"]) for r in rows)
+        assert cov["calibrated"] == (0.80 <= cov["coverage"] <= 0.97)
+        groups = {g["group"]: g for g in v["sync_excess"]}
+        assert set(groups) == {"fixed_h", "matched_random(fixed_h)"}
+        for g in groups.values():        # the constructed rig: no-sync is the worst
+            assert g["vex_real_mean"] < 0 and g["vex_pred_mean"] < 0 and g["sign_agrees"]
+            assert g["n_seeds"] == 4 and len(g["vex_real_ci95"]) == 2
+    floor = rep["sampling_floor"]
+    assert floor["v_noise_floor"] > 0 and floor["v_mae"] >= 0
+    out = (train_fit / "stdout.txt").read_text()
+    assert "predictive check" in out and "coverage" in out and "sampling floor" in out
+    assert "Vex fixed_h" in out and "sign agrees" in out
+    # deterministic: the same check in this process gives the same numbers
+    camp = load_real_runs(train_dominated)
+    again = predictive_check(camp, loso_estimates(camp), n_sims=20, seed=0, progress=False)
+    assert _plain(again)["variants"] == rep["variants"]
 
 
 def test_missing_directory_is_refused(tmp_path):

@@ -68,7 +68,7 @@ def pipeline(base: Path, *, harness: bool = True) -> None:
     audit(runs, base / "audit_real.json")
     sh("sim", "fit", str(runs.relative_to(ROOT)), "--out", str((base / "twin.toml")
                                                                .relative_to(ROOT)),
-       "--report", str((base / "fit.json").relative_to(ROOT)))
+       "--report", str((base / "fit.json").relative_to(ROOT)), "--no-progress")
     if harness:
         sh("sweep", str((base / "twin_campaign.toml").relative_to(ROOT)), "--out",
            str((base / "twin_runs").relative_to(ROOT)), "--no-progress")
@@ -388,6 +388,8 @@ def render(base: Path) -> str:
         "",
         *[f"- {n}" for n in fit.get("notes", [])],
         "",
+        *twin_judgement_lines(base, fit, real),
+        "",
         "## The twin as harness (`evalkit audit examples/cpu_real`: real and twin runs)",
         "",
         f"`{REL}/twin_campaign.toml` replays the same seeds, traces, corridor, SLO and "
@@ -410,6 +412,169 @@ def render(base: Path) -> str:
     return "\n".join(L)
 
 
+# ----------------------------------------------------------------------------- the twin judged
+# as a stochastic model (fit.json's "predictive" section, written and printed by
+# `evalkit sim fit`)
+
+VARIANT_WORDS = {"request": "the twin's own randomness, per-request send lags",
+                 "request+run": "plus the run-level speed residual that the host-load rule "
+                                "leaves, resampled from the training seeds' no-sync runs"}
+
+
+def outside_shape(n_below: int, n_above: int) -> str:
+    """Where the held-out runs outside their intervals lie, from the two counts."""
+    if n_below and n_above:
+        if n_above >= 2 * n_below:
+            return "on both sides, mostly above the interval (V under-predicted)"
+        if n_below >= 2 * n_above:
+            return "on both sides, mostly below the interval (V over-predicted)"
+        return "on both sides (intervals too narrow)"
+    return ("above the interval (V under-predicted)" if n_above else
+            "below the interval (V over-predicted)")
+
+
+def coverage_sentence(name: str, c: dict) -> str:
+    lo, hi = c["band"]
+    cov = c["coverage"]
+    if c["calibrated"]:
+        verdict = f"inside [{lo:.0%}, {hi:.0%}]: **calibrated**"
+    elif c["below_band"]:
+        verdict = (f"below [{lo:.0%}, {hi:.0%}]: **not calibrated**; the runs outside lie "
+                   f"{outside_shape(c['n_below'], c['n_above'])}")
+    else:
+        verdict = f"above [{lo:.0%}, {hi:.0%}]: **not calibrated** (intervals too wide)"
+    clo, chi = c["coverage_ci95"]
+    return (f"- `{name}` ({VARIANT_WORDS.get(name, name)}): observed V inside the central "
+            f"{c['level']:.0%} predictive interval in {c['n_inside']} of {c['n_runs']} held-out "
+            f"runs = {cov:.1%} [{clo:.1%}, {chi:.1%}] (exact binomial 95% CI, runs treated as "
+            f"independent), {verdict}; below the interval {c['n_below']}, above "
+            f"{c['n_above']}; mean interval width {f(c['interval_width_mean'], 4)}.")
+
+
+def vex_sentence(v: dict) -> str:
+    rows = v["sync_excess"]
+    resolved = [g for g in rows if g["real_sign_resolved"]]
+    right = [g["group"] for g in resolved if g["sign_agrees"]]
+    wrong = [g["group"] for g in resolved if not g["sign_agrees"]]
+    inside_ci = sum(g["pred_inside_real_ci"] for g in rows)
+    parts = [f"The twin's mean Vex lies inside the real CI for {inside_ci} of {len(rows)} "
+             "groups"]
+    if resolved:
+        parts.append(f"the real CI excludes 0 for {len(resolved)} "
+                     f"({', '.join(g['group'] for g in resolved)}), where the twin's sign "
+                     + (f"agrees for {', '.join(right)}" if right else "agrees for none")
+                     + (f" and is wrong for {', '.join(wrong)}" if wrong else ""))
+    else:
+        parts.append("no group's real CI excludes 0, so no sign is resolved by the real runs")
+    return "; ".join(parts) + "."
+
+
+def pit_table(pred: dict) -> list[str]:
+    names = list(pred["variants"])
+    out = ["| PIT bin | " + " | ".join(f"`{n}`" for n in names) + " |",
+           "|---|" + "---|" * len(names)]
+    hists = [pred["variants"][n]["coverage"]["pit_histogram"] for n in names]
+    k = len(hists[0])
+    for i in range(k):
+        out.append(f"| [{i / k:.1f}, {(i + 1) / k:.1f}{']' if i == k - 1 else ')'} | "
+                   + " | ".join(str(h[i]) for h in hists) + " |")
+    return out
+
+
+def vex_table(v: dict) -> list[str]:
+    out = ["| group | seeds | Vex real, mean [95% CI, seed bootstrap] | Vex twin | sign | "
+           "twin inside the real CI |", "|---|---|---|---|---|---|"]
+    for g in v["sync_excess"]:
+        if g["sign_real"] == 0:
+            sign = "real mean 0"
+        elif g["sign_pred"] == 0:
+            sign = "twin predicts 0" + ("" if g["real_sign_resolved"] else
+                                        " (real CI spans 0: sign not resolved)")
+        elif g["real_sign_resolved"]:
+            sign = "agrees" if g["sign_agrees"] else "**wrong**"
+        else:
+            sign = ("same" if g["sign_agrees"] else "opposite") + \
+                " (real CI spans 0: sign not resolved)"
+        out.append(f"| {g['group']} | {g['n_seeds']} | {f(g['vex_real_mean'], 4, True)} "
+                   f"{ci(g['vex_real_ci95'], 4)} | {f(g['vex_pred_mean'], 4, True)} | {sign} "
+                   f"| {'yes' if g['pred_inside_real_ci'] else '**no**'} |")
+    return out
+
+
+def pit_figure(fit: dict, path: Path) -> None:
+    """Histogram of the held-out runs' randomised PIT, one panel per variant."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pred = fit["predictive"]
+    names = list(pred["variants"])
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.2), sharey=True)
+    for ax, name in zip(axes, names):
+        c = pred["variants"][name]["coverage"]
+        h = c["pit_histogram"]
+        k = len(h)
+        ax.bar([(i + 0.5) / k for i in range(k)], h, width=1 / k, edgecolor="black",
+               color="#8fb3d9")
+        ax.axhline(c["n_runs"] / k, color="black", linestyle="--", linewidth=1,
+                   label="uniform (calibrated)")
+        ax.axvspan(0, (1 - c["level"]) / 2, color="grey", alpha=0.2)
+        ax.axvspan(1 - (1 - c["level"]) / 2, 1, color="grey", alpha=0.2)
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("PIT of observed V among twin replays")
+        ax.set_title(f"{name}: coverage {c['n_inside']}/{c['n_runs']}", fontsize=10)
+    axes[0].set_ylabel("held-out runs")
+    axes[0].legend(fontsize=8, loc="upper center")
+    fig.suptitle(f"Twin predictive check, leave one seed out ({pred['n_sims']} replays per run)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def twin_judgement_lines(base: Path, fit: dict, real: dict) -> list[str]:
+    pred = fit.get("predictive")
+    if not pred:
+        return ["## The twin as a stochastic model", "",
+                "fit.json has no predictive section (`evalkit sim fit --predictive-sims 0`)."]
+    pit_figure(fit, base / "twin_pit.png")
+    invalid = sorted({n for c in real["claims"] for n in design_failures(c)})
+    floor = pred["sampling_floor"]
+    L = ["## The twin as a stochastic model (`evalkit sim fit`, predictive check)", ""]
+    if invalid:
+        L += [f"**Provisional.** This campaign is **not a valid comparison**: the audit's "
+              f"design checks {', '.join(f'`{n}`' for n in invalid)} fail on it (above), so "
+              "its runs differ in more than the merge schedule. The twin is judged here "
+              "against those runs as they are; the judgement is provisional until the "
+              "campaign is re-run on a design that passes the checks.", ""]
+    L += [f"For each held-out run (leave one seed out) the twin fitted to the other seeds "
+          f"served the run's own requests with merges in the run's real windows at the run's "
+          f"host-load factor, {pred['n_sims']} times with different seeds (seed "
+          f"{pred['seed']}). The observed V's randomised PIT (its rank among the replays, ties "
+          f"split at random) is uniform when the run is one more draw of the twin; the run is "
+          f"inside the central {pred['level']:.0%} interval when its PIT lies in "
+          f"[{(1 - pred['level']) / 2:.2f}, {1 - (1 - pred['level']) / 2:.2f}], and the twin "
+          f"is calibrated when that holds in {pred['band'][0]:.0%}–{pred['band'][1]:.0%} of "
+          "the held-out runs.", ""]
+    L += [coverage_sentence(n, v["coverage"]) for n, v in pred["variants"].items()]
+    L += ["", f"PIT histogram (`{REL}/twin_pit.png`; counts of held-out runs per bin, "
+          "uniform when calibrated):", "", *pit_table(pred), "",
+          f"![PIT histogram](twin_pit.png)", ""]
+    for n, v in pred["variants"].items():
+        L += [f"Sync excess per group, `{n}` replays: per seed Vex = mean V(group's runs) − "
+              "V(no-sync), real against the twin's predictive mean:", "", *vex_table(v), "",
+              vex_sentence(v), ""]
+    mae = floor["v_mae"]
+    rel = ("below" if mae < floor["v_noise_floor"] else "between" if mae <=
+           floor["v_noise_floor_robust"] else "above")
+    where = {"below": "below both floors", "between": "between the binomial and the "
+             "cluster-robust floor", "above": "above both floors"}[rel]
+    L += [f"Per-run V MAE (descriptive, not a target): {f(mae, 4)}, {where} — the sampling "
+          f"scatter of one run's V from its own requests is {f(floor['v_noise_floor'], 4)} "
+          f"(binomial) and {f(floor['v_noise_floor_robust'], 4)} (cluster-robust)."]
+    return L
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--render", action="store_true", help="only re-render RESULTS.md")
@@ -422,7 +587,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(dir=HERE.parent) as tmp:
             copy = Path(tmp) / HERE.name
             outputs = {"twin_runs", "twin.toml", "fit.json", "audit_real.json",
-                       "audit_side_by_side.json", "RESULTS.md"}
+                       "audit_side_by_side.json", "RESULTS.md", "twin_pit.png"}
             shutil.copytree(HERE, copy, ignore=lambda d, names: [
                 n for n in names if Path(d) == HERE and n in outputs])
             pipeline(copy)

@@ -116,7 +116,12 @@ def main(argv) -> int:
     if fit_path is not None:
         print("\n## Twin (evalkit sim fit)\n")
         if fit_path.exists():
-            print(fit_summary(json.loads(fit_path.read_text())))
+            fit = json.loads(fit_path.read_text())
+            print(fit_summary(fit))
+            if fit.get("predictive"):
+                from evalkit.cli.sim import predictive_lines
+                print("\n### The twin as a stochastic model (held-out predictive check)\n")
+                print("```\n" + "\n".join(predictive_lines(fit["predictive"])) + "\n```")
         else:
             print(f"no {fit_path} (the fit did not run or failed; see fit.log)")
     print("\n## Audit\n")

@@ -134,12 +134,19 @@ def sync_excess(df: pd.DataFrame) -> dict:
             "p95_excess_sign_agrees": bool(np.sign(a[:, 2].mean()) == np.sign(a[:, 3].mean()))}
 
 
-def leave_one_seed_out(camp: RealCampaign) -> tuple[dict, list[dict], dict]:
+def loso_estimates(camp: RealCampaign) -> dict[int, FitEstimate]:
+    """The twin fitted without each seed: ``{held-out seed: estimate}``."""
+    return {seed: fit_settings(camp.subset([s for s in camp.seeds if s != seed]))
+            for seed in camp.seeds}
+
+
+def leave_one_seed_out(camp: RealCampaign, estimates: dict | None = None
+                       ) -> tuple[dict, list[dict], dict]:
     """Held-out predictions conditioned on each run's host load, and at constant load."""
+    estimates = estimates if estimates is not None else loso_estimates(camp)
     rows, flat = [], []
     for seed in camp.seeds:
-        train = camp.subset([s for s in camp.seeds if s != seed])
-        est = fit_settings(train)
+        est = estimates[seed]
         for r in camp.subset([seed]):
             rows.append(compare_run(r, est.settings, est.load))
             flat.append(compare_run(r, est.settings))
@@ -189,11 +196,21 @@ class FitReport:
     report: dict
 
 
-def fit_report(camp: RealCampaign, *, n_boot: int = 200, seed: int = 0) -> FitReport:
+def fit_report(camp: RealCampaign, *, n_boot: int = 200, seed: int = 0,
+               n_sims: int | None = 100, progress: bool = False) -> FitReport:
+    """``n_sims``: twin replays per held-out run for the predictive check (None: skip it)."""
+    from evalkit.replay.backends.sim_fit_predictive import predictive_check, require_baselines
+
+    if n_sims is not None:
+        require_baselines(camp.runs)     # before any fitting: fail fast on bad input
     rng = np.random.default_rng(seed)
     est = fit_settings(camp.runs)
     boot = bootstrap(camp, est, n_boot, rng)
-    heldout, rows, flat = leave_one_seed_out(camp)
+    estimates = loso_estimates(camp)
+    heldout, rows, flat = leave_one_seed_out(camp, estimates)
+    predictive = (None if n_sims is None else
+                  predictive_check(camp, estimates, n_sims=n_sims, seed=seed,
+                                   progress=progress))
     in_sample = summarize_predictions([compare_run(r, est.settings, est.load)
                                        for r in camp.runs])
     params = {}
@@ -224,5 +241,12 @@ def fit_report(camp: RealCampaign, *, n_boot: int = 200, seed: int = 0) -> FitRe
         "targets": {"v_mae": TARGET_V_MAE, "p95_rel_err": TARGET_P95_REL_ERR, "met": bool(met)},
         "notes": list(est.notes),
     }
+    if predictive is not None:
+        predictive["sampling_floor"] = {
+            "v_mae": heldout["v_mae"], "v_noise_floor": heldout["v_noise_floor"],
+            "v_noise_floor_robust": heldout["v_noise_floor_robust"],
+            "rule": "per-run MAE is descriptive: a run's own V scatters by the floor from "
+                    "its requests alone (binomial; cluster-robust from the run's v_ci)"}
+        report["predictive"] = predictive
     return FitReport(estimate=est, ci=boot["ci"], heldout=heldout, heldout_runs=rows,
                      in_sample=in_sample, report=report)

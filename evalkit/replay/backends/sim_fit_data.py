@@ -38,6 +38,7 @@ class RealRun:
     merge_end: np.ndarray
     step_s: np.ndarray                      # inner-step durations
     effective: dict = field(default_factory=dict)
+    matched_to: str | None = None
     cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -96,7 +97,8 @@ def _read(run_dir: Path) -> RealRun | str:
         requests=req[REQUEST_COLUMNS].copy(),
         merge_start=merges["start_s"].to_numpy(dtype=float),
         merge_end=merges["end_s"].to_numpy(dtype=float), step_s=step_s,
-        effective=dict(settings.get("effective") or {}))
+        effective=dict(settings.get("effective") or {}),
+        matched_to=meta.get("matched_to"))
 
 
 def load_real_runs(runs_dir, regime: str | None = None) -> RealCampaign:
