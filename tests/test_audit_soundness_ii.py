@@ -75,7 +75,9 @@ def test_honest_bases_pass(base, tmp_path):
         assert check(wa, name).passed is True, (name, check(wa, name).found)
     assert "not pre-registered" in check(wa, "plan_complete").found
     ewma = audit_campaign(copy(tmp_path, "real_oracle")).claim("ewma")
-    assert ewma.tier == "calibrated"                      # deployable needs a plan
+    # calibrated is not shown at 7 seeds x 2 draws (the unexplained part's CI is not inside
+    # the tolerance), and deployable would need a plan besides
+    assert ewma.tier == "placement_gain"
     assert check(ewma, "pre_registered").passed is False
     assert check(ewma, "not_oracle").passed is True and check(ewma, "real_sidecar").passed
 
