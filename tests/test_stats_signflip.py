@@ -35,10 +35,47 @@ def test_matches_scipy_exact_with_ties_and_zeros(d, alternative):
                                                                    abs=1e-12)
 
 
+def exact_p(d, alternative):
+    """p by enumerating all 2^n sign sums in exact integer arithmetic.
+
+    Every float is a dyadic rational, so on the common denominator the d_s are integers
+    and each sign sum is compared with the observed one without rounding or tolerance.
+    """
+    ratios = [float(x).as_integer_ratio() for x in d]
+    den = max(q for _, q in ratios)
+    ints = [p * (den // q) for p, q in ratios]
+    sums = [0]
+    for v in ints:
+        sums = [s + v for s in sums] + [s - v for s in sums]
+    t = sum(ints)
+    p_g = sum(s >= t for s in sums) / len(sums)
+    p_l = sum(s <= t for s in sums) / len(sums)
+    return {"greater": p_g, "less": p_l, "two-sided": min(1.0, 2 * min(p_g, p_l))}[alternative]
+
+
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 14), shift=st.floats(-1, 1))
-def test_matches_scipy_exact_continuous(seed, n, shift):
+def test_matches_exact_enumeration_continuous(seed, n, shift):
     d = np.random.default_rng(seed).normal(shift, 1.0, n)
+    for alt in ALTS:
+        assert sign_flip_test(d, alt).p_value == pytest.approx(exact_p(d, alt), abs=1e-12)
+
+
+def test_observed_labelling_counts_when_the_mean_is_near_zero():
+    # scipy's tie tolerance is relative to |observed| (100 eps x 0.0013 here), smaller than
+    # the rounding of the identity pattern's recomputed mean, so scipy drops the observed
+    # labelling itself; in exact arithmetic 8160 of 16384 patterns reach the observed sum.
+    d = np.random.default_rng(5).normal(0.0, 1.0, 14)
+    r = sign_flip_test(d, "greater")
+    assert r.p_value == 8160 / 2 ** 14 == exact_p(d, "greater")
+    assert sign_flip_test(d, "less").p_value == exact_p(d, "less")
+    assert sign_flip_test(d, "two-sided").p_value == exact_p(d, "two-sided")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_matches_scipy_exact_continuous_away_from_zero(seed):
+    # a mean well away from 0: scipy's relative tolerance covers the rounding
+    d = np.random.default_rng(seed).normal(0.8, 1.0, 12)
     for alt in ALTS:
         assert sign_flip_test(d, alt).p_value == pytest.approx(scipy_p(d, alt), abs=1e-12)
 
