@@ -136,18 +136,23 @@ def main(argv) -> int:
     print(md_table(claims) + "\n")
     for mech, t in (audit.get("transfer") or {}).items():
         if isinstance(t, dict):
-            ci = t.get("rho_real_ci") or [float("nan")] * 2
-            hci = t.get("rho_harness_ci") or [float("nan")] * 2
-            print(f"- transfer ({mech}): rho_harness {t['rho_harness']:.3f} "
-                  f"[{hci[0]:.3f}, {hci[1]:.3f}], rho_real {t['rho_real']:.3f} "
-                  f"[{ci[0]:.3f}, {ci[1]:.3f}], fraction {t['transfer_fraction']:.2f}; "
-                  f"{t.get('verdict')}")
+            ci = t.get("rho_real_ci") or [None] * 2
+            hci = t.get("rho_harness_ci") or [None] * 2
+            print(f"- transfer ({mech}): rho_harness {_num(t.get('rho_harness'))} "
+                  f"[{_num(hci[0])}, {_num(hci[1])}], rho_real {_num(t.get('rho_real'))} "
+                  f"[{_num(ci[0])}, {_num(ci[1])}], fraction "
+                  f"{_num(t.get('transfer_fraction'), '.2f')}; {t.get('verdict')}")
         else:
             print(f"- transfer ({mech}): {t}")
     excl = (audit.get("input") or {}).get("excluded") or []
     for x in excl:
         print(f"- excluded {x.get('run_id')}: {x.get('reason')}")
     return 0
+
+
+def _num(x, fmt: str = ".3f") -> str:
+    """A number of the audit, or "n/a" where the audit has none (too few seeds, no CI)."""
+    return "n/a" if x is None else format(float(x), fmt)
 
 
 if __name__ == "__main__":
