@@ -307,7 +307,7 @@ def _guard_band(bins: list[DrainBin], max_lag_s: float) -> tuple[float, bool]:
 def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2000,
                rng=None, confidence_level: float = 0.95, bin_s: float = DRAIN_BIN_S,
                max_lag_s: float = DRAIN_MAX_LAG_S, name: str = "requests",
-               min_seeds: int | None = None) -> RhoSide:
+               min_seeds: int | None = None, adapt_block: bool = True) -> RhoSide:
     """Paired rho and drain curve of one side.
 
     ``requests``: one row per request of the merging runs, columns ``run``, ``group``
@@ -316,6 +316,7 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     (in flight during a window in either run) and ``lag_s`` (arrival minus the end of the
     last window before it; NaN when there is none or the request is active).
     min_seeds: fewer seeds give no CI ("too few seeds"); None: :data:`MIN_SEEDS`.
+    adapt_block: widen ``block_s`` from the data (:func:`data_block`); False keeps it fixed.
     """
     _check_common(q, block_s, n_boot)
     if not (bin_s > 0 and max_lag_s >= bin_s):
@@ -331,7 +332,8 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     with np.errstate(divide="ignore", invalid="ignore"):
         lr_all = np.where((lat > 0) & (ref > 0), np.log(lat / ref), np.nan)
     block_asked = float(block_s)
-    block_s = data_block(c["run"], c["group"], c["t_s"], lr_all, active, block_s)
+    if adapt_block:
+        block_s = data_block(c["run"], c["group"], c["t_s"], lr_all, active, block_s)
     block, block_group, n_groups, n_runs = _units(c["run"], c["group"], c["t_s"], block_s)
     edges = np.arange(0.0, max_lag_s + 1e-9, bin_s)
     edges = edges if edges[-1] >= max_lag_s - 1e-9 else np.append(edges, max_lag_s)
