@@ -23,7 +23,7 @@ replacement, then, for each seed drawn, the contiguous ``block_s`` time blocks o
 (a block never spans two runs).  One explicit ``numpy.random.Generator``.  The block is
 widened from the data: while the block means of the paired log ratios (in-window and other
 requests centred separately) are autocorrelated at lag 1 beyond their noise band, the block
-doubles (as long as runs keep >= 6 blocks); ``block_s`` reports the one used.  With fewer
+doubles (as long as runs keep >= 3 blocks); ``block_s`` reports the one used.  With fewer
 than :data:`MIN_SEEDS` seeds a bootstrap over seeds cannot cover: no CI, "too few seeds".
 
 Without a no-sync run :func:`guard_band_transfer` falls back to an unpaired comparison: the
@@ -51,7 +51,7 @@ DRAIN_BIN_S = 5.0
 DRAIN_MAX_LAG_S = 60.0
 MIN_BIN_REQUESTS = 5          # fewer requests in a drain bin: no CI for that bin
 MIN_SEEDS = 5                 # fewer seeds: a bootstrap over seeds gives no CI
-MIN_RUN_BLOCKS = 6            # the block is widened only while runs keep this many blocks
+MIN_RUN_BLOCKS = 3            # the block is widened only while runs keep this many blocks
 MAX_DOUBLINGS = 5
 _CHUNK_ELEMENTS = 1 << 22
 
