@@ -123,3 +123,20 @@ def test_a_run_inside_one_long_episode_is_read_as_few_clusters():
     assert clusters <= 3.0
     r = v_b - v.mean() * n_b
     assert n_b.size / (1 + 2 * _bandwidth(r)[0]) > clusters      # without the floor: more
+
+
+def test_segmentation_threshold_just_below_and_above():
+    # two blocks of 100 requests, 10 and a violations: split iff 2 log LR > 3 log 2
+    from scipy import optimize
+
+    def ll(k, n, p):                     # binomial log-likelihood without the coefficient
+        return k * math.log(p) + (n - k) * math.log(1 - p)
+
+    def lr(a):
+        p = (10 + a) / 200
+        return 2 * (ll(10, 100, 0.10) + ll(a, 100, a / 100) - ll(10, 100, p) - ll(a, 100, p))
+
+    at = optimize.brentq(lambda a: lr(a) - 3 * math.log(2), 10.5, 30)
+    n_b = np.array([100.0, 100.0])
+    assert segments(n_b, np.array([10.0, at - 1e-6])) == [(0, 2)]
+    assert segments(n_b, np.array([10.0, at + 1e-6])) == [(0, 1), (1, 2)]
