@@ -72,7 +72,7 @@ def test_coverage_fast(case):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_coverage_at_least_093(case):
-    # measured at 400 runs, seeds 1-5: 0.96-0.98, 0.97-0.985, 0.96-0.98, 0.97-0.99 (old
+    # measured at 400 runs, seeds 1-5: 0.96-0.98, 0.96-0.98, 0.95-0.97, 0.97-0.99 (old
     # fixed blocks: 0.84, 0.92, 0.80, 0.44; autocorrelation bandwidth without the episode
     # floor: 0.96-0.98, 0.91-0.94, 0.94-0.96, 0.97-0.99)
     cov, _ = coverage(case, 400, 2)
@@ -112,17 +112,18 @@ def test_segments_find_an_episode_and_nothing_in_a_constant_rate():
 
 
 def test_a_run_inside_one_long_episode_is_read_as_few_clusters():
-    # 100 s, an episode from 8 s to 92 s with a 5 s dip: the autocorrelation dies inside
-    # the dips, the episode floor does not
-    rng = np.random.default_rng(6)
-    t = np.sort(rng.uniform(0, 100, 1000))
-    inside = (t > 8) & (t < 92) & ~((t > 50) & (t < 55))
-    v = rng.random(t.size) < np.where(inside, 0.5, 0.02)
-    n_b, v_b, kind = cluster_counts(t, v)
-    _, _, _, clusters = robust_v_fit(n_b, v_b, kind)
-    assert clusters <= 3.0
-    r = v_b - v.mean() * n_b
-    assert n_b.size / (1 + 2 * _bandwidth(r)[0]) > clusters      # without the floor: more
+    # 100 s, an episode from 4 s to 96 s with a 3 s dip: the autocorrelation dies within
+    # the short dips (20 clusters or more), the episode floor does not (about 2)
+    for seed in (6, 7):
+        rng = np.random.default_rng(seed)
+        t = np.sort(rng.uniform(0, 100, 1000))
+        inside = (t > 4) & (t < 96) & ~((t > 50) & (t < 53))
+        v = rng.random(t.size) < np.where(inside, 0.5, 0.02)
+        n_b, v_b, kind = cluster_counts(t, v)
+        _, _, _, clusters = robust_v_fit(n_b, v_b, kind)
+        assert clusters <= 3.0
+        r = v_b - v.mean() * n_b
+        assert n_b.size / (1 + 2 * _bandwidth(r)[0]) >= 20       # without the floor
 
 
 def test_segmentation_threshold_just_below_and_above():
