@@ -33,7 +33,8 @@ from evalkit.runlog.schema import SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
 from evalkit.runlog.summary import SUMMARY_COLUMNS, request_numbers, summarize_runs
 from evalkit.runlog.validate import Problem, ValidationReport
 from evalkit.runlog.vinterval import (BLOCKS, BURSTS, block_length, cluster_counts,
-                                      robust_v_ci, uses_bursts, v_interval)
+                                      robust_v_ci, robust_v_fit, uses_bursts,
+                                      v_interval)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -516,7 +517,9 @@ def test_default_confidence_is_95_percent():
     assert v_interval(t, viol) == v_interval(t, viol, 0.95)
     n_b, v_b, kind = cluster_counts(t, viol)
     low, high, _ = robust_v_ci(n_b, v_b, kind, 0.95)
-    assert v_interval(t, viol) == (low, high, n_b.size, kind)
+    clusters = robust_v_fit(n_b, v_b, kind, 0.95, block_length(0.0, 199.0))[3]
+    assert v_interval(t, viol) == (low, high, clusters, kind)
+    assert clusters < n_b.size                 # effective clusters, not the blocks counted
     narrow = v_interval(t, viol, 0.8)
     assert low < narrow[0] < narrow[1] < high
 

@@ -452,3 +452,13 @@ def test_fixture_report_layout(bursty_report, tmp_path):
     check_layout(m)
     assert len(m["imgs"]) == len(list((out / "figures").glob("*.png")))
     assert m["height"] <= 9_000
+
+
+def test_null_figure_shows_the_studentized_statistic_the_p_used(bursty_report):
+    # the fixture's claims have several draws per seed: the p comes from t = G / se(G), and
+    # the null figure is of t (not the raw-mean G distribution)
+    result, out = bursty_report
+    assert {c.sign_flip.null_statistic for c in result.claims} == {"studentized"}
+    page = (out / "report.html").read_text(encoding="utf-8")
+    alts = re.findall(r'alt="(Null distribution[^"]*)"', page)
+    assert alts and all(a.startswith("Null distribution of t = G / se(G)") for a in alts)

@@ -164,4 +164,6 @@ def test_both_scan_engines_give_the_same_robust_interval(tmp_path):
                                        rtol=1e-9, atol=1e-12)
     by_id = ref.set_index("run_id")
     assert by_id.loc["batched", "v_ci_clusters"] == 20
+    # time blocks: the effective number of clusters, fewer than the 60 blocks counted
+    assert 2 <= by_id.loc["episodes", "v_ci_clusters"] < cluster_counts(t, v)[0].size
     assert (by_id.v_ci_low <= by_id.v_cp_low + 1e-12).all()

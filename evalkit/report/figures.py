@@ -138,26 +138,41 @@ def v_per_seed(per_seed: pd.DataFrame, policy: str) -> Figure:
 
 
 def null_distribution(null: np.ndarray, observed: float, p_value: float, alternative: str,
-                      test: str = "sign-flip") -> Figure:
-    """Histogram of the test's null distribution of G = mean d with the observed G."""
+                      test: str = "sign-flip", statistic: str = "mean") -> Figure:
+    """Histogram of the test's null distribution with the observed value: of G = mean d
+    (``statistic="mean"``) or of t = G / se(G) (``"studentized"``), the one the p used."""
     null = np.asarray(null, dtype=float)
-    title = f"Null distribution of G ({test} test)"
+    student = statistic == "studentized"
+    shown = null[np.isfinite(null)]
+    name = "t = G / se(G)" if student else "G"
+    title = f"Null distribution of {name} ({test} test)"
     fig, ax = _canvas(title, 1)
-    bins = min(60, max(10, int(np.sqrt(null.size))))
-    counts, edges = np.histogram(null, bins=bins)
+    bins = min(60, max(10, int(np.sqrt(max(1, shown.size)))))
+    counts, edges = np.histogram(shown, bins=bins)
     share = counts / max(1, null.size)
     # one filled outline instead of a patch per bar: the same picture, less drawing
     ax.stairs(share, edges, fill=True, color=DRAWS_COLOR, alpha=0.6,
               label=f"null ({null.size:,} label sets)")
-    ax.axvline(observed, color=OBSERVED_COLOR, lw=2,
-               label=f"observed G = {100 * observed:+.3g} pp (p = {p_value:.2g})")
-    ax.set_xlabel("G = mean over seeds of V(random) - V(policy), pp", fontsize=_FONT["label"])
+    value = f"{observed:+.3g}" if student else f"{100 * observed:+.3g} pp"
+    if np.isfinite(observed):
+        ax.axvline(observed, color=OBSERVED_COLOR, lw=2,
+                   label=f"observed {name.split(' ')[0]} = {value} (p = {p_value:.2g})")
+    if student:
+        ax.set_xlabel("t = G / se(G), studentized (the statistic the p-value uses)",
+                      fontsize=_FONT["label"])
+    else:
+        ax.set_xlabel("G = mean over seeds of V(random) - V(policy), pp",
+                      fontsize=_FONT["label"])
+        ax.xaxis.set_major_formatter(_PP)
     ax.set_ylabel("share of the null", fontsize=_FONT["label"])
-    ax.xaxis.set_major_formatter(_PP)
     _legend_below(fig, ax, ncol=2)
-    alt = (f"{title}: histogram of G under the null hypothesis over {null.size} label sets, "
-           f"with the observed G = {100 * observed:+.3g} percentage points marked "
-           f"({alternative} p = {p_value:.3g}).")
+    infinite = null.size - shown.size
+    alt = (f"{title}: histogram of {name} under the null hypothesis over {null.size} label "
+           f"sets, with the observed {name.split(' ')[0]} = "
+           f"{value.replace('pp', 'percentage points')} marked ({alternative} p = "
+           f"{p_value:.3g})"
+           + (f"; {infinite} label sets with se = 0 (t infinite) are not drawn" if infinite
+              else "") + ".")
     return _finish(fig, title, alt)
 
 

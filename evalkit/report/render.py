@@ -86,9 +86,11 @@ def _claim_figures(c, seed: int, names: _Names) -> dict[str, FigureFile]:
                                        figs.v_per_seed(per_seed, c.policy))
     test = getattr(c, "sign_flip", None)
     if test is not None:
+        statistic = getattr(test, "null_statistic", "mean")
         out["null"] = FigureFile(names(c.regime, c.policy, "null"), figs.null_distribution(
-            test.null_distribution(max_points=20_000, seed=seed), test.statistic,
-            test.p_value, test.alternative, getattr(test, "test", "sign-flip")))
+            test.null_distribution(max_points=20_000, seed=seed),
+            getattr(test, "null_observed", test.statistic), test.p_value, test.alternative,
+            getattr(test, "test", "sign-flip"), statistic))
     ev = c.ctx.regime_evidence
     if ev.psi is not None and ev.phi_table is not None and len(ev.phi_table):
         table = ev.phi_table

@@ -437,9 +437,9 @@ def _v_intervals(con, batch: pd.DataFrame, agg: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for fid, g in counts.groupby("fid", sort=True):
         kind = vinterval.BURSTS if bursts[fid] else vinterval.BLOCKS
-        low, high, _ = vinterval.robust_v_ci(g["n"].to_numpy(float), g["v"].to_numpy(float),
-                                             kind, block_s=float(block_s[fid]))
-        rows.append((fid, low, high, len(g)))
+        low, high, _, clusters = vinterval.robust_v_fit(
+            g["n"].to_numpy(float), g["v"].to_numpy(float), kind, block_s=float(block_s[fid]))
+        rows.append((fid, low, high, clusters))
     return pd.DataFrame(rows, columns=["fid", "v_ci_low", "v_ci_high", "v_ci_clusters"])
 
 
@@ -595,7 +595,8 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _dtypes(out: pd.DataFrame) -> pd.DataFrame:
-    for col in ("n_requests", "n_failed", "v_ci_clusters", "k_total", "k_observed",
+    out["v_ci_clusters"] = out["v_ci_clusters"].astype(float)
+    for col in ("n_requests", "n_failed", "k_total", "k_observed",
                 "prompt_tokens_total", "output_tokens_total"):
         out[col] = out[col].astype(np.int64)
     out["draw"] = out["draw"].astype("Int64")

@@ -6,8 +6,9 @@ latency.  ``violation_rate`` (V) is the share of requests that miss *any* config
 (end-to-end, TTFT, TPOT; vLLM's goodput definition: ``V = 1 - goodput_rate``); the
 per-SLO breakdown is ``e2e_violation_rate``, ``ttft_violation_rate`` and
 ``tpot_violation_rate`` (NaN where that SLO is not configured), with ``n_failed``.  ``v_ci_low``/``v_ci_high`` is the cluster-robust 95% interval on V
-(:mod:`evalkit.runlog.vinterval`: time blocks, or bursts of identical arrivals, over
-``v_ci_clusters`` clusters); ``v_cp_low``/``v_cp_high`` the Clopper–Pearson interval that
+(:mod:`evalkit.runlog.vinterval`: time blocks, or bursts of identical arrivals;
+``v_ci_clusters`` is the effective number of independent clusters it rests on, bursts or
+blocks over the measured dependence, not the count of blocks); ``v_cp_low``/``v_cp_high`` the Clopper–Pearson interval that
 treats requests as independent (too narrow when violations cluster).  ``k_observed`` counts merges inside the observed span (protocol pitfall 3) and
 the exposure columns sit next to V so that V can be regressed on exposure (pitfall 2).
 """

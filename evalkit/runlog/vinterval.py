@@ -14,6 +14,13 @@ narrow.  Here the requests are grouped into clusters:
   smallest lag after which it stays inside its noise band (Politis 2003, c = 1), and the
   long-run variance is the flat-top (trapezoid) kernel sum up to twice that lag.  Violation
   episodes longer than a block therefore widen the interval as far as their length says.
+  The bandwidth is never shorter than :data:`EPISODE_REACH` of the run's mean *violation
+  episode* (its kernel then reaches half an episode): the block counts are cut into segments
+  of constant rate by binomial binary segmentation, and an episode is a segment above the
+  run's V.  A short run that sits in one long episode with a few dips (its autocorrelation
+  dies within the dips) is then read as the few clusters it is.  The reach is the smallest
+  of 1/8, 1/4, 1/2, 1 that kept coverage >= 0.93 with margin in the simulation test
+  (1/8: 0.930 for 20 s episodes in 100 s runs; 1/4: 0.96, and intervals no wider elsewhere).
 
 The interval is Clopper–Pearson at the *effective sample size* (Korn & Graubard 1998),
 ``n_eff = V(1 - V) / var(V)``, capped at N (clustering is never read as extra information),
@@ -36,6 +43,8 @@ FINE_BLOCK_S = 5.0   # time-block length (s) the counts are taken at
 FINE_BLOCKS = 60     # short runs get shorter blocks so that the autocorrelation has >= this many
 ZERO_CLUSTERS_S = 30.0   # V = 0 or 1: read the run as clusters of this length ...
 MIN_CLUSTERS = 10        # ... but as at least this many (and never more than its blocks)
+EPISODE_REACH = 0.25      # bandwidth floor, in mean episode lengths
+SEGMENT_PENALTY = 3.0     # binary segmentation: split when 2 log LR > this * log B
 BAND_C = 1.0             # autocorrelation noise band, in units of sqrt(log10 B / B)
 BURSTS = "identical-arrival bursts"
 BLOCKS = "time blocks"
@@ -100,14 +109,65 @@ def _bandwidth(r: np.ndarray) -> tuple[int, np.ndarray]:
     return limit, gamma
 
 
-def _long_run(r: np.ndarray) -> tuple[float, float]:
-    """(long-run variance per block, effective number of independent clusters C)."""
+def _binomial_ll(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Binomial log-likelihood at the MLE of segments with ``k`` of ``n`` (same shapes)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(n > 0, k / np.where(n > 0, n, 1), 0.0)
+        a = np.where(k > 0, k * np.log(np.where(p > 0, p, 1)), 0.0)
+        b = np.where(n - k > 0, (n - k) * np.log(np.where(p < 1, 1 - p, 1)), 0.0)
+    return a + b
+
+
+def segments(n_b, v_b) -> list[tuple[int, int]]:
+    """Blocks (B,) -> ``[(start, stop), ...]`` of constant violation rate, by binary
+    segmentation of the binomial counts with a ``SEGMENT_PENALTY * log B`` likelihood-ratio
+    threshold (one segment for a run whose rate does not change)."""
+    n_b = np.asarray(n_b, dtype=float)
+    v_b = np.asarray(v_b, dtype=float)
+    threshold = SEGMENT_PENALTY * math.log(max(n_b.size, 2))
+    out, todo = [], [(0, n_b.size)]
+    while todo:
+        a, z = todo.pop()
+        if z - a >= 2:
+            cn, cv = np.cumsum(n_b[a:z]), np.cumsum(v_b[a:z])
+            left = _binomial_ll(cv[:-1], cn[:-1])
+            right = _binomial_ll(cv[-1] - cv[:-1], cn[-1] - cn[:-1])
+            whole = float(_binomial_ll(np.array(cv[-1]), np.array(cn[-1])))
+            lr = 2.0 * (left + right - whole)
+            best = int(np.argmax(lr))
+            if lr[best] > threshold:
+                todo += [(a, a + best + 1), (a + best + 1, z)]
+                continue
+        out.append((a, z))
+    return sorted(out)
+
+
+def episode_blocks(n_b, v_b) -> float:
+    """Mean length (blocks) of the run's violation episodes: the segments (:func:`segments`)
+    whose rate is above the run's V; 0 when the rate does not change."""
+    n_b = np.asarray(n_b, dtype=float)
+    v_b = np.asarray(v_b, dtype=float)
+    v = v_b.sum() / n_b.sum()
+    parts = segments(n_b, v_b)
+    lengths = [z - a for a, z in parts if v_b[a:z].sum() > v * n_b[a:z].sum()]
+    return float(np.mean(lengths)) if len(parts) > 1 else 0.0
+
+
+def _long_run(r: np.ndarray, floor: int = 0) -> tuple[float, float]:
+    """(long-run variance per block, effective number of independent clusters C); the
+    bandwidth is at least ``floor`` lags (the episode length the data show)."""
     m, gamma = _bandwidth(r)
+    m = min(max(m, int(floor)), max(1, r.size // 4))
     big_m = 2 * m
     h = np.arange(1, min(big_m, r.size - 1) + 1)
     w = np.where(h <= m, 1.0, 2.0 * (1.0 - h / max(big_m, 1)))
     lrv = max(float(gamma[0]), float(gamma[0] + 2.0 * np.sum(w * gamma[h])))
     return lrv, max(2.0, r.size / (1.0 + big_m))
+
+
+def episode_floor(length: float) -> int:
+    """Bandwidth floor (lags) for violation episodes of ``length`` blocks."""
+    return int(math.ceil(EPISODE_REACH * length))
 
 
 def zero_clusters(n_blocks: int, block_s: float) -> float:
@@ -117,9 +177,12 @@ def zero_clusters(n_blocks: int, block_s: float) -> float:
     return float(min(max(n_blocks, 1), max(MIN_CLUSTERS, math.floor(pieces))))
 
 
-def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95,
-                block_s: float = FINE_BLOCK_S) -> tuple[float, float, float]:
-    """(low, high, n_eff) of V = sum v_b / sum n_b from per-cluster counts (B,) in time order.
+def robust_v_fit(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95,
+                 block_s: float = FINE_BLOCK_S) -> tuple[float, float, float, float]:
+    """(low, high, n_eff, clusters) of V = sum v_b / sum n_b from per-cluster counts (B,) in
+    time order; ``clusters`` is the effective number of independent clusters the interval
+    rests on (bursts: B; time blocks: B over the kernel's reach; V = 0 or 1: the rule-of-three
+    clusters; one block: 1).
 
     ``kind``: :data:`BURSTS` (clusters independent) or :data:`BLOCKS` (dependence between
     blocks measured); ``block_s``: the blocks' length (V = 0 or 1 only)."""
@@ -127,21 +190,22 @@ def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95,
     v_b = np.asarray(v_b, dtype=float)
     total = float(n_b.sum())
     if total <= 0:
-        return float("nan"), float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan"), 0.0
     k = float(v_b.sum())
     v = k / total
     b = n_b.size
     alpha = 1.0 - float(confidence)
     if k == 0 or k == total:
-        n_eff = float(b) if kind == BURSTS else min(total, zero_clusters(b, block_s))
+        clusters = float(b) if kind == BURSTS else zero_clusters(b, block_s)
+        n_eff = min(total, clusters)
     elif b < 2:                      # one cluster holds every request: nothing to measure
-        n_eff = total
+        n_eff, clusters = total, 1.0
     else:
         r = v_b - v * n_b
         if kind == BURSTS:
             lrv, clusters = float(np.mean(r * r)), float(b)
         else:
-            lrv, clusters = _long_run(r)
+            lrv, clusters = _long_run(r, episode_floor(episode_blocks(n_b, v_b)))
         var = clusters / (clusters - 1) * b * lrv / total ** 2
         n_eff = total if var <= 0 else min(total, v * (1 - v) / var)
         if total > 1:
@@ -150,13 +214,20 @@ def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95,
     x = v * n_eff
     low = 0.0 if x <= 0 else float(special.betaincinv(x, n_eff - x + 1, alpha / 2))
     high = 1.0 if x >= n_eff else float(special.betaincinv(x + 1, n_eff - x, 1 - alpha / 2))
-    return low, high, n_eff
+    return low, high, n_eff, float(clusters)
 
 
-def v_interval(arrival, violated, confidence: float = 0.95) -> tuple[float, float, int, str]:
-    """(low, high, clusters, kind): the cluster-robust interval of one run's V."""
+def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95,
+                block_s: float = FINE_BLOCK_S) -> tuple[float, float, float]:
+    """(low, high, n_eff) of :func:`robust_v_fit`."""
+    return robust_v_fit(n_b, v_b, kind, confidence, block_s)[:3]
+
+
+def v_interval(arrival, violated, confidence: float = 0.95) -> tuple[float, float, float, str]:
+    """(low, high, clusters, kind): the cluster-robust interval of one run's V and the
+    effective number of independent clusters it rests on (:func:`robust_v_fit`)."""
     n_b, v_b, kind = cluster_counts(arrival, violated)
     arrival = np.asarray(arrival, dtype=float)
     length = block_length(arrival.min(), arrival.max()) if arrival.size else 0.0
-    low, high, _ = robust_v_ci(n_b, v_b, kind, confidence, length)
-    return low, high, int(n_b.size), kind
+    low, high, _, clusters = robust_v_fit(n_b, v_b, kind, confidence, length)
+    return low, high, clusters, kind

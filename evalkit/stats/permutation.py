@@ -303,9 +303,25 @@ class PermutationResult(ResultMixin):
     def reachable(self, alpha: float) -> bool:
         return self.min_p <= alpha
 
+    @property
+    def null_statistic(self) -> str:
+        """The statistic the p-value compares with its null: ``"studentized"`` (mean/se;
+        with one draw per seed it orders label sets as the mean does, so ``"mean"``)."""
+        studentized = self.statistic_name == "studentized" and any(k != 1 for k in self.m)
+        return "studentized" if studentized else "mean"
+
+    @property
+    def null_observed(self) -> float:
+        """The observed value of :attr:`null_statistic`."""
+        return self.t_statistic if self.null_statistic == "studentized" else self.statistic
+
     def null_distribution(self, max_points: int = 100_000, seed: int = 0) -> np.ndarray:
-        """Sorted null values of T for plotting (all label sets or ``max_points`` random)."""
+        """Sorted null values of the decision's statistic (:attr:`null_statistic`: mean/se,
+        or the mean G) for plotting (all label sets or ``max_points`` random)."""
         vals = list(self._vals)
+        if self.null_statistic == "studentized":
+            from evalkit.stats.studentized import null_t
+            return null_t(vals, max_points, seed)
         sizes = np.array([v.size for v in vals])
         if float(np.prod(sizes.astype(float))) <= max_points:
             return np.sort(_all_sums(vals)) / sizes.size

@@ -116,6 +116,18 @@ def exact_counts(vals) -> tuple[int, int, int, np.ndarray]:
     return n_ge, n_le, total, t_max
 
 
+def null_t(vals, max_points: int, seed: int) -> np.ndarray:
+    """Sorted t of every label set (when there are <= ``max_points``) or of ``max_points``
+    random ones drawn with ``seed``: the null distribution the test compares t with."""
+    sizes, offsets, flat = _design(vals)
+    total = float(np.prod(sizes.astype(float)))
+    if total <= max_points:
+        labels = _labels_of(np.arange(int(total), dtype=np.int64), sizes)
+    else:
+        labels = _random_labels(np.random.default_rng(seed), int(max_points), sizes)
+    return np.sort(_t_rows(flat, offsets, labels, sizes.size))
+
+
 def mc_counts(vals, b: int, rng) -> tuple[int, int]:
     """Counts of B random label sets (uniform per seed) with t >= / <= the observed t."""
     sizes, offsets, flat = _design(vals)

@@ -23,7 +23,7 @@ replacement, then, for each seed drawn, the contiguous ``block_s`` time blocks o
 (a block never spans two runs).  One explicit ``numpy.random.Generator``.  The block is
 widened from the data: while the block means of the paired log ratios (in-window and other
 requests centred separately) are autocorrelated at lag 1 beyond their noise band, the block
-doubles (as long as runs keep >= 6 blocks); ``block_s`` reports the one used.  With fewer
+doubles (as long as runs keep >= 3 blocks); ``block_s`` reports the one used.  With fewer
 than :data:`MIN_SEEDS` seeds a bootstrap over seeds cannot cover: no CI, "too few seeds".
 
 Without a no-sync run :func:`guard_band_transfer` falls back to an unpaired comparison: the
@@ -51,7 +51,7 @@ DRAIN_BIN_S = 5.0
 DRAIN_MAX_LAG_S = 60.0
 MIN_BIN_REQUESTS = 5          # fewer requests in a drain bin: no CI for that bin
 MIN_SEEDS = 5                 # fewer seeds: a bootstrap over seeds gives no CI
-MIN_RUN_BLOCKS = 6            # the block is widened only while runs keep this many blocks
+MIN_RUN_BLOCKS = 3            # the block is widened only while runs keep this many blocks
 MAX_DOUBLINGS = 5
 _CHUNK_ELEMENTS = 1 << 22
 
@@ -307,7 +307,7 @@ def _guard_band(bins: list[DrainBin], max_lag_s: float) -> tuple[float, bool]:
 def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2000,
                rng=None, confidence_level: float = 0.95, bin_s: float = DRAIN_BIN_S,
                max_lag_s: float = DRAIN_MAX_LAG_S, name: str = "requests",
-               min_seeds: int | None = None) -> RhoSide:
+               min_seeds: int | None = None, adapt_block: bool = True) -> RhoSide:
     """Paired rho and drain curve of one side.
 
     ``requests``: one row per request of the merging runs, columns ``run``, ``group``
@@ -316,6 +316,7 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     (in flight during a window in either run) and ``lag_s`` (arrival minus the end of the
     last window before it; NaN when there is none or the request is active).
     min_seeds: fewer seeds give no CI ("too few seeds"); None: :data:`MIN_SEEDS`.
+    adapt_block: widen ``block_s`` from the data (:func:`data_block`); False keeps it fixed.
     """
     _check_common(q, block_s, n_boot)
     if not (bin_s > 0 and max_lag_s >= bin_s):
@@ -331,7 +332,8 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     with np.errstate(divide="ignore", invalid="ignore"):
         lr_all = np.where((lat > 0) & (ref > 0), np.log(lat / ref), np.nan)
     block_asked = float(block_s)
-    block_s = data_block(c["run"], c["group"], c["t_s"], lr_all, active, block_s)
+    if adapt_block:
+        block_s = data_block(c["run"], c["group"], c["t_s"], lr_all, active, block_s)
     block, block_group, n_groups, n_runs = _units(c["run"], c["group"], c["t_s"], block_s)
     edges = np.arange(0.0, max_lag_s + 1e-9, bin_s)
     edges = edges if edges[-1] >= max_lag_s - 1e-9 else np.append(edges, max_lag_s)
