@@ -169,15 +169,27 @@ def run_with_kill(harness: Path, args, kill_at: int, *, count_file: Path | None 
 # ----------------------------------------------------------------------------- run stores
 
 def run_fingerprints(runs_dir: Path) -> dict[str, dict]:
-    """Per visible run: Parquet bytes and run.json without its timestamp (comparable)."""
-    from evalkit.runlog.io import list_runs
+    """Per visible run: Parquet bytes and run.json without its timestamp (comparable).
 
+    ``plan_sha256`` hashes the plan, whose ``created_at`` is wall clock (two sweeps that each
+    freeze their own plan stamp different hashes): it is replaced by whether it names the
+    runs directory's own plan.json, so a run stamped with a stale or foreign plan still differs.
+    """
+    from evalkit.runlog.io import list_runs
+    from evalkit.runlog.plan import PLAN_FILE, load_plan, plan_sha256
+
+    plan_path = Path(runs_dir) / PLAN_FILE
+    own_plan = plan_sha256(load_plan(plan_path)) if plan_path.exists() else None
     out = {}
     for d in list_runs(runs_dir).run_dirs:
         meta = json.loads((d / "run.json").read_text())
         meta.pop("created_at", None)
         for key in ("started_at", "host_load"):          # wall clock, as created_at
             (meta.get("run_order") or {}).pop(key, None)
+        for doc in (meta, (meta.get("settings") or {}).get("requested") or {}):
+            if doc.get("plan_sha256") is not None:
+                doc["plan_sha256"] = ("own plan.json" if doc["plan_sha256"] == own_plan
+                                      else doc["plan_sha256"])
         tables = {p.name: p.read_bytes() for p in sorted(d.glob("*.parquet"))}
         out[d.name] = {"meta": meta, **tables}
     return out

@@ -47,3 +47,22 @@ def test_gate_below_the_required_tier_says_both(audited):
     assert res.exit_code == 1
     assert _first_line(res.output) == ("FAIL", ewma.tier, "matched_budget")
     assert ewma.stop_reason in res.output
+
+
+@pytest.mark.parametrize("fixture", ["sim_bursty", "sim_k_mismatch", "sim_missing_no_sync"])
+@pytest.mark.parametrize("required", ["harness", "matched_budget", "deployable"])
+def test_gate_walk_reaches_the_full_audits_tier_and_computes_no_unreachable_tier(fixture,
+                                                                                 required):
+    full = audit_campaign(REPO / "fixtures" / "campaigns" / fixture)
+    gate = audit_campaign(REPO / "fixtures" / "campaigns" / fixture, walk_above=required)
+    names = full.protocol.tier_names
+    for f, g in zip(full.claims, gate.claims, strict=True):
+        assert (g.tier, g.stop_reason, g.verdict) == (f.tier, f.stop_reason, f.verdict)
+        evaluated = {c.tier for c in g.checks}
+        # every tier up to the required one, and above it up to the tier the walk stops at
+        stop = (f.stop_reason.split("stops before ")[1].split(" ")[0]
+                if f.stop_reason.startswith("stops before") else names[-1])
+        last = max(names.index(required), names.index(stop))
+        assert evaluated == set(names[:last + 1]), (f.policy, sorted(evaluated))
+        assert [(c.name, c.passed, c.found) for c in g.checks] == \
+            [(c.name, c.passed, c.found) for c in f.checks if c.tier in evaluated]

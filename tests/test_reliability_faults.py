@@ -86,6 +86,12 @@ def test_kill_9_at_random_points_of_a_sweep_loses_nothing(tmp_path):
     res = run_cli(["sweep", camp, "--out", runs])         # resume, uninterrupted
     assert res.returncode == 0, res.stdout + res.stderr
     assert run_fingerprints(runs) == expected
+    # each store froze its own plan: the plans (whose hashes the runs carry) differ only in
+    # their wall-clock created_at
+    plans = [json.loads((d / "plan.json").read_text()) for d in (ref, runs)]
+    for plan in plans:
+        plan.pop("created_at")
+    assert plans[0] == plans[1]
     report = validate_runs(runs)
     assert report.ok and not report.warnings, [p.format() for p in report.problems]
     assert not [p for p in runs.iterdir() if p.name.startswith(".tiny")]

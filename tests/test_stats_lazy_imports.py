@@ -64,9 +64,25 @@ def test_cli_help_imports_nothing_heavy():
     assert not any(loaded.values()), loaded
 
 
-def test_gate_does_not_import_plotting_or_isotonic(fixtures_dir):
+def _gate_loads(campaign) -> dict:
     code = ("import sys\nfrom evalkit.cli.main import cli\ntry:\n"
-            f"    cli.main(args=['gate', {str(fixtures_dir / 'campaigns' / 'sim_bursty')!r}, "
+            f"    cli.main(args=['gate', {str(campaign)!r}, "
             "'--policy', 'wa'], prog_name='evalkit')\nexcept SystemExit:\n    pass")
-    loaded = _loaded_after(code)
+    return _loaded_after(code)
+
+
+def test_gate_does_not_import_plotting(fixtures_dir):
+    # sim_bursty's wa reaches placement_gain, so the gate must evaluate the calibrated tier to
+    # report the tier reached: its isotonic psi (scikit-learn) is needed there, plots never
+    loaded = _gate_loads(fixtures_dir / "campaigns" / "sim_bursty")
+    assert not loaded["matplotlib"], loaded
+
+
+def test_gate_stopping_below_calibrated_does_not_import_isotonic(fixtures_dir):
+    # every claim of sim_k_mismatch stops before placement_gain: no tier the walk can reach
+    # needs psi, so the gate never fits it; the full audit does fit it (what the gate skips)
+    camp = fixtures_dir / "campaigns" / "sim_k_mismatch"
+    loaded = _gate_loads(camp)
     assert not loaded["matplotlib"] and not loaded["sklearn"], loaded
+    full = _loaded_after(f"from evalkit.audit import audit_campaign\naudit_campaign({str(camp)!r})")
+    assert full["sklearn"] and not full["matplotlib"], full

@@ -170,8 +170,9 @@ def _pre_registration(campaign) -> dict:
 
 
 def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
-                   max_tier: str | None = None) -> AuditResult:
-    """Evaluate a campaign without writing anything (``max_tier``: see evaluate_claims)."""
+                   max_tier: str | None = None, walk_above: str | None = None) -> AuditResult:
+    """Evaluate a campaign without writing anything (``max_tier``, ``walk_above``: see
+    evaluate_claims)."""
     proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
     proto = proto.with_alpha(alpha)
     campaign = load_campaign(input_path)
@@ -181,7 +182,7 @@ def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
     claims = assemble_claims(campaign, baseline_policies=baselines)
     return AuditResult(protocol=proto, seed=int(seed), campaign=campaign,
                        claims=evaluate_claims(campaign, claims, proto, seed=int(seed),
-                                              max_tier=max_tier))
+                                              max_tier=max_tier, walk_above=walk_above))
 
 
 def run_audit(input_path, out_dir, protocol=None, alpha=None, seed: int = 0) -> AuditResult:

@@ -540,10 +540,38 @@ def _verdict(result_tier: str | None, protocol: Protocol, claim: ClaimData, chec
     return prefix + words.tier_sentence(result_tier, ctx, protocol.tier(result_tier).claim)
 
 
+def _walk_goes_on(protocol: Protocol, tier, checks: list[Check]) -> bool:
+    """Whether the tier walk, having evaluated ``tier``, may still go on to the next tier."""
+    status = _tier_walk(replace(protocol, tiers=(tier,)),
+                        [c for c in checks if c.tier == tier.name])[1][tier.name]
+    return status == "passed" or (status == "not_evaluable" and tier.skip_if_not_evaluable)
+
+
+def _claim_checks(ctx: ClaimContext, protocol: Protocol,
+                  walk_above: str | None) -> tuple[Protocol, list[Check]]:
+    """The claim's checks, tier by tier.  With ``walk_above``, tiers above it are evaluated
+    only while the walk goes on: a tier above the one it stops at cannot be reached, so its
+    evidence (the calibrated tier's isotonic psi, say) is never computed.  Returns the
+    protocol cut to the tiers evaluated, and their checks."""
+    names = protocol.tier_names
+    floor = names.index(protocol.tier(walk_above).name) if walk_above is not None else None
+    checks: list[Check] = []
+    for i, tier in enumerate(protocol.tiers):
+        checks += [run_check(name, tier.name, ctx, protocol.checks[name])
+                   for name in tier.checks]
+        if floor is not None and i >= floor and not all(
+                _walk_goes_on(protocol, t, checks) for t in protocol.tiers[:i + 1]):
+            return replace(protocol, tiers=protocol.tiers[:i + 1]), checks
+    return protocol, checks
+
+
 def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Protocol,
-                    seed: int = 0, max_tier: str | None = None) -> list[ClaimResult]:
-    """Evaluate every claim.  ``max_tier`` (the gate) leaves out the checks of higher tiers,
-    so the tier reached is capped there and their evidence is never computed."""
+                    seed: int = 0, max_tier: str | None = None,
+                    walk_above: str | None = None) -> list[ClaimResult]:
+    """Evaluate every claim.  ``max_tier`` leaves out the checks of higher tiers, so the tier
+    reached is capped there and their evidence is never computed.  ``walk_above`` (the gate)
+    evaluates every tier up to it and higher ones while the tier walk goes on: the tier
+    reached is the full audit's, but no evidence is computed for tiers it cannot reach."""
     if max_tier is not None:
         keep = protocol.tier_names[:protocol.tier_names.index(protocol.tier(max_tier).name) + 1]
         protocol = replace(protocol, tiers=tuple(t for t in protocol.tiers if t.name in keep))
@@ -571,10 +599,9 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
             ctx.p_adjusted = float(adj)
     results = []
     for ctx in contexts:
-        checks = [run_check(name, tier.name, ctx, protocol.checks[name])
-                  for tier in protocol.tiers for name in tier.checks]
-        tier, status, reason = _tier_walk(protocol, checks)
-        skipped = {t.name for t in protocol.tiers
+        walked, checks = _claim_checks(ctx, protocol, walk_above)
+        tier, status, reason = _tier_walk(walked, checks)
+        skipped = {t.name for t in walked.tiers
                    if t.skip_if_not_evaluable and status[t.name] == "not_evaluable"}
         checks = [replace(c, blocking=False) if c.tier in skipped else c for c in checks]
         notes = []

@@ -109,9 +109,11 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
         # the Monte Carlo and bootstrap stream is part of the rules: no seed shopping
         changed = "; ".join(x for x in (changed, f"the audit seed changed ({base['seed']} -> "
                                                    f"{seed})") if x)
-    # every tier is evaluated: "reached" is the tier the audit reports, not one capped at the
-    # required tier (a capped walk would call a calibrated claim "not placement gain")
-    result = audit_campaign(input_path, protocol=proto, seed=seed)
+    # "reached" is the tier the audit reports, not one capped at the required tier (a capped
+    # walk would call a calibrated claim "not placement gain"); tiers above the required one
+    # are evaluated only while the walk goes on, so a claim that stops below calibrated
+    # never fits psi (nor imports isotonic regression)
+    result = audit_campaign(input_path, protocol=proto, seed=seed, walk_above=tier)
     claim = result.claim(policy, regime)
     if sequential:
         from evalkit.cli.gate_sequential import sequential_gate
