@@ -14,28 +14,9 @@ from evalkit.replay.policies.context import derived_seed
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.plan import (PLAN_FILE, freeze_plan, plan_sha256, read_plan, same_campaign,
                                  write_plan)
+from reliability_tools import TINY_CAMPAIGN
 
-TINY = """
-regime = "tiny"
-seeds = 2
-matched_random_draws = 2
-horizon_s = 240.0
-inner_step_s = 0.5
-h_min = 80
-h_max = 200
-[slo]
-e2e_s = 8.0
-[trace]
-generator = "square_wave"
-period_s = 60.0
-burst_s = 20.0
-quiet_rate = 2.0
-busy_rate = 10.0
-prompt_tokens = "lognormal:256,0.5"
-output_tokens = "lognormal:64,0.5"
-[[policies]]
-name = "wa"
-"""
+TINY = TINY_CAMPAIGN.format(seeds=2, draws=2)
 
 
 @pytest.fixture()

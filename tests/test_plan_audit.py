@@ -17,28 +17,9 @@ from evalkit.audit.protocol import load_protocol, parse_protocol
 from evalkit.cli.main import cli
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.plan import PLAN_FILE, read_plan
+from reliability_tools import TINY_CAMPAIGN
 
-CAMPAIGN = """
-regime = "tiny"
-seeds = 2
-matched_random_draws = 6
-horizon_s = 240.0
-inner_step_s = 0.5
-h_min = 80
-h_max = 200
-[slo]
-e2e_s = 8.0
-[trace]
-generator = "square_wave"
-period_s = 60.0
-burst_s = 20.0
-quiet_rate = 2.0
-busy_rate = 10.0
-prompt_tokens = "lognormal:256,0.5"
-output_tokens = "lognormal:64,0.5"
-[[policies]]
-name = "wa"
-"""
+CAMPAIGN = TINY_CAMPAIGN.format(seeds=2, draws=6)
 PLAN_CHECKS = ("plan_complete", "draws_as_planned", "plan_rules", "draws_phi_uniform",
                "like_for_like", "pre_registered")
 

@@ -117,6 +117,12 @@ def test_transfer_fraction_and_verdicts():
     assert res.transfer_ci_low <= 1.0 <= res.transfer_ci_high
     none = paired_transfer(harness, model(rng, mult=1.0, noise=0.1), n_boot=300, rng=5)
     assert not none.transferred and "did not transfer" in none.verdict
+    # the words follow the CI: across 1 "includes 1", wholly below 1 "lies below 1"
+    side = "lies below 1" if none.real.ci_high < 1 else "includes 1"
+    assert none.real.ci_low <= 1 and side in none.verdict
+    faster = paired_transfer(harness, model(rng, mult=0.6, noise=0.1), n_boot=300, rng=5)
+    assert faster.real.ci_high < 1 and not faster.transferred
+    assert "the real rho CI lies below 1" in faster.verdict and "includes 1" not in faster.verdict
 
 
 def test_fallback_stratifies_by_output_length():

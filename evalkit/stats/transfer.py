@@ -225,6 +225,8 @@ def effect_size_transfer(harness_requests, real_requests, mechanism: str = "sync
         verdict = "transferred: the real rho CI excludes 1"
     elif not np.isfinite(real.ci_low):
         verdict = "cannot be estimated: the real data form a single time block, no CI"
+    elif np.isfinite(real.ci_high) and real.ci_high < 1:
+        verdict = "did not transfer: the real rho CI lies below 1"
     else:
         verdict = "did not transfer: the real rho CI includes 1"
     return TransferResult(mechanism=mechanism, q=float(q), harness=harness, real=real,

@@ -546,6 +546,9 @@ def compare_sides(harness: RhoSide, real: RhoSide, mechanism: str = "sync", q: f
                    f" < {MIN_SEEDS}) for a CI over seeds")
     elif not np.isfinite(real.ci_low):
         verdict = "cannot be estimated: the real data form a single time block, no CI"
+    elif np.isfinite(real.ci_high) and real.ci_high < 1:
+        verdict = ("did not transfer: the real rho CI lies below 1 (requests in the windows "
+                   "were faster than the same requests without merges)" + weaker)
     else:
         verdict = "did not transfer: the real rho CI includes 1" + weaker
     return TransferComparison(
