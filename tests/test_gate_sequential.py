@@ -195,3 +195,12 @@ def test_until_decided_stops_early_and_the_gate_passes(tmp_path):
     assert not (runs / "seqdemo__no_sync__s10").exists()          # never ran
     gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
     assert gate.exit_code == 0 and "sequential PASS" in gate.output
+
+
+def test_the_futility_bound_defaults_to_the_protocols_smallest_effect():
+    from evalkit.audit.protocol import load_protocol
+    from evalkit.audit.sequential import protocol_min_effect
+
+    proto = load_protocol()
+    assert protocol_min_effect(proto) == proto.checks["gain_significant"].params["min_effect"]
+    assert protocol_min_effect(proto) == 0.005

@@ -167,3 +167,14 @@ def test_plan_power_from_the_fitted_twin(repo_root):
                    "--draws", "2", "--resamples", "100"])
     assert res.exit_code == 0, res.output
     assert "power plan for ewma (twin campaign twin_campaign.toml, 10 seeds)" in res.output
+
+
+def test_one_seed_is_never_significant():
+    # t = mean/se is undefined for one seed; its smallest attainable two-sided p is
+    # 2 / (m + 1), so no campaign of one seed and 3 draws can reach alpha = 0.05
+    rng = np.random.default_rng(7)
+    v = rng.lognormal(np.log(0.06), 0.3, (50, 1, 4))
+    v[:, :, 0] -= 0.05
+    p = permutation_p_batch(label_values_equal_m(v[..., 0], v[..., 1:]), 100,
+                            np.random.default_rng(1), "two-sided")
+    assert np.all(p >= 0.5 - 1e-12)

@@ -80,6 +80,13 @@ def _fmt(x: float) -> str:
     return "-inf" if x == -math.inf else "inf" if x == math.inf else f"{x:.4g}"
 
 
+def protocol_min_effect(protocol) -> float:
+    """The protocol's smallest effect of interest (``gain_significant.min_effect``, V units;
+    0 when the protocol sets none): the futility bound when none is given."""
+    spec = protocol.checks.get("gain_significant")
+    return float(spec.params.get("min_effect", 0.0)) if spec is not None else 0.0
+
+
 def planned_design(campaign) -> tuple[dict | None, list[int], str]:
     """(design, planned seed order, why not) from the runs directory's plan."""
     if not campaign.has_logs or campaign.runs_dir is None:

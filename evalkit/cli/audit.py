@@ -119,8 +119,9 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
         from evalkit.cli.gate_sequential import sequential_gate
 
         if min_effect is None:
-            spec = proto.checks.get("gain_significant")
-            min_effect = float(spec.params.get("min_effect", 0.0)) if spec is not None else 0.0
+            from evalkit.audit.sequential import protocol_min_effect
+
+            min_effect = protocol_min_effect(proto)
 
         sys.exit(sequential_gate(result, claim, proto, tier, min_effect, base is not None))
     from evalkit.cli.gate_sequential import fixed_gate_note

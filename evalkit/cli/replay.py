@@ -161,8 +161,9 @@ def _sim_intervals(spec, trace):
               help="--until-decided: stop after this many seeds (at most the plan's max_seeds)")
 @click.option("--batch", type=int, default=None,
               help="--until-decided: seeds per batch (default: the plan's batch)")
-@click.option("--min-effect", type=float, default=0.0, show_default=True,
-              help="--until-decided: smallest gain of interest (futility bound)")
+@click.option("--min-effect", type=float, default=None,
+              help="--until-decided: smallest gain of interest (futility bound; default: the "
+                   "protocol's gain_significant.min_effect)")
 def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_task,
               shard_spec, check, progress, break_lock, until_decided, max_seeds, batch,
               min_effect):

@@ -93,10 +93,11 @@ def _limits(camp, max_seeds: int | None, batch: int | None) -> tuple[int, int]:
 
 def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
                         batch: int | None = None, tier: str = "matched_budget",
-                        min_effect: float = 0.0, protocol=None, seed: int = 0,
+                        min_effect: float | None = None, protocol=None, seed: int = 0,
                         **sweep_kw) -> UntilDecidedSummary:
     """Sweep ``campaign`` batch by batch into ``runs_dir`` until every claim is decided.
 
+    ``min_effect``: the futility bound (default: the protocol's smallest effect of interest).
     ``sweep_kw`` go to :func:`evalkit.replay.sweep.run_campaign` (n_jobs, progress, ...).
     """
     from evalkit.audit import audit_campaign
@@ -109,6 +110,10 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
     limit, step = _limits(camp, max_seeds, batch)
     proto = load_protocol(protocol)
     proto.tier(tier)
+    if min_effect is None:
+        from evalkit.audit.sequential import protocol_min_effect
+
+        min_effect = protocol_min_effect(proto)
     order = list(camp.seeds)[:limit]
     jobs = plan_campaign(camp)
     summary = UntilDecidedSummary(runs_dir=Path(runs_dir), max_seeds=limit, batch=step)

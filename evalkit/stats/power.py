@@ -119,7 +119,8 @@ def permutation_p_batch(vals: np.ndarray, n_resamples: int, rng: np.random.Gener
         labels = np.column_stack([g.reshape(-1) for g in grids])
     else:
         labels = rng.integers(0, size, size=(n_resamples, n))
-    ge, le = _label_counts(vals, labels, studentized=size > 2)
+    # one seed has no se: t is undefined, and the raw sum orders its m + 1 label sets
+    ge, le = _label_counts(vals, labels, studentized=size > 2 and n >= 2)
     if exact:
         pg, pl = ge / labels.shape[0], le / labels.shape[0]
     else:
