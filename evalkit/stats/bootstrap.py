@@ -40,6 +40,16 @@ class BootstrapResult(ResultMixin):
         return self._distribution.copy()
 
 
+def _check_ci_args(confidence_level: float, n_resamples) -> None:
+    """The bootstrap CIs' shared input checks (a level in (0, 1), at least 100 resamples)."""
+    if not 0.0 < confidence_level < 1.0:
+        raise InputError(f"confidence_level must lie in (0, 1), got {confidence_level}",
+                         column="confidence_level", fix="use e.g. 0.95")
+    if int(n_resamples) < 100:
+        raise InputError(f"n_resamples = {n_resamples} is too few for a CI",
+                         column="n_resamples", fix="use at least 1000")
+
+
 def _apply(statistic, samples: np.ndarray) -> np.ndarray:
     """statistic over the last axis of (m, n) samples -> (m,); vectorised when supported."""
     try:
@@ -65,12 +75,7 @@ def bootstrap_ci(x, statistic=np.mean, n_resamples: int = 10_000,
     if method not in ("BCa", "percentile"):
         raise InputError(f"unknown bootstrap method {method!r}", column="method",
                          fix="use 'BCa' or 'percentile'")
-    if not 0.0 < confidence_level < 1.0:
-        raise InputError(f"confidence_level must lie in (0, 1), got {confidence_level}",
-                         column="confidence_level", fix="use e.g. 0.95")
-    if int(n_resamples) < 100:
-        raise InputError(f"n_resamples = {n_resamples} is too few for a CI",
-                         column="n_resamples", fix="use at least 1000")
+    _check_ci_args(confidence_level, n_resamples)
     gen = as_generator(rng)
     n, b = x.size, int(n_resamples)
     theta = float(statistic(x))
@@ -133,12 +138,7 @@ def percentile_t_ci(x, n_resamples: int = 2000, confidence_level: float = 0.95,
     is the sample's), which widens the interval rather than being dropped.
     """
     x = as_finite_1d(x, "x", min_size=2, what="per-seed values (seeds)")
-    if not 0.0 < confidence_level < 1.0:
-        raise InputError(f"confidence_level must lie in (0, 1), got {confidence_level}",
-                         column="confidence_level", fix="use e.g. 0.95")
-    if int(n_resamples) < 100:
-        raise InputError(f"n_resamples = {n_resamples} is too few for a CI",
-                         column="n_resamples", fix="use at least 1000")
+    _check_ci_args(confidence_level, n_resamples)
     gen = as_generator(rng)
     n, b = x.size, int(n_resamples)
     mean = float(x.mean())
