@@ -332,3 +332,44 @@ def test_other_files_exit_2_with_a_fix(tmp_path, report):
         assert r.exit_code == 2, (f, r.output)
         assert words in r.output, (f, r.output)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("how", ["from zero", "partly missing"])
+def test_targets_on_another_clock_fall_back_to_the_send_time(tmp_path, how):
+    """GuideLLM under load has written targeted starts as offsets from 0 beside Unix send
+    times: taken as they are, the run's times would be Unix timestamps (validate refuses
+    them).  The importer must take latency from the send, say so, and never mix clocks."""
+    raw = make_report(tmp_path / "ok.json")
+    b0 = raw["benchmarks"][0]
+    succ = b0["requests"]["successful"]
+    t_first = min(r["info"]["timings"]["request_start"] for r in succ)
+    for i, r in enumerate(succ):
+        t = r["info"]["timings"]
+        if how == "partly missing" and i < 2:
+            t["targeted_start"] = None
+        else:
+            t["targeted_start"] = t["targeted_start"] - t_first   # seconds from 0
+    p = tmp_path / "offclock.json"
+    p.write_text(json.dumps(raw))
+    b = read_guidellm(p)[0]
+    req = b.requests
+    assert any("not on the send times' clock" in n for n in b.notes), b.notes
+    assert not any(n.startswith("no targeted start times") for n in b.notes)
+    assert (req["arrival_s"] == req["sent_s"]).all()
+    assert req["sent_s"].min() == 0.0 and req["end_s"].max() < 60.0
+    runs = tmp_path / "runs"
+    r = CliRunner().invoke(cli, ["import", "guidellm", str(p), "--out", str(runs),
+                                 "--role", "no_sync", "--policy", "no_sync", "--seed", "1",
+                                 "--slo-e2e", "2", "--merge-duration", "1"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["validate", str(runs)])
+    assert r.exit_code == 0, r.output
+
+
+def test_targets_on_the_send_clock_are_kept(tmp_path):
+    """The control: the same report with honest Unix targets keeps them as arrivals."""
+    p = tmp_path / "ok.json"
+    make_report(p)
+    b = read_guidellm(p)[0]
+    assert not any("clock" in n for n in b.notes)
+    assert (b.requests["arrival_s"] < b.requests["sent_s"]).mean() > 0.9

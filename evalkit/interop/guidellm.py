@@ -150,6 +150,31 @@ def _row(req: dict, status: str, layout: str, where: str, i: int) -> dict:
                                           if status == "incomplete" else "errored"))}
 
 
+def _targets_on_the_send_clock(targeted: np.ndarray, sent: np.ndarray):
+    """Targeted starts, or none when they are not on the send times' clock.
+
+    A request may be sent late (the client fell behind), but never earlier than the
+    benchmark's first send minus the benchmark's whole span, nor after its last send: a
+    target outside that range is on another clock (GuideLLM has written offsets from 0
+    beside Unix send times under load).  Latency is then taken from the send, and a note
+    says so; a mix of clocks is never used.
+    """
+    have = ~np.isnan(targeted)
+    if not have.any():
+        return targeted, None
+    lo, hi = float(np.min(sent)), float(np.max(sent))
+    span = hi - lo
+    off = have & ((targeted < lo - span - 1.0) | (targeted > hi + 1.0))
+    if not off.any():
+        return targeted, None
+    gap = float(np.median(sent[off] - targeted[off]))
+    return np.full_like(targeted, np.nan), (
+        f"{int(off.sum())} of {int(have.sum())} targeted start times are not on the send "
+        f"times' clock (median {gap:.4g} s from their send, the benchmark spans "
+        f"{span:.4g} s): targeted starts ignored, arrival_s = sent_s and latency is from "
+        "the send (client-side queueing is not counted)")
+
+
 def _benchmark(b, k: int, where: str, incomplete: str) -> GuideLLMBenchmark | None:
     if not isinstance(b, dict) or not isinstance(b.get("requests"), dict):
         raise InputError(f"benchmarks[{k}] has no 'requests' breakdown", file=where,
@@ -197,12 +222,15 @@ def _benchmark(b, k: int, where: str, incomplete: str) -> GuideLLMBenchmark | No
                          file=where, column=f"benchmarks[{k}].requests.{df['status'][i]}",
                          fix=FIX)
     targeted = df["targeted"].to_numpy(dtype=float)
+    targeted, clock_note = _targets_on_the_send_clock(targeted, sent)
+    if clock_note:
+        notes.append(clock_note)
     arrival = np.where(np.isnan(targeted), sent, np.minimum(targeted, sent))
     early = int(np.sum(targeted > sent + 1e-6))
     if early:
         notes.append(f"{early} requests started before their targeted start; their arrival "
                      "is taken as the send time")
-    if np.isnan(targeted).all():
+    if np.isnan(targeted).all() and not clock_note:
         notes.append("no targeted start times: arrival_s = sent_s, latency from the send")
     first, end = df["first"].to_numpy(dtype=float), df["end"].to_numpy(dtype=float)
     late = ok & ((first < sent - 1e-6) | (end < first - 1e-6))
