@@ -51,3 +51,14 @@ def test_demo_figures_are_at_least_150_dpi(demo_report):
     for png in pngs:
         dpi, width = _png_dpi(png)
         assert dpi >= MIN_DPI - 0.5 and width >= 600, (png.name, dpi, width)
+
+
+@pytest.mark.slow
+def test_demo_audit_keeps_every_recorded_field(demo_report):
+    """The demo's audit.json keeps every field of tests/golden/demo.audit.json, apart from
+    what a fresh sweep takes from the clock and the host."""
+    from tests.golden.compare import changed_fields, golden_path, without_wall_clock
+    out, _ = demo_report
+    new = json.loads((out / "report" / "audit.json").read_text())
+    diff = changed_fields(without_wall_clock(json.loads(golden_path("demo").read_text())), new)
+    assert not diff, "\n".join(diff[:20])
