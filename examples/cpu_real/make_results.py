@@ -208,8 +208,7 @@ def drift_sentence(summary: pd.DataFrame, aud: dict) -> str:
         return (f"In the runs below every merging run's trainer step rate is within "
                 f"{tol:.0%} of its seed's no-sync run.")
     worst = m.loc[rel.idxmax()]
-    return (f"Seed-by-seed execution narrows that drift but does not remove it: in the runs "
-            f"below {over} of {len(rel)} merging runs have a trainer step rate more than "
+    return (f"In the runs below {over} of {len(rel)} merging runs have a trainer step rate more than "
             f"{tol:.0%} away from their seed's no-sync run (median {rel.median():.0%}, up to "
             f"{rel.max():.0%}: {worst['run_id']}, {worst['step_rate']:.2f} against "
             f"{ns[worst['seed']]:.2f} steps/s), so the audit's `load_match` check fails for "
@@ -266,6 +265,116 @@ def fit_lines(fit: dict) -> list[str]:
     return out
 
 
+def campaign_settings(base: Path) -> dict:
+    return tomllib.loads((base / "campaign.toml").read_text())
+
+
+def run_metas(runs: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(runs.glob("*/run.json"))]
+
+
+def _range(xs, fmt: str = "{:.2f}") -> str:
+    xs = sorted(xs)
+    med = xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+    return f"median {fmt.format(med)} (range {fmt.format(xs[0])}–{fmt.format(xs[-1])})"
+
+
+def order_sentence(metas: list[dict]) -> str:
+    """How the sweep ordered the runs, from each run.json's run_order."""
+    orders = [m.get("run_order") for m in metas]
+    if not all(isinstance(o, dict) for o in orders):
+        return "Some runs carry no `run_order`: the execution order is not recorded."
+    pos = {m["run_id"]: m["run_order"]["position"] for m in metas}
+    by_ref = {(m["seed"], m["policy"]): pos[m["run_id"]] for m in metas
+              if m.get("role") == "policy"}
+    before = [by_ref.get((m["seed"], m.get("matched_to"))) for m in metas
+              if m.get("role") == "matched_random"]
+    draws = [pos[m["run_id"]] for m in metas if m.get("role") == "matched_random"]
+    known = [(b, d) for b, d in zip(before, draws) if b is not None]
+    first = sum(b < d for b, d in known)
+    gaps = [abs(d - b) for b, d in known]
+    o = orders[0]
+    blocks: dict = {}
+    for m in metas:
+        blocks.setdefault(m["seed"], set()).add(m["run_order"]["block"])
+    layout = ("one block per seed" if all(len(b) == 1 for b in blocks.values())
+              and len({next(iter(b)) for b in blocks.values()}) == len(blocks)
+              else "blocks that mix seeds")
+    return (f"`evalkit sweep --jobs 1` ran the {o['runs']} planned runs as {o['blocks']} blocks "
+            f"({layout}), the order of the blocks "
+            f"and of the runs inside each drawn from the campaign (order seed "
+            f"{o['order_seed']}), recorded in every run.json's `run_order`. A draw ran after "
+            f"its policy run in {first} of {len(known)} cases (a draw needs its policy run's "
+            f"K) and at most {max(gaps) if gaps else 0} runs away from it.")
+
+
+def load_sentence(metas: list[dict], summary: pd.DataFrame) -> str:
+    """The host load measured in every run: the start probe and the trainer's step rate."""
+    hl = [m["run_order"]["host_load"] for m in metas
+          if isinstance((m.get("run_order") or {}).get("host_load"), dict)]
+    s = summary[summary["complete"]]
+    rates = s["step_rate"].dropna().tolist()
+    parts = []
+    if hl:
+        parts.append("1-minute load average at the start of each run "
+                     + _range([h["load_1m"] for h in hl]))
+        parts.append("a CPU probe (a fixed loop) at the start of each run took "
+                     + _range([1000 * h["probe_s"] for h in hl], "{:.1f}") + " ms")
+    if rates:
+        parts.append("the trainer's inner step rate over each run " + _range(rates)
+                     + " steps/s")
+    if not parts:
+        return "No host load was recorded in these runs."
+    return "Host load, measured in every run: " + "; ".join(parts) + "."
+
+
+def pilot_lines(base: Path) -> list[str]:
+    """What `evalkit plan power` chose from the pilot (its JSON, committed beside the pilot)."""
+    path = base.parent / "cpu_real_pilot" / "power.json"
+    if not path.exists():
+        return []
+    pw = json.loads(path.read_text())
+    return [f"The number of seeds: `evalkit plan power` on the pilot "
+            f"(`{path.parent.relative_to(ROOT)}/`, {pw.get('pilot_summary', 'its runs')}) — "
+            + pw.get("chosen", "see power.json") + "."]
+
+
+def design_lines(base: Path, summary: pd.DataFrame, real: dict) -> list[str]:
+    camp = campaign_settings(base)
+    tr, n_seeds = camp["trace"], summary["seed"].nunique()
+    draws = {p["name"]: p.get("draws", camp["matched_random_draws"]) for p in camp["policies"]}
+    s = summary[summary["complete"]]
+    metas = run_metas(base / "runs")
+    minutes, t0, t1 = wall_minutes(base / "runs")
+    reg = real.get("pre_registration") or {}
+    per_seed = ", ".join(f"{n} + {d} matched-random draw{'s' if d != 1 else ''} of {n}"
+                         for n, d in draws.items())
+    return [
+        f"`{REL}/campaign.toml`: torch backend on CPU — 2 DiLoCo learner processes (tiny "
+        "Qwen2-shaped model, real AdamW inner steps, real outer merges: pseudo-gradient "
+        "all-reduce over gloo, outer Nesterov SGD, each merge padded with real all-reduce "
+        f"traffic to D = {camp['merge_duration_s']:g} s) next to the torch serving sidecar "
+        "(continuous batching, max_batch "
+        f"{camp['backend']['config']['max_batch']}) and the open-loop client; one warm rig for "
+        f"all runs. {n_seeds} seeds × (no-sync, {per_seed}) = {len(summary)} runs of a "
+        f"{camp['horizon_s']:g} s horizon, square-wave bursts ({tr['burst_s']:g} s at "
+        f"{tr['busy_rate']:g} req/s every {tr['period_s']:g} s, {tr['quiet_rate']:g} req/s "
+        f"between; a new realisation per seed), end-to-end SLO {camp['slo']['e2e_s']:g} s. "
+        f"Requests per run: " + _range(s["n_requests"].tolist(), "{:.0f}") + ".",
+        "",
+        *pilot_lines(base),
+        "",
+        f"Pre-registration: {reg.get('text', 'none recorded')} — the plan (`runs/plan.json`) "
+        "was frozen before the first run; the sweep followed it and stamped its hash into "
+        "every run.",
+        "",
+        f"Execution: runs were written from {t0} to {t1} ({minutes:.1f} min, one warm rig) on a "
+        "2-core machine that other work shared at the lowest CPU priority. "
+        + order_sentence(metas) + " " + load_sentence(metas, summary) + " "
+        + drift_sentence(summary, real),
+    ]
+
+
 def render(base: Path) -> str:
     real = json.loads((base / "audit_real.json").read_text())
     side = json.loads((base / "audit_side_by_side.json").read_text())
@@ -287,28 +396,7 @@ def render(base: Path) -> str:
         "",
         "## Design",
         "",
-        f"`{REL}/campaign.toml`: torch backend on CPU — 2 DiLoCo learner processes (tiny "
-        "Qwen2-shaped model, real AdamW inner steps, real outer merges: pseudo-gradient "
-        "all-reduce over gloo, outer Nesterov SGD, each merge padded with real all-reduce "
-        "traffic to D = 1.5 s) next to the torch serving sidecar (continuous batching, "
-        "max_batch 8) and the open-loop client; one warm rig for all runs. "
-        f"{n_seeds} seeds × (no-sync, ewma, 2 matched-random draws of ewma, fixed_h, 1 draw "
-        f"of fixed_h) = {len(summary)} runs of a 20 s horizon, square-wave bursts (3 s at "
-        "7 req/s every 10 s, 1.5 req/s between; a new realisation per seed), end-to-end "
-        "SLO 0.5 s.",
-        "",
-        f"It ran on a **shared 2-core machine**: other jobs used the same two cores throughout "
-        f"(load average 5–14), so serving speed drifted between runs. Runs were written from "
-        f"{t0} to {t1} ({minutes:.1f} min for the whole campaign, one warm rig), seed by seed "
-        f"(`{REL}/run_campaign.py`): each seed's six runs back to back.",
-        "",
-        "Why seed by seed: a first run of this campaign with `evalkit sweep` (commit "
-        "db62aa3) executed every seed's no-sync and policy runs before any matched-random "
-        "draw, so the draws ran 10–20 minutes later on a busier machine (trainer step rate "
-        "8.3 against 10.6 steps/s in the policy runs); the draws' V averaged 0.45 against "
-        "0.22 for the policy runs, and fixed_h \"beat\" its random draws in 10/10 seeds "
-        "(p = 0.002) — a host-load artifact, flagged only by the audit's load-match check. "
-        + drift_sentence(summary, real),
+        *design_lines(base, summary, real),
         "",
         "## Per seed (evalkit summarize)",
         "",
@@ -404,7 +492,8 @@ def render(base: Path) -> str:
         "## Reproduce",
         "",
         "```",
-        f"python {REL}/run_campaign.py    # the real campaign, seed by seed (~22 min)",
+        f"evalkit plan freeze {REL}/campaign.toml --out {REL}/runs/plan.json",
+        f"evalkit sweep {REL}/campaign.toml --out {REL}/runs --jobs 1   # ~{minutes:.0f} min",
         f"python {REL}/make_results.py    # audit, twin fit, twin harness, RESULTS.md",
         "```",
         "",
