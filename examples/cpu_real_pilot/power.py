@@ -52,8 +52,10 @@ def main() -> int:
                    str(runs), "--policy", "ewma", "--gain", str(gain), "--draws", str(m),
                    "--max-seeds", "40", "--reps", "200", "--resamples", "200",
                    "--json", str(out)]
-            print("$ evalkit " + " ".join(cmd[3:]), file=sys.stderr, flush=True)
+            print("$ evalkit " + " ".join(cmd[3:]).replace(tmp, "RESCORED_PILOT"),
+                  file=sys.stderr, flush=True)
             printed = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            printed = printed.replace(tmp, "RESCORED_PILOT")     # no temporary paths kept
             print(printed, flush=True)
             plan = json.loads(out.read_text())
             row = next(r for r in plan["rows"] if r["m"] == m)
