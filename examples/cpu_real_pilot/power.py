@@ -2,10 +2,8 @@
 
     python examples/cpu_real_pilot/power.py     # writes examples/cpu_real_pilot/power.json
 
-The pilot ran under the SLO it was planned with; the campaign scores requests against the
-SLO in examples/cpu_real/campaign.toml.  The SLO only scores a run (neither ewma nor its
-matched-random draws read it), so the pilot is re-scored at the campaign's SLO in a
-temporary copy (run.json's `slo` rewritten there, nothing else) before the power analysis.
+The pilot runs the campaign's design (rig, trace, corridor, SLO) on its own seeds.  Its
+run.json SLO is checked against the campaign's, and the power analysis stops if they differ.
 For each gain of interest `evalkit plan power` gives the seeds a fixed design with the
 campaign's draws per seed needs for 80% power; the campaign takes the smallest gain whose
 seed count fits the run budget, or the budget when none does (and says so).
@@ -14,7 +12,6 @@ seed count fits the run budget, or the budget when none does (and says so).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,13 +27,12 @@ MIN_SEEDS = 8           # the fewest the evidence keeps: the twin's leave-one-se
                         # the sign-flip test of fixed_h's single draw (min p 2/2^8 = 0.0078)
 
 
-def rescored_copy(dest: Path, e2e_s: float) -> Path:
-    runs = dest / "runs"
-    shutil.copytree(HERE / "runs", runs)
+def pilot_runs(e2e_s: float) -> Path:
+    runs = HERE / "runs"
     for meta in runs.glob("*/run.json"):
-        d = json.loads(meta.read_text())
-        d["slo"] = dict(d["slo"], e2e_s=e2e_s)
-        meta.write_text(json.dumps(d, indent=2, sort_keys=True) + "\n")
+        slo = json.loads(meta.read_text())["slo"]["e2e_s"]
+        if slo != e2e_s:
+            raise SystemExit(f"{meta}: the pilot's SLO {slo} s is not the campaign's {e2e_s} s")
     return runs
 
 
@@ -45,17 +41,16 @@ def main() -> int:
     e2e, m = float(camp["slo"]["e2e_s"]), int(camp["matched_random_draws"])
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        runs = rescored_copy(Path(tmp), e2e)
+        runs = pilot_runs(e2e)
         for gain in GAINS:
             out = Path(tmp) / f"power-{gain}.json"
             cmd = [sys.executable, "-m", "evalkit.cli.main", "plan", "power", "--pilot",
                    str(runs), "--policy", "ewma", "--gain", str(gain), "--draws", str(m),
                    "--max-seeds", "40", "--reps", "200", "--resamples", "200",
                    "--json", str(out)]
-            print("$ evalkit " + " ".join(cmd[3:]).replace(tmp, "RESCORED_PILOT"),
-                  file=sys.stderr, flush=True)
+            print("$ evalkit " + " ".join(cmd[3:]), file=sys.stderr, flush=True)
             printed = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            printed = printed.replace(tmp, "RESCORED_PILOT")     # no temporary paths kept
+            printed = printed.replace(tmp, "TMP").replace(str(ROOT) + "/", "")
             print(printed, flush=True)
             plan = json.loads(out.read_text())
             row = next(r for r in plan["rows"] if r["m"] == m)
@@ -83,8 +78,7 @@ def main() -> int:
                   + ", ".join(f"{r['gain']:g}: {r['power_at_budget']:.2f}" for r in rows)
                   + "), so the campaign is underpowered for gains that small")
     pilot = [json.loads(p.read_text()) for p in sorted((HERE / "runs").glob("*/run.json"))]
-    summary = (f"{len(pilot)} runs, seeds {sorted({p['seed'] for p in pilot})}, re-scored at "
-               f"the campaign's SLO {e2e:g} s")
+    summary = f"{len(pilot)} runs, seeds {sorted({p['seed'] for p in pilot})}"
     (HERE / "power.json").write_text(json.dumps(
         {"campaign": str(CAMPAIGN.relative_to(ROOT)), "slo_e2e_s": e2e, "draws_per_seed": m,
          "max_seeds": MAX_SEEDS, "gains": rows, "seeds": seeds, "chosen": chosen,
