@@ -167,16 +167,19 @@ def oracle_intervals(run_dir: Path, name: str | None = None) -> tuple[pd.DataFra
     return req, meta
 
 
-def resolve_inputs(spec: ReplaySpec, runs_dir, *, k_from: str | None = None,
-                   intervals_from: str | None = None) -> tuple[ReplaySpec, dict]:
+def resolve_inputs(spec: ReplaySpec, runs_dir, *, k_from: str | Path | None = None,
+                   intervals_from: str | Path | None = None,
+                   trace=None) -> tuple[ReplaySpec, dict]:
     """``spec`` completed from the recorded runs it depends on, and the run.json
     ``settings.requested`` entries that say where they came from.
 
     ``k_from``: the run (a name inside ``runs_dir``, or a path) whose observed K becomes
     ``spec.reference_k``; a matched-random spec is wired to it (``matched_to``: that run's
     policy label, unless already set; ``draw`` 0 unless set).  ``intervals_from``: the
-    no-sync run whose request intervals an oracle policy sees (``spec.future_requests``).
-    Raises :class:`MissingInput` when one of them is missing or failed.
+    no-sync run whose request intervals an oracle policy sees (``spec.future_requests``);
+    it must have replayed ``trace`` (when given) with ``spec.seed``.
+    Raises :class:`MissingInput` when one of them is missing or failed, and
+    :class:`~evalkit.errors.InputError` when the no-sync run is of another trace or seed.
     """
     runs_dir = Path(runs_dir)
     extra: dict = {}
@@ -189,9 +192,28 @@ def resolve_inputs(spec: ReplaySpec, runs_dir, *, k_from: str | None = None,
                 else str(meta["policy"]), draw=0 if spec.draw is None else spec.draw)
     if intervals_from is not None:
         iv, meta = oracle_intervals(runs_dir / intervals_from, str(intervals_from))
+        _check_same_replay(meta, spec, trace, runs_dir / intervals_from)
         spec = dataclasses.replace(spec, future_requests=iv)
         extra["oracle_intervals_from"] = str(meta["run_id"])
     return spec, extra
+
+
+def _check_same_replay(meta: dict, spec: ReplaySpec, trace, run_dir: Path) -> None:
+    """The no-sync run an oracle reads replayed this trace with this seed."""
+    problems = []
+    if meta.get("role") != "no_sync":
+        problems.append(("role", f"its role is {meta.get('role')!r}, not 'no_sync'"))
+    if meta.get("seed") is not None and int(meta["seed"]) != int(spec.seed):
+        problems.append(("seed", f"it ran seed {meta['seed']}, this replay seed {spec.seed}"))
+    sha = meta.get("trace_realisation")
+    if trace is not None and sha is not None and sha != trace.sha256:
+        problems.append(("trace_realisation", f"it replayed trace {str(sha)[:12]}, this "
+                                              f"replay trace {str(trace.sha256)[:12]}"))
+    if problems:
+        key, why = problems[0]
+        raise InputError(f"no-sync run {run_dir.name} cannot give this replay's oracle "
+                         f"intervals: {why}", file=str(run_dir / "run.json"), column=key,
+                         fix="pass the no-sync run recorded with the same trace and seed")
 
 
 # ----------------------------------------------------------------------------- jobs
@@ -256,16 +278,16 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
         return JobOutcome(job.run_id, "skipped")
     try:
         spec, policy, params, label = job_spec(camp, job)
+        trace = build_trace(camp, job.seed)
         try:
             spec, extra = resolve_inputs(spec, runs_dir, k_from=job.k_from_run,
-                                         intervals_from=job.intervals_from_run)
+                                         intervals_from=job.intervals_from_run, trace=trace)
         except MissingInput as exc:
             return JobOutcome(job.run_id, "blocked", exc.message, time.perf_counter() - t0)
         extra["campaign_fingerprint"] = fp
         if plan_hash is not None:
             extra["plan_sha256"] = plan_hash
         extra["campaign"] = _portable_path(camp.path) if camp.path else None
-        trace = build_trace(camp, job.seed)
         res = run_one(spec, trace, policy, runs_dir, policy_params=params, policy_label=label,
                       extra_requested=extra, extra_meta=_order_meta(job))
     except InputError as exc:
