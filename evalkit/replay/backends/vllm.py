@@ -26,7 +26,8 @@ from evalkit.errors import InputError
 from evalkit.replay.spec import RunOutput
 
 from .torch import prepare
-from .torch.coordinator import Server, check_model, run_replay, wait_healthy
+from .torch.coordinator import run_replay
+from .torch.health import Server, check_model, wait_healthy
 from .torch.procs import Managed, free_port
 
 

@@ -17,7 +17,8 @@ from evalkit.errors import InputError
 from evalkit.replay.spec import RunOutput
 
 from .config import resolve
-from .coordinator import Server, run_replay
+from .coordinator import run_replay
+from .health import Server
 from .procs import Managed, free_port, port_in_use
 from .rig import close_rig, current_rig
 
