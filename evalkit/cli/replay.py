@@ -90,7 +90,7 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
             raise InputError(f"--sim-params is a sim backend setting, but --backend is "
                              f"{backend!r}", column="--sim-params",
                              fix="use --backend sim, or drop --sim-params")
-        from evalkit.replay.twin import twin_backend_config
+        from evalkit.replay.backends.sim.twin import twin_backend_config
         spec.backend_config = twin_backend_config(sim_params, spec.backend_config)
     if reference is None and role == "matched_random" and "k" not in kv:
         raise InputError("matched_random needs K", column="--reference",

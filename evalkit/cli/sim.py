@@ -49,9 +49,9 @@ def _plain(obj):
 def fit_cmd(runs_dir, out, report, regime, n_boot, seed, n_sims, progress):
     """Fit the sim backend's twin to the real runs in RUNS_DIR (one regime)."""
     from evalkit import __version__
-    from evalkit.replay.backends.sim_fit_check import fit_report
-    from evalkit.replay.backends.sim_fit_data import load_real_runs
-    from evalkit.replay.twin import Twin
+    from evalkit.replay.backends.sim.fit_check import fit_report
+    from evalkit.replay.backends.sim.fit_data import load_real_runs
+    from evalkit.replay.backends.sim.twin import Twin
 
     if n_boot < 20:
         raise InputError(f"--bootstrap must be >= 20, got {n_boot}", column="--bootstrap",
