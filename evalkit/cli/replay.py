@@ -1,4 +1,8 @@
-"""CLI commands: ``evalkit replay`` (one run), ``evalkit sweep`` (a campaign), ``evalkit demo``."""
+"""CLI commands: ``evalkit replay`` (one run), ``evalkit sweep`` (a campaign), ``evalkit demo``.
+
+The replay layer (numpy, pandas, pyarrow) is imported inside the commands, so
+``evalkit --help`` stays fast.
+"""
 
 from __future__ import annotations
 

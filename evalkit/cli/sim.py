@@ -1,4 +1,7 @@
-"""CLI: ``evalkit sim fit REAL_RUNS --out twin.toml [--report fit.json]``."""
+"""CLI: ``evalkit sim fit REAL_RUNS --out twin.toml [--report fit.json]``.
+
+The fit (numpy, scipy, pandas) is imported inside the command, so ``evalkit --help`` stays fast.
+"""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 
 from evalkit.errors import InputError
+from evalkit.replay.policies import POLICIES
 from evalkit.replay.spec import RunOutput
 
 from .torch import prepare
@@ -88,7 +89,6 @@ def refuse_blind_policy(policy, signals: dict) -> None:
     needs = tuple(getattr(policy, "requires_signals", ()) or ())
     if not needs or signals["available"]:
         return
-    from evalkit.replay.policies import POLICIES
     blind = [n for n, c in POLICIES.items() if not c.requires_signals]
     where = signals.get("metrics_url") or "the server"
     raise InputError(
