@@ -153,26 +153,24 @@ def _die(camp, job, runs_dir):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_a_worker_killed_under_a_job_fails_it_with_worker_lost(tmp_path, monkeypatch):
+def test_a_worker_killed_under_a_job_fails_it_with_worker_lost(tmp_path):
     """In process: the future of the job a killed worker was on, and every later submit,
     raise WorkerLost (an InputError: exit 2) naming the worker, the signal and the run."""
     from evalkit.errors import InputError
-    from evalkit.replay import sweep
     from evalkit.replay.campaign import load_campaign, plan_campaign
     from evalkit.replay.executors import PoolExecutor, WorkerLost
     from reliability_tools import write_campaign
 
     camp = load_campaign(write_campaign(tmp_path, draws=0))
     job = plan_campaign(camp)[0]
-    monkeypatch.setattr(sweep, "execute_job", _die)      # inherited by the forked workers
-    ex = PoolExecutor(camp, 1)
+    ex = PoolExecutor(camp, 1, worker=_die)
     try:
-        fut = ex.submit(sweep.execute_job, camp, job, tmp_path / "runs")
+        fut = ex.submit(_die, camp, job, tmp_path / "runs")
         exc = fut.exception(timeout=60)
         assert isinstance(exc, WorkerLost) and isinstance(exc, InputError)
         assert "was killed by signal 9 (SIGKILL)" in exc.message
         assert f"while running {job.run_id}" in exc.message and "resume" in exc.fix
         with pytest.raises(WorkerLost):
-            ex.submit(sweep.execute_job, camp, job, tmp_path / "runs")
+            ex.submit(_die, camp, job, tmp_path / "runs")
     finally:
         ex.shutdown()

@@ -16,7 +16,7 @@ from evalkit.errors import InputError  # noqa: E402
 from evalkit.replay.backends.torch import client as cl  # noqa: E402
 from evalkit.replay.backends.torch import (close_rig, current_rig, prepare, replay,  # noqa: E402
                                            start_sidecar)
-from evalkit.replay.backends.torch.coordinator import check_model, wait_healthy  # noqa: E402
+from evalkit.replay.backends.torch.health import check_model, wait_healthy  # noqa: E402
 from evalkit.replay.backends.torch.procs import pid_alive  # noqa: E402
 from evalkit.replay.policies.base import Decision, Policy  # noqa: E402
 from evalkit.replay.spec import ReplaySpec  # noqa: E402
@@ -143,7 +143,7 @@ def test_metrics_and_models_endpoints(sidecar):
     assert after["vllm:generation_tokens_total"] == 0.0      # counters zeroed
     assert after["evalkit:engine_resets_total"] >= 1.0
     asyncio.run(check_model(sidecar))
-    from evalkit.replay.backends.torch.coordinator import Server
+    from evalkit.replay.backends.torch.health import Server
     with pytest.raises(InputError, match="not served"):
         asyncio.run(check_model(Server(sidecar.base_url, "no-such-model", "endpoint")))
 

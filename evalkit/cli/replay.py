@@ -1,4 +1,8 @@
-"""CLI commands: ``evalkit replay`` (one run), ``evalkit sweep`` (a campaign), ``evalkit demo``."""
+"""CLI commands: ``evalkit replay`` (one run), ``evalkit sweep`` (a campaign), ``evalkit demo``.
+
+The replay layer (numpy, pandas, pyarrow) is imported inside the commands, so
+``evalkit --help`` stays fast.
+"""
 
 from __future__ import annotations
 
@@ -52,6 +56,9 @@ def _load_trace(path: Path, fmt: str | None):
 @click.option("--slo-e2e-s", type=float, default=8.0, show_default=True)
 @click.option("--reference", type=click.Path(path_type=Path), default=None,
               help="matched_random / calibrated_offline: run directory whose observed K to use")
+@click.option("--no-sync-run", "no_sync_run", type=click.Path(path_type=Path), default=None,
+              help="oracle policies (calibrated_offline): the recorded no-sync run of the same "
+                   "trace and seed, whose request intervals the oracle sees")
 @click.option("--endpoint", default=None, help="vllm backend: URL of a running OpenAI server")
 @click.option("--model", "served_model", default=None, help="vllm backend: served model name")
 @click.option("--serve-vllm", "serve_vllm", default=None,
@@ -59,12 +66,12 @@ def _load_trace(path: Path, fmt: str | None):
 def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_cfg, out,
                regime, run_id, horizon_s, merge_duration_s, inner_step_s, h_min, h_max,
                slo_e2e_s, reference, endpoint=None, served_model=None, serve_vllm=None,
-               sim_params=None):
+               sim_params=None, no_sync_run=None):
     """Replay one trace under one policy and write a run directory into OUT."""
+    from evalkit.replay.job import resolve_inputs
     from evalkit.replay.policies import get_policy, parse_param
-    from evalkit.replay.runner import k_observed, run_one
+    from evalkit.replay.runner import run_one
     from evalkit.replay.spec import ReplaySpec
-    from evalkit.runlog.io import read_meta, read_table
 
     trace = _load_trace(trace_path, trace_format)
     kv = dict(parse_param(p) for p in params)
@@ -87,26 +94,15 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
             raise InputError(f"--sim-params is a sim backend setting, but --backend is "
                              f"{backend!r}", column="--sim-params",
                              fix="use --backend sim, or drop --sim-params")
-        from evalkit.replay.twin import twin_backend_config
+        from evalkit.replay.backends.sim.twin import twin_backend_config
         spec.backend_config = twin_backend_config(sim_params, spec.backend_config)
-    if reference is not None:
-        meta = read_meta(reference)
-        if not meta.get("complete"):
-            raise InputError("reference run is incomplete", file=str(reference),
-                             fix="rerun the reference first")
-        spec.reference_k = int(meta.get("k_observed", k_observed(
-            read_table(reference, "requests"), read_table(reference, "merges"),
-            float(meta["horizon_s"]), float(meta["merge_duration_s"]))))
-        spec.reference_run_id = meta["run_id"]
-        if role == "matched_random":
-            spec.matched_to = meta["policy"]
-            spec.draw = 0
-    elif role == "matched_random" and "k" not in kv:
+    if reference is None and role == "matched_random" and "k" not in kv:
         raise InputError("matched_random needs K", column="--reference",
                          fix="pass --reference RUN_DIR (its observed K) or --param k=K")
-    extra = {}
-    if pol.oracle:
-        spec.future_requests, extra["oracle_intervals_from"] = _sim_intervals(spec, trace)
+    _check_no_sync_run(pol, no_sync_run)
+    # the same resolution as a sweep's job (evalkit.replay.job): paths as given
+    spec, extra = resolve_inputs(spec, Path(), k_from=reference, intervals_from=no_sync_run,
+                                 trace=trace)
     res = run_one(spec, trace, pol, out, policy_label=policy, extra_requested=extra)
     state = "complete" if res.complete else f"INCOMPLETE ({(res.error or '').splitlines()[0]})"
     click.echo(f"{res.path}: {state}, K observed = {res.k_observed}")
@@ -114,21 +110,17 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
         sys.exit(EXIT_BAD_INPUT)
 
 
-def _sim_intervals(spec, trace):
-    """Oracle request intervals from an in-memory no-sync sim replay of the same seed."""
-    import dataclasses
-
-    import numpy as np
-
-    from evalkit.replay.backends import sim
-    from evalkit.replay.policies import get_policy
-
-    ns = dataclasses.replace(spec, role="no_sync", backend="sim",
-                             backend_config=spec.backend_config if spec.backend == "sim" else {})
-    out = sim.replay(ns, trace, get_policy("no_sync"))
-    req = out.requests[["arrival_s", "end_s"]].copy()
-    req["end_s"] = req["end_s"].fillna(np.inf)
-    return req, "in-memory no-sync sim replay, same seed"
+def _check_no_sync_run(pol, no_sync_run) -> None:
+    """An oracle needs the recorded no-sync run (as in a sweep); any other policy takes none."""
+    if pol.oracle and no_sync_run is None:
+        raise InputError(f"{pol.name} is an oracle: it plans on the request intervals of the "
+                         "recorded no-sync run of the same trace and seed, and none was given",
+                         column="--no-sync-run",
+                         fix="record it first (evalkit replay --policy no_sync with the same "
+                             "trace, seed and settings) and pass --no-sync-run RUN_DIR")
+    if not pol.oracle and no_sync_run is not None:
+        raise InputError(f"--no-sync-run is for oracle policies; {pol.name} is not one",
+                         column="--no-sync-run", fix="drop --no-sync-run")
 
 
 @click.command("sweep")

@@ -1,4 +1,7 @@
-"""CLI: ``evalkit sim fit REAL_RUNS --out twin.toml [--report fit.json]``."""
+"""CLI: ``evalkit sim fit REAL_RUNS --out twin.toml [--report fit.json]``.
+
+The fit (numpy, scipy, pandas) is imported inside the command, so ``evalkit --help`` stays fast.
+"""
 
 from __future__ import annotations
 
@@ -49,9 +52,9 @@ def _plain(obj):
 def fit_cmd(runs_dir, out, report, regime, n_boot, seed, n_sims, progress):
     """Fit the sim backend's twin to the real runs in RUNS_DIR (one regime)."""
     from evalkit import __version__
-    from evalkit.replay.backends.sim_fit_check import fit_report
-    from evalkit.replay.backends.sim_fit_data import load_real_runs
-    from evalkit.replay.twin import Twin
+    from evalkit.replay.backends.sim.fit_check import fit_report
+    from evalkit.replay.backends.sim.fit_data import load_real_runs
+    from evalkit.replay.backends.sim.twin import Twin
 
     if n_boot < 20:
         raise InputError(f"--bootstrap must be >= 20, got {n_boot}", column="--bootstrap",

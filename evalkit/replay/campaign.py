@@ -48,6 +48,7 @@ TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
             "slo", "trace", "backend", "policies", "design"}
 DESIGN_KEYS = {"kind", "max_seeds", "batch"}
+DESIGN_KINDS = ("fixed", "sequential")
 SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
 TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort",
                    "seed_stride_s"}
@@ -253,7 +254,7 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
     if "sim_params" in backend:
         backend_config = _twin_config(path, text, backend, backend_name, backend_config)
     if backend_name == "sim":
-        from evalkit.replay.backends.sim_model import SimConfig
+        from evalkit.replay.backends.sim.model import SimConfig
         try:
             SimConfig.from_dict(backend_config)
         except InputError as exc:
@@ -338,8 +339,6 @@ def _parse_design(table, path, text, n_seeds: int) -> dict:
         raise _err(path, text, "design", "[design] must be a table",
                    'write [design] kind = "fixed"')
     _unknown(path, text, table, DESIGN_KEYS, "design")
-    from evalkit.runlog.plan import DESIGN_KINDS
-
     kind = table.get("kind", "fixed")
     if kind not in DESIGN_KINDS:
         raise _err(path, text, "kind", f"design kind must be 'fixed' or 'sequential', got "
@@ -360,7 +359,7 @@ def _parse_design(table, path, text, n_seeds: int) -> dict:
 
 def _twin_config(path, text, backend: dict, backend_name: str, config: dict) -> dict:
     """``[backend] sim_params``: the twin's settings under ``config``, with its sha256."""
-    from evalkit.replay.twin import twin_backend_config
+    from evalkit.replay.backends.sim.twin import twin_backend_config
 
     twin = backend["sim_params"]
     if backend_name != "sim" or not isinstance(twin, str):

@@ -1,8 +1,11 @@
-"""Executors for :func:`evalkit.replay.sweep.run_campaign`.
+"""Executors for :func:`evalkit.replay.sweep.run_campaign` (they know the job, not the sweep).
 
 An executor is any object with ``submit(fn, *args) -> concurrent.futures.Future`` and
 ``shutdown()``; the scheduler calls ``submit(execute_job, campaign, job, runs_dir)`` only for
-jobs whose dependencies have finished.  An optional ``max_in_flight`` attribute caps how many
+jobs whose dependencies have finished.  The pool and Ray executors are built with the
+function that runs a job (``worker``, default :func:`evalkit.replay.job.execute_job`):
+``submit(worker, campaign, job, runs_dir)`` sends the job without the campaign, which
+each worker holds.  An optional ``max_in_flight`` attribute caps how many
 jobs the scheduler keeps submitted at once.
 
 - :class:`SerialExecutor`: in this process.
@@ -15,15 +18,23 @@ jobs the scheduler keeps submitted at once.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
+import importlib
+import multiprocessing as mp
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from evalkit.errors import InputError
+from evalkit.replay.job import execute_job
+from evalkit.replay.policies import get_policy
+from evalkit.replay.runner import load_backend
 
 RAY_EXTRA = "pip install 'evalkit[ray]'"
 
@@ -46,6 +57,7 @@ class SerialExecutor:
 
 
 _WORKER_CAMPAIGN = None
+_WORKER_FN = None
 _WORKER_STATUS: str | None = None
 PARENT_POLL_S = 0.5
 _PR_SET_PDEATHSIG = 1
@@ -83,10 +95,10 @@ def _die_with_parent(parent_pid: int, pdeathsig: bool) -> None:
     threading.Thread(target=watch, name="evalkit-parent-watch", daemon=True).start()
 
 
-def _init_worker(camp, parent_pid: int | None = None, status_dir: str | None = None,
+def _init_worker(camp, worker, parent_pid: int | None = None, status_dir: str | None = None,
                  pdeathsig: bool = False) -> None:
-    global _WORKER_CAMPAIGN, _WORKER_STATUS
-    _WORKER_CAMPAIGN = camp
+    global _WORKER_CAMPAIGN, _WORKER_FN, _WORKER_STATUS
+    _WORKER_CAMPAIGN, _WORKER_FN = camp, worker
     _WORKER_STATUS = status_dir
     if parent_pid is not None:
         _die_with_parent(parent_pid, pdeathsig)
@@ -103,11 +115,9 @@ def _note_running(run_id: str) -> None:
 
 
 def _worker_job(job, runs_dir: str):
-    from evalkit.replay.sweep import execute_job
-
     _note_running(job.run_id)
     try:
-        return execute_job(_WORKER_CAMPAIGN, job, runs_dir)
+        return _WORKER_FN(_WORKER_CAMPAIGN, job, runs_dir)
     finally:
         _note_running("")
 
@@ -124,15 +134,15 @@ def _signal_name(code: int | None) -> str:
 class PoolExecutor:
     """A local process pool; the campaign is sent once per worker.
 
-    Workers die with the sweep (:func:`_die_with_parent`).  A worker that dies under a job
-    breaks the pool: every job still in it fails with :class:`WorkerLost` naming the run the
-    dead worker was on, and so does any later ``submit``.
+    ``worker(camp, job, runs_dir)`` runs a job (default :func:`execute_job`); a ``submit`` of
+    it sends only the job.  Workers die with the sweep (:func:`_die_with_parent`).  A worker
+    that dies under a job breaks the pool: every job still in it fails with
+    :class:`WorkerLost` naming the run the dead worker was on, and so does any later
+    ``submit``.
     """
 
-    def __init__(self, camp, n_jobs: int):
-        import multiprocessing as mp
-        import tempfile
-
+    def __init__(self, camp, n_jobs: int, *, worker=execute_job):
+        self.worker = worker
         warm_imports(camp)                  # forked workers inherit the loaded modules
         ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         self._status = tempfile.mkdtemp(prefix="evalkit-workers-")
@@ -140,7 +150,7 @@ class PoolExecutor:
         pdeathsig = threading.current_thread() is threading.main_thread()
         self.pool = cf.ProcessPoolExecutor(
             max_workers=n_jobs, mp_context=ctx, initializer=_init_worker,
-            initargs=(camp, os.getpid(), self._status, pdeathsig))
+            initargs=(camp, worker, os.getpid(), self._status, pdeathsig))
         self._procs: dict = {}
         self._lost: WorkerLost | None = None
         # a short queue keeps workers busy while jobs still run roughly in plan (seed)
@@ -148,13 +158,11 @@ class PoolExecutor:
         self.max_in_flight = 2 * n_jobs
 
     def submit(self, fn, *args) -> cf.Future:
-        from evalkit.replay.sweep import execute_job
-
         if self._lost is not None:
             raise self._lost
-        run_id = args[1].run_id if fn is execute_job else None
+        run_id = args[1].run_id if fn is self.worker else None
         try:
-            if fn is execute_job:             # drop the campaign argument: workers hold it
+            if fn is self.worker:             # drop the campaign argument: workers hold it
                 inner = self.pool.submit(_worker_job, args[1], str(args[2]))
             else:
                 inner = self.pool.submit(fn, *args)
@@ -213,8 +221,6 @@ class PoolExecutor:
         return self._lost
 
     def shutdown(self) -> None:
-        import shutil
-
         try:
             self.pool.shutdown(wait=True, cancel_futures=True)
         finally:
@@ -223,11 +229,6 @@ class PoolExecutor:
 
 def warm_imports(camp) -> None:
     """Import the backend and policy modules once, before workers are forked."""
-    import importlib
-
-    from evalkit.replay.policies import get_policy
-    from evalkit.replay.runner import load_backend
-
     load_backend(camp.backend)
     for pe in camp.policies:
         get_policy(pe.name, **pe.params)
@@ -296,21 +297,18 @@ def connect_ray(address: str | None, *, timeout_s: float = 5.0) -> bool:
     return True
 
 
-def _ray_job(camp, job, runs_dir: str):
-    from evalkit.replay.sweep import execute_job
-
-    return execute_job(camp, job, runs_dir)
-
-
 class RayExecutor:
     """One Ray task per job, each asking for ``cpus_per_task`` CPUs and ``gpus_per_task`` GPUs.
 
     Ray schedules tasks onto nodes by those resources; ``max_in_flight`` (``--jobs``) caps
     the tasks submitted at once (None: every job whose dependencies have finished).
+    ``worker(camp, job, runs_dir)`` runs a job (default :func:`execute_job`); the campaign
+    is put into Ray's object store once.
     """
 
     def __init__(self, camp, *, address: str | None = None, cpus_per_task: float = 1.0,
-                 gpus_per_task: float = 0.0, max_in_flight: int | None = None):
+                 gpus_per_task: float = 0.0, max_in_flight: int | None = None,
+                 worker=execute_job):
         if cpus_per_task < 0 or gpus_per_task < 0:
             raise InputError("resources per task must be >= 0", column="--cpus-per-task",
                              fix="e.g. --cpus-per-task 1 --gpus-per-task 1")
@@ -319,11 +317,10 @@ class RayExecutor:
         self._owns = connect_ray(address)
         self._check_resources(cpus_per_task, gpus_per_task)
         if camp.path is not None:           # trace paths resolve next to it on every node
-            import dataclasses
-
             camp = dataclasses.replace(camp, path=Path(camp.path).resolve())
         self._camp_ref = ray.put(camp)
-        self._task = ray.remote(_ray_job).options(num_cpus=cpus_per_task,
+        self.worker = worker
+        self._task = ray.remote(worker).options(num_cpus=cpus_per_task,
                                                   num_gpus=gpus_per_task)
         self.max_in_flight = max_in_flight
 
@@ -339,9 +336,7 @@ class RayExecutor:
                                      f"{name}s")
 
     def submit(self, fn, *args) -> cf.Future:
-        from evalkit.replay.sweep import execute_job
-
-        if fn is execute_job:
+        if fn is self.worker:
             ref = self._task.remote(self._camp_ref, args[1], str(Path(args[2]).resolve()))
         else:
             ref = self._ray.remote(fn).remote(*args)
@@ -363,17 +358,19 @@ class RayExecutor:
 
 
 def make_executor(camp, n_jobs: int | None = 1, *, kind: str = "local", address: str | None = None,
-                  cpus_per_task: float | None = None, gpus_per_task: float | None = None):
+                  cpus_per_task: float | None = None, gpus_per_task: float | None = None,
+                  worker=execute_job):
     """The executor ``evalkit sweep --executor KIND`` uses.
 
     ``n_jobs``: local worker processes (None: 1), or for Ray the most tasks in flight
-    (None: no cap; Ray queues tasks by their resource requests).
+    (None: no cap; Ray queues tasks by their resource requests).  ``worker``: the function
+    that runs a job (:class:`PoolExecutor`).
     """
     if kind == "ray":
         return RayExecutor(camp, address=address,
                            cpus_per_task=1.0 if cpus_per_task is None else cpus_per_task,
                            gpus_per_task=0.0 if gpus_per_task is None else gpus_per_task,
-                           max_in_flight=n_jobs)
+                           max_in_flight=n_jobs, worker=worker)
     if kind != "local":
         raise InputError(f"unknown executor {kind!r}", column="--executor",
                          fix="use --executor local or --executor ray")
@@ -385,4 +382,4 @@ def make_executor(camp, n_jobs: int | None = 1, *, kind: str = "local", address:
     if n_jobs is not None and n_jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {n_jobs}", column="--jobs",
                          fix="e.g. --jobs 2")
-    return SerialExecutor() if (n_jobs or 1) <= 1 else PoolExecutor(camp, n_jobs)
+    return SerialExecutor() if (n_jobs or 1) <= 1 else PoolExecutor(camp, n_jobs, worker=worker)

@@ -17,11 +17,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evalkit import limits as L
 from evalkit.errors import InputError
 from evalkit.replay.policies import Policy, get_policy, policy_identity
 from evalkit.replay.policies.context import observed_span
 from evalkit.replay.spec import ReplaySpec, RunOutput
+from evalkit.runlog import metrics
 from evalkit.runlog.io import write_run
+from evalkit.runlog.schema import META_KEYS
 
 BACKENDS = {
     "sim": "evalkit.replay.backends.sim",
@@ -71,8 +74,6 @@ def check_spec(spec: ReplaySpec, *, source: str | None = None) -> None:
 
 def check_sizes(spec: ReplaySpec, *, source: str | None = None) -> None:
     """The inner steps and merges the spec implies are bounded (:mod:`evalkit.limits`)."""
-    from evalkit import limits as L
-
     step_s = spec.backend_config.get("step_s") if spec.backend == "sim" else None
     step_key = "backend.config.step_s"
     if not (isinstance(step_s, (int, float)) and not isinstance(step_s, bool) and step_s > 0):
@@ -112,8 +113,6 @@ def k_observed(requests: pd.DataFrame, merges: pd.DataFrame, horizon_s: float,
     """Merges whose window lies inside the observed span (same rule as ``evalkit summarize``)."""
     if len(merges) == 0 or len(requests) == 0:
         return 0
-    from evalkit.runlog import metrics
-
     span = metrics.observed_span(requests["arrival_s"].to_numpy(float),
                                  requests["end_s"].to_numpy(float), horizon_s, merge_duration_s)
     return metrics.windows_observed(merges["start_s"].to_numpy(float),
@@ -180,14 +179,28 @@ def build_meta(spec: ReplaySpec, trace, policy: Policy, out: RunOutput, *,
     if spec.reference_run_id is not None:
         meta["reference_run_id"] = spec.reference_run_id
         meta["reference_k"] = spec.reference_k
-    if policy.name == "ewma" or "alpha" in policy.params:
-        meta["ewma_alpha"] = policy.params.get("alpha")
+    meta.update(_policy_meta(policy, meta))
     if not out.complete or out.error:
         meta["error"] = out.error or "incomplete"
     if len(out.requests):
         meta["k_observed"] = k_observed(out.requests, out.merges, spec.horizon_s,
                                          spec.merge_duration_s)
     return meta
+
+
+def _policy_meta(policy: Policy, meta: dict) -> dict:
+    """The run.json keys ``policy.run_meta()`` adds; none may replace one the runner wrote."""
+    extra = policy.run_meta()
+    if not isinstance(extra, dict):
+        raise InputError(f"policy {policy.name!r}: run_meta() returned "
+                         f"{type(extra).__name__}, not a dict", column="policy",
+                         fix="return a dict of extra run.json keys (or {})")
+    taken = sorted(set(extra) & (set(meta) | {k.name for k in META_KEYS}))
+    if taken:
+        raise InputError(f"policy {policy.name!r}: run_meta() would replace run.json "
+                         f"key(s) {taken}", column="policy",
+                         fix="give the policy's own keys names the runner does not write")
+    return extra
 
 
 def run_one(spec: ReplaySpec, trace, policy_or_name, runs_dir, *, policy_params=None,

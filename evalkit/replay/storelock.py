@@ -30,13 +30,15 @@ import json
 import os
 import re
 import socket
+import stat as _stat
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.errors import StoreLocked
+from evalkit.errors import InputError, StoreLocked
+from evalkit.fileread import not_regular, read_bounded
 
 try:
     import fcntl
@@ -128,9 +130,6 @@ class Holder:
 
 
 def read_holder(path: Path) -> Holder:
-    from evalkit.errors import InputError
-    from evalkit.fileread import read_bounded
-
     holder = Holder(path=path)
     try:
         st = path.stat()
@@ -285,10 +284,7 @@ class StoreLock:
                     raise self._refuse(holder)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _O_NONBLOCK, 0o666)
             try:
-                import stat as _stat
-
                 if not _stat.S_ISREG(os.fstat(fd).st_mode):
-                    from evalkit.fileread import not_regular
                     raise not_regular(self.path, os.fstat(fd).st_mode, "the lock file")
                 got = _try_flock(fd)
                 previous = read_holder(self.path)

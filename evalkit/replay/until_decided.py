@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.errors import InputError
+from evalkit.audit import audit_campaign
+from evalkit.audit.protocol import load_protocol
+from evalkit.audit.sequential import protocol_min_effect, sequential_verdicts
+from evalkit.replay.campaign import Campaign, load_campaign, plan_campaign
+from evalkit.replay.sweep import run_campaign
 
 
 @dataclass
@@ -100,19 +105,11 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
     ``min_effect``: the futility bound (default: the protocol's smallest effect of interest).
     ``sweep_kw`` go to :func:`evalkit.replay.sweep.run_campaign` (n_jobs, progress, ...).
     """
-    from evalkit.audit import audit_campaign
-    from evalkit.audit.protocol import load_protocol
-    from evalkit.audit.sequential import sequential_verdicts
-    from evalkit.replay.campaign import Campaign, load_campaign, plan_campaign
-    from evalkit.replay.sweep import run_campaign
-
     camp = campaign if isinstance(campaign, Campaign) else load_campaign(campaign)
     limit, step = _limits(camp, max_seeds, batch)
     proto = load_protocol(protocol)
     proto.tier(tier)
     if min_effect is None:
-        from evalkit.audit.sequential import protocol_min_effect
-
         min_effect = protocol_min_effect(proto)
     order = list(camp.seeds)[:limit]
     jobs = plan_campaign(camp)

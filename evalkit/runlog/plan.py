@@ -31,7 +31,6 @@ from evalkit.errors import InputError, from_os_error
 
 PLAN_FILE = "plan.json"
 SCHEMA = "evalkit-plan/1"
-DESIGN_KINDS = ("fixed", "sequential")
 # what may differ between two freezes of the same campaign (sweep's resume check)
 _VOLATILE = ("created_at", "protocol", "alpha", "alternative")
 

@@ -23,10 +23,12 @@ import urllib.error
 import urllib.request
 
 from evalkit.errors import InputError
+from evalkit.replay.policies import POLICIES
 from evalkit.replay.spec import RunOutput
 
 from .torch import prepare
-from .torch.coordinator import Server, check_model, run_replay, wait_healthy
+from .torch.coordinator import run_replay
+from .torch.health import Server, check_model, wait_healthy
 from .torch.procs import Managed, free_port
 
 
@@ -87,7 +89,6 @@ def refuse_blind_policy(policy, signals: dict) -> None:
     needs = tuple(getattr(policy, "requires_signals", ()) or ())
     if not needs or signals["available"]:
         return
-    from evalkit.replay.policies import POLICIES
     blind = [n for n, c in POLICIES.items() if not c.requires_signals]
     where = signals.get("metrics_url") or "the server"
     raise InputError(

@@ -101,3 +101,7 @@ class Policy:
     def describe(self) -> dict:
         """Name, oracle flag and every parameter, for run.json."""
         return {"name": self.name, "oracle": self.oracle, "params": dict(self.params)}
+
+    def run_meta(self) -> dict:
+        """Top-level run.json keys this policy adds (none by default)."""
+        return {}

@@ -75,6 +75,10 @@ def sorted_quantile(values: list, q: float) -> float:
 class _Forecasting(Policy):
     requires_signals = ("queue_running", "queue_waiting")
 
+    def run_meta(self) -> dict:
+        """The arrival-rate EWMA's smoothing factor (not a significance level)."""
+        return {"ewma_alpha": self.params.get("alpha")}
+
     def reset(self, ctx: RunContext) -> None:
         super().reset(ctx)
         self.ewma = ArrivalRateEWMA(self.alpha, self.params.get("bin_s") or ctx.inner_step_s)

@@ -139,7 +139,7 @@ class MatchedRandom(_Planned):
 
     def reset(self, ctx: RunContext) -> None:
         super().reset(ctx)
-        try:
+        try:                  # evalkit.stats pulls in scipy: loaded when a draw is planned
             from evalkit.stats import sample_schedules
         except ImportError:
             from evalkit.stats.schedules import sample_schedules

@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
+from evalkit.fileread import check_regular
+from evalkit.fsutil import atomic_write   # fsync + rename; mode from the umask
 
 COLUMNS = ("request_id", "arrival_s", "prompt_tokens", "output_tokens")
 FORMAT_VERSION = 1
@@ -110,8 +112,6 @@ class Trace:
         payload = {"format": FORMAT_VERSION, "name": self.name, "sha256": digest,
                    "meta": _jsonable(self.meta)}
         table = table.replace_schema_metadata({META_KEY: json.dumps(payload).encode()})
-        from evalkit.fsutil import atomic_write   # fsync + rename; mode from the umask
-
         atomic_write(path, lambda tmp: pq.write_table(table, tmp))
         return digest
 
@@ -201,8 +201,6 @@ def read_trace(path, *, sort: bool = False) -> Trace:
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", file=path, fix="check the path")
-    from evalkit.fileread import check_regular
-
     check_regular(path, "the trace file")          # a FIFO would block the open below
     try:
         pf = pq.ParquetFile(path)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.fileread import check_regular
 from evalkit.replay.traces.generate import as_rng
 from evalkit.replay.traces.model import Trace, validate_columns
 
@@ -278,8 +279,6 @@ def import_trace(path, fmt: str, *, jitter: bool = True, seed: int = 0,
         raise InputError(f"unknown format {fmt!r}", column="format",
                          fix=f"use one of {', '.join(FORMATS)}")
     if Path(path).exists():                         # a FIFO or device: refused, no hang
-        from evalkit.fileread import check_regular
-
         check_regular(path, "the trace file")
     if fmt == "mooncake":
         return read_mooncake(path, jitter=jitter, seed=seed, sort=sort)

@@ -11,21 +11,24 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 
 from evalkit.errors import InputError
 from evalkit.replay.spec import RunOutput
 
 from .config import resolve
-from .coordinator import Server, run_replay
+from .coordinator import run_replay
+from .health import Server
+from .models import resolve_config
 from .procs import Managed, free_port, port_in_use
 from .rig import close_rig, current_rig
+from .sidecar import ADMIN_KEY_ENV
 
 __all__ = ["replay", "prepare", "start_sidecar", "close_rig", "current_rig"]
 
 
 def prepare(spec, backend: str) -> dict:
-    from .models import resolve_config
     cfg = resolve(dict(spec.backend_config), backend=backend)
     cfg["_trainer_model"] = resolve_config(cfg["trainer_model"])
     cfg["_server_model"] = resolve_config(cfg["server_model"])
@@ -46,9 +49,6 @@ def start_sidecar(cfg: dict, log_dir: str) -> Server:
     path = os.path.join(log_dir, "sidecar.json")
     with open(path, "w") as f:
         json.dump(scfg, f)
-    import secrets
-
-    from .sidecar import ADMIN_KEY_ENV
     admin_key = secrets.token_hex(16)
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(cfg["server_threads"]),
                **{ADMIN_KEY_ENV: admin_key})

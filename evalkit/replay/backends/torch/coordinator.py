@@ -26,13 +26,15 @@ import signal
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
 from evalkit.replay.backends.torch import client as cl
+from evalkit.replay.backends.torch import rig as rigs
+from evalkit.replay.backends.torch.health import (Server, check_model,  # noqa: F401 - re-exported
+                                                 say, wait_healthy)
 from evalkit.replay.backends.torch.procs import Managed
 from evalkit.replay.backends.torch.trainer import CONTINUE, MERGE, STOP
 from evalkit.replay.policies.base import DecisionState
@@ -42,16 +44,6 @@ from evalkit.replay.spec import RunOutput
 
 class RunAborted(Exception):
     pass
-
-
-@dataclass
-class Server:
-    base_url: str
-    model: str
-    kind: str                       # "sidecar" | "vllm" | "endpoint"
-    proc: Managed | None = None
-    info: dict = field(default_factory=dict)
-    admin_key: str | None = None    # bearer token of the sidecar's /admin/reset
 
 
 class LiveState:
@@ -77,59 +69,6 @@ class LiveState:
     def snapshot(self):
         with self.lock:
             return self.running, self.waiting, np.asarray(self.arrivals, dtype=float)
-
-
-def _say(progress, msg: str) -> None:
-    if progress is None:
-        return
-    if hasattr(progress, "set_postfix_str"):
-        progress.set_postfix_str(msg)
-    elif callable(progress):
-        progress(msg)
-
-
-async def wait_healthy(server: Server, timeout_s: float) -> None:
-    """Poll ``/health`` until 200; fail early if the launched process exits."""
-    import aiohttp
-    deadline = time.monotonic() + timeout_s
-    last = "no answer"
-    async with aiohttp.ClientSession() as s:
-        while time.monotonic() < deadline:
-            if server.proc is not None and server.proc.poll() is not None:
-                raise InputError(f"{server.kind} exited with code {server.proc.poll()} while "
-                                 f"starting: {server.proc.log_tail()}",
-                                 column="backend_config", fix="see the log above")
-            try:
-                async with s.get(server.base_url + "/health",
-                                 timeout=aiohttp.ClientTimeout(total=2)) as r:
-                    if r.status == 200:
-                        return
-                    last = f"HTTP {r.status}"
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            await asyncio.sleep(0.25)
-    raise InputError(f"{server.kind} at {server.base_url} not healthy after {timeout_s:g} s "
-                     f"({last})", column="backend_config.endpoint",
-                     fix="check the URL / that the server is running, or raise "
-                         "backend_config.startup_timeout_s")
-
-
-async def check_model(server: Server) -> None:
-    import aiohttp
-    async with aiohttp.ClientSession() as s:
-        try:
-            async with s.get(server.base_url + "/v1/models",
-                             timeout=aiohttp.ClientTimeout(total=10)) as r:
-                body = await r.json()
-        except Exception as exc:
-            raise InputError(f"cannot list models at {server.base_url}/v1/models: {exc}",
-                             column="backend_config.endpoint",
-                             fix="point endpoint at an OpenAI-compatible server") from exc
-    names = [m.get("id") for m in body.get("data", [])]
-    if server.model not in names:
-        raise InputError(f"model {server.model!r} not served at {server.base_url}; "
-                         f"available: {names}", column="backend_config.model",
-                         fix=f"use one of {names}")
 
 
 async def probe_capacity(server: Server, requests: pd.DataFrame, cfg: dict, seed: int) -> dict:
@@ -180,8 +119,7 @@ class Trainer:
         self.closing = False
 
     def begin(self, timeout_s: float) -> dict:
-        from evalkit.replay.backends.torch.rig import RUN_KEYS_FOR_LEARNERS
-        run_cfg = {k: self.cfg[k] for k in RUN_KEYS_FOR_LEARNERS}
+        run_cfg = {k: self.cfg[k] for k in rigs.RUN_KEYS_FOR_LEARNERS}
         run_cfg["seed"] = int(self.spec.seed)
         self.ready = self.group.begin_run(run_cfg, timeout_s)
         return self.ready
@@ -311,8 +249,7 @@ def run_replay(spec, trace, policy, *, cfg: dict, start_server, backend: str = "
     Any failure (an exception, or an incomplete run) closes the rig, so the next run
     starts from fresh processes; ``reuse_rig = false`` closes it after every run.
     """
-    from evalkit.replay.backends.torch import rig as rigs
-    _say(progress, "acquiring the rig")
+    say(progress, "acquiring the rig")
     rig, warm = rigs.acquire(cfg, start_server, backend, progress)
     ok = False
     try:
@@ -357,7 +294,7 @@ def _run(spec, trace, policy, cfg, rig, warm, progress) -> RunOutput:
                 pass
 
     t_reset = time.monotonic()
-    _say(progress, "resetting the rig" if warm else "learners ready; first run on this rig")
+    say(progress, "resetting the rig" if warm else "learners ready; first run on this rig")
     asyncio.run(rig.reset_server())
     trainer = Trainer(spec, policy, cfg, rig.learners, live, on_fail)
     ready = trainer.begin(float(cfg["startup_timeout_s"]))
@@ -370,7 +307,7 @@ def _run(spec, trace, policy, cfg, rig, warm, progress) -> RunOutput:
                               "startup_s": float(rig.startup_s),
                               "reset_s": float(time.monotonic() - t_reset)}})
 
-    _say(progress, "probing serving capacity")
+    say(progress, "probing serving capacity")
     cap = _probe(rig, requests, cfg, spec.seed)
     effective.update(cap)
     effective["capacity_note"] = "measured after start-up with the trainer idle"
@@ -417,7 +354,7 @@ def _run(spec, trace, policy, cfg, rig, warm, progress) -> RunOutput:
             loop_box["event"].set()
         t0 = time.monotonic() + 0.5
         trainer.start(t0, ctx, no_sync, planned)
-        _say(progress, f"replaying {len(recs)} requests over {span_t:.0f} s")
+        say(progress, f"replaying {len(recs)} requests over {span_t:.0f} s")
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
             client = asyncio.ensure_future(cl.open_loop(
                 session, server.base_url, recs, bodies, t0,
@@ -436,7 +373,7 @@ def _run(spec, trace, policy, cfg, rig, warm, progress) -> RunOutput:
 
     asyncio.run(main())
     if "error" not in failure:
-        _say(progress, "stopping the trainer")
+        say(progress, "stopping the trainer")
         try:
             trainer.stop(float(cfg["stop_timeout_s"]))
         except Exception as exc:        # a learner died or hung while stopping
@@ -448,8 +385,7 @@ def _run(spec, trace, policy, cfg, rig, warm, progress) -> RunOutput:
             failure.setdefault("error", f"{dead.name} exited with code {dead.poll()}")
     trainer.closing = True
     if "error" in failure:              # kill everything before reading the run's tables
-        from evalkit.replay.backends.torch.rig import close_rig
-        close_rig()
+        rigs.close_rig()
     return _output(spec, cfg, requests, recs, trainer, signal_rows, effective, notes,
                    failure.get("error"), ready)
 

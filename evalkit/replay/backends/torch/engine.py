@@ -34,6 +34,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from .models import cache_kwarg
 from .openai_api import Sampling
 from .tokenizer import SidecarTokenizer
 
@@ -77,7 +78,6 @@ class Engine:
                  max_prefill_batch: int | None = None, metrics=None, tokenizer=None,
                  kv_capacity: int | None = None):
         import torch
-        from evalkit.replay.backends.torch.models import cache_kwarg
         self.torch = torch
         self.model = model.eval()
         self.device = device

@@ -27,6 +27,7 @@ import time
 from multiprocessing.connection import Listener
 
 from evalkit.errors import InputError
+from evalkit.replay.backends.torch.health import check_model, say, wait_healthy
 from evalkit.replay.backends.torch.procs import Managed, free_port
 
 # backend_config keys that may differ between runs on one rig
@@ -162,8 +163,6 @@ class Rig:
     """A serving engine and a learner group that outlive single runs."""
 
     def __init__(self, key: str, cfg: dict, start_server, progress=None):
-        from evalkit.replay.backends.torch.coordinator import (_say, check_model,
-                                                                wait_healthy)
         self.key = key
         self.runs = 0
         self.probes: dict = {}
@@ -181,9 +180,9 @@ class Rig:
         try:
             self.server = start_server(cfg, log_dir)
             # learners import and build their models while the engine starts
-            _say(progress, f"starting {cfg['n_learners']} learners")
+            say(progress, f"starting {cfg['n_learners']} learners")
             self.learners = LearnerGroup(cfg, log_dir)
-            _say(progress, f"waiting for {self.server.kind} at {self.server.base_url}")
+            say(progress, f"waiting for {self.server.kind} at {self.server.base_url}")
             asyncio.run(wait_healthy(self.server, float(cfg["startup_timeout_s"])))
             asyncio.run(check_model(self.server))
             self.learners.connect(float(cfg["startup_timeout_s"]))

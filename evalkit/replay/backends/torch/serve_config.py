@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from evalkit.errors import InputError
+from evalkit.replay.backends.torch.models import resolve_config
 
 SERVE_DEFAULTS = {
     "model": "tiny",              # preset name or {preset = NAME, <config field> = value}
@@ -44,8 +45,6 @@ def _int(cfg: dict, key: str, lo: int, where: str) -> int:
 
 def resolve_serve_config(raw: dict, *, where: str = "sidecar config") -> dict:
     """Defaults + ``raw`` -> effective settings; ``model`` becomes the resolved field dict."""
-    from evalkit.replay.backends.torch.models import resolve_config
-
     if not isinstance(raw, dict):
         raise InputError("the sidecar config must be a table/object", file=where,
                          fix=f"use keys {sorted(SERVE_DEFAULTS)}")

@@ -35,6 +35,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from evalkit import __version__
+
 from .engine import Seq
 from .openai_api import (APIError, chunk, detokenize_request, logprobs_block, parse_chat,
                          parse_completion, response, tokenize_request, usage)
@@ -375,8 +377,6 @@ async def health(request):
 
 async def version(request):
     from aiohttp import web
-
-    from evalkit import __version__
     return web.json_response({"version": __version__, "engine": "evalkit-sidecar"})
 
 

@@ -17,6 +17,12 @@ import argparse
 import json
 import sys
 
+from evalkit.errors import InputError
+from evalkit.replay.backends.torch.metrics import ServingMetrics
+from evalkit.replay.backends.torch.models import build_model
+from evalkit.replay.backends.torch.procs import die_with_parent
+from evalkit.replay.backends.torch.serve_config import resolve_serve_config
+
 from .engine import Engine, Seq  # noqa: F401  (the sidecar's public names)
 from .server import Limits, make_app  # noqa: F401
 
@@ -28,8 +34,6 @@ LIMIT_KEYS = ("max_request_bytes", "max_request_bytes_in_flight", "max_seqs_per_
 def build_engine(cfg: dict) -> Engine:
     """Model, metrics and engine thread from a resolved sidecar config (see serve_config)."""
     import torch
-    from evalkit.replay.backends.torch.metrics import ServingMetrics
-    from evalkit.replay.backends.torch.models import build_model
     torch.set_num_threads(int(cfg["threads"]))
     model = build_model(cfg["model"], seed=int(cfg["seed"]), device=cfg["device"],
                         dtype=cfg["dtype"])
@@ -81,9 +85,6 @@ def serve(cfg: dict, *, host: str, port: int, handle_signals: bool = True,
 
 
 def main(argv=None) -> int:
-    from evalkit.errors import InputError
-    from evalkit.replay.backends.torch.procs import die_with_parent
-    from evalkit.replay.backends.torch.serve_config import resolve_serve_config
     die_with_parent()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, required=True)

@@ -26,6 +26,9 @@ import sys
 import time
 from datetime import timedelta
 
+from evalkit.replay.backends.torch.models import build_model, init_params
+from evalkit.replay.backends.torch.procs import die_with_parent
+
 CONTINUE, MERGE, STOP = 0, 1, 2
 
 
@@ -50,14 +53,12 @@ def digest(torch, params, kind: str) -> str:
 
 
 def main(path: str) -> int:
-    from evalkit.replay.backends.torch.procs import die_with_parent
     die_with_parent()
     with open(path) as f:
         rig = json.load(f)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     import torch
     import torch.distributed as dist
-    from evalkit.replay.backends.torch.models import build_model
 
     torch.set_num_threads(int(rig.get("threads", 1)))
     device = rig["device"]
@@ -102,7 +103,6 @@ class Learner:
     def reset(self, cfg) -> None:
         """Parameters, optimizer state and data stream from the run's seed only."""
         torch = self.torch
-        from evalkit.replay.backends.torch.models import init_params
         seed = int(cfg["seed"])
         init_params(self.model, seed)
         for p in self.params:

@@ -5,7 +5,7 @@ the loop jumps over whole runs of identical decode iterations (``k`` iterations 
 τ at once) and stops only where something changes — an arrival that can be admitted, a
 completion, an inner-step boundary of the trainer (where the policy is asked and signals
 are sampled) or a merge start/end (where the slowdown changes).  Defaults and their sources:
-:mod:`evalkit.replay.backends.sim_model`.
+:mod:`evalkit.replay.backends.sim.model`.
 
 Decision-time state is causal: at a trainer event at time ``t_e`` the policy sees the
 queue as of the last iteration boundary at or before ``t_e`` and the arrivals up to ``t_e``.
@@ -34,7 +34,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from evalkit.replay.backends.sim_model import SimConfig, inverse_cdf
+from evalkit.replay.backends.sim.model import SimConfig, inverse_cdf
 from evalkit.replay.policies.base import DecisionState, Policy
 from evalkit.replay.policies.context import derived_seed, make_context, policy_seed
 from evalkit.replay.spec import ReplaySpec, RunOutput
@@ -142,6 +142,17 @@ def serve_with_windows(requests: pd.DataFrame, starts, ends, cfg: SimConfig, *, 
     out["sent_s"] = sent
     out["first_token_s"], out["end_s"], out["ok"] = sim.first_token, sim.end, sim.ok
     return out
+
+
+def simulate_run(run, settings: dict, *, seed: int | None = None) -> pd.DataFrame:
+    """The twin's requests table for a recorded run (:class:`~.fit_data.RealRun`): the
+    same requests under the run's real merge windows, with twin ``settings``.
+    ``seed``: the replay seed (default: the run's seed)."""
+    cfg = SimConfig.from_dict(settings)
+    return serve_with_windows(run.requests[["request_id", "arrival_s", "prompt_tokens",
+                                            "output_tokens"]], run.merge_start, run.merge_end,
+                              cfg, seed=run.seed if seed is None else seed,
+                              horizon_s=run.horizon_s)
 
 
 class _Simulation:

@@ -1,0 +1,158 @@
+"""Upkeep of a runs directory: the state of each planned run, leftovers, damaged runs.
+
+:func:`run_state` says what a planned run's directory holds (missing, incomplete, stale,
+damaged, unreadable, interrupted or complete); :func:`clean_leftovers` undoes what a killed
+sweep left behind (``.<id>.tmp-*`` unfinished writes are removed, an ``.<id>.old-*`` whose
+replacement never landed is renamed back); :func:`move_aside` renames a damaged run to
+``.<id>.damaged-<time>`` -- never deleted.  The lock a sweep holds on the directory while it
+does all this is :mod:`evalkit.replay.storelock` (re-exported here).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit.errors import InputError
+from evalkit.fsutil import fsync_dir
+from evalkit.replay.campaign import Campaign, Job
+from evalkit.replay.job import job_fingerprint
+from evalkit.replay.storelock import (StoreLock, break_locks,  # noqa: F401 - re-exported
+                                      current_holders)
+from evalkit.runlog.io import LINK_FIX, UnreadableRun, leftover_kind, read_meta, run_link_trouble
+from evalkit.runlog.validate import map_ordered, validate_run
+
+
+@dataclass
+class RunState:
+    run_id: str
+    # "complete" | "missing" | "incomplete" | "stale" | "damaged" | "unreadable" | "interrupted"
+    state: str
+    detail: str = ""
+
+
+def scan_leftovers(runs_dir: Path) -> dict[str, list[tuple[str, Path]]]:
+    """Hidden leftovers directly in ``runs_dir`` by run id: ``[(tag, path)]``, tag in
+    ``tmp`` | ``old`` | ``damaged``."""
+    out: dict[str, list[tuple[str, Path]]] = {}
+    try:
+        with os.scandir(runs_dir) as it:
+            names = [e.name for e in it if e.name.startswith(".")]
+    except FileNotFoundError:
+        return out
+    for name in sorted(names):
+        kind = leftover_kind(name)
+        if kind is not None:
+            out.setdefault(kind[0], []).append((kind[1], runs_dir / name))
+    return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def clean_leftovers(runs_dir: Path, run_ids) -> list[str]:
+    """Undo what a killed sweep left for ``run_ids`` (call with the store locked).
+
+    ``.<id>.old-*`` without ``<id>``: the run was moved aside and its replacement never
+    landed -- renamed back.  ``.<id>.old-*`` beside ``<id>``: the replacement landed; the
+    old copy is removed, as the writer would have.  ``.<id>.tmp-*``: an unfinished write,
+    never published -- removed.  ``.<id>.damaged-*`` copies are kept.  Returns notes.
+    """
+    notes = []
+    leftovers = scan_leftovers(runs_dir)
+    removed = 0
+    for run_id in sorted(set(run_ids) & set(leftovers)):
+        items = leftovers[run_id]
+        olds = sorted((p for tag, p in items if tag == "old"), key=_mtime, reverse=True)
+        target = runs_dir / run_id
+        if olds and not target.exists():
+            olds[0].rename(target)
+            fsync_dir(runs_dir)
+            notes.append(f"restored {run_id} from {olds[0].name} (a killed sweep had moved it "
+                         "aside and its replacement never landed)")
+            olds = olds[1:]
+        for path in olds + [p for tag, p in items if tag == "tmp"]:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    if removed:
+        notes.append(f"removed {removed} unfinished write(s) left by an interrupted sweep")
+    return notes
+
+
+def move_aside(run_dir: Path) -> Path:
+    """Rename a damaged run to ``.<id>.damaged-<UTC time>-<hex>`` (hidden: never read)."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    dest = run_dir.parent / f".{run_dir.name}.damaged-{stamp}-{uuid.uuid4().hex[:4]}"
+    run_dir.rename(dest)
+    fsync_dir(run_dir.parent)
+    return dest
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    lines = str(text or "").splitlines()
+    return lines[0][:limit] if lines else ""
+
+
+def run_state(camp: Campaign, job: Job, runs_dir: Path, *, deep: bool = True,
+              leftovers: dict | None = None, plan_hash: str | None = None) -> RunState:
+    """The state of one planned run on disk.  ``deep``: validate a complete run's files too
+    (a truncated table makes it ``damaged``); ``leftovers``: :func:`scan_leftovers`;
+    ``plan_hash``: a run not stamped with this plan is ``stale``."""
+    d = runs_dir / job.run_id
+    link = run_link_trouble(runs_dir, d)      # same rule as every listing (runlog.io)
+    if link is not None:
+        return RunState(job.run_id, "unreadable", f"{link}; {LINK_FIX}")
+    try:
+        present = d.exists()
+    except OSError as exc:
+        return RunState(job.run_id, "unreadable", exc.strerror or str(exc))
+    if not present:
+        olds = [p for tag, p in (leftovers if leftovers is not None
+                                 else scan_leftovers(runs_dir)).get(job.run_id, [])
+                if tag == "old"]
+        if olds:
+            return RunState(job.run_id, "interrupted",
+                            f"moved aside as {olds[0].name} by a killed sweep; resume "
+                            "restores it")
+        return RunState(job.run_id, "missing")
+    try:
+        meta = read_meta(d)
+    except UnreadableRun as exc:
+        return RunState(job.run_id, "unreadable", exc.message)
+    except InputError as exc:
+        return RunState(job.run_id, "damaged", _first_line(exc.message))
+    if not meta.get("complete"):
+        return RunState(job.run_id, "incomplete", _first_line(meta.get("error")))
+    req = (meta.get("settings") or {}).get("requested") or {}
+    if req.get("campaign_fingerprint") != job_fingerprint(camp, job):
+        return RunState(job.run_id, "stale", "written under different campaign settings")
+    if plan_hash is not None and meta.get("plan_sha256") != plan_hash:
+        return RunState(job.run_id, "stale", "not written under this runs directory's plan")
+    if deep:
+        errors = [p for p in validate_run(d) if p.severity == "error" and p.kind != "scale"]
+        unreadable = [p for p in errors if p.kind == "unreadable"]
+        if unreadable:
+            return RunState(job.run_id, "unreadable",
+                            f"{Path(unreadable[0].file or d).name}: {unreadable[0].message}")
+        if errors:
+            where = Path(errors[0].file).name + ": " if errors[0].file else ""
+            return RunState(job.run_id, "damaged", where + _first_line(errors[0].message))
+    return RunState(job.run_id, "complete")
+
+
+def existing_states(camp: Campaign, jobs: list[Job], runs_dir: Path, *,
+                    threads: int | None = None,
+                    plan_hash: str | None = None) -> dict[str, RunState]:
+    """:func:`run_state` of every job (validating existing runs a few threads at a time)."""
+    leftovers = scan_leftovers(runs_dir)
+    states = map_ordered(lambda j: run_state(camp, j, runs_dir, leftovers=leftovers,
+                                             plan_hash=plan_hash), jobs, threads)
+    return {st.run_id: st for st in states}
