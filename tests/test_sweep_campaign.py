@@ -148,10 +148,7 @@ output_tokens = "lognormal:64,0.5"
     assert not (tmp_path / "runs2").exists() or not any((tmp_path / "runs2").iterdir())
 
 
-def test_bundled_campaign_matches_example(repo_root):
-    from evalkit.cli.replay import bundled_campaign
-
-    assert bundled_campaign().read_text() == (repo_root / "examples" / "bursty.toml").read_text()
+def test_example_campaigns_load(repo_root):
     for name in ("bursty", "nonperiodic"):
         camp = load_campaign(repo_root / "examples" / f"{name}.toml")
         assert len(camp.seeds) >= 10 and camp.merge_duration_s == 8.0
