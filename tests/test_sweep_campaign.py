@@ -13,31 +13,9 @@ from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.replay.sweep import run_campaign
+from tests.support.reliability_tools import tiny_campaign
 
-SMALL = """
-regime = "tiny"
-seeds = 2
-matched_random_draws = 2
-horizon_s = 240.0
-inner_step_s = 0.5
-h_min = 80
-h_max = 200
-[slo]
-e2e_s = 8.0
-[trace]
-generator = "square_wave"
-period_s = 60.0
-burst_s = 20.0
-quiet_rate = 2.0
-busy_rate = 10.0
-prompt_tokens = "lognormal:256,0.5"
-output_tokens = "lognormal:64,0.5"
-[[policies]]
-name = "wa"
-[[policies]]
-name = "calibrated_offline"
-params = { k_from = "wa" }
-"""
+SMALL = tiny_campaign(seeds=2, draws=2, calibrated_offline=True)
 
 
 def _write(tmp_path, text, name="c.toml") -> Path:
