@@ -1,4 +1,4 @@
-"""Bounds on what evalkit reads, shared by the protocol, campaign and run-log parsers.
+"""Bounds on what evalkit reads: TOML files (protocol, campaign, twin: evalkit.config), run logs.
 
 Hostile or mistyped input (``n_resamples = 10**12``, ``seeds = 1e12``, a 100 MB string, a
 100,000-deep nested table) must end in a clear :class:`~evalkit.errors.InputError` naming
@@ -18,7 +18,7 @@ import tomllib
 
 from evalkit.errors import InputError
 
-# configuration files (protocol and campaign TOML)
+# configuration files (protocol, campaign and twin TOML, read by evalkit.config)
 MAX_CONFIG_BYTES = 1 << 20          # 1 MiB
 MAX_STRING_CHARS = 10_000           # any one string in a TOML file
 MAX_NESTING = 32                    # tables/arrays inside each other

@@ -1,6 +1,6 @@
 """Calibrated tier decided by inference on the claim, not by G > 2 eps_cal.
 
-A real-backend campaign (``tests/campaign_model.py``), 8 seeds: ``wa`` merges in the quiet
+A real-backend campaign (``tests/support/campaign_model.py``), 8 seeds: ``wa`` merges in the quiet
 gaps between bursts (lower overlap Phi than random placement); ``lucky`` merges at random,
 like its draws, but suffers +1 s instead of +4 s per overlapping request.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from evalkit.audit import audit_campaign
-from tests import campaign_model as cm
+from tests.support import campaign_model as cm
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import campaign_model as cm
+from tests.support import campaign_model as cm
 from evalkit.audit import audit_campaign
 from evalkit.audit.campaign import SeedPair
 from evalkit.audit.drift import drift_adjusted_gain, execution_drift

@@ -10,7 +10,6 @@ checks it names.  Campaigns: ``python fixtures/make_campaigns.py``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -22,17 +21,15 @@ from click.testing import CliRunner
 
 from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
+from tests.support import fixture_model
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGNS = ROOT / "fixtures" / "campaigns"
 
 
 def _fixture_module():
-    spec = importlib.util.spec_from_file_location("make_campaigns",
-                                                  ROOT / "fixtures" / "make_campaigns.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The fixture world the committed campaigns are generated from."""
+    return fixture_model
 
 
 def copy(tmp_path, name):

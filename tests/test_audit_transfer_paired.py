@@ -1,6 +1,6 @@
 """Sidecar-transfer tier with the paired estimator: the three traps of the naive in/out split.
 
-Harness (sim) and real (torch) regimes side by side (``tests/campaign_model.py``); the
+Harness (sim) and real (torch) regimes side by side (``tests/support/campaign_model.py``); the
 harness has a +4 s in-window penalty, the real side the ground truth each test chooses.
 """
 
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from evalkit.audit import audit_campaign
-from tests import campaign_model as cm
+from tests.support import campaign_model as cm
 
 SEEDS = range(5)
 ONE_POLICY = {"wa": ("good", None)}

@@ -1,6 +1,6 @@
 """The endpoint backend against OpenAI-compatible servers with and without vLLM's metrics.
 
-A stub server on 127.0.0.1 (tests/_stub_openai.py) plays an engine that speaks the
+A stub server on 127.0.0.1 (tests/support/stub_openai.py) plays an engine that speaks the
 protocol but exports no vLLM metrics (SGLang, TGI, llama.cpp's server); `evalkit serve`
 (tests/test_vllm_backend_e2e.py) and vLLM itself (below, when installed) export them.
 """
@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from _stub_openai import start_stub
+from tests.support.stub_openai import start_stub
 from evalkit.errors import InputError
 from evalkit.replay.backends import vllm as vb
 from evalkit.replay.policies import POLICIES, get_policy

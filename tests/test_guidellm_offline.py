@@ -22,8 +22,8 @@ pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from _sidecar_server import start_server, stop_server  # noqa: E402
-from readme_blocks import readme_block  # noqa: E402
+from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
+from tests.support.readme_blocks import readme_block  # noqa: E402
 
 SITE = os.environ.get("EVALKIT_GUIDELLM_SITE")
 HAVE = importlib.util.find_spec("guidellm") is not None or (

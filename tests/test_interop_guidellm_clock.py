@@ -161,7 +161,7 @@ def test_an_imported_fixed_h_run_without_draws_is_told_what_is_missing(report, t
 
 
 def test_readme_guidellm_block_is_a_0_8_command_and_its_import_line_works(report, tmp_path):
-    from tests.readme_blocks import readme_block
+    from tests.support.readme_blocks import readme_block
 
     commands = readme_block("guidellm-command")
     run = next(c for c in commands if c[:2] == ["guidellm", "run"])

@@ -14,7 +14,7 @@ from evalkit.replay.policies.context import derived_seed
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.plan import (PLAN_FILE, freeze_plan, plan_sha256, read_plan, same_campaign,
                                  write_plan)
-from reliability_tools import TINY_CAMPAIGN
+from tests.support.reliability_tools import TINY_CAMPAIGN
 
 TINY = TINY_CAMPAIGN.format(seeds=2, draws=2)
 

@@ -17,7 +17,7 @@ from evalkit.audit.protocol import load_protocol, parse_protocol
 from evalkit.cli.main import cli
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.plan import PLAN_FILE, read_plan
-from reliability_tools import TINY_CAMPAIGN
+from tests.support.reliability_tools import TINY_CAMPAIGN
 
 CAMPAIGN = TINY_CAMPAIGN.format(seeds=2, draws=6)
 PLAN_CHECKS = ("plan_complete", "draws_as_planned", "plan_rules", "draws_phi_uniform",

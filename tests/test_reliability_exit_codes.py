@@ -137,7 +137,7 @@ def test_outputs_follow_the_umask(runs, tmp_path):
 
 def test_failed_runs_of_a_sweep_exit_2_not_1(tmp_path, monkeypatch):
     from evalkit.replay.backends import sim
-    from reliability_tools import write_campaign
+    from tests.support.reliability_tools import write_campaign
 
     def dies(*_a, **_k):
         raise RuntimeError("engine died")

@@ -22,7 +22,7 @@ import pytest
 
 from evalkit.replay.storelock import lock_path
 from evalkit.runlog.validate import validate_runs
-from reliability_tools import (cli_env, complete_runs, run_cli, run_fingerprints, run_with_kill,
+from tests.support.reliability_tools import (cli_env, complete_runs, run_cli, run_fingerprints, run_with_kill,
                                write_campaign, write_kill_harness)
 
 N_SWEEP_KILLS = 5

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.limits import MAX_RUN_ID_BYTES, capped_name, check_structure
-from reliability_tools import TINY_CAMPAIGN, write_campaign
+from tests.support.reliability_tools import TINY_CAMPAIGN, write_campaign
 
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOL = REPO / "protocols" / "diloco-slo.toml"

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.runlog.io import list_runs
-from reliability_tools import write_campaign
+from tests.support.reliability_tools import write_campaign
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ import pytest
 from evalkit.errors import StoreLocked
 from evalkit.replay.storelock import (CLOCK_SKEW_S, STALE_AFTER_S, StoreLock, break_locks,
                                       current_holders, lock_path)
-from reliability_tools import cli_env, write_campaign
+from tests.support.reliability_tools import cli_env, write_campaign
 
 
 class _Res:

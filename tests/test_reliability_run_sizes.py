@@ -14,7 +14,7 @@ import pytest
 from evalkit.errors import InputError
 from evalkit.limits import MAX_INNER_STEPS, MAX_MERGES
 from evalkit.replay.campaign import load_campaign
-from reliability_tools import TINY_CAMPAIGN
+from tests.support.reliability_tools import TINY_CAMPAIGN
 
 HORIZON = 240.0
 

@@ -21,7 +21,7 @@ from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular, read_bounded
 from evalkit.runlog.io import read_meta
-from reliability_tools import write_campaign
+from tests.support.reliability_tools import write_campaign
 
 RUN = "fixture-s0-fixed_h"
 DEADLINE_S = 90

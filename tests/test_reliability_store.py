@@ -20,7 +20,7 @@ from evalkit.replay.campaign import load_campaign, parse_shard
 from evalkit.replay.storelock import STALE_AFTER_S, StoreLock, lock_path, scopes_conflict
 from evalkit.replay.sweep import check_campaign, run_campaign
 from evalkit.runlog.validate import validate_runs
-from reliability_tools import (cli_env, complete_runs, run_cli, run_fingerprints, unprivileged,
+from tests.support.reliability_tools import (cli_env, complete_runs, run_cli, run_fingerprints, unprivileged,
                                write_campaign)
 
 NS, WA, D0, D1 = "tiny__no_sync__s0", "tiny__wa__s0", "tiny__mr-wa__s0__d0", "tiny__mr-wa__s0__d1"

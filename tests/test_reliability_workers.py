@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reliability_tools import TINY_CAMPAIGN, cli_env, complete_runs, run_cli
+from tests.support.reliability_tools import TINY_CAMPAIGN, cli_env, complete_runs, run_cli
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(),
                                 reason="needs /proc to find the pool workers")
@@ -159,7 +159,7 @@ def test_a_worker_killed_under_a_job_fails_it_with_worker_lost(tmp_path):
     from evalkit.errors import InputError
     from evalkit.replay.campaign import load_campaign, plan_campaign
     from evalkit.replay.executors import PoolExecutor, WorkerLost
-    from reliability_tools import write_campaign
+    from tests.support.reliability_tools import write_campaign
 
     camp = load_campaign(write_campaign(tmp_path, draws=0))
     job = plan_campaign(camp)[0]

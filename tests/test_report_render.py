@@ -34,21 +34,6 @@ def bursty_report(tmp_path_factory):
 
 # ------------------------------------------------------------------------------- files
 
-def test_one_copy_of_each_template(repo_root):
-    """reports/ (the project layout's home of the templates) and the packaged copies that
-    ship with evalkit are byte-identical; no other template exists."""
-    found = sorted(p.relative_to(repo_root).as_posix() for p in repo_root.rglob("*.j2")
-                   if ".git" not in p.parts and "egg-info" not in str(p))
-    assert found == ["evalkit/report/templates/report.html.j2",
-                     "evalkit/report/templates/report.md.j2",
-                     "reports/report.html.j2", "reports/report.md.j2"]
-    for name in ("report.html.j2", "report.md.j2"):
-        assert (repo_root / "reports" / name).read_bytes() == (
-            repo_root / "evalkit" / "report" / "templates" / name).read_bytes(), name
-    pyproject = (repo_root / "pyproject.toml").read_text()
-    assert '"report/templates/*.j2"' in pyproject          # shipped as package data
-
-
 def test_outputs_written_and_listed_in_the_manifest(bursty_report):
     result, out = bursty_report
     for name in ("report.html", "report.md", "audit.json"):

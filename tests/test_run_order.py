@@ -17,7 +17,7 @@ from evalkit.replay.run_order import (BlockWindow, execution_order, order_seed,
                                       ordered_jobs)
 from evalkit.replay.sweep import JobOutcome, execute_job, run_campaign
 from evalkit.runlog.schema import RUN_ORDER_KEYS
-from reliability_tools import run_fingerprints
+from tests.support.reliability_tools import run_fingerprints
 
 CAMPAIGN = """
 regime = "tiny"

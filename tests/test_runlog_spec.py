@@ -1,5 +1,5 @@
 """FORMAT.md and the machine-readable schemas: in step with schema.py, true of the files
-evalkit writes, and enough for an independent writer (tests/spec_writer.py) to target."""
+evalkit writes, and enough for an independent writer (tests/support/spec_writer.py) to target."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import ast
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,9 +19,9 @@ from evalkit.cli.main import cli
 from evalkit.runlog import codes, export, schema
 from evalkit.runlog.validate import validate_runs
 
+from tests.support import spec_writer
+
 TESTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(TESTS))
-import spec_writer  # noqa: E402
 
 jsonschema = pytest.importorskip("jsonschema", reason="pip install jsonschema (the dev extra)")
 
@@ -280,7 +279,7 @@ def test_a_problem_no_rule_knows_still_names_its_files_section():
 # ----------------------------------------------------------------------------- writer
 
 def test_the_spec_writer_imports_nothing_of_evalkit():
-    tree = ast.parse((TESTS / "spec_writer.py").read_text())
+    tree = ast.parse((TESTS / "support" / "spec_writer.py").read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert names and not any(n.split(".")[0] == "evalkit" for n in names), names

@@ -19,7 +19,7 @@ pytest.importorskip("aiohttp")
 openai = pytest.importorskip("openai")
 prom_parser = pytest.importorskip("prometheus_client.parser")
 
-from _sidecar_server import start_server, stop_server  # noqa: E402
+from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -13,31 +13,9 @@ from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.replay.sweep import run_campaign
+from tests.support.reliability_tools import tiny_campaign
 
-SMALL = """
-regime = "tiny"
-seeds = 2
-matched_random_draws = 2
-horizon_s = 240.0
-inner_step_s = 0.5
-h_min = 80
-h_max = 200
-[slo]
-e2e_s = 8.0
-[trace]
-generator = "square_wave"
-period_s = 60.0
-burst_s = 20.0
-quiet_rate = 2.0
-busy_rate = 10.0
-prompt_tokens = "lognormal:256,0.5"
-output_tokens = "lognormal:64,0.5"
-[[policies]]
-name = "wa"
-[[policies]]
-name = "calibrated_offline"
-params = { k_from = "wa" }
-"""
+SMALL = tiny_campaign(seeds=2, draws=2, calibrated_offline=True)
 
 
 def _write(tmp_path, text, name="c.toml") -> Path:
@@ -148,10 +126,7 @@ output_tokens = "lognormal:64,0.5"
     assert not (tmp_path / "runs2").exists() or not any((tmp_path / "runs2").iterdir())
 
 
-def test_bundled_campaign_matches_example(repo_root):
-    from evalkit.cli.replay import bundled_campaign
-
-    assert bundled_campaign().read_text() == (repo_root / "examples" / "bursty.toml").read_text()
+def test_example_campaigns_load(repo_root):
     for name in ("bursty", "nonperiodic"):
         camp = load_campaign(repo_root / "examples" / f"{name}.toml")
         assert len(camp.seeds) >= 10 and camp.merge_duration_s == 8.0

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("aiohttp")
 prom_parser = pytest.importorskip("prometheus_client.parser")
 
-from _sidecar_server import start_server, stop_server  # noqa: E402
+from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
 
 from evalkit.replay.backends.torch import close_rig  # noqa: E402
 from evalkit.replay.policies.base import Decision, Policy  # noqa: E402

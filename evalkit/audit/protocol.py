@@ -5,22 +5,22 @@ A protocol names the tiers in order, the checks each tier requires, and every th
 ``diloco-slo`` protocol ships as package data (``evalkit/audit/protocols/``) and, for
 readers of the repository, as ``protocols/diloco-slo.toml``.
 
-A malformed file raises :class:`~evalkit.errors.InputError` naming the key and its line:
-tomllib reports the line of a syntax error; for a semantic error the key is looked up in
-the text.
+A malformed file raises :class:`~evalkit.errors.InputError` naming the key and its line
+(read through :mod:`evalkit.config`): tomllib reports the line of a syntax error; for a
+semantic error the key is looked up in the text.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-import tomllib
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from evalkit.config import ConfigDoc, find_key_line, parse_config  # noqa: F401 (re-export)
 from evalkit.errors import InputError
-from evalkit.limits import RESAMPLES_RANGE, loads_toml, range_fix
+from evalkit.fileread import read_text_bounded
+from evalkit.limits import MAX_CONFIG_BYTES, RESAMPLES_RANGE, range_fix
 
 BUILTIN_PACKAGE = "evalkit.audit.protocols"
 DEFAULT_PROTOCOL = "diloco-slo"
@@ -179,9 +179,6 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
             raise InputError("protocol file does not exist", file=str(path),
                              fix="pass a TOML protocol file or a bundled name: "
                              + ", ".join(builtin_protocols()))
-        from evalkit.fileread import read_text_bounded
-        from evalkit.limits import MAX_CONFIG_BYTES
-
         text = read_text_bounded(path, MAX_CONFIG_BYTES, "protocol file",
                                  action="cannot read the protocol")
         return parse_protocol(text, source=path.name, file=str(path))
@@ -194,81 +191,28 @@ def load_protocol(spec: str | Path | None = None) -> Protocol:
     return parse_protocol(text, source=f"builtin:{name}", file=f"{name}.toml")
 
 
-def find_key_line(text: str, dotted: str) -> int | None:
-    """1-based line where the dotted key (``tiers.harness.checks``) is defined, or None."""
-    parts = dotted.split(".")
-    header_re = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-    current: list[str] = []
-    best = None
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        match = header_re.match(line)
-        if match:
-            current = [p.strip().strip('"\'') for p in match.group(1).split(".")]
-            if current == parts:
-                return lineno
-            continue
-        key_match = re.match(r"^\s*([A-Za-z0-9_\-\"'.]+)\s*=", line)
-        if not key_match:
-            continue
-        key = [p.strip().strip('"\'') for p in key_match.group(1).split(".")]
-        full = current + key
-        if full == parts:
-            return lineno
-        if best is None and full == parts[:len(full)] and len(full) < len(parts):
-            best = lineno          # an inline table that holds the key
-    if best is not None:
-        return best
-    if len(parts) > 1:            # the table the missing key belongs in
-        return find_key_line(text, ".".join(parts[:-1]))
-    return None
-
-
 class _Parser:
-    def __init__(self, text: str, file: str):
-        self.text = text
-        self.file = file
+    """parse_protocol's view of a :class:`~evalkit.config.ConfigDoc`: getters by table and
+    dotted prefix."""
+
+    def __init__(self, doc: ConfigDoc):
+        self.doc = doc
 
     def fail(self, key: str, message: str, fix: str):
-        line = find_key_line(self.text, key)
-        where = f"{self.file}:{line}" if line else self.file
-        raise InputError(message + (f" (line {line})" if line else ""), file=where,
-                         column=key, fix=fix)
+        raise self.doc.error(key, message, fix)
 
     def get(self, table: dict, prefix: str, key: str, types, default=..., choices=None):
-        dotted = f"{prefix}.{key}" if prefix else key
-        if key not in table:
-            if default is ...:
-                self.fail(dotted, "required key is missing", f"add '{key} = ...'")
-            return default
-        value = table[key]
-        if isinstance(value, bool) and bool not in types:
-            self.fail(dotted, f"expected {'/'.join(t.__name__ for t in types)}, got a boolean",
-                      "give a value of the right type")
-        if not isinstance(value, types):
-            self.fail(dotted, f"expected {'/'.join(t.__name__ for t in types)}, "
-                      f"got {type(value).__name__}", "give a value of the right type")
-        if choices is not None and value not in choices:
-            self.fail(dotted, f"invalid value {value!r}", "use one of: " + ", ".join(choices))
-        return value
+        return self.doc.table(prefix, table).get(key, types, default, choices)
 
     def no_unknown(self, table: dict, prefix: str, allowed):
-        for key in table:
-            if key not in allowed:
-                dotted = f"{prefix}.{key}" if prefix else key
-                self.fail(dotted, "unknown key", "remove it or use one of: "
-                          + ", ".join(sorted(allowed)))
+        self.doc.table(prefix, table).no_unknown(allowed)
 
 
 def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
     """Validate protocol TOML text and build a :class:`Protocol`."""
-    try:   # with evalkit.limits' bounds on size, nesting, strings and integers
-        data = loads_toml(text, file=file)
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        where = f"{file}:{line.group(1)}" if line else file
-        raise InputError(f"not valid TOML: {exc}", file=where,
-                         fix="repair the TOML syntax at that line") from exc
-    p = _Parser(text, file)
+    doc = parse_config(text, file=file)   # with evalkit.limits' bounds
+    data = doc.data
+    p = _Parser(doc)
     p.no_unknown(data, "", ("protocol", "tiers", "checks"))
     head = p.get(data, "", "protocol", (dict,))
     p.no_unknown(head, "protocol", ("name", "version", "description", "alpha", "alternative",

@@ -197,7 +197,7 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
 
 
 def bundled_campaign() -> Path:
-    """The bursty campaign shipped inside the package (identical to examples/bursty.toml)."""
+    """The bursty campaign shipped inside the package (examples/bursty.toml links to it)."""
     return Path(str(resources.files("evalkit.replay").joinpath("campaigns/bursty.toml")))
 
 

@@ -34,15 +34,18 @@ import hashlib
 import json
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit import limits as L
+from evalkit.config import ConfigDoc, ConfigTable, read_config
 from evalkit.errors import InputError, from_os_error
-from evalkit.fileread import read_text_bounded
+from evalkit.replay.backends.sim.model import SimConfig
+from evalkit.replay.backends.sim.twin import twin_backend_config
 from evalkit.replay.policies import RESERVED, get_policy, resolve_policy
+from evalkit.replay.runner import BACKENDS, check_spec
 from evalkit.replay.spec import ReplaySpec
+from evalkit.replay.traces.generate import ARRIVALS, KIND_ALIASES
 
 TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
@@ -121,53 +124,10 @@ class Job:
 
 # ----------------------------------------------------------------------------- parsing
 
-def _line_of(text: str, key: str) -> int | None:
-    pat = re.compile(rf"^\s*(\[+\s*)?{re.escape(key)}\s*(=|\]|\.)", re.M)
-    m = pat.search(text)
-    return text.count("\n", 0, m.start()) + 1 if m else None
-
-
-def _err(path, text, key, message, fix, *, where=None):
-    line = _line_of(text, key)
-    loc = f" (line {line})" if line else ""
-    return InputError(f"{message}{loc}", file=str(path) if path else None,
-                      column=f"{where}.{key}" if where else key, fix=fix)
-
-
-def _unknown(path, text, table: dict, valid: set, where: str | None):
-    for key in table:
-        if key not in valid:
-            raise _err(path, text, key, f"unknown key {key!r}"
-                       + (f" in [{where}]" if where else ""),
-                       f"valid keys: {', '.join(sorted(valid))}", where=where)
-
-
-def _num(path, text, table, key, *, kind=float, default=None, positive=True, where=None):
-    if key not in table:
-        if default is None:
-            raise _err(path, text, key, f"missing required key {key!r}",
-                       f"add {key} = <number>", where=where)
-        return default
-    v = table[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and
-                                                                 not float(v).is_integer()):
-        raise _err(path, text, key, f"{key} must be {'an integer' if kind is int else 'a number'}"
-                   f", got {v!r}", f"write {key} = <number>", where=where)
-    if not math.isfinite(v):
-        raise _err(path, text, key, f"{key} must be a finite number, got {v}",
-                   f"write {key} = <number>", where=where)
-    if positive and not v > 0:
-        raise _err(path, text, key, f"{key} must be > 0, got {v}", f"use {key} > 0",
-                   where=where)
-    return kind(v)
-
-
-def _bounded(path, text, key, value, lo, hi, *, where=None):
-    """``value`` within ``[lo, hi]`` or an InputError naming the key and the allowed range."""
-    if not lo <= value <= hi:
-        raise _err(path, text, key, f"{key} = {value:,} is out of range",
-                   L.range_fix(lo, hi), where=where)
-    return value
+def _unknown(table: ConfigTable, valid: set) -> None:
+    where = f" in [{table.prefix}]" if table.prefix else ""
+    table.no_unknown(valid, message=lambda key: f"unknown key {key!r}{where}",
+                     fix=lambda keys: f"valid keys: {', '.join(keys)}")
 
 
 def load_campaign(path) -> Campaign:
@@ -182,223 +142,215 @@ def load_campaign(path) -> Campaign:
         raise InputError(f"campaign file is {size:,} bytes", file=str(path),
                          fix=f"campaign files are limited to {L.MAX_CONFIG_BYTES:,} bytes")
     # a FIFO or device is refused; the bound is on bytes read, not the size stat reports
-    text = read_text_bounded(path, L.MAX_CONFIG_BYTES, "campaign file",
-                             action="cannot read the campaign",
-                             fix=f"campaign files are limited to {L.MAX_CONFIG_BYTES:,} bytes")
-    try:
-        data = L.loads_toml(text, file=str(path))
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"malformed TOML: {exc}", file=str(path),
-                         fix="fix the syntax at the line given") from None
-    return parse_campaign(data, path=path, text=text)
+    doc = read_config(path, what="campaign file", action="cannot read the campaign",
+                      missing_fix="check the path", syntax_message="malformed TOML",
+                      syntax_fix="fix the syntax at the line given")
+    return parse_campaign(doc.data, path=path, text=doc.text)
 
 
 def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> Campaign:
     L.check_structure(data, file=str(path) if path else None)
-    _unknown(path, text, data, TOP_KEYS, None)
+    top = ConfigDoc(data=data, text=text, file=str(path) if path else None).table()
+    _unknown(top, TOP_KEYS)
     regime = data.get("regime")
     if not isinstance(regime, str) or not _LABEL.fullmatch(regime) \
             or len(regime) > L.MAX_LABEL_CHARS:
-        raise _err(path, text, "regime", f"regime must be a plain name of at most "
-                   f"{L.MAX_LABEL_CHARS} characters, got {_short(regime)}",
-                   'write regime = "bursty" (letters, digits, _ . -)')
+        raise top.error("regime", f"regime must be a plain name of at most "
+                        f"{L.MAX_LABEL_CHARS} characters, got {_short(regime)}",
+                        'write regime = "bursty" (letters, digits, _ . -)')
     seeds = data.get("seeds")
     if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds > 0:
-        _bounded(path, text, "seeds", seeds, 1, L.MAX_SEEDS)
+        top.bounded("seeds", seeds, 1, L.MAX_SEEDS)
         seeds = list(range(seeds))
     elif isinstance(seeds, list):
-        _bounded(path, text, "seeds", len(seeds), 1, L.MAX_SEEDS)
+        top.bounded("seeds", len(seeds), 1, L.MAX_SEEDS)
         for s in seeds:
             if isinstance(s, int) and not isinstance(s, bool):
-                _bounded(path, text, "seeds", s, 0, L.MAX_SEED_VALUE)
+                top.bounded("seeds", s, 0, L.MAX_SEED_VALUE)
     if (not isinstance(seeds, list) or not seeds
             or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
             or len(set(seeds)) != len(seeds)):
-        raise _err(path, text, "seeds", f"seeds must be a count or a list of distinct "
-                   f"non-negative integers, got {seeds!r}", "write seeds = 10 or [0, 1, 2]")
-    draws = _num(path, text, data, "matched_random_draws", kind=int, default=5, positive=False)
-    _bounded(path, text, "matched_random_draws", draws, 0, L.MAX_DRAWS)
-    horizon = _num(path, text, data, "horizon_s")
-    _bounded(path, text, "horizon_s", horizon, 0, L.MAX_HORIZON_S)
-    D = _num(path, text, data, "merge_duration_s", default=8.0)
-    step = _num(path, text, data, "inner_step_s", default=0.5)
-    h_min = _num(path, text, data, "h_min", kind=int, default=128)
-    h_max = _num(path, text, data, "h_max", kind=int, default=512)
-    min_gap = _num(path, text, data, "min_gap_s") if "min_gap_s" in data else None
-    max_gap = _num(path, text, data, "max_gap_s") if "max_gap_s" in data else None
+        raise top.error("seeds", f"seeds must be a count or a list of distinct "
+                        f"non-negative integers, got {seeds!r}", "write seeds = 10 or [0, 1, 2]")
+    draws = top.number("matched_random_draws", kind=int, default=5, positive=False)
+    top.bounded("matched_random_draws", draws, 0, L.MAX_DRAWS)
+    horizon = top.number("horizon_s")
+    top.bounded("horizon_s", horizon, 0, L.MAX_HORIZON_S)
+    D = top.number("merge_duration_s", default=8.0)
+    step = top.number("inner_step_s", default=0.5)
+    h_min = top.number("h_min", kind=int, default=128)
+    h_max = top.number("h_max", kind=int, default=512)
+    min_gap = top.number("min_gap_s") if "min_gap_s" in data else None
+    max_gap = top.number("max_gap_s") if "max_gap_s" in data else None
 
     slo = data.get("slo", {})
     if not isinstance(slo, dict):
-        raise _err(path, text, "slo", "[slo] must be a table", "write [slo] e2e_s = 10.0")
-    _unknown(path, text, slo, SLO_KEYS, "slo")
-    slo_out = {"e2e_s": _num(path, text, slo, "e2e_s", where="slo"),
-               "ttft_s": _num(path, text, slo, "ttft_s", where="slo") if "ttft_s" in slo else None,
-               "tpot_s": _num(path, text, slo, "tpot_s", where="slo") if "tpot_s" in slo else None}
+        raise top.error("slo", "[slo] must be a table", "write [slo] e2e_s = 10.0")
+    st = top.sub("slo", slo)
+    _unknown(st, SLO_KEYS)
+    slo_out = {"e2e_s": st.number("e2e_s"),
+               "ttft_s": st.number("ttft_s") if "ttft_s" in slo else None,
+               "tpot_s": st.number("tpot_s") if "tpot_s" in slo else None}
 
     trace = data.get("trace")
     if not isinstance(trace, dict):
-        raise _err(path, text, "trace", "missing [trace] table",
-                   'add [trace] with generator = "..." or path = "..."')
-    trace = _parse_trace(trace, path, text, horizon)
+        raise top.error("trace", "missing [trace] table",
+                        'add [trace] with generator = "..." or path = "..."')
+    trace = _parse_trace(top, top.sub("trace", trace), horizon)
 
     backend = data.get("backend", {"name": "sim"})
     if not isinstance(backend, dict):
-        raise _err(path, text, "backend", "[backend] must be a table", 'write [backend] name = "sim"')
-    _unknown(path, text, backend, BACKEND_KEYS, "backend")
+        raise top.error("backend", "[backend] must be a table", 'write [backend] name = "sim"')
+    bt = top.sub("backend", backend)
+    _unknown(bt, BACKEND_KEYS)
     backend_name = backend.get("name", "sim")
-    from evalkit.replay.runner import BACKENDS
     if backend_name not in BACKENDS:
-        raise _err(path, text, "name", f"unknown backend {backend_name!r}",
-                   f"use one of {', '.join(BACKENDS)}", where="backend")
+        raise bt.error("name", f"unknown backend {backend_name!r}",
+                       f"use one of {', '.join(BACKENDS)}")
     backend_config = backend.get("config", {})
     if "sim_params" in backend:
-        backend_config = _twin_config(path, text, backend, backend_name, backend_config)
+        backend_config = _twin_config(bt, path, backend_name, backend_config)
     if backend_name == "sim":
-        from evalkit.replay.backends.sim.model import SimConfig
         try:
             SimConfig.from_dict(backend_config)
         except InputError as exc:
-            raise _err(path, text, exc.column or "config", exc.message, exc.fix,
-                       where="backend.config") from None
+            raise bt.sub("config", backend_config if isinstance(backend_config, dict) else {}
+                         ).error(exc.column or "config", exc.message, exc.fix) from None
 
     raw_policies = data.get("policies")
     if not isinstance(raw_policies, list) or not raw_policies:
-        raise _err(path, text, "policies", "no [[policies]] given",
-                   'add [[policies]] name = "fixed_h" ...')
-    _bounded(path, text, "policies", len(raw_policies), 1, L.MAX_POLICIES)
-    policies, labels = [], set()
-    for entry in raw_policies:
+        raise top.error("policies", "no [[policies]] given",
+                        'add [[policies]] name = "fixed_h" ...')
+    top.bounded("policies", len(raw_policies), 1, L.MAX_POLICIES)
+    policies, labels, tables = [], set(), []
+    for i, entry in enumerate(raw_policies):
         if not isinstance(entry, dict):
-            raise _err(path, text, "policies", "each policy must be a table",
-                       'write [[policies]] name = "wa"')
-        _unknown(path, text, entry, POLICY_KEYS, "policies")
+            raise top.error("policies", "each policy must be a table",
+                            'write [[policies]] name = "wa"')
+        pt = top.sub("policies", entry, index=i)
+        _unknown(pt, POLICY_KEYS)
         name = entry.get("name")
         if name in RESERVED:
-            raise _err(path, text, "name", f"reserved policy {name!r} (no_sync and "
-                       "matched_random runs are added automatically)",
-                       "name a policy to evaluate (evalkit policies list)", where="policies")
+            raise pt.error("name", f"reserved policy {name!r} (no_sync and "
+                           "matched_random runs are added automatically)",
+                           "name a policy to evaluate (evalkit policies list)")
         try:
             cls = resolve_policy(name)
         except InputError as exc:
-            raise _err(path, text, "name", exc.message, exc.fix, where="policies") from None
+            raise pt.error("name", exc.message, exc.fix) from None
         label = entry.get("label", cls.name)
         if not isinstance(label, str) or not _LABEL.fullmatch(label) or label in labels \
                 or label in ("no_sync",) or label.startswith("mr-") \
                 or len(label) > L.MAX_LABEL_CHARS:
-            raise _err(path, text, "label", f"policy label {_short(label)} is invalid or "
-                       "repeated", f"give each policy a unique plain label of at most "
-                       f"{L.MAX_LABEL_CHARS} characters", where="policies")
+            raise pt.error("label", f"policy label {_short(label)} is invalid or "
+                           "repeated", f"give each policy a unique plain label of at most "
+                           f"{L.MAX_LABEL_CHARS} characters")
         labels.add(label)
         params = entry.get("params", {})
         if not isinstance(params, dict):
-            raise _err(path, text, "params", "params must be a table",
-                       "write params = { H = 256 }", where="policies")
+            raise pt.error("params", "params must be a table", "write params = { H = 256 }")
         try:
             get_policy(name, **params)
         except InputError as exc:
-            raise _err(path, text, exc.column or "params", exc.message, exc.fix,
-                       where=f"policies.{label}") from None
-        n_draws = _num(path, text, entry, "draws", kind=int, default=draws, positive=False) \
+            raised = ConfigTable(pt.doc, params, f"policies.{label}", f"policies[{i}].params")
+            raise raised.error(exc.column or "params", exc.message, exc.fix) from None
+        n_draws = pt.number("draws", kind=int, default=draws, positive=False) \
             if "draws" in entry else draws
-        _bounded(path, text, "draws", n_draws, 0, L.MAX_DRAWS, where="policies")
+        pt.bounded("draws", n_draws, 0, L.MAX_DRAWS)
         policies.append(PolicyEntry(label, name, dict(params), n_draws))
+        tables.append(pt.sub("params", params))
     n_jobs = len(seeds) * (1 + len(policies) + sum(p.draws for p in policies))
     if n_jobs > L.MAX_JOBS:
-        raise _err(path, text, "seeds", f"the campaign plans {n_jobs:,} runs (seeds x "
-                   "(no-sync + policies + draws))",
-                   f"at most {L.MAX_JOBS:,} runs per campaign: fewer seeds or draws, or "
-                   "split it into several campaigns")
-    for pe in policies:
+        raise top.error("seeds", f"the campaign plans {n_jobs:,} runs (seeds x "
+                        "(no-sync + policies + draws))",
+                        f"at most {L.MAX_JOBS:,} runs per campaign: fewer seeds or draws, or "
+                        "split it into several campaigns")
+    for pe, params_table in zip(policies, tables):
         k_from = pe.params.get("k_from")
         if k_from is not None and k_from not in labels - {pe.label}:
-            raise _err(path, text, "k_from", f"policy {pe.label!r}: k_from={k_from!r} is not "
-                       "another policy of this campaign",
-                       f"use one of {', '.join(sorted(labels - {pe.label}))}",
-                       where="policies.params")
+            raise params_table.error("k_from", f"policy {pe.label!r}: k_from={k_from!r} is "
+                                     "not another policy of this campaign",
+                                     f"use one of {', '.join(sorted(labels - {pe.label}))}")
         if pe.name == "calibrated_offline" and k_from is None and pe.params.get("k") is None:
-            raise _err(path, text, "k_from", f"policy {pe.label!r} needs K",
-                       "set params = { k_from = \"wa\" } or { k = 3 }", where="policies.params")
-    design = _parse_design(data.get("design"), path, text, len(seeds))
+            raise params_table.error("k_from", f"policy {pe.label!r} needs K",
+                                     "set params = { k_from = \"wa\" } or { k = 3 }")
+    design = _parse_design(top, data.get("design"), len(seeds))
     camp = Campaign(path=path, regime=regime, seeds=seeds, draws=draws, horizon_s=horizon,
                     merge_duration_s=D, inner_step_s=step, h_min=h_min, h_max=h_max,
                     min_gap_s=min_gap, max_gap_s=max_gap, slo=slo_out, trace=trace,
                     backend=backend_name, backend_config=dict(backend_config),
                     policies=policies, text=text, description=str(data.get("description", "")),
                     design=design)
-    from evalkit.replay.runner import check_spec
     check_spec(camp.spec("check", 0), source=str(path) if path else None)
     return camp
 
 
-def _parse_design(table, path, text, n_seeds: int) -> dict:
+def _parse_design(top: ConfigTable, table, n_seeds: int) -> dict:
     """``[design]``: kind = "fixed" (default: every planned seed is run, then tested once) or
     "sequential" (seeds in batches until decided, at most max_seeds)."""
     if table is None:
         return {"kind": "fixed", "max_seeds": None, "batch": None}
     if not isinstance(table, dict):
-        raise _err(path, text, "design", "[design] must be a table",
-                   'write [design] kind = "fixed"')
-    _unknown(path, text, table, DESIGN_KEYS, "design")
+        raise top.error("design", "[design] must be a table", 'write [design] kind = "fixed"')
+    dt = top.sub("design", table)
+    _unknown(dt, DESIGN_KEYS)
     kind = table.get("kind", "fixed")
     if kind not in DESIGN_KINDS:
-        raise _err(path, text, "kind", f"design kind must be 'fixed' or 'sequential', got "
-                   f"{_short(kind)}", 'write kind = "fixed" or kind = "sequential"',
-                   where="design")
+        raise dt.error("kind", f"design kind must be 'fixed' or 'sequential', got "
+                       f"{_short(kind)}", 'write kind = "fixed" or kind = "sequential"')
     if kind == "fixed":
         extra = sorted(set(table) & {"max_seeds", "batch"})
         if extra:
-            raise _err(path, text, extra[0], f"{extra[0]} applies to sequential designs only",
-                       f'remove {extra[0]} or write kind = "sequential"', where="design")
+            raise dt.error(extra[0], f"{extra[0]} applies to sequential designs only",
+                           f'remove {extra[0]} or write kind = "sequential"')
         return {"kind": "fixed", "max_seeds": None, "batch": None}
-    max_seeds = _num(path, text, table, "max_seeds", kind=int, default=n_seeds, where="design")
-    _bounded(path, text, "max_seeds", max_seeds, 2, n_seeds, where="design")
-    batch = _num(path, text, table, "batch", kind=int, default=1, where="design")
-    _bounded(path, text, "batch", batch, 1, max_seeds, where="design")
+    max_seeds = dt.number("max_seeds", kind=int, default=n_seeds)
+    dt.bounded("max_seeds", max_seeds, 2, n_seeds)
+    batch = dt.number("batch", kind=int, default=1)
+    dt.bounded("batch", batch, 1, max_seeds)
     return {"kind": "sequential", "max_seeds": max_seeds, "batch": batch}
 
 
-def _twin_config(path, text, backend: dict, backend_name: str, config: dict) -> dict:
+def _twin_config(bt: ConfigTable, path, backend_name: str, config: dict) -> dict:
     """``[backend] sim_params``: the twin's settings under ``config``, with its sha256."""
-    from evalkit.replay.backends.sim.twin import twin_backend_config
 
-    twin = backend["sim_params"]
+    twin = bt.data["sim_params"]
     if backend_name != "sim" or not isinstance(twin, str):
-        raise _err(path, text, "sim_params", "sim_params must be a twin file path and needs "
-                   f"the sim backend (backend is {backend_name!r})",
-                   'write [backend] name = "sim" and sim_params = "twin.toml"', where="backend")
+        raise bt.error("sim_params", "sim_params must be a twin file path and needs "
+                       f"the sim backend (backend is {backend_name!r})",
+                       'write [backend] name = "sim" and sim_params = "twin.toml"')
     twin_path = Path(twin)
     if not twin_path.is_absolute() and path is not None:
         twin_path = Path(path).parent / twin_path
     try:
         return twin_backend_config(twin_path, config)
     except InputError as exc:
-        raise _err(path, text, "sim_params", f"{exc.message} ({twin_path})", exc.fix,
-                   where="backend") from None
+        raise bt.error("sim_params", f"{exc.message} ({twin_path})", exc.fix) from None
 
 
-def _parse_trace(trace: dict, path, text, horizon) -> dict:
+def _parse_trace(top: ConfigTable, tt: ConfigTable, horizon) -> dict:
+    trace = tt.data
     if ("generator" in trace) == ("path" in trace):
-        raise _err(path, text, "trace", "[trace] needs exactly one of generator = ... or "
-                   "path = ...", "pick a generator or a trace file")
+        raise top.error("trace", "[trace] needs exactly one of generator = ... or "
+                        "path = ...", "pick a generator or a trace file")
     if "path" in trace:
-        _unknown(path, text, trace, TRACE_FILE_KEYS, "trace")
+        _unknown(tt, TRACE_FILE_KEYS)
         return dict(trace)
-    from evalkit.replay.traces.generate import ARRIVALS, KIND_ALIASES
     kind = trace["generator"]
     # the spellings evalkit.replay.traces.generate() accepts ("square-wave", "mmpp_bursts")
     key = kind.replace("-", "_") if isinstance(kind, str) else kind
     key = KIND_ALIASES.get(key, key) if isinstance(key, str) else key
     if key not in ARRIVALS:
-        raise _err(path, text, "generator", f"unknown trace generator {kind!r}",
-                   f"use one of {', '.join(ARRIVALS)}", where="trace")
+        raise tt.error("generator", f"unknown trace generator {kind!r}",
+                       f"use one of {', '.join(ARRIVALS)}")
     out = dict(trace)
     out["generator"] = key          # canonical, so equivalent spellings fingerprint alike
     out.setdefault("duration_s", horizon)
-    _check_trace_size(out, path, text)
+    _check_trace_size(out, tt)
     return out
 
 
-def _check_trace_size(spec: dict, path, text) -> None:
+def _check_trace_size(spec: dict, tt: ConfigTable) -> None:
     """Reject generator settings whose trace could not fit in memory (before generating)."""
     def num(key):
         v = spec.get(key)
@@ -410,14 +362,14 @@ def _check_trace_size(spec: dict, path, text) -> None:
         return
     rates = [r for r in (num("rate"), num("busy_rate"), num("quiet_rate")) if r is not None]
     if rates and max(rates) * duration > L.MAX_TRACE_REQUESTS:
-        raise _err(path, text, "rate", f"the trace would hold about {max(rates) * duration:,.0f} "
-                   "requests", f"at most {L.MAX_TRACE_REQUESTS:,} requests per generated "
-                   "trace: lower the rate or the duration", where="trace")
+        raise tt.error("rate", f"the trace would hold about {max(rates) * duration:,.0f} "
+                       "requests", f"at most {L.MAX_TRACE_REQUESTS:,} requests per generated "
+                       "trace: lower the rate or the duration")
     for key in ("period_s", "mean_quiet_s", "mean_burst_s"):
         step = num(key)
         if step is not None and step > 0 and duration / step > L.MAX_TRACE_REQUESTS:
-            raise _err(path, text, key, f"{key} = {step:g} cuts the trace into "
-                       f"{duration / step:,.0f} segments", f"raise {key}", where="trace")
+            raise tt.error(key, f"{key} = {step:g} cuts the trace into "
+                           f"{duration / step:,.0f} segments", f"raise {key}")
 
 
 def _short(value, limit: int = 60) -> str:

@@ -6,7 +6,7 @@ shows it at that physical size, so fonts read at their point size at 100% zoom),
 alt text.  Legends sit below the axes, never over the data.  V and its differences are shares
 of requests; axes show them in percent / percentage points.
 
-Cost (``examples/bench/bench_scale.py``): figures are built on ``matplotlib.figure.Figure``
+Cost (``tools/bench/bench_scale.py``): figures are built on ``matplotlib.figure.Figure``
 with an Agg canvas (no pyplot state, nothing to close) and margins fixed in inches instead of
 the constrained layout, which measured the text extents of every artist.
 """

@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit.config import read_config
 from evalkit.errors import InputError
 from evalkit.replay.backends.sim.model import SimConfig
 
@@ -85,26 +85,25 @@ class LoadedTwin:
 def load_twin(path) -> LoadedTwin:
     """Read and check a twin file (InputError naming the file and key on bad input)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("twin file not found", file=str(path),
-                         fix="fit one with `evalkit sim fit REAL_RUNS --out twin.toml`")
-    raw = path.read_bytes()
-    try:
-        data = tomllib.loads(raw.decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"malformed twin file: {exc}", file=str(path),
-                         fix="regenerate it with `evalkit sim fit`") from None
+    doc = read_config(path, what="twin file", action="cannot read the twin file",
+                      missing_fix="fit one with `evalkit sim fit REAL_RUNS --out twin.toml`",
+                      syntax_message="malformed twin file",
+                      syntax_fix="regenerate it with `evalkit sim fit`")
+    data = doc.data
     if data.get("schema") != SCHEMA:
-        raise InputError(f"not a twin file (schema = {data.get('schema')!r})", file=str(path),
-                         column="schema", fix=f'a twin file starts with schema = "{SCHEMA}"')
+        raise doc.error("schema", f"not a twin file (schema = {data.get('schema')!r})",
+                        f'a twin file starts with schema = "{SCHEMA}"')
     sim = data.get("sim")
     if not isinstance(sim, dict) or not sim:
-        raise InputError("twin file has no [sim] table", file=str(path), column="sim",
-                         fix="regenerate it with `evalkit sim fit`")
+        raise doc.error("sim", "twin file has no [sim] table",
+                        "regenerate it with `evalkit sim fit`")
     for key in ("twin_sha256", "twin_name"):
         sim.pop(key, None)
-    SimConfig.from_dict(sim, source=str(path))        # every setting must be a valid one
-    return LoadedTwin(settings=dict(sim), sha256=hashlib.sha256(raw).hexdigest(),
+    try:                                              # every setting must be a valid one
+        SimConfig.from_dict(sim, source=str(path))
+    except InputError as exc:
+        raise doc.table("sim", sim).error(exc.column or "sim", exc.message, exc.fix) from None
+    return LoadedTwin(settings=dict(sim), sha256=hashlib.sha256(doc.text.encode()).hexdigest(),
                       name=path.name, source=dict(data.get("source", {})),
                       ci=dict(data.get("ci", {})))
 

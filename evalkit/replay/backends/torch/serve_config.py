@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+from evalkit.config import read_config
 from evalkit.errors import InputError
 from evalkit.replay.backends.torch.models import resolve_config
 
@@ -110,16 +111,17 @@ def read_config_file(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise InputError("config file not found", file=str(path), fix="check the path")
-    text = path.read_text()
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import tomllib
-            data = tomllib.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot parse the config file ({exc})", file=str(path),
-                         fix="write TOML (key = value) or JSON") from exc
+    if path.suffix.lower() != ".json":      # TOML, within evalkit.limits' bounds
+        data = read_config(path, what="config file", action="cannot read the config file",
+                           missing_fix="check the path",
+                           syntax_message="cannot parse the config file",
+                           syntax_fix="write TOML (key = value) or JSON").data
+    else:
+        try:
+            data = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot parse the config file ({exc})", file=str(path),
+                             fix="write TOML (key = value) or JSON") from exc
     if isinstance(data, dict) and set(data) == {"serve"}:
         data = data["serve"]
     if not isinstance(data, dict):

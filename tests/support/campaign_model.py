@@ -1,4 +1,5 @@
-"""A small fixture-style campaign model whose ground truth the tests choose.
+"""The fixture world (:mod:`tests.support.fixture_model`) as a model whose ground truth the
+tests choose: the same horizon, bursts, D, K, corridor, SLO and tables.
 
 Per seed one bursty open-loop trace (bursts of 3 req/s for 10 s every 40 s over a 0.3 req/s
 floor, 200 s); every request has a base latency (``kind``: "normal" lognormal around 1.2 s,
@@ -18,14 +19,12 @@ import numpy as np
 import pandas as pd
 
 from evalkit.runlog.io import write_run
+from tests.support.fixture_model import (BURSTS, HORIZON, MAX_GAP, MIN_GAP, SLO, STEP_S, D, K,
+                                         merges_for, requests_frame, steps)
 
-HORIZON = 200.0
-D = 8.0
-K = 4
-MIN_GAP, MAX_GAP = 20.0, 80.0
-SLO = 5.0
-STEP_S = 2.0
-BURSTS = [(10.0 + 40.0 * j, 20.0 + 40.0 * j) for j in range(5)]
+__all__ = ["BURSTS", "HORIZON", "MAX_GAP", "MIN_GAP", "SLO", "STEP_S", "D", "K", "steps",
+           "trace", "schedule", "requests_for", "write", "regime"]
+
 META = {"created_at": "2026-01-01T00:00:00+00:00", "evalkit_version": "test",
         "host": {"hostname": "test", "platform": "test", "python": "3.11"}}
 
@@ -87,34 +86,7 @@ def requests_for(tr: pd.DataFrame, starts, rng, penalty: float, backlog_s: float
         j = np.searchsorted(ends, arrival, side="right") - 1
         lag = np.where(j >= 0, arrival - ends[np.maximum(j, 0)], np.inf)
         extra += np.where(~hit & (lag < backlog_s), backlog_add * (1 - lag / backlog_s), 0.0)
-    end = arrival + service + extra
-    latency = end - arrival
-    n = arrival.size
-    return pd.DataFrame({
-        "request_id": np.arange(n, dtype=np.int64), "arrival_s": arrival,
-        "sent_s": arrival + tr.lag_s.to_numpy(),
-        "first_token_s": arrival + np.minimum(0.3, latency / 2), "end_s": end,
-        "prompt_tokens": tr.prompt_tokens.to_numpy(),
-        "output_tokens": tr.output_tokens.to_numpy(), "ok": np.ones(n, dtype=bool),
-        "error": [None] * n})
-
-
-def steps(starts) -> pd.DataFrame:
-    edges = [0.0]
-    for s in np.sort(np.asarray(starts, dtype=float)):
-        edges += [s, s + D]
-    edges.append(HORIZON)
-    lo, hi = [], []
-    for a, b in zip(edges[::2], edges[1::2]):
-        n = int(round((b - a) / STEP_S))
-        if n > 0:
-            grid = np.linspace(a, b, n + 1)
-            lo.append(grid[:-1])
-            hi.append(grid[1:])
-    start, end = np.concatenate(lo), np.concatenate(hi)
-    return pd.DataFrame({"step": np.arange(start.size, dtype=np.int64), "start_s": start,
-                         "end_s": end, "loss": 3.0 - start / 1000,
-                         "tokens": np.full(start.size, 4096, dtype=np.int64)})
+    return requests_frame(tr, arrival + service + extra)
 
 
 def write(out: Path, *, run_id, policy, role, seed, regime, starts, backend, kind="normal",
@@ -130,12 +102,8 @@ def write(out: Path, *, run_id, policy, role, seed, regime, starts, backend, kin
             "oracle": oracle, "settings": {"requested": {}, "effective": {}},
             "rng_seeds": {"trace": seed}, "inner_step_s": STEP_S, **META}
     rng = np.random.default_rng([seed, sum(map(ord, run_id)), len(run_id)])
-    merges = pd.DataFrame({"merge_idx": np.arange(starts.size, dtype=np.int64),
-                           "start_s": starts, "end_s": starts + D,
-                           "inner_step": (starts / STEP_S).astype(np.int64),
-                           "bytes": np.full(starts.size, 1_000_000, dtype=np.int64)})
     write_run(out, meta, requests_for(tr, starts, rng, penalty, backlog_s, backlog_add),
-              merges, steps=steps(starts))
+              merges_for(starts, bytes_per_merge=1_000_000), steps=steps(starts))
 
 
 def regime(out: Path, *, name: str, backend: str, seeds, policies: dict, draws: int = 2,

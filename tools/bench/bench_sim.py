@@ -1,6 +1,6 @@
 """Benchmark of the simulated backend and a full campaign.
 
-    python examples/bench/bench_sim.py [--jobs 2] [--skip-campaign]
+    python tools/bench/bench_sim.py [--jobs 2] [--skip-campaign]
 
 1. One 600 s bursty replay (~5,000 requests, examples/bursty.toml, seed 0) per policy:
    best of 5 wall times of ``sim.replay`` (target <= 0.2 s), and the cost per request.
@@ -28,7 +28,7 @@ from evalkit.replay.policies import get_policy
 from evalkit.replay.sweep import build_trace, run_campaign
 
 HERE = Path(__file__).resolve().parent
-CAMPAIGN = HERE.parent / "bursty.toml"
+CAMPAIGN = HERE.parents[1] / "examples" / "bursty.toml"
 
 
 def best_of(fn, reps=5) -> float:

@@ -1,6 +1,6 @@
 """Benchmark of the torch sidecar's engine: batched prefill vs one prefill per request.
 
-    python examples/bench/bench_sidecar.py [--device cpu|cuda] [--model small] [--n 32]
+    python tools/bench/bench_sidecar.py [--device cpu|cuda] [--model small] [--n 32]
 
 ``--n`` requests (prompt ``--prompt`` tokens, ``--out`` output tokens) arrive at once, as in
 the capacity probe and at a burst onset.  The reference, timed in the same run, is the same

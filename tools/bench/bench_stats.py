@@ -1,6 +1,6 @@
 """Benchmark of evalkit.stats against references timed in the same run.
 
-    python examples/bench/bench_stats.py
+    python tools/bench/bench_stats.py
 
 Prints: exact sign-flip at n = 20 vs scipy's exact permutation_test (ratio, identical p),
 exact sign-flip at n = 40, proxy envelope (100,000 schedules of K = 8 against a

@@ -1,6 +1,6 @@
 """Benchmark of the sweep path: 1,000 short sim replays through the local executor.
 
-    python examples/bench/bench_sweep.py [--jobs 2] [--seeds 40] [--ref-jobs 250]
+    python tools/bench/bench_sweep.py [--jobs 2] [--seeds 40] [--ref-jobs 250]
 
 The campaign (below) is 40 seeds x (no-sync + 3 policies + 3 x 7 matched-random draws) =
 1,000 replays of a 120 s square-wave trace (~220 requests each), every one written as a run

@@ -1,6 +1,6 @@
 """Benchmark: the sequential gate against the fixed design at the paper's effect.
 
-    python examples/bench/bench_sequential.py [--reps 1000] [--out bench_sequential.json]
+    python tools/bench/bench_sequential.py [--reps 1000] [--out bench_sequential.json]
 
 Model: matched-random V lognormal with mean 0.0654 (the paper's random-placement V) and a
 within-seed coefficient of variation ``cv``; the policy run is one more such run shifted by

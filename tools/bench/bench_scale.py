@@ -18,10 +18,10 @@ matched-random draws at the policy's K -- then times, in this one process:
 Each line gives wall time and the process CPU time (all threads): on a shared machine the
 wall-clock ratio is what the target is about, the CPU ratio shows the work.
 
-    python examples/bench/bench_scale.py                       # 200 x 50,000 (10 M rows)
-    python examples/bench/bench_scale.py --runs 20 --requests 5000   # quick
-    python examples/bench/bench_scale.py --store /tmp/bench-store    # build once, reuse
-    python examples/bench/bench_scale.py --store /tmp/bench-store --phases   # + breakdown
+    python tools/bench/bench_scale.py                       # 200 x 50,000 (10 M rows)
+    python tools/bench/bench_scale.py --runs 20 --requests 5000   # quick
+    python tools/bench/bench_scale.py --store /tmp/bench-store    # build once, reuse
+    python tools/bench/bench_scale.py --store /tmp/bench-store --phases   # + breakdown
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Size and power of the within-seed permutation tests against the paired t-test.
 
-    python examples/bench/power_studentized.py [--campaigns 400] [--seeds 10]
+    python tools/bench/power_studentized.py [--campaigns 400] [--seeds 10]
 
 Two-sided alpha = 0.05; rejection rate over simulated campaigns, Monte Carlo p with B = 499.
 Model (the paper's regime): seed level V = 6.5% x lognormal(0, 0.25); a matched-random

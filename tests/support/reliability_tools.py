@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 TINY_CAMPAIGN = """
 regime = "tiny"
@@ -45,9 +45,21 @@ name = "wa"
 """
 
 
+CALIBRATED_OFFLINE = """[[policies]]
+name = "calibrated_offline"
+params = { k_from = "wa" }
+"""
+
+
+def tiny_campaign(seeds: int = 1, draws: int = 2, *, calibrated_offline: bool = False) -> str:
+    """The tiny campaign's text (``wa``; with ``calibrated_offline`` taking wa's K)."""
+    text = TINY_CAMPAIGN.format(seeds=seeds, draws=draws)
+    return text + CALIBRATED_OFFLINE if calibrated_offline else text
+
+
 def write_campaign(folder: Path, seeds: int = 1, draws: int = 2, name: str = "c.toml") -> Path:
     path = Path(folder) / name
-    path.write_text(TINY_CAMPAIGN.format(seeds=seeds, draws=draws))
+    path.write_text(tiny_campaign(seeds, draws))
     return path
 
 
