@@ -17,9 +17,9 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.runlog import metrics as mt
-from evalkit.stats import permutation as pm
+from evalkit.stats import randomisation as pm
 from evalkit.stats import schedules_edges as se
-from evalkit.stats import signflip as sf
+from evalkit.stats import randomisation as sf
 
 # These tests pin the raw-mean engine, kept as statistic="mean"; the studentized default
 # is checked against its own brute force in test_stats_permutation.py.
@@ -457,21 +457,21 @@ def test_permutation_min_p_of_a_result_counts_tied_labels():
     (9, 0.0099, "greater", 3), (99, 0.02, "two-sided", 1), (1, 0.9, "two-sided", 2),
 ])
 def test_permutation_seeds_needed_table(m, alpha, alternative, n):
-    assert pm.seeds_needed(m, alpha, alternative) == n
+    assert pm.seeds_needed(alpha, alternative, m=m) == n
     factor = 2.0 if alternative == "two-sided" else 1.0
     assert factor * (m + 1.0) ** -n <= alpha * (1 + 1e-12)
     assert n == 1 or factor * (m + 1.0) ** -(n - 1) > alpha
 
 
 def test_permutation_seeds_needed_defaults_and_bad_input():
-    assert pm.seeds_needed(2) == 4 and pm.seeds_needed(1) == 6
+    assert pm.seeds_needed(m=2) == 4 and pm.seeds_needed(m=1) == 6
     for alpha in (0.0, 1.0, -0.2, 1.2):
         with pytest.raises(InputError):
-            pm.seeds_needed(2, alpha)
+            pm.seeds_needed(alpha, m=2)
     with pytest.raises(InputError):
-        pm.seeds_needed(0)
+        pm.seeds_needed(m=0)
     with pytest.raises(InputError):
-        pm.seeds_needed(2, 0.05, "bigger")
+        pm.seeds_needed(0.05, "bigger", m=2)
     with pytest.raises(InputError):
         pm.min_attainable_p([1, 2], "bigger")
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from evalkit.stats import bootstrap_ci, sign_flip_test
-from evalkit.stats.permutation import within_seed_permutation_test as _wspt
+from evalkit.stats.randomisation import within_seed_permutation_test as _wspt
 from evalkit.stats.transfer import compare_sides, paired_rho
 
 # These tests pin the raw-mean engine, kept as statistic="mean"; the studentized default

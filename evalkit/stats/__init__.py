@@ -4,7 +4,7 @@ Every result dataclass carries what a reader needs to check it (statistic, p, nu
 exact or Monte Carlo, method) and has ``to_dict()`` returning JSON-safe values.
 
 Names are loaded on first access (PEP 562 ``__getattr__``): ``from evalkit.stats import
-sign_flip_test`` imports only :mod:`evalkit.stats.signflip`, so commands that never fit
+sign_flip_test`` imports only :mod:`evalkit.stats.randomisation`, so commands that never fit
 psi or an OLS do not pay for scikit-learn, statsmodels and scipy.stats (~2-3 s of imports).
 """
 
@@ -19,11 +19,12 @@ _SOURCES = {
     "exposure": ("ExposureRegression", "exposure_regression"),
     "loadmatch": ("LoadCheck", "LoadMatchResult", "load_match"),
     "overlap": ("OverlapCost", "RequestIndex", "cost_curve", "overlap_cost"),
-    "permutation": ("PermutationResult", "within_seed_permutation_test"),
     "psi": ("PsiFit", "fit_psi"),
     "schedules": ("FeasibleClass", "feasible_class", "sample_schedules"),
     "sequential": ("SequentialResult", "anytime_test"),
-    "signflip": ("SignFlipResult", "min_attainable_p", "seeds_needed", "sign_flip_test"),
+    "randomisation": ("PermutationResult", "RandomisationResult", "SignFlipResult",
+                      "min_attainable_p", "seeds_needed", "sign_flip_test",
+                      "within_seed_permutation_test"),
     "transfer": ("DrainBin", "RhoSide", "TransferComparison", "fallback_rho",
                  "guard_band_transfer", "paired_rho", "paired_transfer"),
 }

@@ -128,17 +128,19 @@ def permutation_outputs() -> dict:
 
 
 def power_outputs() -> dict:
-    from evalkit.stats import permutation as P
-    from evalkit.stats import signflip as S
+    """Recorded from the sign-flip ``seeds_needed(alpha, alternative)`` and
+    ``min_attainable_p(n, ...)`` and the permutation test's ``seeds_needed(m, alpha,
+    alternative)`` and ``min_attainable_p(m, ...)``; now one function each."""
+    from evalkit.stats.randomisation import min_attainable_p, seeds_needed
 
     out = {}
     for alt in ("greater", "less", "two-sided"):
-        out[f"sf_seeds_needed_{alt}"] = [S.seeds_needed(a, alt) for a in (0.05, 0.01, 0.2)]
-        out[f"perm_seeds_needed_{alt}"] = [P.seeds_needed(m, a, alt)
+        out[f"sf_seeds_needed_{alt}"] = [seeds_needed(a, alt) for a in (0.05, 0.01, 0.2)]
+        out[f"perm_seeds_needed_{alt}"] = [seeds_needed(a, alt, m=m)
                                            for m in (1, 2, 5) for a in (0.05, 0.01)]
-        out[f"sf_min_p_{alt}"] = [repr(S.min_attainable_p(n, alt, b))
+        out[f"sf_min_p_{alt}"] = [repr(min_attainable_p(n, alt, b))
                                   for n in (2, 5, 12) for b in (None, 999)]
-        out[f"perm_min_p_{alt}"] = [repr(P.min_attainable_p(m, alt, b))
+        out[f"perm_min_p_{alt}"] = [repr(min_attainable_p(m, alt, b))
                                     for m in ((1, 1, 1), (2, 3, 4, 1)) for b in (None, 99)]
     return out
 
