@@ -20,7 +20,7 @@ from evalkit.stats.explained import explained_gain
 from evalkit.stats.loadmatch import load_match
 from evalkit.stats.overlap import RequestIndex, cost_curve, overlap_cost
 from evalkit.stats.psi import fit_psi
-from evalkit.stats.schedules import feasible_class, sample_schedules
+from evalkit.stats.fk import feasible_class, sample_schedules
 
 # ------------------------------------------------------------------------- _result plumbing
 
@@ -734,7 +734,7 @@ def test_sequential_sampler_inverts_the_exact_conditional_cdf(L, w):
 def test_non_numeric_inputs_are_input_errors():
     from evalkit.errors import InputError
     from evalkit.stats._result import check_n_resamples
-    from evalkit.stats.schedules import feasible_class
+    from evalkit.stats.fk import feasible_class
 
     with pytest.raises(InputError, match="must be numbers"):
         feasible_class("x", (0.0, 300.0), 8.0, 20.0, 200.0)
