@@ -225,11 +225,12 @@ def test_permutation_tie_tolerance_is_on_the_mean_scale(atol, p_expected):
 def test_sign_flip_monte_carlo_in_many_chunks(monkeypatch):
     # n = 20 > EXACT_CI_MAX_N: the p (B = 3999) and the CI (random sign patterns) are both
     # Monte Carlo; with a tiny chunk bound they are drawn in many chunks of 1000 rows
-    from evalkit.stats import randomisation
+    from evalkit.stats import inversion, randomisation
 
     d = np.random.default_rng(5).normal(0.3, 1.0, size=20)
     exact = sign_flip_test(d, n_resamples=None)
     monkeypatch.setattr(randomisation, "_CHUNK", 20 * 1000 + 7)
+    monkeypatch.setattr(inversion, "_CHUNK", 20 * 1000 + 7)
     b = 4000 - 1
     mc = sign_flip_test(d, n_resamples=b, rng=7)
     k = mc.p_value * (b + 1) - 1
@@ -269,7 +270,7 @@ def test_permutation_seeds_needed_rejects_alpha_at_the_bounds(alpha):
 
 
 def test_permutation_monte_carlo_ci_label_sets_are_identity_plus_random():
-    from evalkit.stats import randomisation as permutation
+    from evalkit.stats import inversion as permutation
 
     sizes = np.array([6] * 12)                      # 6^12 label sets: Monte Carlo for the CI
     labels, exact = permutation._label_sets(sizes, np.random.default_rng(0),
@@ -329,7 +330,7 @@ def test_permutation_confidence_level_outside_zero_one_is_rejected(level):
 def test_sign_flip_monte_carlo_ci_inverts_the_exact_test(seed):
     # n = 20 > EXACT_CI_MAX_N: the CI comes from random sign patterns, the p-value stays
     # exact; the bounds must invert the exact test up to the patterns' Monte Carlo error
-    from evalkit.stats.randomisation import EXACT_CI_MAX_N
+    from evalkit.stats.inversion import EXACT_CI_MAX_N
 
     rng = np.random.default_rng(70 + seed)
     d = rng.normal(0.4, 1.0, 20)
@@ -416,7 +417,7 @@ def test_permutation_forced_mc_matches_exact_with_unequal_draws():
 
 
 def test_sign_flip_mc_ci_uses_exactly_the_patterns_it_reports():
-    from evalkit.stats.randomisation import CI_MC_PATTERNS, _subset_means
+    from evalkit.stats.inversion import CI_MC_PATTERNS, _subset_means
 
     d = np.random.default_rng(1).normal(size=20)
     for n in (1, 7, CI_MC_PATTERNS):

@@ -44,6 +44,8 @@ TEST_MAP = {
                                        "test_stats_randomisation", "test_mc_paths",
                                        "test_intervals", "test_boundaries_randomisation",
                                        "test_stats_recorded"],
+    "evalkit/stats/inversion.py": ["test_intervals", "test_mc_paths",
+                                   "test_boundaries_randomisation", "test_stats_recorded"],
     "evalkit/stats/_result.py": ["test_stats_signflip", "test_mc_paths",
                                  "test_boundaries_envelope"],
     "evalkit/stats/bootstrap.py": ["test_intervals", "test_stats_explained",
