@@ -1,6 +1,5 @@
 """Boundary values and reported fields of the envelope-side statistics: result plumbing
-(json_safe, input checks), the seed bootstrap, load matching, measured and proxy envelopes,
-psi, overlap cost, the explained gain and the uniform F_K sampler without edges."""
+(json_safe, input checks), the seed bootstrap, load matching, psi, overlap cost, the explained gain and the uniform F_K sampler without edges."""
 
 from __future__ import annotations
 
@@ -17,13 +16,11 @@ from evalkit.errors import InputError, NotEstimable
 from evalkit.stats._result import (ResultMixin, as_finite_1d, as_generator, check_alternative,
                                    check_n_resamples, json_safe, seed_series)
 from evalkit.stats.bootstrap import bootstrap_ci, holm
-from evalkit.stats.envelope import (matched_random_envelope, paired_by_seed, placement_gain,
-                                    proxy_envelope)
 from evalkit.stats.explained import explained_gain
 from evalkit.stats.loadmatch import load_match
 from evalkit.stats.overlap import RequestIndex, cost_curve, overlap_cost
 from evalkit.stats.psi import fit_psi
-from evalkit.stats.schedules import feasible_class, sample_schedules
+from evalkit.stats.fk import feasible_class, sample_schedules
 
 # ------------------------------------------------------------------------- _result plumbing
 
@@ -324,112 +321,6 @@ def test_load_match_not_evaluable_names_the_runs():
     res = load_match({**BASE, "step_rate": "n/a"}, {**BASE, "step_rate": float("nan")})
     assert _check(res, "step_rate").reason == "step_rate is missing/NaN in the no-sync and policy run"
     assert res.not_evaluable == ["step_rate"] and res.failed == [] and not res.matched
-
-
-# ------------------------------------------------------------------------- measured envelope
-
-
-def test_measured_envelope_fields_against_numpy():
-    draws = {9: [0.1, 0.3, 0.2, 0.6], 10: [0.5]}
-    env = matched_random_envelope(draws)
-    assert env.seeds == [10, 9]                          # sorted by the seed's text
-    assert env.quantiles == (0.05, 0.95)
-    assert env.v_mr == {10: 0.5, 9: pytest.approx(0.3)}
-    assert env.n_draws == {10: 1, 9: 4}
-    lo, hi = np.quantile(draws[9], [0.05, 0.95])
-    assert env.band_low[9] == pytest.approx(lo) and env.band_high[9] == pytest.approx(hi)
-    assert env.band_low[10] == env.band_high[10] == 0.5
-    assert env.single_draw_seeds == [10]
-    pooled = np.array([0.1, 0.3, 0.2, 0.6, 0.5])
-    assert env.mean == pytest.approx(pooled.mean()) and env.n_draws_total == 5
-    assert [env.pooled_low, env.pooled_high] == pytest.approx(np.quantile(pooled, [0.05, 0.95]))
-    frame = pd.DataFrame({"seed": [9, 9, 9, 9, 10], "violation_rate": pooled})
-    assert matched_random_envelope(frame).to_dict() == env.to_dict()
-    two = matched_random_envelope({1: [0.1, 0.2], 2: [0.3, 0.4]})
-    assert two.single_draw_seeds == []
-
-
-def test_measured_envelope_bad_input():
-    with pytest.raises(InputError, match="no matched-random draws"):
-        matched_random_envelope({})
-    with pytest.raises(InputError, match="seed 3 has no matched-random draws"):
-        matched_random_envelope({1: [0.2], 3: []})
-    with pytest.raises(InputError, match="seed 1 has a NaN/inf V"):
-        matched_random_envelope({1: [0.2, np.nan, 0.3]})
-    with pytest.raises(InputError, match="column/key 'violation_rate'.*lacks a column"):
-        matched_random_envelope(pd.DataFrame({"seed": [1], "v": [0.2]}))
-    with pytest.raises(InputError, match="draws must be a mapping"):
-        matched_random_envelope([0.1, 0.2])
-
-
-# ------------------------------------------------------------------------- proxy envelope
-
-_RS = np.random.default_rng(0)
-REQ_START = _RS.uniform(0, 100, 40)
-REQ_END = REQ_START + _RS.uniform(1, 20, 40)
-
-
-def test_proxy_envelope_against_a_direct_computation():
-    fit = fit_psi([8.0, 10.0, 12.0], [0.0, 0.01, 0.03])
-    cfg = (2, (0.0, 100.0), 5.0, 10.0, 40.0)
-    res = proxy_envelope(fit, 0.05, *cfg, REQ_START, REQ_END, n=20_000, rng=3)
-    starts = sample_schedules(*cfg, 20_000, np.random.default_rng(3))
-    phi = RequestIndex(REQ_START, REQ_END).cost(starts, 5.0).sum(axis=1)
-    assert np.array_equal(res.phi, phi)
-    assert np.any(phi == 8) and np.any(phi == 12)          # values exactly on the fit's ends
-    v = 0.05 + fit.predict(phi)
-    assert np.allclose(res.v, v)
-    assert res.frac_outside_calibration == pytest.approx(np.mean((phi < 8) | (phi > 12)))
-    assert res.phi_low == phi.min() and res.phi_high == phi.max() and res.phi_low < res.phi_high
-    assert res.mean == pytest.approx(v.mean()) and res.phi_mean == pytest.approx(phi.mean())
-    assert res.quantiles == (0.05, 0.95)
-    assert res.quantile_values == pytest.approx(tuple(np.quantile(v, [0.05, 0.95])))
-    assert res.n == 20_000 and res.k == 2 and res.v_no_sync == 0.05
-    assert "phi" not in res.to_dict() and "v" not in res.to_dict()
-
-
-def test_proxy_envelope_sizes_and_bad_input():
-    fit = fit_psi([8.0, 12.0], [0.0, 0.03])
-    cfg = (2, (0.0, 100.0), 5.0, 10.0, 40.0)
-    res = proxy_envelope(fit, 0.0, *cfg, REQ_START, REQ_END, rng=1)
-    assert res.n == 100_000 and res.phi.shape == (100_000,)
-    res = proxy_envelope(fit, 0.0, *cfg, REQ_START, REQ_END, n=60_000, rng=1)   # 1.2 chunks
-    assert res.phi.shape == (60_000,) and res.phi.min() >= 0 and res.phi.max() <= 80
-    assert np.unique(res.phi).size > 3
-    with pytest.raises(InputError, match=r"V\(no-sync\) is missing"):
-        proxy_envelope(fit, None, *cfg, REQ_START, REQ_END, n=10)
-    with pytest.raises(InputError, match=r"V\(no-sync\) is inf"):
-        proxy_envelope(fit, math.inf, *cfg, REQ_START, REQ_END, n=10)
-    with pytest.raises(InputError, match="psi_fit must be a PsiFit"):
-        proxy_envelope({"x": [1, 2]}, 0.0, *cfg, REQ_START, REQ_END, n=10)
-
-
-# ------------------------------------------------------------------------- placement gain
-
-
-def test_paired_by_seed_mismatches_and_minimum():
-    seeds, a, b = paired_by_seed({1: 0.5, 0: 0.25}, {0: 0.0, 1: 0.5}, "a", "b")
-    assert seeds == [0, 1] and a.tolist() == [0.25, 0.5] and b.tolist() == [0.0, 0.5]
-    with pytest.raises(InputError, match=r"seeds only in a: \[2\]; only in b: \[\]"):
-        paired_by_seed({0: 1.0, 1: 1.0, 2: 1.0}, {0: 1.0, 1: 1.0}, "a", "b")
-    with pytest.raises(InputError, match=r"seeds only in a: \[\]; only in b: \[5\]"):
-        paired_by_seed({0: 1.0, 1: 1.0}, {0: 1.0, 1: 1.0, 5: 1.0}, "a", "b")
-    with pytest.raises(InputError, match=r"only 1 seed\(s\)"):
-        paired_by_seed({0: 1.0}, {0: 0.5}, "a", "b")
-
-
-def test_placement_gain_fields_and_its_bootstrap():
-    rng = np.random.default_rng(12)            # irregular values: quantiles between atoms
-    mr = {s: float(v) for s, v in enumerate(rng.uniform(0.25, 0.35, 6))}
-    pol = {s: float(v) for s, v in enumerate(rng.uniform(0.15, 0.3, 6))}
-    res = placement_gain(mr, pol, rng=4)
-    d = np.array([mr[s] - pol[s] for s in range(6)])
-    assert res.gain == pytest.approx(d.mean()) and res.seeds == list(range(6))
-    assert res.per_seed == {s: pytest.approx(d[s]) for s in range(6)}
-    boot = bootstrap_ci(d, n_resamples=10_000, confidence_level=0.95, rng=4)
-    assert (res.bootstrap_low, res.bootstrap_high) == (boot.ci_low, boot.ci_high)
-    assert res.ci_low == res.test.ci_low and res.ci_high == res.test.ci_high
-    assert res.ci_low < res.gain
 
 
 # ------------------------------------------------------------------------- psi
@@ -843,7 +734,7 @@ def test_sequential_sampler_inverts_the_exact_conditional_cdf(L, w):
 def test_non_numeric_inputs_are_input_errors():
     from evalkit.errors import InputError
     from evalkit.stats._result import check_n_resamples
-    from evalkit.stats.schedules import feasible_class
+    from evalkit.stats.fk import feasible_class
 
     with pytest.raises(InputError, match="must be numbers"):
         feasible_class("x", (0.0, 300.0), 8.0, 20.0, 200.0)

@@ -17,9 +17,10 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.runlog import metrics as mt
-from evalkit.stats import permutation as pm
-from evalkit.stats import schedules_edges as se
-from evalkit.stats import signflip as sf
+from evalkit.stats import randomisation as pm
+from evalkit.runlog.design import corridor_violations
+from evalkit.stats import fk as se
+from evalkit.stats import randomisation as sf
 
 # These tests pin the raw-mean engine, kept as statistic="mean"; the studentized default
 # is checked against its own brute force in test_stats_permutation.py.
@@ -457,21 +458,21 @@ def test_permutation_min_p_of_a_result_counts_tied_labels():
     (9, 0.0099, "greater", 3), (99, 0.02, "two-sided", 1), (1, 0.9, "two-sided", 2),
 ])
 def test_permutation_seeds_needed_table(m, alpha, alternative, n):
-    assert pm.seeds_needed(m, alpha, alternative) == n
+    assert pm.seeds_needed(alpha, alternative, m=m) == n
     factor = 2.0 if alternative == "two-sided" else 1.0
     assert factor * (m + 1.0) ** -n <= alpha * (1 + 1e-12)
     assert n == 1 or factor * (m + 1.0) ** -(n - 1) > alpha
 
 
 def test_permutation_seeds_needed_defaults_and_bad_input():
-    assert pm.seeds_needed(2) == 4 and pm.seeds_needed(1) == 6
+    assert pm.seeds_needed(m=2) == 4 and pm.seeds_needed(m=1) == 6
     for alpha in (0.0, 1.0, -0.2, 1.2):
         with pytest.raises(InputError):
-            pm.seeds_needed(2, alpha)
+            pm.seeds_needed(alpha, m=2)
     with pytest.raises(InputError):
-        pm.seeds_needed(0)
+        pm.seeds_needed(m=0)
     with pytest.raises(InputError):
-        pm.seeds_needed(2, 0.05, "bigger")
+        pm.seeds_needed(0.05, "bigger", m=2)
     with pytest.raises(InputError):
         pm.min_attainable_p([1, 2], "bigger")
 
@@ -721,10 +722,10 @@ def test_edge_class_needs_finite_max_gap_and_gap_at_least_d():
 def test_edge_class_feasibility_at_each_bound(k, span, d, min_gap, max_gap, ok):
     if ok:
         ec = se.edge_class(k, span, d, min_gap, max_gap)
-        s = se.sample_edge_schedules(ec, 50, np.random.default_rng(1))
+        s = se.sample_class(ec, 50, np.random.default_rng(1))
         assert s.shape == (50, k)
         for row in s:
-            assert se.corridor_violations(row, row + d, span, d, min_gap, max_gap,
+            assert corridor_violations(row, row + d, span, d, min_gap, max_gap,
                                           tol=1e-9) == []
     else:
         with pytest.raises(InputError, match=f"infeasible corridor: no schedule of K = {k}"):
@@ -763,7 +764,7 @@ def test_edge_class_acceptance_is_the_box_share(k, span, d, min_gap, max_gap, tr
 def test_sampled_schedules_respect_every_edge_in_both_samplers():
     ec = se.edge_class(4, (0.0, 90.0), 6.0, 5.0, 30.0, train_start=-3.0)
     for method in ("reject-box", "sequential", "auto"):
-        s = se.sample_edge_schedules(ec, 300, np.random.default_rng(2), method=method)
+        s = se.sample_class(ec, 300, np.random.default_rng(2), method=method)
         assert s.shape == (300, 4)
         assert np.all(s[:, 0] >= ec.first_lo - 1e-9) and np.all(s[:, 0] <= ec.first_hi + 1e-9)
         g = np.diff(s, axis=1)
@@ -772,13 +773,13 @@ def test_sampled_schedules_respect_every_edge_in_both_samplers():
         # the span of first starts is used, not a point
         assert s[:, 0].max() - s[:, 0].min() > 0.3 * (ec.first_hi - ec.first_lo)
     with pytest.raises(InputError, match="unknown sampling method"):
-        se.sample_edge_schedules(ec, 3, np.random.default_rng(2), method="grid")
-    assert se.sample_edge_schedules(ec, 0, np.random.default_rng(2)).shape == (0, 4)
+        se.sample_class(ec, 3, np.random.default_rng(2), method="grid")
+    assert se.sample_class(ec, 0, np.random.default_rng(2)).shape == (0, 4)
 
 
 def test_single_window_sample_is_uniform_on_the_intersection():
     ec = se.edge_class(1, (0.0, 30.0), 2.0, 5.0, 20.0, train_start=-4.0)
-    s = se.sample_edge_schedules(ec, 4000, np.random.default_rng(3))[:, 0]
+    s = se.sample_class(ec, 4000, np.random.default_rng(3))[:, 0]
     lo, hi = max(ec.first_lo, ec.last_lo), min(ec.first_hi, ec.last_hi)
     assert (lo, hi) == (8.0, 16.0)
     assert s.min() >= lo and s.max() <= hi
@@ -789,7 +790,7 @@ def test_fixed_cadence_first_start_range():
     # gaps fixed at D = max_gap = 10: s1 in [max(first_lo, last_lo - 20), min(first_hi, ...)]
     ec = se.edge_class(3, (0.0, 38.0), 10.0, 5.0, 10.0)
     assert (ec.first_lo, ec.first_hi, ec.last_lo, ec.last_hi) == (5.0, 10.0, 18.0, 28.0)
-    s = se.sample_edge_schedules(ec, 2000, np.random.default_rng(4))
+    s = se.sample_class(ec, 2000, np.random.default_rng(4))
     np.testing.assert_allclose(np.diff(s, axis=1), 10.0, atol=1e-9)
     lo = max(ec.first_lo, ec.last_lo - 20.0)
     hi = min(ec.first_hi, ec.last_hi - 20.0)
@@ -843,7 +844,7 @@ CV = dict(span=(0.0, 100.0), duration=2.0, min_gap=5.0, max_gap=30.0)
 def test_corridor_violations_table(starts, kw, expected):
     args = {**CV, **kw}
     s = np.asarray(starts, dtype=float)
-    got = se.corridor_violations(s, s + args["duration"], **args)
+    got = corridor_violations(s, s + args["duration"], **args)
     assert len(got) == len(expected), got
     for g, e in zip(got, expected):
         assert g.startswith(e), (g, e)
@@ -853,28 +854,28 @@ def test_corridor_violations_ends_and_order():
     cv = {**CV, "span": (0.0, 90.0)}
     s = np.array([65.0, 5.0, 35.0])
     e = np.array([67.0, 7.0, 37.0])
-    assert se.corridor_violations(s, e, **cv) == []
+    assert corridor_violations(s, e, **cv) == []
     # the end of a window after the run's end, though its start is feasible
     e2 = np.array([90.2, 7.0, 37.0])
-    assert se.corridor_violations(s, e2, **cv) == ["a merge window runs past the end of the run"]
-    assert se.corridor_violations(s, np.array([90.0, 7.0, 37.0]), **cv) == []
-    assert se.corridor_violations(s, e2, tol=0.2, **cv) == []
+    assert corridor_violations(s, e2, **cv) == ["a merge window runs past the end of the run"]
+    assert corridor_violations(s, np.array([90.0, 7.0, 37.0]), **cv) == []
+    assert corridor_violations(s, e2, tol=0.2, **cv) == []
     # unknown ends (NaN) are skipped
-    assert se.corridor_violations(s, np.array([np.nan, 7.0, 37.0]), **cv) == []
+    assert corridor_violations(s, np.array([np.nan, 7.0, 37.0]), **cv) == []
     # the sort of starts carries the ends along: ends of the unsorted input stay paired
     s3 = np.array([35.0, 5.0])
     e3 = np.array([37.0, 101.0])
-    assert se.corridor_violations(s3, e3, span=(0.0, 40.0), duration=2.0, min_gap=5.0,
+    assert corridor_violations(s3, e3, span=(0.0, 40.0), duration=2.0, min_gap=5.0,
                                   max_gap=30.0) == ["a merge window runs past the end of "
                                                     "the run"]
 
 
 def test_corridor_violations_defaults_train_start_zero_no_tolerance():
     s = np.array([5.0, 35.0, 65.0])
-    assert se.corridor_violations(s, s + 2, (0.0, 70.0), 2.0, 5.0, 30.0) == []
+    assert corridor_violations(s, s + 2, (0.0, 70.0), 2.0, 5.0, 30.0) == []
     s = np.array([4.5, 34.0, 64.0])
-    assert len(se.corridor_violations(s, s + 2, (0.0, 70.0), 2.0, 5.0, 30.0)) == 1
-    assert se.corridor_violations(s, s + 2, (0.0, 70.0), 2.0, 5.0, 30.0, tol=0.5) == []
+    assert len(corridor_violations(s, s + 2, (0.0, 70.0), 2.0, 5.0, 30.0)) == 1
+    assert corridor_violations(s, s + 2, (0.0, 70.0), 2.0, 5.0, 30.0, tol=0.5) == []
 
 
 # --------------------------------------------------------------------------------------------

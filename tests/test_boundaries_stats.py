@@ -13,8 +13,8 @@ from evalkit.audit.campaign import assemble_claims, load_campaign
 from evalkit.errors import InputError
 from evalkit.stats import load_match
 from evalkit.stats.loadmatch import DEFAULT_TOLERANCES
-from evalkit.stats.schedules import feasible_class, sample_schedules
-from evalkit.stats.schedules_edges import corridor_violations, edge_class
+from evalkit.runlog.design import corridor_violations
+from evalkit.stats.fk import edge_class, feasible_class, sample_schedules
 
 BASE = {"seed": 0, "n_requests": 1000, "arrival_rate_achieved": 2.0,
         "prompt_tokens_total": 50_000, "output_tokens_total": 20_000, "step_rate": 1.0,
@@ -292,10 +292,10 @@ def test_corridor_window_end_within_tolerance_of_the_run_end():
 
 
 def test_single_window_sample_stays_inside_both_edges():
-    from evalkit.stats.schedules_edges import sample_edge_schedules
+    from evalkit.stats.fk import sample_class
 
     ec = edge_class(1, (0, 300), 8.0, 20.0, 200.0)       # first start in [20, 200], last in [92, 292]
-    starts = sample_edge_schedules(ec, 2000, np.random.default_rng(0))[:, 0]
+    starts = sample_class(ec, 2000, np.random.default_rng(0))[:, 0]
     assert starts.min() >= 92.0 and starts.max() <= 200.0
     assert starts.min() < 95.0 and starts.max() > 197.0
 

@@ -654,7 +654,7 @@ def test_explained_gain_leaves_out_seeds_without_no_sync_and_caches():
 
 
 def test_sign_flip_is_exact_up_to_its_limit():
-    from evalkit.stats.signflip import MAX_EXACT_N
+    from evalkit.stats.randomisation import MAX_EXACT_N
 
     for n, exact in ((MAX_EXACT_N, True), (MAX_EXACT_N + 1, False)):
         c = ClaimContext.__new__(ClaimContext)

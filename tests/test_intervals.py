@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from evalkit.stats import bootstrap_ci, sign_flip_test
-from evalkit.stats.permutation import within_seed_permutation_test as _wspt
-from evalkit.stats.transfer_paired import compare_sides, paired_rho
+from evalkit.stats.randomisation import within_seed_permutation_test as _wspt
+from evalkit.stats.transfer import compare_sides, paired_rho
 
 # These tests pin the raw-mean engine, kept as statistic="mean"; the studentized default
 # is checked against its own brute force in test_stats_permutation.py.

@@ -13,9 +13,9 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test
-from evalkit.stats.permutation import min_attainable_p, seed_label_values
-from evalkit.stats.permutation import within_seed_permutation_test as _wspt
-from evalkit.stats.signflip import min_attainable_p as sf_min_p
+from evalkit.stats.randomisation import min_attainable_p, seed_label_values
+from evalkit.stats.randomisation import within_seed_permutation_test as _wspt
+from evalkit.stats.randomisation import min_attainable_p as sf_min_p
 
 # These tests pin the raw-mean engine, kept as statistic="mean"; the studentized default
 # is checked against its own brute force in test_stats_permutation.py.
@@ -204,7 +204,7 @@ def test_permutation_exact_when_b_covers_all_label_sets():
 
 
 def test_sign_flip_seeds_needed_exactly_at_alpha():
-    from evalkit.stats.signflip import seeds_needed
+    from evalkit.stats.randomisation import seeds_needed
 
     assert seeds_needed(0.0625, "greater") == 4          # 2^-4 = alpha exactly: reachable
     assert seeds_needed(0.0624, "greater") == 5
@@ -225,11 +225,12 @@ def test_permutation_tie_tolerance_is_on_the_mean_scale(atol, p_expected):
 def test_sign_flip_monte_carlo_in_many_chunks(monkeypatch):
     # n = 20 > EXACT_CI_MAX_N: the p (B = 3999) and the CI (random sign patterns) are both
     # Monte Carlo; with a tiny chunk bound they are drawn in many chunks of 1000 rows
-    from evalkit.stats import signflip
+    from evalkit.stats import inversion, randomisation
 
     d = np.random.default_rng(5).normal(0.3, 1.0, size=20)
     exact = sign_flip_test(d, n_resamples=None)
-    monkeypatch.setattr(signflip, "_CHUNK_ELEMENTS", 20 * 1000 + 7)
+    monkeypatch.setattr(randomisation, "_CHUNK", 20 * 1000 + 7)
+    monkeypatch.setattr(inversion, "_CHUNK", 20 * 1000 + 7)
     b = 4000 - 1
     mc = sign_flip_test(d, n_resamples=b, rng=7)
     k = mc.p_value * (b + 1) - 1
@@ -262,14 +263,14 @@ def test_sign_flip_null_distribution_monte_carlo_values():
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 def test_permutation_seeds_needed_rejects_alpha_at_the_bounds(alpha):
     from evalkit.errors import InputError
-    from evalkit.stats.permutation import seeds_needed
+    from evalkit.stats.randomisation import seeds_needed
 
     with pytest.raises(InputError):
-        seeds_needed(3, alpha=alpha)
+        seeds_needed(alpha=alpha, m=3)
 
 
 def test_permutation_monte_carlo_ci_label_sets_are_identity_plus_random():
-    from evalkit.stats import permutation
+    from evalkit.stats import inversion as permutation
 
     sizes = np.array([6] * 12)                      # 6^12 label sets: Monte Carlo for the CI
     labels, exact = permutation._label_sets(sizes, np.random.default_rng(0),
@@ -329,7 +330,7 @@ def test_permutation_confidence_level_outside_zero_one_is_rejected(level):
 def test_sign_flip_monte_carlo_ci_inverts_the_exact_test(seed):
     # n = 20 > EXACT_CI_MAX_N: the CI comes from random sign patterns, the p-value stays
     # exact; the bounds must invert the exact test up to the patterns' Monte Carlo error
-    from evalkit.stats.signflip import EXACT_CI_MAX_N
+    from evalkit.stats.inversion import EXACT_CI_MAX_N
 
     rng = np.random.default_rng(70 + seed)
     d = rng.normal(0.4, 1.0, 20)
@@ -345,19 +346,19 @@ def test_sign_flip_monte_carlo_ci_inverts_the_exact_test(seed):
 
 
 def test_permutation_seeds_needed_defaults_and_alternative_check():
-    from evalkit.stats.permutation import seeds_needed as perm_seeds_needed
+    from evalkit.stats.randomisation import seeds_needed as perm_seeds_needed
 
-    assert perm_seeds_needed(1) == 6                  # two-sided alpha 0.05: 2 * 2^-6 < 0.05
-    assert perm_seeds_needed(1, alternative="greater") == 5
-    assert perm_seeds_needed(2) == 4                  # 2 * 3^-4 = 0.0247
+    assert perm_seeds_needed(m=1) == 6                # two-sided alpha 0.05: 2 * 2^-6 < 0.05
+    assert perm_seeds_needed(m=1, alternative="greater") == 5
+    assert perm_seeds_needed(m=2) == 4                # 2 * 3^-4 = 0.0247
     with pytest.raises(InputError, match="alternative"):
-        perm_seeds_needed(1, 0.05, "bigger")
+        perm_seeds_needed(0.05, "bigger", m=1)
 
 
 def _entry_points():
-    from evalkit.stats.permutation import seeds_needed as p_needed
+    from evalkit.stats.randomisation import seeds_needed as p_needed
     perm = within_seed_permutation_test
-    from evalkit.stats.signflip import seeds_needed as s_needed
+    from evalkit.stats.randomisation import seeds_needed as s_needed
 
     pol, draws = [0.1, 0.2, 0.3], [[0.2, 0.3], [0.25], [0.4, 0.1]]
     d = [0.1, -0.05, 0.2]
@@ -368,8 +369,8 @@ def _entry_points():
         "permutation_min_p": lambda alternative="two-sided": min_attainable_p([1, 2],
                                                                               alternative),
         "sign_flip_seeds_needed": lambda alternative="two-sided": s_needed(0.05, alternative),
-        "permutation_seeds_needed": lambda alternative="two-sided": p_needed(1, 0.05,
-                                                                             alternative),
+        "permutation_seeds_needed": lambda alternative="two-sided": p_needed(0.05, alternative,
+                                                                             m=1),
     }
 
 
@@ -416,11 +417,11 @@ def test_permutation_forced_mc_matches_exact_with_unequal_draws():
 
 
 def test_sign_flip_mc_ci_uses_exactly_the_patterns_it_reports():
-    from evalkit.stats.signflip import CI_MC_PATTERNS, _subset_means_mc
+    from evalkit.stats.inversion import CI_MC_PATTERNS, _subset_means
 
     d = np.random.default_rng(1).normal(size=20)
     for n in (1, 7, CI_MC_PATTERNS):
-        sums, sizes = _subset_means_mc(d, n, np.random.default_rng(2))
+        sums, sizes, _ = _subset_means(d, np.random.default_rng(2), n)
         assert sums.shape == sizes.shape == (n + 1,)               # + the identity pattern
         assert sums[0] == 0.0 and sizes[0] == 0
         assert np.all((sizes >= 0) & (sizes <= d.size))

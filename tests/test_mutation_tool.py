@@ -97,9 +97,9 @@ def test_every_mutant_of_a_module_parses_and_differs(mutate):
 def test_a_run_records_a_killed_and_a_surviving_mutant(mutate, tmp_path):
     # the chunk-size constant only bounds memory (equivalent: survives); min_attainable_p
     # capped with max instead of min returns 1.0 for every n (killed by its known values)
-    muts = mutate.catalogue(["evalkit/stats/signflip.py"])
+    muts = mutate.catalogue(["evalkit/stats/randomisation.py", "evalkit/stats/inversion.py"])
     chunk = next(m["id"] for m in muts
-                 if m["code"].startswith("_CHUNK_ELEMENTS") and m["label"] == "20 -> 21")
+                 if m["code"].startswith("_CHUNK = ") and m["label"] == "20 -> 21")
     cap = next(m["id"] for m in muts
                if m["code"] == "return min(1.0, p)" and m["op"] == "swap")
     out = tmp_path / "m.jsonl"

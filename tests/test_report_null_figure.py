@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evalkit.report import figures as figs
-from evalkit.stats.permutation import within_seed_permutation_test
+from evalkit.stats.randomisation import within_seed_permutation_test
 
 POLICY = [0.10, 0.20, 0.15, 0.12]
 DRAWS = [[0.30, 0.25], [0.22, 0.19, 0.31], [0.40, 0.18], [0.16, 0.21]]

@@ -68,7 +68,7 @@ def _check_corridor(out, spec, label):
     assert np.all(starts + D <= spec.horizon_s + 1e-9), label
     # F_K with its edges, as the audit checks it: first start within the corridor after
     # training start, no room left for a forced merge at the end
-    from evalkit.stats.schedules_edges import corridor_violations
+    from evalkit.runlog.design import corridor_violations
 
     assert corridor_violations(starts, m["end_s"].to_numpy(), (0.0, spec.horizon_s), D,
                                MIN_GAP, MAX_GAP, train_start=0.0, tol=1e-9) == [], label

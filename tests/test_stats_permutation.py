@@ -12,8 +12,8 @@ import pytest
 
 from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test
-from evalkit.stats.permutation import min_attainable_p, seeds_needed
-from evalkit.stats.permutation import within_seed_permutation_test as _wspt
+from evalkit.stats.randomisation import min_attainable_p, seeds_needed
+from evalkit.stats.randomisation import within_seed_permutation_test as _wspt
 
 # The raw-mean engine (statistic="mean"), kept beside the studentized default, which
 # tests/test_stats_studentized.py checks against its own brute force.
@@ -78,9 +78,9 @@ def test_min_p_counts_ties_and_design():
     res = within_seed_permutation_test([0.1, 0.2, 0.3], [[0.2, 0.2], [0.3, 0.3], [0.3, 0.3]],
                                        "greater")
     assert res.min_p == pytest.approx(1 / 9) and res.design_min_p == pytest.approx(1 / 27)
-    assert seeds_needed(1, 0.05, "two-sided") == 6
-    assert seeds_needed(5, 0.05, "two-sided") == 3
-    assert seeds_needed(2, 0.05, "greater") == 3
+    assert seeds_needed(0.05, "two-sided", m=1) == 6
+    assert seeds_needed(0.05, "two-sided", m=5) == 3
+    assert seeds_needed(0.05, "greater", m=2) == 3
 
 
 def test_sign_flip_min_p_ignores_zero_differences():
@@ -155,7 +155,7 @@ def test_non_finite_policy_v_is_an_error():
 
 
 def test_exact_enumeration_limit_is_the_balanced_meet_in_the_middle_split():
-    from evalkit.stats.permutation import MAX_EXACT_HALF, exact_enumerable
+    from evalkit.stats.randomisation import MAX_EXACT_HALF, exact_enumerable
 
     assert MAX_EXACT_HALF == 2 ** 21
     # one draw per seed: 2 labels each, halves of 21 seeds fit exactly, 43 seeds do not

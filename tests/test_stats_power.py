@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
-from evalkit.stats.permutation import within_seed_permutation_test
+from evalkit.stats.randomisation import within_seed_permutation_test
 from evalkit.stats import sign_flip_test
 from evalkit.stats.power import (EXACT_LABEL_SETS, permutation_p_batch, pilot_model,
                                   power_plan)

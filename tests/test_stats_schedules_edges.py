@@ -11,7 +11,8 @@ from scipy import stats
 
 from evalkit.errors import InputError
 from evalkit.stats import sample_schedules
-from evalkit.stats.schedules_edges import corridor_violations, edge_class
+from evalkit.runlog.design import corridor_violations
+from evalkit.stats.fk import edge_class
 
 
 def brute_force(k, span, d, min_gap, max_gap, n, seed, train_start=0.0):
@@ -96,7 +97,7 @@ def test_infeasible_edges_raise():
 def test_uniform_sum_integrals_exact_and_float_agree_beyond_j(j, p):
     from fractions import Fraction
 
-    from evalkit.stats.schedules_edges import _f
+    from evalkit.stats.fk import _f
 
     for v in (0.25, j / 2, j - 0.1, j + 0.5, j + 2.0):
         exact = float(_f(j, p, Fraction(v), exact=True))
@@ -109,23 +110,23 @@ def test_uniform_sum_integrals_exact_and_float_agree_beyond_j(j, p):
 
 
 def test_sampling_no_merges_or_no_schedules_gives_empty_arrays_of_the_right_shape():
-    from evalkit.stats.schedules_edges import sample_edge_schedules
+    from evalkit.stats.fk import sample_class
 
     rng = np.random.default_rng(0)
     no_merge = edge_class(0, (0.0, 100.0), 8.0, 10.0, 200.0)
-    assert sample_edge_schedules(no_merge, 5, rng).shape == (5, 0)
+    assert sample_class(no_merge, 5, rng).shape == (5, 0)
     three = edge_class(3, (0.0, 300.0), 8.0, 10.0, 120.0)
     for method in ("auto", "reject-box", "sequential"):
-        assert sample_edge_schedules(three, 0, rng, method=method).shape == (0, 3)
+        assert sample_class(three, 0, rng, method=method).shape == (0, 3)
 
 
 def test_fixed_cadence_from_d_with_a_free_first_start():
-    from evalkit.stats.schedules_edges import sample_edge_schedules
+    from evalkit.stats.fk import sample_class
 
     # gaps fixed at D = max_gap = 8 (min_gap 2 < D); the edges leave the first start in [4, 8]
     ec = edge_class(3, (0.0, 36.0), 8.0, 2.0, 8.0)
     assert ec.gap_low == ec.gap_high == 8.0
-    s = sample_edge_schedules(ec, 4000, np.random.default_rng(3))
+    s = sample_class(ec, 4000, np.random.default_rng(3))
     assert np.allclose(np.diff(s, axis=1), 8.0)
     assert s[:, 0].min() >= 4.0 - 1e-12 and s[:, 0].max() <= 8.0 + 1e-12
     assert stats.kstest((s[:, 0] - 4.0) / 4.0, "uniform").pvalue > 1e-3
@@ -134,34 +135,34 @@ def test_fixed_cadence_from_d_with_a_free_first_start():
 
 
 def test_a_class_of_zero_volume_gives_its_one_schedule():
-    from evalkit.stats.schedules_edges import sample_edge_schedules
+    from evalkit.stats.fk import sample_class
 
     # K = 2, D = 2, gaps [5, 40]: in a 122 s run the edges leave only [40, 80]
     forced = edge_class(2, (0.0, 122.0), 2.0, 5.0, 40.0)
     assert forced.acceptance == 0.0
     for method in ("auto", "reject-box", "sequential"):
-        s = sample_edge_schedules(forced, 5, np.random.default_rng(0), method=method)
+        s = sample_class(forced, 5, np.random.default_rng(0), method=method)
         assert np.array_equal(s, np.tile([40.0, 80.0], (5, 1)))
     # the other corner: every gap at its minimum from the earliest start
     packed = edge_class(3, (0.0, 17.0), 2.0, 5.0, 40.0)
     assert packed.acceptance == 0.0
-    s = sample_edge_schedules(packed, 3, np.random.default_rng(0), method="reject-box")
+    s = sample_class(packed, 3, np.random.default_rng(0), method="reject-box")
     assert np.array_equal(s, np.tile([5.0, 10.0, 15.0], (3, 1)))
     ec = edge_class(2, (0.0, 121.0), 2.0, 5.0, 40.0)           # just inside: a sliver
     assert 0 < ec.acceptance < 1e-3
 
-    s = sample_edge_schedules(ec, 200, np.random.default_rng(0))
+    s = sample_class(ec, 200, np.random.default_rng(0))
     for row in s:
         assert corridor_violations(row, row + 2.0, (0.0, 121.0), 2.0, 5.0, 40.0,
                                    tol=1e-9) == []
 
 
 def test_a_zero_volume_slice_has_no_uniform_draw():
-    from evalkit.stats.schedules_edges import sample_edge_schedules
+    from evalkit.stats.fk import sample_class
 
     # run_end = t1 + max_gap pins the last start to t1 - D = 115: a slice of schedules
     # (first start in [35, 40]), not a corner, so there is nothing to sample uniformly
     ec = edge_class(3, (0.0, 117.0), 2.0, 5.0, 40.0, run_end=157.0)
     assert ec.last_lo == ec.last_hi == 115.0 and ec.acceptance == 0.0
     with pytest.raises(InputError, match="leaves no freedom"):
-        sample_edge_schedules(ec, 3, np.random.default_rng(0))
+        sample_class(ec, 3, np.random.default_rng(0))

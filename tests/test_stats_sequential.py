@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from evalkit.errors import InputError
-from evalkit.stats.permutation import within_seed_permutation_test
+from evalkit.stats.randomisation import within_seed_permutation_test
 from evalkit.stats.sequential import BET_CAP, anytime_e_process, anytime_test
 
 ALPHA = 0.05

@@ -18,7 +18,7 @@ from scipy import stats
 
 from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test
-from evalkit.stats.permutation import within_seed_permutation_test
+from evalkit.stats.randomisation import within_seed_permutation_test
 
 
 def _t(d):
@@ -115,7 +115,7 @@ def test_monte_carlo_within_error_of_exact_and_floor():
 
 
 def test_exact_beyond_the_enumeration_limit_is_refused_and_default_is_monte_carlo():
-    from evalkit.stats.permutation import exact_enumerable
+    from evalkit.stats.randomisation import exact_enumerable
     from evalkit.stats.studentized import MAX_EXACT_SETS
 
     assert MAX_EXACT_SETS == 2 ** 22

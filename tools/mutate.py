@@ -12,7 +12,7 @@ in every child, from the mutated copy.  Bytecode caching is off so no stale .pyc
 
     nice -n 10 python3 tools/mutate.py --sample 120 --seed 16 --out mutation.jsonl
     python3 tools/mutate.py --list | wc -l            # the whole catalogue, no tests run
-    python3 tools/mutate.py --only 'evalkit/stats/signflip.py:214:3'   # re-run some ids
+    python3 tools/mutate.py --only 'evalkit/stats/randomisation.py:214:3'   # re-run some ids
 
 A mutant id is ``path:line:n`` (n-th mutable site of that line); ids follow the source, so
 record the commit with a score.
@@ -40,30 +40,29 @@ PACKAGES = ("evalkit/stats", "evalkit/audit", "evalkit/runlog")
 
 # module glob -> test files that cover it (fast ones; slow tests are deselected anyway)
 TEST_MAP = {
-    "evalkit/stats/signflip.py": ["test_stats_signflip", "test_mc_paths", "test_intervals",
-                                  "test_boundaries_randomisation"],
+    "evalkit/stats/randomisation.py": ["test_stats_signflip", "test_stats_permutation",
+                                       "test_stats_randomisation", "test_mc_paths",
+                                       "test_intervals", "test_boundaries_randomisation",
+                                       "test_stats_recorded"],
+    "evalkit/stats/inversion.py": ["test_intervals", "test_mc_paths",
+                                   "test_boundaries_randomisation", "test_stats_recorded"],
     "evalkit/stats/_result.py": ["test_stats_signflip", "test_mc_paths",
                                  "test_boundaries_envelope"],
-    "evalkit/stats/permutation.py": ["test_stats_permutation", "test_mc_paths",
-                                     "test_intervals", "test_boundaries_randomisation"],
     "evalkit/stats/bootstrap.py": ["test_intervals", "test_stats_explained",
-                                   "test_stats_envelope", "test_boundaries_envelope"],
+                                   "test_stats_loadmatch_bootstrap", "test_boundaries_envelope"],
     "evalkit/stats/loadmatch.py": ["test_boundaries_stats", "test_audit_fast_paths",
                                   "test_boundaries_envelope"],
-    "evalkit/stats/schedules*.py": ["test_stats_schedules", "test_stats_schedules_edges",
-                                    "test_boundaries_stats", "test_boundaries_envelope",
-                                    "test_boundaries_randomisation"],
-    "evalkit/stats/exposure.py": ["test_stats_transfer_exposure", "test_boundaries_runlog",
+    "evalkit/stats/fk.py": ["test_stats_schedules", "test_stats_schedules_edges",
+                            "test_stats_recorded", "test_boundaries_stats",
+                            "test_boundaries_envelope", "test_boundaries_randomisation"],
+    "evalkit/stats/exposure.py": ["test_stats_exposure", "test_boundaries_transfer"],
+    "evalkit/stats/transfer.py": ["test_stats_transfer", "test_intervals",
                                   "test_boundaries_transfer"],
-    "evalkit/stats/transfer.py": ["test_stats_transfer_exposure", "test_boundaries_transfer"],
-    "evalkit/stats/transfer_paired.py": ["test_stats_transfer_paired", "test_intervals",
-                                         "test_boundaries_transfer"],
     "evalkit/stats/psi.py": ["test_stats_overlap_psi", "test_stats_explained",
                               "test_boundaries_envelope"],
     "evalkit/stats/overlap.py": ["test_stats_overlap_psi", "test_boundaries_envelope"],
     "evalkit/stats/explained.py": ["test_stats_explained", "test_stats_explained_equivalence",
                                    "test_boundaries_envelope"],
-    "evalkit/stats/envelope.py": ["test_stats_envelope", "test_boundaries_envelope"],
     "evalkit/stats/__init__.py": ["test_stats_lazy_imports"],
     "evalkit/stats/sequential.py": ["test_stats_sequential", "test_gate_sequential"],
     "evalkit/stats/power.py": ["test_stats_power"],

@@ -266,14 +266,14 @@ class ClaimContext:
 
     @cached_property
     def seeds_needed(self) -> int:
-        from evalkit.stats.permutation import seeds_needed
+        from evalkit.stats.randomisation import seeds_needed
 
         m = int(self.draws_per_seed.min()) if self.draws_per_seed.size else 1
-        return int(seeds_needed(max(m, 1), self.alpha, self.alternative))
+        return int(seeds_needed(self.alpha, self.alternative, m=max(m, 1)))
 
     @property
     def design_min_p(self) -> float:
-        from evalkit.stats.permutation import min_attainable_p
+        from evalkit.stats.randomisation import min_attainable_p
 
         if not self.draws_per_seed.size:
             return 1.0
@@ -290,8 +290,7 @@ class ClaimContext:
         sign-flip test assumes a symmetric d, which averaged draws break), else the exact
         sign-flip test (the same test, same p, when every seed has one draw)."""
         from evalkit.stats import sign_flip_test
-        from evalkit.stats.permutation import within_seed_permutation_test
-        from evalkit.stats.signflip import MAX_EXACT_N
+        from evalkit.stats.randomisation import MAX_EXACT_N, within_seed_permutation_test
 
         tag = zlib.crc32(f"{self.claim.regime}\0{self.claim.policy}".encode())
         rng = np.random.default_rng([self.seed, tag])
@@ -309,7 +308,7 @@ class ClaimContext:
     @property
     def _exact_ok(self) -> bool:
         """The permutation test enumerates this design exactly (else protocol.n_resamples)."""
-        from evalkit.stats.permutation import exact_enumerable
+        from evalkit.stats.randomisation import exact_enumerable
 
         return exact_enumerable(self.draws_per_seed)
 

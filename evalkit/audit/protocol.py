@@ -21,6 +21,7 @@ from evalkit.config import ConfigDoc, find_key_line, parse_config  # noqa: F401 
 from evalkit.errors import InputError
 from evalkit.fileread import read_text_bounded
 from evalkit.limits import MAX_CONFIG_BYTES, RESAMPLES_RANGE, range_fix
+from evalkit.stats._result import check_alpha
 
 BUILTIN_PACKAGE = "evalkit.audit.protocols"
 DEFAULT_PROTOCOL = "diloco-slo"
@@ -131,10 +132,7 @@ class Protocol:
     def with_alpha(self, alpha: float | None) -> "Protocol":
         if alpha is None:
             return self
-        if not 0 < float(alpha) < 1:
-            raise InputError(f"alpha must lie in (0, 1), got {alpha}", column="alpha",
-                             fix="pass e.g. --alpha 0.05")
-        return replace(self, alpha=float(alpha))
+        return replace(self, alpha=check_alpha(alpha, fix="pass e.g. --alpha 0.05"))
 
     def with_accept_vouched(self, accept: bool) -> "Protocol":
         """``--accept-vouched``: checks the input cannot evaluate no longer block."""
@@ -220,8 +218,10 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
                                     "accept_vouched",
                                     "tier_order"))
     alpha = float(p.get(head, "protocol", "alpha", _NUM))
-    if not 0 < alpha < 1:
-        p.fail("protocol.alpha", f"alpha must lie in (0, 1), got {alpha}", "e.g. alpha = 0.05")
+    try:
+        check_alpha(alpha)
+    except InputError as exc:
+        p.fail("protocol.alpha", exc.message, "e.g. alpha = 0.05")
     n_resamples = p.get(head, "protocol", "n_resamples", (int,), 20000)
     if not RESAMPLES_RANGE[0] <= n_resamples <= RESAMPLES_RANGE[1]:
         p.fail("protocol.n_resamples", "n_resamples is out of range",

@@ -1,5 +1,5 @@
 """Effect-size transfer evidence of a campaign: request tables for both sides, then the
-paired estimator (:mod:`evalkit.stats.transfer_paired`), or its weaker fallback.
+paired estimator (:mod:`evalkit.stats.transfer`), or its weaker fallback.
 
 Each merging run (role policy or matched_random) of the harness backends and of the real
 backends is paired with the no-sync run of its regime and seed: requests are matched by
@@ -131,7 +131,7 @@ class TransferEvidence:
             return (f"not evaluable: needs both harness ({'/'.join(harness_backends)}) and real "
                     f"({'/'.join(real_backends)}) runs; campaign has "
                     f"{'/'.join(sorted(backends)) or 'none'}")
-        from evalkit.stats.transfer_paired import (FALLBACK, PAIRED, guard_band_transfer,
+        from evalkit.stats.transfer import (FALLBACK, PAIRED, guard_band_transfer,
                                                    paired_transfer)
 
         h_paired, h_fallback, h_notes = self._side(harness_backends)

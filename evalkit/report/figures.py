@@ -257,7 +257,7 @@ def _drain_groups(mechanisms: dict):
 def _usable_points(bins: list) -> list[tuple]:
     """(lag_mid, ratio, ci_low, ci_high) of the bins with a finite lag range, ratio and CI
     and at least MIN_BIN_REQUESTS requests (a bin without its request count is not used)."""
-    from evalkit.stats.transfer_paired import MIN_BIN_REQUESTS
+    from evalkit.stats.transfer import MIN_BIN_REQUESTS
 
     pts = []
     for b in bins:
@@ -287,7 +287,7 @@ def drain_curves(mechanisms: dict) -> dict[str, list[tuple]]:
 
 def drain_curve_notes(mechanisms: dict) -> list[str]:
     """One sentence per drain curve too thin to draw, with its bin counts."""
-    from evalkit.stats.transfer_paired import MIN_BIN_REQUESTS
+    from evalkit.stats.transfer import MIN_BIN_REQUESTS
 
     notes = []
     for label, bins in _drain_groups(mechanisms):

@@ -68,6 +68,48 @@ def corridor_tolerance(inner_step_s: float, base: float = CORRIDOR_TOLERANCE_S) 
     return float(base + 1.5 * step)
 
 
+def corridor_violations(starts, ends, span, duration, min_gap, max_gap, train_start=0.0,
+                        tol: float = 0.0) -> list[str]:
+    """Why a run's merge schedule is not in F_K (empty list: it is).
+
+    starts/ends: (K,) every merge the trainer performed; span = (t0, t1) of the run;
+    tol: slack in seconds for real backends (decisions happen at step boundaries).
+    """
+    s = np.sort(np.asarray(starts, dtype=float))
+    e = np.asarray(ends, dtype=float)[np.argsort(np.asarray(starts, dtype=float))]
+    t0, t1 = (float(v) for v in span)
+    d, min_gap, max_gap = float(duration), float(min_gap), float(max_gap)
+    ref = float(train_start)
+    out = []
+    last_ok = t1 - d
+    if s.size == 0:
+        if math.isfinite(max_gap) and last_ok - ref >= max_gap + tol:
+            out.append(f"no merge in {last_ok - ref:.4g} s of training: max_gap {max_gap:g} s "
+                       "forces one")
+        return out
+    first = s[0] - ref
+    if first < min_gap - tol:
+        out.append(f"first merge {first:.4g} s after training start < min_gap {min_gap:g} s")
+    if math.isfinite(max_gap) and first > max_gap + tol:
+        out.append(f"first merge {first:.4g} s after training start > max_gap {max_gap:g} s")
+    gaps = np.diff(s)
+    a = max(min_gap, d)
+    for i in np.flatnonzero(gaps < a - tol)[:3]:
+        out.append(f"merges {i} and {i + 1} start {gaps[i]:.4g} s apart < "
+                   f"{'min_gap' if min_gap >= d else 'D'} {a:g} s")
+    if math.isfinite(max_gap):
+        for i in np.flatnonzero(gaps > max_gap + tol)[:3]:
+            out.append(f"merges {i} and {i + 1} start {gaps[i]:.4g} s apart > max_gap "
+                       f"{max_gap:g} s")
+        trail = last_ok - s[-1]
+        if trail >= max_gap + tol:
+            out.append(f"last merge {trail:.4g} s before the last feasible start: a forced "
+                       f"merge (max_gap {max_gap:g} s) would have followed")
+    if s[-1] > last_ok + tol or (e.size and np.nanmax(e) > t1 + tol):
+        out.append("a merge window runs past the end of the run")
+    return out
+
+
 def run_corridor_violations(meta: dict, starts, ends, inner_step_s: float = float("nan"),
                             base_tolerance: float = CORRIDOR_TOLERANCE_S,
                             train_start: float = 0.0) -> list[str]:
@@ -77,8 +119,6 @@ def run_corridor_violations(meta: dict, starts, ends, inner_step_s: float = floa
     sampler has it, or the campaign plan's); never a key of the run's own run.json, which
     would let one run move its own edge.  ``inner_step_s``: the step time of the seed's runs
     jointly (the audit passes the smallest), not this run's alone."""
-    from evalkit.stats.schedules_edges import corridor_violations
-
     corridor = meta.get("corridor") or {}
     lo = corridor.get("min_gap_s")
     hi = corridor.get("max_gap_s")

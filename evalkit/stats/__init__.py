@@ -4,7 +4,7 @@ Every result dataclass carries what a reader needs to check it (statistic, p, nu
 exact or Monte Carlo, method) and has ``to_dict()`` returning JSON-safe values.
 
 Names are loaded on first access (PEP 562 ``__getattr__``): ``from evalkit.stats import
-sign_flip_test`` imports only :mod:`evalkit.stats.signflip`, so commands that never fit
+sign_flip_test`` imports only :mod:`evalkit.stats.randomisation`, so commands that never fit
 psi or an OLS do not pay for scikit-learn, statsmodels and scipy.stats (~2-3 s of imports).
 """
 
@@ -15,29 +15,22 @@ import importlib
 # public name -> submodule that defines it
 _SOURCES = {
     "bootstrap": ("BootstrapResult", "bootstrap_ci", "holm"),
-    "envelope": ("MeasuredEnvelope", "PlacementGain", "ProxyEnvelope",
-                 "matched_random_envelope", "placement_gain", "proxy_envelope"),
     "explained": ("ExplainedGain", "explained_gain"),
-    "exposure": ("Exposure", "ExposureRegression", "exposure", "exposure_regression"),
+    "exposure": ("ExposureRegression", "exposure_regression"),
+    "fk": ("FeasibleClass", "feasible_class", "sample_schedules"),
     "loadmatch": ("LoadCheck", "LoadMatchResult", "load_match"),
     "overlap": ("OverlapCost", "RequestIndex", "cost_curve", "overlap_cost"),
-    "permutation": ("PermutationResult", "within_seed_permutation_test"),
     "psi": ("PsiFit", "fit_psi"),
-    "schedules": ("FeasibleClass", "feasible_class", "sample_schedules"),
     "sequential": ("SequentialResult", "anytime_test"),
-    "signflip": ("SignFlipResult", "min_attainable_p", "seeds_needed", "sign_flip_test"),
-    "transfer": ("CorrelationResult", "RhoEstimate", "TransferResult", "effect_correlation",
-                 "effect_size_transfer"),
-    "transfer_paired": ("DrainBin", "RhoSide", "TransferComparison", "fallback_rho",
-                        "guard_band_transfer", "paired_rho", "paired_transfer"),
+    "randomisation": ("PermutationResult", "RandomisationResult", "SignFlipResult",
+                      "min_attainable_p", "seeds_needed", "sign_flip_test",
+                      "within_seed_permutation_test"),
+    "transfer": ("DrainBin", "RhoSide", "TransferComparison", "fallback_rho",
+                 "guard_band_transfer", "paired_rho", "paired_transfer"),
 }
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 
 __all__ = sorted(_MODULE_OF)
-
-# ``exposure`` names both a submodule and a function.  Importing a submodule binds it on the
-# package, so the function is bound here, after its (light) module has loaded, as before.
-from evalkit.stats.exposure import exposure  # noqa: E402
 
 
 def __getattr__(name: str):

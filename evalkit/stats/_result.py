@@ -108,6 +108,8 @@ def seed_series(values, name: str) -> dict:
 
 
 ALTERNATIVES = ("greater", "less", "two-sided")
+DEFAULT_RTOL = 1e-9                  # randomisation tests: tie tolerance, relative to the data
+DEFAULT_MC_RESAMPLES = 100_000       # randomisation tests: Monte Carlo B when none is given
 
 
 def check_alternative(alternative: str) -> str:
@@ -115,6 +117,21 @@ def check_alternative(alternative: str) -> str:
         raise InputError(f"unknown alternative {alternative!r}", column="alternative",
                          fix="use 'greater', 'less' or 'two-sided'")
     return alternative
+
+
+def check_alpha(alpha, fix: str = "use e.g. 0.05") -> float:
+    """A significance level strictly inside (0, 1), as a float; else :class:`InputError`."""
+    if not 0.0 < float(alpha) < 1.0:
+        raise InputError(f"alpha must lie in (0, 1), got {alpha}", column="alpha", fix=fix)
+    return float(alpha)
+
+
+def check_level(confidence_level, fix: str = "use e.g. 0.95") -> float:
+    """A confidence level strictly inside (0, 1), as a float; else :class:`InputError`."""
+    if not 0.0 < float(confidence_level) < 1.0:
+        raise InputError(f"confidence_level must lie in (0, 1), got {confidence_level}",
+                         column="confidence_level", fix=fix)
+    return float(confidence_level)
 
 
 def check_n_resamples(n_resamples) -> None:

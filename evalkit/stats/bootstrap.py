@@ -9,7 +9,7 @@ import numpy as np
 from scipy import special
 
 from evalkit.errors import InputError
-from evalkit.stats._result import ResultMixin, as_finite_1d, as_generator
+from evalkit.stats._result import ResultMixin, as_finite_1d, as_generator, check_level
 
 _CHUNK_ELEMENTS = 1 << 21
 
@@ -42,9 +42,7 @@ class BootstrapResult(ResultMixin):
 
 def _check_ci_args(confidence_level: float, n_resamples) -> None:
     """The bootstrap CIs' shared input checks (a level in (0, 1), at least 100 resamples)."""
-    if not 0.0 < confidence_level < 1.0:
-        raise InputError(f"confidence_level must lie in (0, 1), got {confidence_level}",
-                         column="confidence_level", fix="use e.g. 0.95")
+    check_level(confidence_level)
     if int(n_resamples) < 100:
         raise InputError(f"n_resamples = {n_resamples} is too few for a CI",
                          column="n_resamples", fix="use at least 1000")

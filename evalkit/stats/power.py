@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalkit.errors import InputError
-from evalkit.stats._result import ResultMixin, as_generator, check_alternative
+from evalkit.stats._result import DEFAULT_RTOL, ResultMixin, as_generator, check_alternative
 from evalkit.stats.sequential import anytime_e_process, label_values_equal_m
-from evalkit.stats.studentized import DEFAULT_RTOL, t_from_sums
+from evalkit.stats.studentized import t_from_sums
 
 
 @dataclass(frozen=True)

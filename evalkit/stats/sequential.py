@@ -1,6 +1,6 @@
 """Anytime-valid sequential test of within-seed exchangeability, by betting.
 
-Design as :mod:`evalkit.stats.permutation`: seed s has one policy run and ``m_s >= 1``
+Design as :mod:`evalkit.stats.randomisation`: seed s has one policy run and ``m_s >= 1``
 matched-random draws, ``d_s = mean(draws_s) - policy_s`` (positive favours the policy).
 Under the null (the policy run is one more random placement, independently per seed) the
 label "policy" is uniform over the seed's ``m_s + 1`` runs given their values, so ``d_s`` is
@@ -39,7 +39,7 @@ import numpy as np
 
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, check_alternative
-from evalkit.stats.permutation import _as_design, seed_label_values
+from evalkit.stats.randomisation import _as_design, seed_label_values
 
 BET_CAP = 0.75          # the stake never exceeds 3/4 of the wealth: a seed costs <= 4x
 CS_GRID = 129

@@ -1,6 +1,6 @@
 """Studentized within-seed permutation test: does the policy beat its draws *on average*?
 
-Same design and relabelling as :mod:`evalkit.stats.permutation` (seed s: one policy run and
+Same design and relabelling as :mod:`evalkit.stats.randomisation` (seed s: one policy run and
 ``m_s`` matched-random draws; relabelling run j as the policy gives ``d_s(j)``), but the
 statistic is ``t = mean(d) / se(d)``, ``se = sd(d) / sqrt(n)``, recomputed for every label set.
 
@@ -15,7 +15,7 @@ Exactness: ``t`` is not additive over seeds, so meet-in-the-middle does not appl
 are enumerated in chunks up to :data:`MAX_EXACT_SETS`, Monte Carlo ``(k + 1) / (B + 1)`` beyond.
 With one draw per seed every relabelling is a sign flip, which keeps ``sum d^2``; then ``t`` is
 an increasing function of ``mean(d)`` and the test *is* the sign-flip test (same p, same CI,
-exact by meet-in-the-middle) -- the caller uses the raw engine there.
+exact by meet-in-the-middle) -- the engine uses the raw statistic there.
 
 CI: inversion under an additive shift (policy V + delta exchangeable with its draws, the same
 delta in every seed); ``p(delta)`` is evaluated on one fixed family of label sets and its
@@ -28,10 +28,11 @@ import math
 
 import numpy as np
 
+from evalkit.stats._result import DEFAULT_RTOL
+
 MAX_EXACT_SETS = 1 << 22        # label sets enumerated exactly (about 1 s at n = 10)
 EXACT_CI_MAX = 1 << 15          # CI from every label set up to here, Monte Carlo beyond
 CI_MC_SETS = 4_000
-DEFAULT_RTOL = 1e-9
 _CHUNK = 1 << 20                # label-set elements per chunk: memory stays bounded
 _BISECT_STEPS = 44
 
@@ -79,7 +80,8 @@ def _labels_of(index: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _random_labels(rng, rows: int, sizes: np.ndarray) -> np.ndarray:
+def random_labels(rng, rows: int, sizes: np.ndarray) -> np.ndarray:
+    """(rows, n) int: a uniformly random label per seed."""
     return np.floor(rng.random((rows, sizes.size)) * sizes).astype(np.int64)
 
 
@@ -124,7 +126,7 @@ def null_t(vals, max_points: int, seed: int) -> np.ndarray:
     if total <= max_points:
         labels = _labels_of(np.arange(int(total), dtype=np.int64), sizes)
     else:
-        labels = _random_labels(np.random.default_rng(seed), int(max_points), sizes)
+        labels = random_labels(np.random.default_rng(seed), int(max_points), sizes)
     return np.sort(_t_rows(flat, offsets, labels, sizes.size))
 
 
@@ -137,7 +139,7 @@ def mc_counts(vals, b: int, rng) -> tuple[int, int]:
     n_ge = n_le = done = 0
     while done < b:
         c = min(rows, b - done)
-        g, le = _tail_counts(_t_rows(flat, offsets, _random_labels(rng, c, sizes), n), t_obs)
+        g, le = _tail_counts(_t_rows(flat, offsets, random_labels(rng, c, sizes), n), t_obs)
         n_ge += g
         n_le += le
         done += c
@@ -170,7 +172,7 @@ def _ci_family(sizes, rng):
     if total <= EXACT_CI_MAX:
         return _labels_of(np.arange(int(total), dtype=np.int64), sizes), True
     return np.vstack((np.zeros((1, sizes.size), dtype=np.int64),
-                      _random_labels(rng, CI_MC_SETS, sizes))), False
+                      random_labels(rng, CI_MC_SETS, sizes))), False
 
 
 def inversion_ci(vals, m, alternative: str, level: float, rng):

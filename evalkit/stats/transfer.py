@@ -1,30 +1,58 @@
-"""The naive active/inactive effect-size split, and the correlation of effects across conditions.
+"""Effect-size transfer measured against the same requests without merges (paired).
 
-For a mechanism m, ``rho = p_q(latency | m active) / p_q(latency | m inactive)`` (q = 0.95).
-Requests close in time share queue state, so they are not independent: the CI resamples
-contiguous time blocks of ``block_s`` seconds (a block bootstrap), not single requests.
+For a mechanism m (the sync window), the naive ``p95(active) / p95(inactive)`` split is wrong
+both ways: long requests overlap windows more often (length bias: rho > 1 with no effect) and
+a merge's backlog drains after the window (the inactive group is itself slowed: rho -> 1).
+The paired estimator compares each request in flight during a window with **the same request
+(same ``request_id``) in the seed's load-matched no-sync run**:
 
-This split is biased both ways -- long requests overlap windows more often (rho > 1 with no
-effect) and a merge's backlog slows the "inactive" group (rho -> 1) -- and is kept as the
-naive reference only.  The audit measures transfer paired against the same requests in a
-no-sync run: :mod:`evalkit.stats.transfer_paired`.
+* ``rho``: ``p_q(latency) / p_q(latency in no-sync)`` over the in-window requests (q = 0.95);
+* ``gm_ratio``: ``exp(mean log(latency / latency in no-sync))`` over the same requests (pairs
+  with a failed request are left out of this one; they enter the p95 as +inf);
+* the **drain curve**: ``gm_ratio`` (and the p95 ratio) of requests that arrive at lag
+  ``[lo, hi)`` after a window ends and overlap no window, in bins up to ``max_lag_s``; the
+  **guard band** is where the curve returns to 1: the lower edge of the first bin, counting
+  from lag 0, whose CI does not lie above 1.
+
+A request is "in window" when its lifetime in the merging run *or* in the no-sync run
+overlaps a window: a symmetric rule, so that with no effect the two latencies of a selected
+request are exchangeable (selecting on one run's latency alone would bias the ratio).
+
+CIs: percentile bootstrap over **seeds x time blocks**: resample the seeds (``group``) with
+replacement, then, for each seed drawn, the contiguous ``block_s`` time blocks of its runs
+(a block never spans two runs).  One explicit ``numpy.random.Generator``.  The block is
+widened from the data: while the block means of the paired log ratios (in-window and other
+requests centred separately) are autocorrelated at lag 1 beyond their noise band, the block
+doubles (as long as runs keep >= 3 blocks); ``block_s`` reports the one used.  With fewer
+than :data:`MIN_SEEDS` seeds a bootstrap over seeds cannot cover: no CI, "too few seeds".
+
+Without a no-sync run :func:`guard_band_transfer` falls back to an unpaired comparison: the
+in-window requests against requests arriving at least a pre-registered guard band after any
+window (per output-length stratum), the latter re-weighted to the in-window requests'
+output-length mix (length bias).  It is weaker -- the guard band is assumed, not measured, and
+stratification only removes the length bias it can see -- and labelled so.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from evalkit.errors import InputError
-from evalkit.stats._result import ResultMixin, as_finite_1d, as_generator, check_alternative
+from evalkit.errors import InputError, NotEstimable
+from evalkit.stats._result import ResultMixin, as_generator
 
+PAIRED = "paired vs no-sync"
+FALLBACK = "guard-band fallback (weaker)"
+DRAIN_BIN_S = 5.0
+DRAIN_MAX_LAG_S = 60.0
+MIN_BIN_REQUESTS = 5          # fewer requests in a drain bin: no CI for that bin
+MIN_SEEDS = 5                 # fewer seeds: a bootstrap over seeds gives no CI
+MIN_RUN_BLOCKS = 3            # the block is widened only while runs keep this many blocks
+MAX_DOUBLINGS = 5
 _CHUNK_ELEMENTS = 1 << 22
-MAX_EXACT_CONDITIONS = 9      # 9! = 362,880 pairings
 
 
 def _weighted_quantile(v_sorted: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
@@ -49,152 +77,174 @@ def _weighted_quantile(v_sorted: np.ndarray, weights: np.ndarray, q: float) -> n
 
 
 @dataclass(frozen=True)
-class RhoEstimate(ResultMixin):
-    """rho = p_q(active) / p_q(inactive) for one dataset with its block-bootstrap CI.
+class DrainBin(ResultMixin):
+    """Paired ratio of the requests arriving ``[lag_lo, lag_hi)`` s after a window ends.
+    ``ratio`` is the geometric-mean ratio (its CI decides the guard band), ``p95_ratio``
+    the p95 ratio."""
 
-    ``contamination``: share of stressed requests in the inactive group (None when the data
-    has no ``stressed`` column, see ``contamination_note``); ``contaminated`` when it exceeds
-    ``1 - q`` — the inactive p_q is then itself stressed and rho collapses towards 1.
-    ``n_boot_undefined``: replicates in which a group drew no requests (left out of the CI).
+    lag_lo: float
+    lag_hi: float
+    n: int
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p95_ratio: float
+    p95_ci_low: float
+    p95_ci_high: float
+
+
+@dataclass(frozen=True)
+class RhoSide(ResultMixin):
+    """rho of one side (harness or real) with its CI and, when paired, the drain curve.
+
+    ``rho``: p95 ratio; ``gm_ratio``: geometric-mean ratio.  Paired: both are in-window
+    requests against the same requests in no-sync.  Fallback: in-window against requests
+    outside the guard band, length re-weighted.  ``guard_band_s``: measured (paired) or the
+    pre-registered one (fallback; the largest over strata, ``guard_band_by_stratum`` all).
+    ``drains``: the drain curve returns to 1 within its range (None in the fallback);
+    ``post_window_effect``: requests arriving right after a window are slowed (guard band >
+    0) -- a naive in/out split would have had a stressed "inactive" group.
     """
 
+    method: str
     rho: float
     ci_low: float
     ci_high: float
-    p_active: float
-    p_inactive: float
+    gm_ratio: float
+    gm_ci_low: float
+    gm_ci_high: float
     n_active: int
-    n_inactive: int
+    n_reference: int
+    n_failed_pairs: int
+    n_runs: int
+    n_groups: int
     n_blocks: int
     block_s: float
     n_boot: int
     n_boot_undefined: int
-    contamination: float | None
-    contaminated: bool | None
-    contamination_note: str
+    drain_curve: list
+    guard_band_s: float
+    guard_band_by_stratum: list
+    drains: bool | None
+    post_window_effect: bool | None
     ci_method: str
-
-
-def _prepare(df, name: str):
-    if df is None or not hasattr(df, "columns"):
-        raise InputError(f"{name} must be a DataFrame", column=name,
-                         fix="pass one row per request with latency_s, t_s, active")
-    for col in ("latency_s", "t_s", "active"):
-        if col not in df.columns:
-            raise InputError(f"{name} lacks a column", column=col,
-                             fix="pass one row per request with latency_s, t_s, active")
-    lat = df["latency_s"].to_numpy(dtype=float)
-    t = df["t_s"].to_numpy(dtype=float)
-    if np.isnan(lat).any() or (lat < 0).any():
-        raise InputError(f"{name}: latency_s holds NaN or negative values", column="latency_s",
-                         fix="failed requests have latency +inf, never NaN")
-    if not np.isfinite(t).all():
-        raise InputError(f"{name}: t_s holds NaN/inf", column="t_s",
-                         fix="every request needs its arrival time")
-    if df["active"].isna().any():
-        raise InputError(f"{name}: 'active' has missing values", column="active",
-                         fix="mark every request active or inactive")
-    active = df["active"].to_numpy(dtype=bool)
-    for flag, label in ((True, "active"), (False, "inactive")):
-        if not (active == flag).any():
-            raise InputError(f"{name}: no {label} requests, rho is undefined", column="active",
-                             fix=f"the data must contain requests with the mechanism {label}")
-    stressed = None
-    if "stressed" in df.columns:
-        if df["stressed"].isna().any():
-            raise InputError(f"{name}: 'stressed' has missing values", column="stressed",
-                             fix="mark every request stressed or not")
-        stressed = df["stressed"].to_numpy(dtype=bool)
-    # Requests of different runs pooled together share no time line: a block never spans
-    # two runs, so the optional 'run' column is part of the block key.
-    run = (pd.factorize(df["run"])[0] if "run" in df.columns
-           else np.zeros(lat.size, dtype=np.int64))
-    return lat, t, active, stressed, run
-
-
-def _rho_bootstrap(lat, t, active, run, q, block_s, n_boot, gen):
-    """Point rho, and n_boot block-bootstrap replicates of rho (NaN where undefined)."""
-    in_run = np.floor((t - t.min()) / block_s).astype(np.int64)
-    key = run.astype(np.int64) * (int(in_run.max()) + 1) + in_run
-    _, block = np.unique(key, return_inverse=True)        # non-empty blocks only
-    n_blocks = int(block.max()) + 1
-    groups = []
-    for flag in (True, False):
-        sel = active == flag
-        order = np.argsort(lat[sel], kind="stable")
-        groups.append((lat[sel][order], block[sel][order]))
-    point = [float(_weighted_quantile(v, np.ones((1, v.size)), q)[0]) for v, _ in groups]
-    reps = np.empty(n_boot)
-    rows = max(1, _CHUNK_ELEMENTS // max(1, lat.size))
-    for i in range(0, n_boot, rows):
-        c = min(rows, n_boot - i)
-        picks = gen.integers(0, n_blocks, size=(c, n_blocks))
-        counts = np.zeros((c, n_blocks), dtype=np.int64)
-        np.add.at(counts, (np.arange(c)[:, None], picks), 1)
-        qa, qi = (_weighted_quantile(v, counts[:, b], q) for v, b in groups)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            reps[i:i + c] = qa / qi
-    with np.errstate(divide="ignore", invalid="ignore"):     # p_inactive = 0: the caller says why
-        rho = np.float64(point[0]) / point[1]
-    return rho, point, reps, n_blocks
-
-
-def _rho_estimate(df, name, q, block_s, n_boot, confidence_level, gen):
-    lat, t, active, stressed, run = _prepare(df, name)
-    rho, (p_a, p_i), reps, n_blocks = _rho_bootstrap(lat, t, active, run, q, block_s, n_boot,
-                                                     gen)
-    if p_i == 0:
-        raise InputError(f"{name}: the inactive p{q * 100:g} latency is 0, rho is undefined",
-                         column="latency_s", fix="check latency units")
-    ok = np.isfinite(reps)
-    alpha = 1 - confidence_level
-    # one block cannot show how rho varies: no CI rather than a point posing as one
-    lo, hi = (np.quantile(reps[ok], [alpha / 2, 1 - alpha / 2]) if ok.any() and n_blocks > 1
-              else (math.nan, math.nan))
-    if stressed is None:
-        frac, contaminated = None, None
-        note = "no 'stressed' column: contamination of the inactive group was not checked"
-    else:
-        frac = float(stressed[~active].mean())
-        contaminated = frac > 1 - q
-        note = (f"{frac:.1%} of inactive requests are stressed (limit {1 - q:.0%})"
-                + (": the inactive p95 is itself stressed, rho is biased towards 1"
-                   if contaminated else ""))
-    return RhoEstimate(
-        rho=float(rho), ci_low=float(lo), ci_high=float(hi), p_active=p_a, p_inactive=p_i,
-        n_active=int(active.sum()), n_inactive=int((~active).sum()), n_blocks=n_blocks,
-        block_s=float(block_s), n_boot=int(n_boot), n_boot_undefined=int((~ok).sum()),
-        contamination=frac, contaminated=contaminated, contamination_note=note,
-        ci_method=f"block bootstrap (percentile), contiguous {block_s:g} s time blocks "
-                  f"(within a run) resampled with replacement, {n_boot} replicates"
-                  + ("" if n_blocks > 1 else "; one block only: no CI")), reps
+    _reps: np.ndarray = field(repr=False, default=None)
+    _gm_reps: np.ndarray = field(repr=False, default=None)
+    too_few_seeds: bool = False
 
 
 @dataclass(frozen=True)
-class TransferResult(ResultMixin):
-    """Harness vs real rho for one mechanism and the transfer fraction
-    ``(rho_real - 1) / (rho_harness - 1)`` (CI from the paired bootstrap replicates).
-    ``transferred``: the real CI lies above 1; ``verdict`` says it in words."""
+class TransferComparison(ResultMixin):
+    """Harness vs real rho for one mechanism, estimated the same way on both sides.
+
+    ``transfer_fraction = (rho_real - 1) / (rho_harness - 1)`` (p95 ratios),
+    ``transfer_fraction_gm`` the same for the geometric-mean ratios; CIs from the two sides'
+    independent bootstrap replicates.  ``transferred``: the real rho's CI lies above 1.
+    """
 
     mechanism: str
+    method: str
     q: float
-    harness: RhoEstimate
-    real: RhoEstimate
+    harness: RhoSide
+    real: RhoSide
     transfer_fraction: float
     transfer_ci_low: float
     transfer_ci_high: float
+    transfer_fraction_gm: float
+    transfer_gm_ci_low: float
+    transfer_gm_ci_high: float
     transferred: bool
     verdict: str
     confidence_level: float
 
 
-def effect_size_transfer(harness_requests, real_requests, mechanism: str = "sync",
-                         q: float = 0.95, block_s: float = 30.0, n_boot: int = 2000,
-                         rng=None, confidence_level: float = 0.95) -> TransferResult:
-    """rho in harness and real data; inputs are DataFrames with ``latency_s``, ``t_s``
-    (arrival, s), boolean ``active`` (mechanism active for the request) and optionally
-    boolean ``stressed`` and ``run`` (requests pooled from several runs: time blocks never
-    cross runs)."""
+# ------------------------------------------------------------------------- resampling
+
+def _units(run, group, t, block_s: float):
+    """Block index (n,) of every request and the seed index (nb,) of every block."""
+    run_code = pd.factorize(pd.Series(run, dtype=object))[0]
+    group_code, groups = pd.factorize(pd.Series(group, dtype=object))
+    n_runs = int(run_code.max()) + 1
+    owner = np.full(n_runs, -1)
+    owner[run_code] = group_code
+    if np.any(owner[run_code] != group_code):
+        raise InputError("a run belongs to several seeds (group)", column="group",
+                         fix="every request of a run carries the run's seed")
+    t0 = np.full(n_runs, np.inf)
+    np.minimum.at(t0, run_code, t)
+    in_run = np.floor((t - t0[run_code]) / block_s).astype(np.int64)
+    key = run_code.astype(np.int64) * (int(in_run.max()) + 1) + in_run
+    _, block = np.unique(key, return_inverse=True)
+    n_blocks = int(block.max()) + 1
+    block_group = np.empty(n_blocks, dtype=np.int64)
+    block_group[block] = group_code
+    return block, block_group, len(groups), n_runs
+
+
+def _lag1(block, run_of_block, x) -> tuple[float, int]:
+    """Lag-1 autocorrelation of per-block means of x within runs, and the pairs it rests on."""
+    nb = int(block.max()) + 1
+    cnt = np.bincount(block, minlength=nb).astype(float)
+    mean = np.bincount(block, weights=x, minlength=nb) / np.maximum(cnt, 1)
+    ok = cnt > 0
+    dev = np.where(ok, mean - mean[ok].mean(), 0.0)
+    same = (run_of_block[1:] == run_of_block[:-1]) & ok[1:] & ok[:-1]
+    den = float(np.sum(dev[ok] ** 2))
+    if den <= 0 or not same.any():
+        return 0.0, int(same.sum())
+    return float(np.sum(dev[1:][same] * dev[:-1][same]) / den * ok.sum() / same.sum()), \
+        int(same.sum())
+
+
+def data_block(run, group, t, x, active, block_s: float) -> float:
+    """The bootstrap block (s): ``block_s`` doubled while the block means of x (centred
+    within the active / other requests) keep a lag-1 autocorrelation above ``2 / sqrt(pairs)``
+    and every run keeps >= MIN_RUN_BLOCKS blocks of the doubled length."""
+    x = np.asarray(x, dtype=float)
+    keep = np.isfinite(x)
+    if keep.sum() < 2:
+        return float(block_s)
+    x = x.copy()
+    for flag in (True, False):
+        sel = keep & (active == flag)
+        if sel.any():
+            x[sel] -= x[sel].mean()
+    run_code = pd.factorize(pd.Series(run, dtype=object))[0]
+    span = pd.Series(t).groupby(run_code).agg(lambda v: v.max() - v.min()).to_numpy()
+    block = float(block_s)
+    for _ in range(MAX_DOUBLINGS):
+        if np.min(span) < MIN_RUN_BLOCKS * 2 * block:
+            break
+        b, _, _, _ = _units(np.asarray(run)[keep], np.asarray(group)[keep], t[keep], block)
+        run_of_block = np.zeros(int(b.max()) + 1, dtype=np.int64)
+        run_of_block[b] = run_code[keep]
+        rho, pairs = _lag1(b, run_of_block, x[keep])
+        if pairs < 4 or rho <= 2.0 / math.sqrt(pairs):
+            break
+        block *= 2.0
+    return block
+
+
+def _two_stage_counts(block_group: np.ndarray, n_groups: int, rows: int, gen) -> np.ndarray:
+    """(rows, nb) multiplicities: seeds drawn with replacement, then, for each copy of a seed,
+    its blocks drawn with replacement (the copies' draws summed)."""
+    counts = np.zeros((rows, block_group.size), dtype=np.int64)
+    seeds = gen.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=rows)
+    for g in range(n_groups):
+        idx = np.flatnonzero(block_group == g)
+        counts[:, idx] = gen.multinomial(seeds[:, g] * idx.size, np.full(idx.size, 1.0 / idx.size))
+    return counts
+
+
+def _percentile(reps: np.ndarray, alpha: float, enough: bool) -> tuple[float, float]:
+    ok = reps[np.isfinite(reps)]
+    if not enough or ok.size == 0:
+        return math.nan, math.nan
+    lo, hi = np.quantile(ok, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def _check_common(q, block_s, n_boot):
     if not 0 < q < 1:
         raise InputError(f"q = {q} must lie in (0, 1)", column="q", fix="use 0.95")
     if not block_s > 0:
@@ -202,128 +252,353 @@ def effect_size_transfer(harness_requests, real_requests, mechanism: str = "sync
                          fix="use a block longer than the latency correlation time, e.g. 30 s")
     if int(n_boot) < 100:
         raise InputError(f"n_boot = {n_boot} is too few", column="n_boot", fix="use >= 1000")
-    gen = as_generator(rng)
-    harness, reps_h = _rho_estimate(harness_requests, "harness_requests", q, block_s,
-                                    int(n_boot), confidence_level, gen)
-    real, reps_r = _rho_estimate(real_requests, "real_requests", q, block_s, int(n_boot),
-                                 confidence_level, gen)
-    alpha = 1 - confidence_level
-    if abs(harness.rho - 1) < 1e-12:
-        frac, f_lo, f_hi = math.nan, math.nan, math.nan
-    else:
-        frac = (real.rho - 1) / (harness.rho - 1)
+
+
+def _columns(df, name: str, cols) -> dict:
+    if df is None or not hasattr(df, "columns"):
+        raise InputError(f"{name} must be a DataFrame", column=name,
+                         fix="pass one row per request of the merging runs")
+    for col in cols:
+        if col not in df.columns:
+            raise InputError(f"{name} lacks a column", column=col,
+                             fix="one row per request with " + ", ".join(cols))
+    out = {}
+    for col in cols:
+        if col in ("run", "group"):
+            out[col] = df[col].to_numpy()
+        elif col == "active":
+            if df[col].isna().any():
+                raise InputError(f"{name}: 'active' has missing values", column=col,
+                                 fix="mark every request in window or not")
+            out[col] = df[col].to_numpy(dtype=bool)
+        else:
+            out[col] = df[col].to_numpy(dtype=float, na_value=np.nan)
+    for col in ("latency_s", "latency_ref_s"):
+        if col in out and (np.isnan(out[col]).any() or (out[col] < 0).any()):
+            raise InputError(f"{name}: {col} holds NaN or negative values", column=col,
+                             fix="failed requests have latency +inf, never NaN")
+    if not np.isfinite(out["t_s"]).all():
+        raise InputError(f"{name}: t_s holds NaN/inf", column="t_s",
+                         fix="every request needs its arrival time")
+    return out
+
+
+# ------------------------------------------------------------------------- paired
+
+class _PairedSubset:
+    """Requests ``sel`` of one side, sorted once for the weighted quantiles."""
+
+    def __init__(self, lat, ref, block, sel, q):
+        self.q = q
+        self.block = block[sel]
+        v1, v2 = lat[sel], ref[sel]
+        self.o1 = np.argsort(v1, kind="stable")
+        self.o2 = np.argsort(v2, kind="stable")
+        self.v1, self.v2 = v1[self.o1], v2[self.o2]
+        fin = np.isfinite(v1) & np.isfinite(v2) & (v1 > 0) & (v2 > 0)
+        self.lr = np.log(v1[fin] / v2[fin])
+        self.lr_block = self.block[fin]
+        self.n = int(sel.size)
+        self.n_failed = int((~fin).sum())
+
+    def stats(self, counts):
+        """(c, nb) block multiplicities -> p95 ratio (c,) and geometric-mean ratio (c,)."""
+        if self.n == 0:
+            nan = np.full(counts.shape[0], np.nan)
+            return nan, nan.copy()
+        w = counts[:, self.block]
+        p1 = _weighted_quantile(self.v1, w[:, self.o1], self.q)
+        p2 = _weighted_quantile(self.v2, w[:, self.o2], self.q)
+        wl = counts[:, self.lr_block].astype(float)
+        tot = wl.sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            f_reps = (reps_r - 1) / (reps_h - 1)
-        f_reps = f_reps[np.isfinite(f_reps)]
-        f_lo, f_hi = (np.quantile(f_reps, [alpha / 2, 1 - alpha / 2])
-                      if f_reps.size and min(harness.n_blocks, real.n_blocks) > 1
-                      else (math.nan, math.nan))
-    transferred = bool(real.ci_low > 1)
-    if real.contaminated:
-        verdict = "not interpretable: the real inactive group is contaminated"
-    elif transferred:
-        verdict = "transferred: the real rho CI excludes 1"
+            ratio = np.where(p2 > 0, p1 / p2, np.nan)
+            gm = np.exp(np.where(tot > 0, (wl @ self.lr) / tot, np.nan))
+        return ratio, gm
+
+
+def _guard_band(bins: list[DrainBin], max_lag_s: float) -> tuple[float, bool]:
+    for b in bins:
+        if not (np.isfinite(b.ci_low) and b.ci_low > 1):
+            return b.lag_lo, True
+    return float(max_lag_s), False
+
+
+def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2000,
+               rng=None, confidence_level: float = 0.95, bin_s: float = DRAIN_BIN_S,
+               max_lag_s: float = DRAIN_MAX_LAG_S, name: str = "requests",
+               min_seeds: int | None = None, adapt_block: bool = True) -> RhoSide:
+    """Paired rho and drain curve of one side.
+
+    ``requests``: one row per request of the merging runs, columns ``run``, ``group``
+    (seed: the outer resampling unit), ``t_s`` (arrival), ``latency_s`` (merging run, +inf
+    if failed), ``latency_ref_s`` (the same request in the seed's no-sync run), ``active``
+    (in flight during a window in either run) and ``lag_s`` (arrival minus the end of the
+    last window before it; NaN when there is none or the request is active).
+    min_seeds: fewer seeds give no CI ("too few seeds"); None: :data:`MIN_SEEDS`.
+    adapt_block: widen ``block_s`` from the data (:func:`data_block`); False keeps it fixed.
+    """
+    _check_common(q, block_s, n_boot)
+    if not (bin_s > 0 and max_lag_s >= bin_s):
+        raise InputError(f"drain bins of {bin_s} s up to {max_lag_s} s", column="bin_s",
+                         fix="use bin_s > 0 and max_lag_s >= bin_s, e.g. 5 and 60")
+    c = _columns(requests, name, ("run", "group", "t_s", "latency_s", "latency_ref_s",
+                                  "active", "lag_s"))
+    active = c["active"]
+    if not active.any():
+        raise NotEstimable(f"{name}: no request was in flight during a merge window",
+                           column="active", fix="the runs need merges that overlap requests")
+    lat, ref, lag = c["latency_s"], c["latency_ref_s"], c["lag_s"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lr_all = np.where((lat > 0) & (ref > 0), np.log(lat / ref), np.nan)
+    block_asked = float(block_s)
+    if adapt_block:
+        block_s = data_block(c["run"], c["group"], c["t_s"], lr_all, active, block_s)
+    block, block_group, n_groups, n_runs = _units(c["run"], c["group"], c["t_s"], block_s)
+    edges = np.arange(0.0, max_lag_s + 1e-9, bin_s)
+    edges = edges if edges[-1] >= max_lag_s - 1e-9 else np.append(edges, max_lag_s)
+    subsets = [_PairedSubset(lat, ref, block, np.flatnonzero(active), q)]
+    free = ~active & np.isfinite(lag)
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        subsets.append(_PairedSubset(lat, ref, block, np.flatnonzero(free & (lag >= lo)
+                                                                     & (lag < hi)), q))
+    n_blocks = int(block_group.size)
+    ones = np.ones((1, n_blocks), dtype=np.int64)
+    points = [s.stats(ones) for s in subsets]
+    gen = as_generator(rng)
+    b = int(n_boot)
+    reps = [(np.empty(b), np.empty(b)) for _ in subsets]
+    rows = max(1, _CHUNK_ELEMENTS // max(1, sum(s.n for s in subsets)))
+    for i in range(0, b, rows):
+        cnt = _two_stage_counts(block_group, n_groups, min(rows, b - i), gen)
+        for (r_p95, r_gm), s in zip(reps, subsets):
+            r_p95[i:i + cnt.shape[0]], r_gm[i:i + cnt.shape[0]] = s.stats(cnt)
+    alpha = 1 - confidence_level
+    min_seeds = MIN_SEEDS if min_seeds is None else int(min_seeds)
+    few = n_groups < min_seeds
+    enough = n_blocks > 1 and not few
+    bins = []
+    for (lo, hi), s, (p_p95, p_gm), (r_p95, r_gm) in zip(zip(edges[:-1], edges[1:]),
+                                                        subsets[1:], points[1:], reps[1:]):
+        ok = enough and s.n >= MIN_BIN_REQUESTS
+        gl, gh = _percentile(r_gm, alpha, ok)
+        pl, ph = _percentile(r_p95, alpha, ok)
+        bins.append(DrainBin(float(lo), float(hi), s.n, float(p_gm[0]), gl, gh,
+                             float(p_p95[0]), pl, ph))
+    guard, drains = _guard_band(bins, max_lag_s)
+    r_p95, r_gm = reps[0]
+    lo, hi = _percentile(r_p95, alpha, enough)
+    glo, ghi = _percentile(r_gm, alpha, enough)
+    main = subsets[0]
+    return RhoSide(
+        method=PAIRED, rho=float(points[0][0][0]), ci_low=lo, ci_high=hi,
+        gm_ratio=float(points[0][1][0]), gm_ci_low=glo, gm_ci_high=ghi, n_active=main.n,
+        n_reference=main.n, n_failed_pairs=main.n_failed, n_runs=n_runs, n_groups=n_groups,
+        n_blocks=n_blocks, block_s=float(block_s), n_boot=b,
+        n_boot_undefined=int((~np.isfinite(r_p95)).sum()), drain_curve=bins,
+        guard_band_s=float(guard), guard_band_by_stratum=[], drains=drains,
+        post_window_effect=bool(guard > 0),
+        ci_method=(f"percentile bootstrap over seeds x {block_s:g} s time blocks (seeds "
+                   f"resampled, then each drawn seed's blocks; a block never spans two runs), "
+                   f"{b} replicates"
+                   + (f"; block widened from {block_asked:g} s: latencies correlated longer"
+                      if block_s > block_asked else "")
+                   + (f"; too few seeds ({n_groups} < {min_seeds}): no CI" if few else
+                      "" if enough else "; one block only: no CI")),
+        too_few_seeds=few, _reps=r_p95, _gm_reps=r_gm)
+
+
+# ------------------------------------------------------------------------- fallback
+
+def _float_quantile(v_sorted: np.ndarray, w: np.ndarray, q: float) -> np.ndarray:
+    """Inverted-CDF quantile of each row of non-negative weights (c, n) -> (c,)."""
+    cw = np.cumsum(w, axis=1)
+    total = cw[:, -1] if cw.shape[1] else np.zeros(w.shape[0])
+    idx = np.minimum((cw < (q * total)[:, None] - 1e-12 * total[:, None]).sum(axis=1),
+                     max(v_sorted.size - 1, 0))
+    out = v_sorted[idx] if v_sorted.size else np.full(w.shape[0], np.nan)
+    return np.where(total > 0, out, np.nan)
+
+
+class _FallbackSide:
+    def __init__(self, lat, block, active, ref_mask, stratum, n_strata, q):
+        self.q, self.n_strata = q, n_strata
+        self.a = np.flatnonzero(active)
+        self.r = np.flatnonzero(ref_mask)
+        self.block = block
+        self.stratum = stratum
+        self.oa = self.a[np.argsort(lat[self.a], kind="stable")]
+        self.or_ = self.r[np.argsort(lat[self.r], kind="stable")]
+        self.va, self.vr = lat[self.oa], lat[self.or_]
+        fin = np.isfinite(lat) & (lat > 0)
+        self.la = self.a[fin[self.a]]
+        self.lr = self.r[fin[self.r]]
+        self.log = np.where(fin, np.log(np.where(fin, lat, 1.0)), 0.0)
+
+    def stats(self, counts):
+        w = counts[:, self.block].astype(float)
+        s = self.stratum
+        onehot = np.eye(self.n_strata)
+        share_a = w[:, self.a] @ onehot[s[self.a]]          # (c, strata) weight per stratum
+        share_r = w[:, self.r] @ onehot[s[self.r]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fa = share_a / share_a.sum(1, keepdims=True)
+            fr = share_r / share_r.sum(1, keepdims=True)
+            mult_r = np.where(share_r > 0, fa / fr, 0.0)
+        keep_a = (share_r > 0).astype(float)
+        wa = w * keep_a[:, s]
+        wr = w * np.nan_to_num(mult_r)[:, s]
+        pa = _float_quantile(self.va, wa[:, self.oa], self.q)
+        pr = _float_quantile(self.vr, wr[:, self.or_], self.q)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ma = (wa[:, self.la] @ self.log[self.la]) / wa[:, self.la].sum(1)
+            mr = (wr[:, self.lr] @ self.log[self.lr]) / wr[:, self.lr].sum(1)
+            return np.where(pr > 0, pa / pr, np.nan), np.exp(ma - mr)
+
+
+def length_strata(output_tokens, n_strata: int) -> np.ndarray:
+    """(n,) stratum 0..n_strata-1 of each request: quantile bins of its output tokens."""
+    tokens = np.nan_to_num(np.asarray(output_tokens, dtype=float), nan=0.0)
+    edges = np.unique(np.quantile(tokens, np.linspace(0, 1, int(n_strata) + 1)[1:-1]))
+    return np.searchsorted(edges, tokens, side="right")
+
+
+def fallback_rho(requests, guard_band_s, n_strata: int = 5, q: float = 0.95,
+                 block_s: float = 30.0, n_boot: int = 2000, rng=None,
+                 confidence_level: float = 0.95, name: str = "requests",
+                 min_seeds: int | None = None) -> RhoSide:
+    """Unpaired rho with a pre-registered guard band, length re-weighted (weaker).
+
+    ``requests``: ``run``, ``group``, ``t_s``, ``latency_s``, ``active`` (own lifetime
+    overlaps a window), ``lag_s`` (arrival minus the last window end before it, NaN if none)
+    and ``output_tokens``.  Output tokens are cut into ``n_strata`` quantile strata;
+    ``guard_band_s``: one number, or one per stratum (shortest outputs first).  Reference
+    requests: not in a window and arriving no sooner than their stratum's guard band after
+    one, re-weighted to the in-window requests' stratum mix.
+    """
+    _check_common(q, block_s, n_boot)
+    c = _columns(requests, name, ("run", "group", "t_s", "latency_s", "active", "lag_s",
+                                  "output_tokens"))
+    if int(n_strata) < 1:
+        raise InputError(f"n_strata = {n_strata}", column="fallback_length_strata",
+                         fix="use at least 1 output-length stratum, e.g. 5")
+    n_strata = int(n_strata)
+    guard = np.atleast_1d(np.asarray(guard_band_s, dtype=float))
+    if guard.size == 1:
+        guard = np.repeat(guard, n_strata)
+    if guard.size != n_strata or np.any(~np.isfinite(guard)) or np.any(guard < 0):
+        raise InputError(f"{guard.size} guard bands for {n_strata} output-length strata",
+                         column="fallback_guard_band_s",
+                         fix="give one non-negative guard band (s), or one per stratum")
+    stratum = length_strata(c["output_tokens"], n_strata)
+    active, lag = c["active"], c["lag_s"]
+    ref_mask = ~active & (np.isnan(lag) | (lag >= guard[stratum]))
+    if not active.any() or not ref_mask.any():
+        raise NotEstimable(f"{name}: no requests {'in' if not active.any() else 'clear of'} "
+                           "merge windows", column="active",
+                           fix="the runs need requests in and well after merge windows")
+    block, block_group, n_groups, n_runs = _units(c["run"], c["group"], c["t_s"], block_s)
+    side = _FallbackSide(c["latency_s"], block, active, ref_mask, stratum, n_strata, q)
+    n_blocks = int(block_group.size)
+    p95, gm = side.stats(np.ones((1, n_blocks), dtype=np.int64))
+    gen = as_generator(rng)
+    b = int(n_boot)
+    r_p95, r_gm = np.empty(b), np.empty(b)
+    rows = max(1, _CHUNK_ELEMENTS // max(1, c["t_s"].size))
+    for i in range(0, b, rows):
+        cnt = _two_stage_counts(block_group, n_groups, min(rows, b - i), gen)
+        r_p95[i:i + cnt.shape[0]], r_gm[i:i + cnt.shape[0]] = side.stats(cnt)
+    alpha = 1 - confidence_level
+    min_seeds = MIN_SEEDS if min_seeds is None else int(min_seeds)
+    few = n_groups < min_seeds
+    enough = n_blocks > 1 and not few
+    lo, hi = _percentile(r_p95, alpha, enough)
+    glo, ghi = _percentile(r_gm, alpha, enough)
+    lat = c["latency_s"]
+    return RhoSide(
+        method=FALLBACK, rho=float(p95[0]), ci_low=lo, ci_high=hi, gm_ratio=float(gm[0]),
+        gm_ci_low=glo, gm_ci_high=ghi, n_active=int(active.sum()),
+        n_reference=int(ref_mask.sum()),
+        n_failed_pairs=int((~np.isfinite(lat[active | ref_mask])).sum()), n_runs=n_runs,
+        n_groups=n_groups, n_blocks=n_blocks, block_s=float(block_s), n_boot=b,
+        n_boot_undefined=int((~np.isfinite(r_p95)).sum()), drain_curve=[],
+        guard_band_s=float(guard.max()), guard_band_by_stratum=guard.tolist(), drains=None,
+        post_window_effect=None,
+        ci_method=(f"percentile bootstrap over seeds x {block_s:g} s time blocks, {b} "
+                   "replicates; unpaired: in-window requests against requests outside a "
+                   "pre-registered guard band, re-weighted to the same output-length mix"
+                   + (f"; too few seeds ({n_groups} < {min_seeds}): no CI" if few else
+                      "" if enough else "; one block only: no CI")),
+        too_few_seeds=few, _reps=r_p95, _gm_reps=r_gm)
+
+
+# ------------------------------------------------------------------------- comparison
+
+def _fraction(real_point, harness_point, real_reps, harness_reps, alpha, enough):
+    if not np.isfinite(harness_point) or abs(harness_point - 1) < 1e-12:
+        return math.nan, math.nan, math.nan
+    frac = (real_point - 1) / (harness_point - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reps = (real_reps - 1) / (harness_reps - 1)
+    lo, hi = _percentile(reps, alpha, enough)
+    return float(frac), lo, hi
+
+
+def compare_sides(harness: RhoSide, real: RhoSide, mechanism: str = "sync", q: float = 0.95,
+                  confidence_level: float = 0.95) -> TransferComparison:
+    """Transfer fraction and verdict of two sides estimated the same way."""
+    if harness.method != real.method:
+        raise InputError(f"harness estimated by {harness.method!r}, real by {real.method!r}",
+                         column="method", fix="estimate both sides the same way")
+    alpha = 1 - confidence_level
+    few = harness.too_few_seeds or real.too_few_seeds
+    enough = min(harness.n_blocks, real.n_blocks) > 1 and not few
+    frac, f_lo, f_hi = _fraction(real.rho, harness.rho, real._reps, harness._reps, alpha,
+                                 enough)
+    gfrac, g_lo, g_hi = _fraction(real.gm_ratio, harness.gm_ratio, real._gm_reps,
+                                  harness._gm_reps, alpha, enough)
+    transferred = bool(np.isfinite(real.ci_low) and real.ci_low > 1)
+    weaker = " (weaker: guard-band fallback, no no-sync run)" if real.method == FALLBACK else ""
+    if transferred:
+        verdict = "transferred: the real rho CI excludes 1" + weaker
+    elif not np.isfinite(real.ci_low) and few:
+        verdict = (f"cannot be estimated: too few seeds ({min(real.n_groups, harness.n_groups)}"
+                   f" < {MIN_SEEDS}) for a CI over seeds")
     elif not np.isfinite(real.ci_low):
         verdict = "cannot be estimated: the real data form a single time block, no CI"
     elif np.isfinite(real.ci_high) and real.ci_high < 1:
-        verdict = "did not transfer: the real rho CI lies below 1"
+        verdict = ("did not transfer: the real rho CI lies below 1 (requests in the windows "
+                   "were faster than the same requests without merges)" + weaker)
     else:
-        verdict = "did not transfer: the real rho CI includes 1"
-    return TransferResult(mechanism=mechanism, q=float(q), harness=harness, real=real,
-                          transfer_fraction=float(frac), transfer_ci_low=float(f_lo),
-                          transfer_ci_high=float(f_hi), transferred=transferred,
-                          verdict=verdict, confidence_level=float(confidence_level))
+        verdict = "did not transfer: the real rho CI includes 1" + weaker
+    return TransferComparison(
+        mechanism=mechanism, method=real.method, q=float(q), harness=harness, real=real,
+        transfer_fraction=frac, transfer_ci_low=f_lo, transfer_ci_high=f_hi,
+        transfer_fraction_gm=gfrac, transfer_gm_ci_low=g_lo, transfer_gm_ci_high=g_hi,
+        transferred=transferred, verdict=verdict, confidence_level=float(confidence_level))
 
 
-@dataclass(frozen=True)
-class CorrelationResult(ResultMixin):
-    """Pearson and Spearman correlation of harness vs real effects across conditions, with
-    permutation p-values (exact over all n! pairings up to n = 9, else Monte Carlo).
-    Two-sided p follows scipy: ``min(1, 2 min(p_less, p_greater))``."""
-
-    n: int
-    conditions: list
-    pearson: float
-    pearson_p: float
-    spearman: float
-    spearman_p: float
-    alternative: str
-    exact: bool
-    null_size: int
-    estimable: bool
-    reason: str
+def paired_transfer(harness_requests, real_requests, mechanism: str = "sync", q: float = 0.95,
+                    block_s: float = 30.0, n_boot: int = 2000, rng=None,
+                    confidence_level: float = 0.95, bin_s: float = DRAIN_BIN_S,
+                    max_lag_s: float = DRAIN_MAX_LAG_S) -> TransferComparison:
+    """:func:`paired_rho` on both sides (one generator, harness first) and the comparison."""
+    gen = as_generator(rng)
+    kw = dict(q=q, block_s=block_s, n_boot=n_boot, rng=gen, confidence_level=confidence_level,
+              bin_s=bin_s, max_lag_s=max_lag_s)
+    harness = paired_rho(harness_requests, name="harness_requests", **kw)
+    real = paired_rho(real_requests, name="real_requests", **kw)
+    return compare_sides(harness, real, mechanism, q, confidence_level)
 
 
-def _pair(harness_effects, real_effects):
-    if isinstance(harness_effects, Mapping) or isinstance(real_effects, Mapping):
-        if not (isinstance(harness_effects, Mapping) and isinstance(real_effects, Mapping)):
-            raise InputError("pass both effects as mappings condition -> effect, or both as "
-                             "arrays", column="real_effects", fix="use the same form for both")
-        only_h = sorted(set(harness_effects) - set(real_effects), key=str)
-        only_r = sorted(set(real_effects) - set(harness_effects), key=str)
-        if only_h or only_r:
-            raise InputError(f"conditions differ: only in harness {only_h}; only in real "
-                             f"{only_r}", column="condition",
-                             fix="measure every condition in both, or drop it from both")
-        keys = sorted(harness_effects, key=str)
-        x = as_finite_1d([harness_effects[k] for k in keys], "harness_effects")
-        y = as_finite_1d([real_effects[k] for k in keys], "real_effects")
-        return keys, x, y
-    x = as_finite_1d(harness_effects, "harness_effects")
-    y = as_finite_1d(real_effects, "real_effects")
-    if x.size != y.size:
-        raise InputError(f"{x.size} harness effects but {y.size} real effects",
-                         column="real_effects", fix="one effect per condition in both")
-    return list(range(x.size)), x, y
-
-
-def _perm_null(x, y, perms):
-    """Pearson r of x with y, and its null over the permutations perms (P, n) of y."""
-    xc = x - x.mean()
-    yc = y - y.mean()
-    denom = math.sqrt(float(xc @ xc) * float(yc @ yc))
-    r_obs = float(xc @ yc) / denom
-    null = (yc[perms] @ xc) / denom
-    tol = 1e-9 * max(1.0, abs(r_obs))
-    return r_obs, null, tol
-
-
-def effect_correlation(harness_effects, real_effects, alternative: str = "two-sided",
-                       n_resamples: int = 100_000, rng=None) -> CorrelationResult:
-    """Pearson and Spearman correlation across conditions with permutation p-values.
-
-    Inputs: (n,) arrays in the same condition order, or mappings condition -> effect.
-    Fewer than 4 conditions, or a constant effect, give ``estimable=False`` and a reason.
-    """
-    check_alternative(alternative)
-    keys, x, y = _pair(harness_effects, real_effects)
-    n = x.size
-    nan = math.nan
-    if n < 4:
-        return CorrelationResult(n, keys, nan, nan, nan, nan, alternative, False, 0, False,
-                                 f"only {n} conditions: a correlation needs at least 4")
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return CorrelationResult(n, keys, nan, nan, nan, nan, alternative, False, 0, False,
-                                 "an effect is constant across conditions: correlation "
-                                 "undefined")
-    exact = n <= MAX_EXACT_CONDITIONS
-    if exact:
-        perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
-    else:
-        gen = as_generator(rng)
-        perms = np.argsort(gen.random((int(n_resamples), n)), axis=1)
-    out = []
-    from scipy import stats   # scipy.stats costs ~1 s to import: on first use
-
-    for a, b in ((x, y), (stats.rankdata(x), stats.rankdata(y))):
-        r, null, tol = _perm_null(a, b, perms)
-        k_ge = int(np.count_nonzero(null >= r - tol))
-        k_le = int(np.count_nonzero(null <= r + tol))
-        if exact:
-            p_g, p_l = k_ge / perms.shape[0], k_le / perms.shape[0]
-        else:
-            p_g, p_l = (k_ge + 1) / (perms.shape[0] + 1), (k_le + 1) / (perms.shape[0] + 1)
-        p = {"greater": p_g, "less": p_l, "two-sided": min(1.0, 2 * min(p_g, p_l))}[alternative]
-        out.append((r, p))
-    return CorrelationResult(n, keys, out[0][0], out[0][1], out[1][0], out[1][1], alternative,
-                             exact, int(perms.shape[0]), True, "")
+def guard_band_transfer(harness_requests, real_requests, guard_band_s, n_strata: int = 5,
+                        mechanism: str = "sync", q: float = 0.95, block_s: float = 30.0,
+                        n_boot: int = 2000, rng=None,
+                        confidence_level: float = 0.95) -> TransferComparison:
+    """:func:`fallback_rho` on both sides and the comparison (labelled weaker)."""
+    gen = as_generator(rng)
+    kw = dict(q=q, block_s=block_s, n_boot=n_boot, rng=gen, confidence_level=confidence_level)
+    harness = fallback_rho(harness_requests, guard_band_s, n_strata, name="harness_requests",
+                           **kw)
+    real = fallback_rho(real_requests, guard_band_s, n_strata, name="real_requests", **kw)
+    return compare_sides(harness, real, mechanism, q, confidence_level)

@@ -19,7 +19,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from evalkit.stats.permutation import within_seed_permutation_test
+from evalkit.stats.randomisation import within_seed_permutation_test
 
 CV_DRAW, V_BASE, GAIN = 0.35, 0.065, 0.0145
 

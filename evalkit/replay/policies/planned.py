@@ -142,7 +142,7 @@ class MatchedRandom(_Planned):
         try:                  # evalkit.stats pulls in scipy: loaded when a draw is planned
             from evalkit.stats import sample_schedules
         except ImportError:
-            from evalkit.stats.schedules import sample_schedules
+            from evalkit.stats.fk import sample_schedules
 
         k = self._k(ctx)
         self.k = k
