@@ -409,7 +409,7 @@ def test_psi_fit_without_psi():
 def _explained_ctx(res, reason=""):
     ev = SimpleNamespace(psi=SimpleNamespace(eps_cal=0.01, eps_cal_loso=0.02),
                          explained_gain=lambda *a: (res, reason), psi_reason="")
-    return ctx(regime_evidence=ev, seed=0,
+    return ctx(regime_evidence=ev, seed=0, rng=lambda *stream: np.random.default_rng(stream),
                protocol=SimpleNamespace(bootstrap_resamples=200, accept_vouched=False))
 
 

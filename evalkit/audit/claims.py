@@ -43,6 +43,9 @@ class ClaimResult:
     stop_reason: str
     verdict: str
     notes: list[str] = field(default_factory=list)
+    claim_status: str = ""          # supported / underpowered / not supported (audit.tiers)
+    ladder: list = field(default_factory=list)      # audit.tiers.Rung per tier
+    stop: dict | None = None        # where the walk stops: {tier, state, checks}
 
     @property
     def sign_flip(self):
@@ -59,11 +62,6 @@ class ClaimResult:
     @property
     def underpowered(self) -> bool:
         return any(c.blocking and c.status is Status.UNDERPOWERED for c in self.checks)
-
-    @property
-    def claim_status(self) -> str:
-        """supported / underpowered / not supported (:func:`evalkit.audit.tiers.claim_status`)."""
-        return T.claim_status(self.ctx.protocol.tiers, self.tier, self.underpowered)
 
     @property
     def failed_checks(self) -> list[Check]:
@@ -112,10 +110,8 @@ class ClaimResult:
             "power": _power_dict(self.ctx),
             "tier": self.tier, "tier_status": self.tier_status,
             "stop_reason": self.stop_reason, "verdict": self.verdict,
-            "claim_status": self.claim_status,
-            "ladder": [r.to_dict() for r in T.ladder(self.ctx.protocol.tiers, self.tier_status,
-                                                      self.tier)],
-            "stop": T.stop_point(self.ctx.protocol.tiers, self.tier_status, self.checks),
+            "claim_status": self.claim_status, "ladder": [r.to_dict() for r in self.ladder],
+            "stop": self.stop,
             "oracle": self.data.oracle, "underpowered": self.underpowered,
             "pre_registered": self.pre_registered,
             "checks": [c.to_dict() for c in self.checks], "notes": self.notes,
@@ -236,8 +232,12 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
         if ctx.claim.oracle:
             notes.append("oracle policy: a bound on what placement can achieve, never a "
                          "deployable controller")
-        results.append(ClaimResult(
+        result = ClaimResult(
             regime=ctx.claim.regime, policy=ctx.claim.policy, data=ctx.claim, ctx=ctx,
             checks=checks, tier=tier, tier_status=status, stop_reason=reason,
-            verdict=_verdict(tier, protocol, ctx.claim, checks, reason, ctx), notes=notes))
+            verdict=_verdict(tier, protocol, ctx.claim, checks, reason, ctx), notes=notes,
+            ladder=T.ladder(protocol.tiers, status, tier),
+            stop=T.stop_point(protocol.tiers, status, checks))
+        result.claim_status = T.claim_status(protocol.tiers, tier, result.underpowered)
+        results.append(result)
     return results
