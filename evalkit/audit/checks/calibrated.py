@@ -25,7 +25,8 @@ def psi_fit(ctx, spec) -> Outcome:
     return Outcome(True, expected, found)
 
 
-@check("gain_explained_by_overlap", params={"unexplained_tolerance": (_NUM, 0.25)}, tier=TIER)
+@check("gain_explained_by_overlap", params={"unexplained_tolerance": (_NUM, 0.25)},
+       tier=TIER)
 def gain_explained_by_overlap(ctx, spec) -> Outcome:
     """Inference on the claim: the gain psi (leave-one-seed-out) predicts from the policy's
     and the draws' overlap Phi, against the gain measured (:mod:`evalkit.stats.explained`)."""

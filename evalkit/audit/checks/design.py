@@ -249,7 +249,7 @@ def merge_durations_match(ctx, spec) -> Outcome:
 
 
 @check("open_loop_sending", params={"max_completion_tied_share": (_NUM, 0.2),
-                 "max_identical_arrival_share": (_NUM, 0.2)}, tier=TIER)
+                                    "max_identical_arrival_share": (_NUM, 0.2)}, tier=TIER)
 def open_loop_sending(ctx, spec) -> Outcome:
     """Requests were sent open loop, one by one, on the trace's schedule (pitfall 4)."""
     tied_max = spec["max_completion_tied_share"]

@@ -27,12 +27,13 @@ def _harness_baseline(ctx, spec, label: str) -> Outcome:
     return Outcome(True, expected, f"present for all {len(ctx.claim.seeds)} seeds")
 
 
-@check("fixed_cadence_baseline", params={"policies": (_LIST, ["fixed_h"]), "harness_backends": (_LIST, ["sim"])}, tier=TIER)
+@check("fixed_cadence_baseline", params={"policies": (_LIST, ["fixed_h"]),
+                                         "harness_backends": (_LIST, ["sim"])}, tier=TIER)
 def fixed_cadence_baseline(ctx, spec) -> Outcome:
     return _harness_baseline(ctx, spec, "fixed-cadence")
 
 
 @check("deferral_baseline", params={"policies": (_LIST, ["pressure_gate", "random_deferral"]),
-                 "harness_backends": (_LIST, ["sim"])}, tier=TIER)
+                                    "harness_backends": (_LIST, ["sim"])}, tier=TIER)
 def deferral_baseline(ctx, spec) -> Outcome:
     return _harness_baseline(ctx, spec, "deferral")

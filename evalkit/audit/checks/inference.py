@@ -54,8 +54,9 @@ def gain_significant(ctx, spec) -> Outcome:
     sf = ctx.sign_flip
     p_adj = ctx.p_adjusted
     wins = int((ctx.d > 0).sum())
+    adjusted = ", adjusted " + _fmt(p_adj) if holm else ""
     found = (f"mean d = {_fmt(sf.statistic)} [{_fmt(sf.ci_low)}, {_fmt(sf.ci_high)}], policy "
-             f"better in {wins}/{sf.n} seeds, p = {_fmt(sf.p_value)}{', adjusted ' + _fmt(p_adj) if holm else ''}"
+             f"better in {wins}/{sf.n} seeds, p = {_fmt(sf.p_value)}{adjusted}"
              f" ({'exact' if sf.exact else 'Monte Carlo'})")
     min_effect = float(spec["min_effect"])
     values = {"mean_d": sf.statistic, "ci": [sf.ci_low, sf.ci_high], "p": sf.p_value,

@@ -16,7 +16,8 @@ TRANSFER_PARAMS = {"mechanism": ((str,), "sync"), "harness_backends": (_LIST, ["
                    "fallback_length_strata": ((int,), 10)}
 
 
-@check("transfer_ci_excludes_one", params=TRANSFER_PARAMS, tier=TIER, choices={"mechanism": ("sync",)})
+@check("transfer_ci_excludes_one", params=TRANSFER_PARAMS, tier=TIER,
+       choices={"mechanism": ("sync",)})
 def transfer_ci_excludes_one(ctx, spec) -> Outcome:
     expected = (f"real-sidecar rho_{spec['mechanism'][0]} (p95 of the in-window requests over "
                 "the same requests in the seed's no-sync run) with a 95% CI above 1")
@@ -40,7 +41,8 @@ def transfer_ci_excludes_one(ctx, spec) -> Outcome:
                    "sizes as real")
 
 
-@check("transfer_paired", params=TRANSFER_PARAMS, tier=TIER, choices={"mechanism": ("sync",)})
+@check("transfer_paired", params=TRANSFER_PARAMS, tier=TIER,
+       choices={"mechanism": ("sync",)})
 def transfer_paired(ctx, spec) -> Outcome:
     """rho paired against no-sync on both sides, with the measured drain curve; the
     guard-band fallback (no no-sync pairing) is weaker evidence and not evaluable here."""
