@@ -5,12 +5,13 @@ editing any list; a check that raises is a failed check naming the exception."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from evalkit.audit import audit_campaign
 from evalkit.audit import checks as C
-from evalkit.audit.protocol import parse_protocol
+from evalkit.audit.protocol import CheckSpec, parse_protocol
 from evalkit.errors import InputError
 from tests.conftest import REPO
 
@@ -104,10 +105,6 @@ def test_every_check_module_registers_through_the_decorator():
     (C.not_evaluable("e", "f"), C.Status.NOT_EVALUABLE),
 ])
 def test_run_check_status_comes_from_the_outcome_not_the_text(outcome, status):
-    from types import SimpleNamespace
-
-    from evalkit.audit.protocol import CheckSpec
-
     C.CHECKS["_probe_status"] = lambda ctx, spec: outcome
     try:
         spec = CheckSpec("_probe_status", "d", "block")

@@ -781,7 +781,8 @@ def test_transfer_found_text():
     res = {"rho_real_ci": (1.1, 1.5), "gm_ratio_real_ci": (1.0, 1.2),
            "transfer_fraction_ci": (0.2, 0.9), "rho_real": 1.3, "gm_ratio_real": 1.1,
            "rho_harness": 1.6, "transfer_fraction": 0.5, "method": "paired",
-           "transferred": False, "guard_band_s": {"real": 12.5, "harness": 0.0},
+           "transferred": False, "too_few_seeds": False,
+           "guard_band_s": {"real": 12.5, "harness": 0.0},
            "guard_band_measured": True, "notes": ["n1", "n2"],
            "harness": {"n_runs": 3, "n_seeds": 2, "n_active": 40, "drains": True},
            "real": {"n_runs": 4, "n_seeds": 2, "n_active": 50, "drains": False}}

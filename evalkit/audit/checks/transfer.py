@@ -33,7 +33,7 @@ def transfer_ci_excludes_one(ctx, spec) -> Outcome:
              f"[{_fmt(f_lo)}, {_fmt(f_hi)}]; {res['method']}")
     if res["transferred"]:
         return Outcome(True, expected, found)
-    if str(res.get("verdict", "")).startswith("cannot be estimated: too few seeds"):
+    if res["too_few_seeds"]:
         return Outcome(False, expected, found + ": " + res["verdict"],
                        "replay the real and harness campaigns with >= 5 seeds")
     return Outcome(False, expected, found + ": the harness effect did not transfer",
