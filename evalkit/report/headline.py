@@ -162,30 +162,28 @@ CHECK_PHRASES = {
 }
 
 
-def stop_text(claim: dict, rungs: list[Rung], alpha=None) -> str:
-    """Why the claim stops where it does: the stop tier the audit recorded (``stop``) and, per
-    blocking check, a short clause derived from the claim (never a cut-off finding; the
-    detail has those).  A document without ``stop`` gets it from ``rungs``."""
-    stop = claim.get("stop") if "ladder" in claim else _stop_of(claim, rungs)
+def recorded_stop(claim: dict, audit: dict) -> dict | None:
+    """Where the claim's tier walk stopped, as the audit recorded it (``stop``); for a
+    document without one, the same point from its ``tier_status``
+    (:func:`evalkit.audit.tiers.stop_point`)."""
+    if "ladder" in claim:
+        return claim.get("stop")
+    return T.stop_point(_tiers(audit), claim.get("tier_status") or {}, claim.get("checks", []))
+
+
+def stop_text(claim: dict, stop: dict | None, alpha=None) -> str:
+    """Why the claim stops where it does: the stop tier and, per blocking check, a short
+    clause derived from the claim (never a cut-off finding; the detail has those)."""
     if stop is None:
         return ""
-    state = STATES[stop["state"]][1]
     if stop["state"] == "not_run":
         return f"{stop['tier']} was not evaluated"
-    text = f"{stop['tier']} {state}"
+    text = f"{stop['tier']} {STATES[stop['state']][1]}"
     by_name = {c.get("name"): c for c in _blockers(claim, stop["tier"])}
     blockers = [by_name[n] for n in stop["checks"] if n in by_name]
     if blockers:
         text += " (" + "; ".join(blocker_phrase(b, claim, alpha) for b in blockers) + ")"
     return text
-
-
-def _stop_of(claim: dict, rungs: list[Rung]) -> dict | None:
-    stop = next((r for r in rungs if r.state in ("failed", "not_evaluable", "not_run")), None)
-    if stop is None:
-        return None
-    return {"tier": stop.tier, "state": stop.state,
-            "checks": [c.get("name") for c in _blockers(claim, stop.tier)]}
 
 
 def _exclusions(claim: dict) -> list[dict]:
@@ -276,7 +274,7 @@ def headline(claim: dict, audit: dict) -> Headline:
     return Headline(policy=str(claim.get("policy")), regime=str(claim.get("regime")),
                     status=status, tier=tier, tier_claim=tier_claim, effect=effect,
                     direction=direction, test=test, test_name=test_name, seeds=seeds,
-                    stop=stop_text(claim, rungs, audit.get("alpha")),
+                    stop=stop_text(claim, recorded_stop(claim, audit), audit.get("alpha")),
                     oracle=bool(claim.get("oracle")),
                     ladder=rungs, exclusions=_exclusions(claim),
                     vouched=", ".join(str(v) for v in claim.get("vouched") or []))
