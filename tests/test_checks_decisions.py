@@ -103,9 +103,10 @@ def test_harness_baselines():
 
 # ---------------------------------------------------------------------- sidecar transfer
 
-def _transfer_res(transferred=True, measured=True, drains=True, band=0.0):
+def _transfer_res(transferred=True, measured=True, drains=True, band=0.0, few=False):
     side = {"n_runs": 2, "n_seeds": 2, "n_active": 40, "drains": drains}
-    return {"rho_real_ci": (1.1, 1.5), "gm_ratio_real_ci": (1.0, 1.2),
+    return {"too_few_seeds": few, "verdict": "cannot be estimated: too few seeds (2 < 5)",
+            "rho_real_ci": (1.1, 1.5), "gm_ratio_real_ci": (1.0, 1.2),
             "transfer_fraction_ci": (0.2, 0.9), "rho_real": 1.3, "gm_ratio_real": 1.1,
             "rho_harness": 1.6, "transfer_fraction": 0.5, "method": "paired",
             "transferred": transferred, "guard_band_s": {"real": band, "harness": band},
@@ -117,6 +118,13 @@ def test_transfer_checks():
     assert C.transfer_ci_excludes_one(ctx(transfer=lambda s: _transfer_res()), sp).passed
     out = C.transfer_ci_excludes_one(ctx(transfer=lambda s: _transfer_res(False)), sp)
     assert out.passed is False and "did not transfer" in out.found
+    # too few seeds for a CI: said by the estimate's flag, not by its verdict's words
+    out = C.transfer_ci_excludes_one(ctx(transfer=lambda s: _transfer_res(False, few=True)), sp)
+    assert out.passed is False and out.found.endswith(": cannot be estimated: too few seeds "
+                                                      "(2 < 5)")
+    assert out.recommendation == "replay the real and harness campaigns with >= 5 seeds"
+    out = C.transfer_ci_excludes_one(ctx(transfer=lambda s: _transfer_res(False)), sp)
+    assert out.found.endswith("the harness effect did not transfer")
     out = C.transfer_ci_excludes_one(ctx(transfer=lambda s: "no real runs"), sp)
     assert out.evaluable is False and out.found == "no real runs"
     assert C.transfer_paired(ctx(transfer=lambda s: _transfer_res()), sp).passed is True
@@ -409,7 +417,7 @@ def test_psi_fit_without_psi():
 def _explained_ctx(res, reason=""):
     ev = SimpleNamespace(psi=SimpleNamespace(eps_cal=0.01, eps_cal_loso=0.02),
                          explained_gain=lambda *a: (res, reason), psi_reason="")
-    return ctx(regime_evidence=ev, seed=0,
+    return ctx(regime_evidence=ev, seed=0, rng=lambda *stream: np.random.default_rng(stream),
                protocol=SimpleNamespace(bootstrap_resamples=200, accept_vouched=False))
 
 

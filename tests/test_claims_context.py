@@ -225,16 +225,20 @@ def test_per_seed_table_exposures_and_vex():
     assert np.isnan(table.vex_policy[1]) and table.vex_policy[2] == 0.5 - 0.125
 
 
-def _chk(name, blocking, found):
-    return C.Check(name, "t", not blocking, True, "e", found, "r", blocking)
+def _chk(name, blocking, found, status=None):
+    return C.Check(name, "t", not blocking, True, "e", found, "r", blocking, status=status)
 
 
 def test_underpowered_needs_a_blocking_underpowered_check():
-    assert _stub_result(checks=[_chk("a", True, "underpowered: x"),
+    under = C.Status.UNDERPOWERED
+    assert _stub_result(checks=[_chk("a", True, "underpowered: x", under),
                                 _chk("b", False, "ok")]).underpowered is True
-    assert _stub_result(checks=[_chk("a", False, "underpowered: x"),
+    assert _stub_result(checks=[_chk("a", False, "underpowered: x", under),
                                 _chk("b", True, "fails")]).underpowered is False
     assert _stub_result(checks=[_chk("a", True, "fails")]).underpowered is False
+    # the status decides, not the prose: a failure whose text merely starts with the word
+    assert _stub_result(checks=[_chk("a", True, "underpowered: x")]).underpowered is False
+    assert _chk("a", True, "underpowered: x").status is C.Status.FAILED
     res = _stub_result(checks=[_chk("a", True, "x"), _chk("b", False, "y")])
     assert [c.name for c in res.failed_checks] == ["a"]
 
@@ -277,7 +281,7 @@ def test_verdict_wording_per_tier():
     assert _verdict("sidecar_transfer", proto, claim, [], "", _vctx()).startswith(
         "mechanism only")
     under = [C.Check("enough_seeds", "matched_budget", False, True, "e", "underpowered: 5",
-                     "r", True)]
+                     "r", True, status=C.Status.UNDERPOWERED)]
     # 4 seeds below the protocol's 5: the protocol rule blocks, not the attainable p
     assert _verdict("harness", proto, claim, under, "", _vctx(needed=3)) == (
         "underpowered: 4 independent seeds are below the protocol's minimum of 5 (the test "
@@ -750,7 +754,8 @@ def test_run_check_recommendations():
         assert c.blocking and not c.vouched
         assert c.to_dict() == {"name": "_t_ne", "tier": "t", "passed": None, "evaluable": False,
                                "expected": "e", "found": "f", "recommendation": tail,
-                               "blocking": True, "vouched": False}
+                               "blocking": True, "vouched": False,
+                               "status": "not_evaluable", "values": {}}
     finally:
         for k in ("_t_ne", "_t_ne_rec", "_t_est", "_t_raise", "_t_pass"):
             C.CHECKS.pop(k)
@@ -776,7 +781,8 @@ def test_transfer_found_text():
     res = {"rho_real_ci": (1.1, 1.5), "gm_ratio_real_ci": (1.0, 1.2),
            "transfer_fraction_ci": (0.2, 0.9), "rho_real": 1.3, "gm_ratio_real": 1.1,
            "rho_harness": 1.6, "transfer_fraction": 0.5, "method": "paired",
-           "transferred": False, "guard_band_s": {"real": 12.5, "harness": 0.0},
+           "transferred": False, "too_few_seeds": False,
+           "guard_band_s": {"real": 12.5, "harness": 0.0},
            "guard_band_measured": True, "notes": ["n1", "n2"],
            "harness": {"n_runs": 3, "n_seeds": 2, "n_active": 40, "drains": True},
            "real": {"n_runs": 4, "n_seeds": 2, "n_active": 50, "drains": False}}
@@ -1046,7 +1052,7 @@ def test_calibrated_texts():
                         equivalence_level=0.8)
     ev = SimpleNamespace(psi=SimpleNamespace(eps_cal=0.01, eps_cal_loso=0.02),
                          explained_gain=lambda *a: (res, "seeds 3 left out"), psi_reason="")
-    c = _c(regime_evidence=ev, seed=0, alpha=0.1,
+    c = _c(regime_evidence=ev, seed=0, alpha=0.1, rng=lambda *stream: np.random.default_rng(stream),
            protocol=SimpleNamespace(bootstrap_resamples=200, accept_vouched=False))
     out = C.gain_explained_by_overlap(c, _spec(unexplained_tolerance=0.25))
     assert out.expected == ("psi-predicted gain G_pred (psi refitted leave-one-seed-out) with "

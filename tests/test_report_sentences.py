@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from evalkit.audit import checks as C
@@ -57,6 +58,7 @@ def _ctx(res, p_adjusted):
     ev = SimpleNamespace(psi=SimpleNamespace(eps_cal=0.01, eps_cal_loso=0.02),
                          explained_gain=lambda *a: (res, ""), psi_reason="")
     return SimpleNamespace(regime_evidence=ev, seed=0, alpha=0.05, p_adjusted=p_adjusted,
+                           rng=lambda *stream: np.random.default_rng(stream),
                            claim=SimpleNamespace(regime="r", policy="p"),
                            protocol=SimpleNamespace(bootstrap_resamples=200,
                                                     accept_vouched=False))

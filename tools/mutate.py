@@ -68,11 +68,18 @@ TEST_MAP = {
     "evalkit/stats/power.py": ["test_stats_power"],
     "evalkit/audit/drift.py": ["test_audit_drift"],
     "evalkit/audit/sequential.py": ["test_gate_sequential"],
-    "evalkit/audit/checks.py": ["test_checks_decisions", "test_audit_soundness",
-                                "test_claims_context"],
+    "evalkit/audit/checks/*.py": ["test_checks_decisions", "test_audit_soundness",
+                                  "test_claims_context", "test_audit_check_registry"],
     "evalkit/audit/claims.py": ["test_checks_decisions", "test_audit_soundness",
                                 "test_audit_fast_paths", "test_audit_campaigns",
-                                "test_claims_context"],
+                                "test_claims_context", "test_audit_tiers"],
+    "evalkit/audit/context.py": ["test_claims_context", "test_checks_decisions",
+                                 "test_audit_soundness"],
+    "evalkit/audit/evidence.py": ["test_claims_context", "test_audit_fast_paths",
+                                  "test_audit_calibrated"],
+    "evalkit/audit/tiers.py": ["test_audit_tiers", "test_checks_decisions", "test_diff_audits",
+                               "test_report_headline"],
+    "evalkit/audit/gate.py": ["test_audit_tiers", "test_cli_gate_tiers", "test_gate_sequential"],
     "evalkit/audit/campaign.py": ["test_boundaries_stats", "test_audit_campaigns",
                                   "test_audit_soundness", "test_boundaries_audit"],
     "evalkit/audit/summary_table.py": ["test_audit_campaigns", "test_boundaries_stats",
@@ -393,7 +400,7 @@ def main(argv=None) -> int:
         return 0
 
     every = sorted(str(p.relative_to(REPO)) for pkg in PACKAGES
-                   for p in (REPO / pkg).glob("*.py"))
+                   for p in (REPO / pkg).rglob("*.py"))
     globs = args.modules or ["*"]
     modules = [m for m in every if any(fnmatch.fnmatch(m, g) for g in globs)]
     muts = catalogue(modules)

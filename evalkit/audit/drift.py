@@ -36,7 +36,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from evalkit.audit.checks import Outcome, _fmt, not_evaluable
+from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
 
 LOAD_MEASURES = (("step_rate", "trainer step rate", "load_rel_tol"),
                  ("probe_s", "host probe latency", "probe_rel_tol"))
@@ -166,6 +166,10 @@ def _sign_flip_p(r: np.ndarray) -> float:
                                 rng=np.random.default_rng(0)).p_value)
 
 
+@check("execution_drift", params={"max_explained_share": ((int, float), 0.5),
+                                  "load_rel_tol": ((int, float), 0.05),
+                                  "probe_rel_tol": ((int, float), 0.25),
+                                  "require_run_order": ((bool,), False)}, tier="matched_budget")
 def execution_drift(ctx, spec) -> Outcome:
     alpha = ctx.alpha
     share_max = float(spec["max_explained_share"])

@@ -22,6 +22,7 @@ import json
 
 import numpy as np
 
+from evalkit.audit.checks.core import Outcome, _listing, check, not_evaluable
 from evalkit.runlog.design import FINGERPRINT_RESOLUTION_S
 
 # run.json keys (dotted prefixes) that may differ between the runs of one seed: who the
@@ -232,9 +233,10 @@ def _short(text: str, limit: int = 48) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def like_for_like(ctx, spec):
-    from evalkit.audit.checks import Outcome, _listing, not_evaluable
-
+@check("like_for_like", params={"step_rel_tol": ((int, float), 0.5),
+                                "min_training_coverage": ((int, float), 0.95),
+                                "max_idle_steps": ((int, float), 20.0)}, tier="matched_budget")
+def like_for_like(ctx, spec) -> Outcome:
     expected = ("every run of a seed (policy, draws, no-sync) identical in everything but the "
                 "schedule: run.json outside the documented allowlist (backend, engine, SLO, "
                 "trainer, merge payload, corridor, campaign, trace), per-request contents, "

@@ -15,11 +15,10 @@ uniform on F_K.
 from __future__ import annotations
 
 import datetime as _dt
-import zlib
 
 import numpy as np
 
-from evalkit.audit.checks import Outcome, _listing, not_evaluable
+from evalkit.audit.checks.core import Outcome, _listing, check, not_evaluable
 from evalkit.audit.like_for_like import seed_runs
 
 _IDENTITY = ("regime", "policy", "role", "seed", "draw", "matched_to")
@@ -85,6 +84,7 @@ def _without_plan(ctx, expected: str) -> Outcome:
                    "reach deployable; draws are tested for uniformity on F_K instead)")
 
 
+@check("plan_complete", tier="matched_budget")
 def plan_complete(ctx, spec) -> Outcome:
     """Every planned run of the claim present, complete, under its planned name; nothing
     unplanned counted."""
@@ -179,6 +179,9 @@ def regenerate(plan_corridor: dict, k: int, arrival, rng_seed: int) -> np.ndarra
     return np.sort(np.asarray(starts, dtype=float).reshape(-1))
 
 
+@check("draws_as_planned", params={"tolerance_s": ((int, float), 0.05),
+                                   "start_lag_s": ((int, float), 0.25)},
+       tier="matched_budget")
 def draws_as_planned(ctx, spec) -> Outcome:
     """Each draw's logged merges are the schedule its planned RNG seed regenerates."""
     from evalkit.errors import InputError
@@ -252,6 +255,7 @@ def _parse_time(text) -> _dt.datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
 
 
+@check("plan_rules", tier="matched_budget")
 def plan_rules(ctx, spec) -> Outcome:
     """The protocol, alpha and alternative are the planned ones; every run was written after
     the plan and carries its hash."""
@@ -291,6 +295,7 @@ def plan_rules(ctx, spec) -> Outcome:
                    f"plan {sha[:12]}")
 
 
+@check("pre_registered", tier="deployable")
 def pre_registered(ctx, spec) -> Outcome:
     expected = "a campaign plan (plan.json) fixed before the runs"
     if campaign_plan(ctx.campaign) is None:
@@ -335,6 +340,8 @@ def phi_ranks(ctx, pair, n_reference: int, rng) -> list[tuple[str, float]]:
     return out
 
 
+@check("draws_phi_uniform", params={"n_reference": ((int,), 999),
+                                    "min_p": ((int, float), 0.001)}, tier="matched_budget")
 def draws_phi_uniform(ctx, spec) -> Outcome:
     """Without a plan: the draws' overlap ranks in F_K are uniform (Kolmogorov-Smirnov)."""
     from scipy import stats
@@ -350,10 +357,9 @@ def draws_phi_uniform(ctx, spec) -> Outcome:
         return not_evaluable(expected, "a summary table has no merge or request logs: that its "
                              "draws are random placements is the table's word",
                              "audit the runs directory")
-    tag = zlib.crc32(f"{ctx.claim.regime}\0{ctx.claim.policy}".encode())
     ranks = []
     for p in ctx.claim.pairs:
-        ranks += phi_ranks(ctx, p, n_ref, np.random.default_rng([ctx.seed, tag, 5, p.seed]))
+        ranks += phi_ranks(ctx, p, n_ref, ctx.rng(5, p.seed))
     if len(ranks) < 2:
         return not_evaluable(expected, f"{len(ranks)} draw(s) with K > 0 to rank",
                              "replay more matched-random draws")

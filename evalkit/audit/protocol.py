@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from evalkit.audit.checks import CHECK_CHOICES, CHECK_PARAMS, CHECKS
 from evalkit.config import ConfigDoc, find_key_line, parse_config  # noqa: F401 (re-export)
 from evalkit.errors import InputError
 from evalkit.fileread import read_text_bounded
@@ -30,57 +31,8 @@ KNOWN_TIERS = ("harness", "sidecar_transfer", "matched_budget", "placement_gain"
 ALTERNATIVES = ("greater", "two-sided")
 MULTIPLICITY = ("holm", "none")
 
-# Parameters each check accepts: name -> (python types, default).  Every check also takes
-# ``description`` (str) and ``on_not_evaluable``: "block" (default), or "vouch" (older
-# name "note"): a check the input cannot evaluate (a summary table without the column)
-# blocks its tier unless the protocol's ``accept_vouched`` or ``--accept-vouched`` says
-# the user vouches for it; the report then marks the claim as vouched.
 _LIST = (list,)
 _NUM = (int, float)
-# The transfer checks share one estimate (evalkit.audit.transfer_evidence): same parameters.
-_TRANSFER_PARAMS = {"mechanism": ((str,), "sync"), "harness_backends": (_LIST, ["sim"]),
-                    "real_backends": (_LIST, ["torch", "vllm"]), "block_s": (_NUM, 30.0),
-                    "drain_bin_s": (_NUM, 5.0), "drain_max_lag_s": (_NUM, 60.0),
-                    "fallback_guard_band_s": ((int, float, list), 30.0),
-                    "fallback_length_strata": ((int,), 10)}
-CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {
-    "fixed_cadence_baseline": {"policies": (_LIST, ["fixed_h"]),
-                               "harness_backends": (_LIST, ["sim"])},
-    "deferral_baseline": {"policies": (_LIST, ["pressure_gate", "random_deferral"]),
-                          "harness_backends": (_LIST, ["sim"])},
-    "transfer_ci_excludes_one": _TRANSFER_PARAMS,
-    "transfer_paired": _TRANSFER_PARAMS,
-    "matched_random_present": {"min_draws": ((int,), 1)},
-    "policy_runs_complete": {},
-    "schedules_in_corridor": {"tolerance_s": (_NUM, 0.05)},
-    "merge_durations_match": {"rel_tol": (_NUM, 0.25)},
-    "open_loop_sending": {"max_completion_tied_share": (_NUM, 0.2),
-                          "max_identical_arrival_share": (_NUM, 0.2)},
-    "k_match": {"max_abs_diff": ((int,), 0)},
-    "pairing_real": {},
-    "enough_seeds": {"min_seeds": ((int,), 5)},
-    # smallest effect of interest: a significant gain below it is "negligible" (0.005 =
-    # 0.5 percentage points of V)
-    "gain_significant": {"min_effect": (_NUM, 0.005)},
-    "execution_drift": {"max_explained_share": (_NUM, 0.5), "load_rel_tol": (_NUM, 0.05),
-                        "probe_rel_tol": (_NUM, 0.25), "require_run_order": ((bool,), False)},
-    "no_sync_present": {},
-    "load_match": {"tolerances": ((dict,), {})},
-    "psi_fit": {"min_runs": ((int,), 6)},
-    "gain_explained_by_overlap": {"unexplained_tolerance": (_NUM, 0.25)},
-    "not_oracle": {},
-    "real_sidecar": {"real_backends": (_LIST, ["torch", "vllm"])},
-    # like for like and the campaign plan (evalkit.audit.like_for_like, .plan_checks)
-    "like_for_like": {"step_rel_tol": (_NUM, 0.5), "min_training_coverage": (_NUM, 0.95),
-                      "max_idle_steps": (_NUM, 20.0)},
-    "plan_complete": {},
-    "draws_as_planned": {"tolerance_s": (_NUM, 0.05), "start_lag_s": (_NUM, 0.25)},
-    "plan_rules": {},
-    "draws_phi_uniform": {"n_reference": ((int,), 999), "min_p": (_NUM, 0.001)},
-    "pre_registered": {},
-}
-_CHOICES = {("transfer_ci_excludes_one", "mechanism"): ("sync",),
-            ("transfer_paired", "mechanism"): ("sync",)}
 
 
 @dataclass(frozen=True)
@@ -250,9 +202,9 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
         p.no_unknown(tier, prefix, ("claim", "skip_if_not_evaluable", "checks"))
         checks = p.get(tier, prefix, "checks", _LIST)
         for check in checks:
-            if check not in CHECK_PARAMS:
+            if check not in CHECKS:
                 p.fail(f"{prefix}.checks", f"unknown check {check!r}",
-                       "checks are: " + ", ".join(sorted(CHECK_PARAMS)))
+                       "checks are: " + ", ".join(sorted(CHECKS)))
             if check in used_checks:
                 p.fail(f"{prefix}.checks", f"check {check!r} is listed in two tiers",
                        "list each check once")
@@ -268,12 +220,12 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
         table = checks_table.get(name, {})
         if not isinstance(table, dict):
             p.fail(prefix, "expected a table", f"write [checks.{name}]")
-        params_spec = CHECK_PARAMS[name]
+        params_spec = CHECK_PARAMS.get(name, {})     # the @check registry
         p.no_unknown(table, prefix, ("description", "on_not_evaluable", *params_spec))
         params = {}
         for key, (types, default) in params_spec.items():
             params[key] = p.get(table, prefix, key, types, default,
-                                choices=_CHOICES.get((name, key)))
+                                choices=CHECK_CHOICES.get((name, key)))
         if name == "gain_significant" and params["min_effect"] < 0:
             p.fail(f"{prefix}.min_effect", "the smallest effect of interest must be >= 0",
                    "e.g. min_effect = 0.005 (0.5 percentage points of V)")

@@ -191,5 +191,8 @@ class TransferEvidence:
                              if res.method == PAIRED else None),
             "harness": side(res.harness), "real": side(res.real),
             "transferred": res.transferred, "verdict": res.verdict,
+            # no CI over seeds: fewer seeds than a bootstrap over seeds can cover
+            "too_few_seeds": bool(not np.isfinite(res.real.ci_low) and (
+                res.harness.too_few_seeds or res.real.too_few_seeds)),
             "ci_method": res.real.ci_method, "notes": notes,
         }

@@ -107,7 +107,7 @@ def _test_of(ctx):
 
 
 def power(ctx, min_seeds: int | None = None) -> Power:
-    """The power rule of a claim context (:class:`evalkit.audit.claims.ClaimContext`);
+    """The power rule of a claim context (:class:`evalkit.audit.context.ClaimContext`);
     ``min_seeds``: the protocol's minimum (default: its ``enough_seeds`` check, if any)."""
     if min_seeds is None:
         spec = ctx.protocol.checks.get("enough_seeds")

@@ -9,23 +9,6 @@ import sys
 import click
 
 
-def _print_checks(claim, tier_name: str, protocol) -> None:
-    """The checks that decide whether ``claim`` reaches ``tier_name``: its tier and below."""
-    order = protocol.tier_names
-    upto = order[:order.index(tier_name) + 1]
-    for check in claim.checks:
-        if check.tier not in upto:
-            continue
-        state = "pass" if check.passed else ("not evaluable" if check.passed is None else "FAIL")
-        if check.passed is None and not check.blocking:
-            state += " (noted)"
-        click.echo(f"  [{state}] {check.tier}/{check.name}")
-        click.echo(f"      expected: {check.expected}")
-        click.echo(f"      found:    {check.found}")
-        if check.blocking and check.recommendation:
-            click.echo(f"      fix:      {check.recommendation}")
-
-
 @click.command("audit")
 @click.argument("input_path", metavar="INPUT", type=click.Path())
 @click.option("--protocol", "protocol", default=None, metavar="NAME|PATH",
@@ -94,71 +77,25 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     (underpowered included), 2 on bad input.
     With --sequential: 4 when the e-process has not decided yet (run more seeds)."""
     from evalkit.audit import audit_campaign
+    from evalkit.audit.gate import baseline_for, decide
     from evalkit.audit.protocol import load_protocol
-    from evalkit.audit.protocol_rules import protocol_change
-    from evalkit.report.diff import load_audit, tier_drops
+    from evalkit.report.diff import load_audit
 
     proto = load_protocol(protocol).with_alpha(alpha).with_accept_vouched(accept_vouched)
     proto.tier(tier)                     # unknown tier -> InputError -> exit 2
-    order = list(proto.tier_names)
-    base = load_audit(baseline) if baseline is not None else None
-    if base is not None:
-        tier_drops(base, {}, order)      # a baseline tier this protocol lacks -> exit 2
-    changed = protocol_change(base["protocol"], proto.to_dict()) if base is not None else None
-    if base is not None and base.get("seed") is not None and base["seed"] != seed:
-        # the Monte Carlo and bootstrap stream is part of the rules: no seed shopping
-        changed = "; ".join(x for x in (changed, f"the audit seed changed ({base['seed']} -> "
-                                                   f"{seed})") if x)
+    base = (baseline_for(load_audit(baseline), baseline, proto, seed)
+            if baseline is not None else None)   # a tier this protocol lacks -> exit 2
     # "reached" is the tier the audit reports, not one capped at the required tier (a capped
     # walk would call a calibrated claim "not placement gain"); tiers above the required one
     # are evaluated only while the walk goes on, so a claim that stops below calibrated
     # never fits psi (nor imports isotonic regression)
     result = audit_campaign(input_path, protocol=proto, seed=seed, walk_above=tier)
-    claim = result.claim(policy, regime)
-    if sequential:
-        from evalkit.cli.gate_sequential import sequential_gate
-
-        if min_effect is None:
-            from evalkit.audit.sequential import protocol_min_effect
-
-            min_effect = protocol_min_effect(proto)
-
-        sys.exit(sequential_gate(result, claim, proto, tier, min_effect, base is not None))
-    from evalkit.cli.gate_sequential import fixed_gate_note
-
-    note = fixed_gate_note(result)
-    if note:
-        claim.notes.append(note)
-    reached = claim.tier
-    ok = reached is not None and order.index(reached) >= order.index(tier)
-    verdict = "PASS" if ok else "FAIL"
-    flag = " (protocol changed since the baseline)" if changed else ""
-    click.echo(f"gate {verdict}{flag}: {claim.regime}/{claim.policy} reached "
-               f"{reached or 'no tier'}; required {tier} (alpha = {proto.alpha:g})")
-    click.echo(f"  {claim.verdict}")
-    if not ok:
-        click.echo(f"  {claim.stop_reason}")
-    for note in claim.notes:
-        click.echo(f"  note: {note}")
-    for excluded in result.campaign.excluded:
-        click.echo(f"  excluded {excluded['run_id']}: {excluded['reason']}")
-    _print_checks(claim, tier, proto)
-    drops = []
-    if base is not None:
-        drops = tier_drops(base, {(c.regime, c.policy): c.tier for c in result.claims}, order)
-        n_tier = len(drops)
-        if changed and not accept_protocol_change:
-            drops.append(f"protocol: {changed}; tiers reached under other rules are not "
-                         "comparable (pass --accept-protocol-change if the change is intended)")
-        state = "FAIL" if drops else "PASS"
-        click.echo(f"baseline {state}: {len(base['claims'])} claim(s) of {baseline} compared; "
-                   f"{n_tier} fell below their baseline tier"
-                   + ("; the protocol's rules changed" if changed else ""))
-        for line in drops:
-            click.echo(f"  {line}")
-        if changed and accept_protocol_change:
-            click.echo(f"  note: {changed} (accepted: --accept-protocol-change)")
-    sys.exit(0 if ok and not drops else 1)
+    decision = decide(result, result.claim(policy, regime), proto, tier, base,
+                      accept_protocol_change=accept_protocol_change, sequential=sequential,
+                      min_effect=min_effect)
+    for line in decision.lines:
+        click.echo(line)
+    sys.exit(decision.exit_code)
 
 
 @click.command("diff")

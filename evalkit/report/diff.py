@@ -1,10 +1,10 @@
 """What moved between two audits: per claim, the tier, the verdict, G with its CI and p.
 
 Pure functions on two ``audit.json`` dictionaries; ``evalkit diff`` prints the result and
-``evalkit gate --baseline`` uses :func:`tier_drops` to fail a build whose claims fell below an
-earlier audit's tiers.  Claims are matched by (regime, policy).  Tiers are ranked by the newer
-audit's protocol; a tier the newer protocol does not know cannot be ranked and is reported as
-such (``gate --baseline`` then refuses with exit 2).
+``evalkit gate --baseline`` uses :func:`evalkit.audit.tiers.tier_drops` to fail a build whose
+claims fell below an earlier audit's tiers.  Claims are matched by (regime, policy).  Tiers are
+ranked by the newer audit's protocol; a tier the newer protocol does not know cannot be ranked
+and is reported as such (``gate --baseline`` then refuses with exit 2).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.audit.protocol_rules import protocol_change
+from evalkit.audit.tiers import tier_drops, tier_rank  # noqa: F401 - tier_drops: part of this API
 from evalkit.errors import InputError
 from evalkit.report.text import md, md_name, p_value, pp, shorten
 
@@ -53,13 +54,6 @@ def load_audit(path) -> dict:
 def tier_order(audit: dict) -> list[str]:
     return [str(t.get("name")) for t in audit.get("protocol", {}).get("tiers", [])
             if isinstance(t, dict)]
-
-
-def tier_rank(tier, order: list[str]) -> int | None:
-    """-1 for no tier, the tier's index, None when the protocol does not know it."""
-    if tier is None:
-        return -1
-    return order.index(tier) if tier in order else None
 
 
 @dataclass
@@ -208,29 +202,3 @@ def diff_audits(old: dict, new: dict) -> AuditDiff:
     if fo and fn and fo == fn:
         notes.append("same input fingerprint: the two audits read the same runs")
     return AuditDiff(moves, notes, protocol_changed=changed)
-
-
-def tier_drops(baseline: dict, tiers_now: dict, order: list[str]) -> list[str]:
-    """Claims whose tier now ranks below the baseline's: one message each.
-
-    ``tiers_now``: (regime, policy) -> tier reached now (None: no tier); a baseline claim
-    missing from it counts as a drop.  Raises InputError for a baseline tier ``order`` lacks.
-    """
-    drops = []
-    for c in baseline.get("claims", []):
-        key = _key(c)
-        was = c.get("tier")
-        rank_was = tier_rank(was, order)
-        if rank_was is None:
-            raise InputError(f"baseline claim {key[0]}/{key[1]} reached tier {was!r}, which "
-                             "this protocol does not have", column="claims.tier",
-                             fix="audit with the baseline's protocol, or refresh the baseline")
-        if was is None:
-            continue
-        if key not in tiers_now:
-            drops.append(f"{key[0]}/{key[1]}: was {was}, now absent from the audit")
-            continue
-        now = tiers_now[key]
-        if tier_rank(now, order) < rank_was:
-            drops.append(f"{key[0]}/{key[1]}: dropped from {was} to {now or 'no tier'}")
-    return drops

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evalkit.audit import tiers as T
 from evalkit.audit import wording
 from evalkit.report.text import num, p_value, pp
 
@@ -80,35 +81,24 @@ def tier_names(audit: dict) -> list[str]:
     return [t["name"] for t in audit.get("protocol", {}).get("tiers", [])]
 
 
+def _tiers(audit: dict) -> list[dict]:
+    return audit.get("protocol", {}).get("tiers", [])
+
+
 def claim_floor(audit: dict) -> int:
-    """Index of the first tier that licenses a claim about the policy: ``matched_budget`` when
-    the protocol has it, else the first tier that is not a skippable mechanism tier."""
-    tiers = audit.get("protocol", {}).get("tiers", [])
-    names = [t["name"] for t in tiers]
-    if "matched_budget" in names:
-        return names.index("matched_budget")
-    for i, t in enumerate(tiers):
-        if not t.get("skip_if_not_evaluable"):
-            return i
-    return 0
+    """Index of the first tier that licenses a claim about the policy
+    (:func:`evalkit.audit.tiers.claim_floor`)."""
+    return T.claim_floor(_tiers(audit))
 
 
 def ladder(claim: dict, audit: dict) -> list[Rung]:
-    tiers = audit.get("protocol", {}).get("tiers", [])
-    status = claim.get("tier_status") or {}
-    rungs, stopped = [], False
-    for t in tiers:
-        st = status.get(t["name"])
-        if st is None:
-            state = "not_run"
-        elif st == "not_evaluable" and t.get("skip_if_not_evaluable"):
-            state = "skipped"
-        else:
-            state = st if st in STATES else "not_evaluable"
-        rungs.append(Rung(t["name"], state, t["name"] == claim.get("tier"), stopped))
-        if state in ("failed", "not_evaluable", "not_run") and not stopped:
-            stopped = True
-    return rungs
+    """The tier ladder the audit recorded (``ladder``); for a document without one, the same
+    ladder from its ``tier_status`` (:func:`evalkit.audit.tiers.ladder`)."""
+    rungs = claim.get("ladder")
+    if rungs is None:
+        rungs = [r.to_dict() for r in T.ladder(_tiers(audit), claim.get("tier_status") or {},
+                                               claim.get("tier"))]
+    return [Rung(r["tier"], r["state"], bool(r["reached"]), bool(r["beyond"])) for r in rungs]
 
 
 def _blockers(claim: dict, tier: str) -> list[dict]:
@@ -172,16 +162,25 @@ CHECK_PHRASES = {
 }
 
 
-def stop_text(claim: dict, rungs: list[Rung], alpha=None) -> str:
-    """Why the claim stops where it does: the first blocking tier and, per blocking check, a
-    short clause derived from the claim (never a cut-off finding; the detail has those)."""
-    stop = next((r for r in rungs if r.state in ("failed", "not_evaluable", "not_run")), None)
+def recorded_stop(claim: dict, audit: dict) -> dict | None:
+    """Where the claim's tier walk stopped, as the audit recorded it (``stop``); for a
+    document without one, the same point from its ``tier_status``
+    (:func:`evalkit.audit.tiers.stop_point`)."""
+    if "ladder" in claim:
+        return claim.get("stop")
+    return T.stop_point(_tiers(audit), claim.get("tier_status") or {}, claim.get("checks", []))
+
+
+def stop_text(claim: dict, stop: dict | None, alpha=None) -> str:
+    """Why the claim stops where it does: the stop tier and, per blocking check, a short
+    clause derived from the claim (never a cut-off finding; the detail has those)."""
     if stop is None:
         return ""
-    if stop.state == "not_run":
-        return f"{stop.tier} was not evaluated"
-    text = f"{stop.tier} {stop.text}"
-    blockers = _blockers(claim, stop.tier)
+    if stop["state"] == "not_run":
+        return f"{stop['tier']} was not evaluated"
+    text = f"{stop['tier']} {STATES[stop['state']][1]}"
+    by_name = {c.get("name"): c for c in _blockers(claim, stop["tier"])}
+    blockers = [by_name[n] for n in stop["checks"] if n in by_name]
     if blockers:
         text += " (" + "; ".join(blocker_phrase(b, claim, alpha) for b in blockers) + ")"
     return text
@@ -236,16 +235,9 @@ def effect_text(g, ci, invalid=()) -> tuple[str, str]:
 
 
 def headline(claim: dict, audit: dict) -> Headline:
-    names = tier_names(audit)
     tier = claim.get("tier")
-    floor = claim_floor(audit)
-    supported = tier is not None and tier in names and names.index(tier) >= floor
-    if supported:
-        status = "supported"
-    elif claim.get("underpowered"):
-        status = "underpowered"
-    else:
-        status = "not supported"
+    status = claim.get("claim_status") or T.claim_status(_tiers(audit), tier,
+                                                         bool(claim.get("underpowered")))
     tier_claim = next((t.get("claim", "") for t in audit.get("protocol", {}).get("tiers", [])
                        if t["name"] == tier), "")
 
@@ -282,7 +274,7 @@ def headline(claim: dict, audit: dict) -> Headline:
     return Headline(policy=str(claim.get("policy")), regime=str(claim.get("regime")),
                     status=status, tier=tier, tier_claim=tier_claim, effect=effect,
                     direction=direction, test=test, test_name=test_name, seeds=seeds,
-                    stop=stop_text(claim, rungs, audit.get("alpha")),
+                    stop=stop_text(claim, recorded_stop(claim, audit), audit.get("alpha")),
                     oracle=bool(claim.get("oracle")),
                     ladder=rungs, exclusions=_exclusions(claim),
                     vouched=", ".join(str(v) for v in claim.get("vouched") or []))

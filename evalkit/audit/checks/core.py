@@ -1,0 +1,178 @@
+"""The check machinery: outcomes, the check status, the registry and :func:`run_check`.
+
+A check is a function ``(ctx, spec) -> Outcome`` registered with :func:`check`, which records
+the function, the parameters the protocol may set for it and the tier family it belongs to in
+one place; the protocol reader (:mod:`evalkit.audit.protocol`) validates a protocol's
+``[checks.NAME]`` tables against :data:`CHECK_PARAMS`.  ``ctx`` is a
+:class:`evalkit.audit.context.ClaimContext` and ``spec`` the check's
+:class:`~evalkit.audit.protocol.CheckSpec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable
+
+import numpy as np
+
+from evalkit.audit.table_word import FIX as TABLE_WORD_FIX
+from evalkit.audit.table_word import TABLE_WORD_CHECKS, table_says
+from evalkit.errors import NotEstimable
+
+
+class Status(str, Enum):
+    """What a check found, as data (the prose is in ``found``)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    UNDERPOWERED = "underpowered"     # failed: too few seeds for the test to reach alpha
+    NEGLIGIBLE = "negligible"         # failed: significant, below the smallest effect of interest
+    NOT_EVALUABLE = "not_evaluable"
+    VOUCHED = "vouched"               # not evaluable; passes only because the user vouches
+
+
+FAILURES = (Status.FAILED, Status.UNDERPOWERED, Status.NEGLIGIBLE)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool | None          # None when not evaluable
+    expected: str
+    found: str
+    recommendation: str = ""
+    evaluable: bool = True
+    status: Status | None = None     # a failure's kind (UNDERPOWERED, NEGLIGIBLE); else derived
+    values: dict = field(default_factory=dict)   # the numbers behind ``found``
+
+    def __post_init__(self):
+        if self.status is not None and (self.passed is not False
+                                        or self.status not in FAILURES):
+            raise ValueError(f"an outcome's status {self.status} names a kind of failure; "
+                             f"passed = {self.passed}")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    tier: str
+    passed: bool | None
+    evaluable: bool
+    expected: str
+    found: str
+    recommendation: str
+    blocking: bool               # fails its tier (failed, or not evaluable and not vouched)
+    vouched: bool = False        # not evaluable; passes only because the user vouches
+    status: Status | None = None     # derived from the fields above when not given
+    values: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.status is None:
+            object.__setattr__(self, "status", derived_status(self.passed, self.evaluable,
+                                                              self.vouched))
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "tier": self.tier, "passed": self.passed,
+                "evaluable": self.evaluable, "expected": self.expected, "found": self.found,
+                "recommendation": self.recommendation, "blocking": self.blocking,
+                "vouched": self.vouched, "status": self.status.value,
+                "values": dict(self.values)}
+
+
+def derived_status(passed: bool | None, evaluable: bool, vouched: bool,
+                   failure: Status | None = None) -> Status:
+    if vouched:
+        return Status.VOUCHED
+    if not evaluable:
+        return Status.NOT_EVALUABLE
+    if passed:
+        return Status.PASSED
+    return failure or Status.FAILED
+
+
+def not_evaluable(expected: str, found: str, recommendation: str = "") -> Outcome:
+    return Outcome(passed=None, expected=expected, found=found, recommendation=recommendation,
+                   evaluable=False)
+
+
+# ----------------------------------------------------------------------------- registry
+
+# name -> check function; name -> {param: (python types, default)}; (name, param) -> choices;
+# name -> the tier family the check belongs to.  Every check also takes ``description`` (str)
+# and ``on_not_evaluable``: "block" (default), or "vouch" (older name "note"): a check the
+# input cannot evaluate blocks its tier unless ``accept_vouched`` / ``--accept-vouched`` says
+# the user vouches for it; the report then marks the claim as vouched.
+CHECKS: dict[str, Callable] = {}
+CHECK_PARAMS: dict[str, dict[str, tuple[tuple[type, ...], object]]] = {}
+CHECK_CHOICES: dict[tuple[str, str], tuple] = {}
+CHECK_TIERS: dict[str, str | None] = {}
+
+
+def check(name: str, params: dict | None = None, tier: str | None = None,
+          choices: dict | None = None):
+    """Register the decorated ``(ctx, spec) -> Outcome`` function as check ``name``, with the
+    parameters a protocol may give it (``{param: (types, default)}``), the allowed values of
+    some of them (``{param: (value, ...)}``) and its tier family."""
+    def register(fn):
+        old = CHECKS.get(name)
+        if old is not None and (old.__module__, old.__qualname__) != (fn.__module__,
+                                                                       fn.__qualname__):
+            raise ValueError(f"check {name!r} is registered twice ({old.__module__} and "
+                             f"{fn.__module__})")
+        CHECKS[name] = fn
+        CHECK_PARAMS[name] = dict(params or {})
+        CHECK_TIERS[name] = tier
+        for key, allowed in (choices or {}).items():
+            CHECK_CHOICES[(name, key)] = tuple(allowed)
+        return fn
+    return register
+
+
+def run_check(name: str, tier: str, ctx, spec) -> Check:
+    """Run one check; an exception inside it is a failed check naming the exception, a
+    :class:`~evalkit.errors.NotEstimable` makes it not evaluable."""
+    try:
+        out = CHECKS[name](ctx, spec)
+    except NotEstimable as exc:
+        out = not_evaluable(spec.description, f"cannot be estimated: {exc.message}",
+                            exc.fix or "")
+    except Exception as exc:  # a broken check must fail loudly, never pass
+        out = Outcome(passed=False, expected=spec.description,
+                      found=f"check raised {type(exc).__name__}: {exc}",
+                      recommendation="fix the input named in the error, then rerun the audit")
+    accept = bool(getattr(getattr(ctx, "protocol", None), "accept_vouched", False))
+    vouchable = spec.on_not_evaluable == "vouch"
+    if name in TABLE_WORD_CHECKS and out.passed is True and (where := table_says(ctx)):
+        # a table's design columns are its word: passing on them is vouching, not checking
+        out = Outcome(None, out.expected, f"the table's word, not verified ({where}): "
+                      f"{out.found}", TABLE_WORD_FIX, evaluable=False, values=out.values)
+        vouchable = True
+    vouched = not out.evaluable and vouchable and accept
+    blocking = out.passed is False or (not out.evaluable and not vouched)
+    rec = out.recommendation
+    if not out.evaluable and vouchable and not accept and rec != TABLE_WORD_FIX:
+        rec = (rec + "; " if rec else "") + ("or vouch for it: --accept-vouched (the report "
+                                             "marks the claim as vouched)")
+    return Check(name=name, tier=tier, passed=out.passed, evaluable=out.evaluable,
+                 expected=out.expected, found=out.found, recommendation=rec,
+                 blocking=blocking, vouched=vouched,
+                 status=derived_status(out.passed, out.evaluable, vouched, out.status),
+                 values=dict(out.values))
+
+
+# ------------------------------------------------------------------------ text helpers
+
+def _seeds(seeds) -> str:
+    return ", ".join(str(s) for s in sorted(seeds))
+
+
+def _listing(items: list[str], limit: int = 6) -> str:
+    """The first ``limit`` items joined, and how many more there are."""
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return "; ".join(items[:limit]) + more
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "n/a"
+    return f"{x:.{digits}g}"

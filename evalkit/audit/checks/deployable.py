@@ -1,0 +1,56 @@
+"""Deployable checks: a registered, non-oracle policy class on a real serving sidecar."""
+
+from __future__ import annotations
+
+from evalkit.audit.checks.core import Outcome, _listing, check, not_evaluable
+from evalkit.audit.registry import oracle_status
+
+TIER = "deployable"
+_LIST = (list,)
+
+
+@check("not_oracle", tier=TIER)
+def not_oracle(ctx, spec) -> Outcome:
+    """Oracle status from the policy registry (the class's code), never run.json's word."""
+    expected = ("the policy class uses decision-time information only (the registry's "
+                "oracle flag, whatever run.json says)")
+    if not ctx.campaign.has_logs:
+        if ctx.claim.oracle:
+            return Outcome(False, expected, "oracle = true: the policy saw future information",
+                           "report it as a bound, never as a deployable controller")
+        return not_evaluable(expected, "a summary table names no policy class: its oracle "
+                             "column is the table's word", "audit the runs directory")
+    status = {r: oracle_status(ctx._meta(r)) for r in ctx.claim.policy_runs.run_id.tolist()}
+    seers = [f"{r}: {why}" for r, (o, why) in status.items() if o]
+    if seers:
+        return Outcome(False, expected, "oracle: " + _listing(seers, 3),
+                       "report it as a bound, never as a deployable controller")
+    unknown = [f"{r}: {why}" for r, (o, why) in status.items() if o is None]
+    if unknown:
+        return not_evaluable(expected, _listing(unknown, 3),
+                             "replay the policy as a registered class (evalkit.replay.policies)")
+    return Outcome(True, expected, next(iter(status.values()))[1])
+
+
+@check("real_sidecar", params={"real_backends": (_LIST, ["torch", "vllm"])}, tier=TIER)
+def real_sidecar(ctx, spec) -> Outcome:
+    """Every run of the claim's seeds (policy, draws, no-sync) on a real sidecar."""
+    backends = spec["real_backends"]
+    expected = (f"every run of the claim's seeds (policy, draws, no-sync) on a real sidecar "
+                f"({'/'.join(backends)})")
+    ids = []
+    for p in ctx.claim.pairs:
+        ids += [p.policy_run] + p.draws.run_id.tolist()
+        ids += [p.no_sync.run_id] if p.no_sync is not None else []
+    runs = ctx.campaign.runs.set_index("run_id")
+    got = runs.loc[ids, "backend"]
+    if got.isna().all():
+        return not_evaluable(expected, "no backend recorded (summary table)",
+                             "add a backend column or audit the run logs")
+    found = sorted(set(got.fillna("unknown")))
+    off = [f"{r} ({b})" for r, b in zip(ids, got.fillna("unknown")) if b not in backends]
+    if not off:
+        return Outcome(True, expected, "backends: " + ", ".join(found))
+    return Outcome(False, expected, "backends: " + ", ".join(found) + "; not real: "
+                   + _listing(off, 4),
+                   "replay the policy and its baselines on a real serving sidecar")

@@ -1,0 +1,239 @@
+"""The claim context: what the checks of one claim see (design facts, the paired test, the
+load match); evidence is computed on first use."""
+
+from __future__ import annotations
+
+import zlib
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from evalkit.audit.campaign import Campaign, ClaimData
+from evalkit.audit.evidence import RegimeEvidence
+from evalkit.audit.protocol import Protocol
+from evalkit.audit.transfer_evidence import TransferEvidence
+
+
+class ClaimContext:
+    """What the checks of one claim see; evidence is computed on first use."""
+
+    def __init__(self, claim: ClaimData, campaign: Campaign, protocol: Protocol,
+                 regime: RegimeEvidence, transfer: TransferEvidence, seed: int):
+        self.claim = claim
+        self.campaign = campaign
+        self.protocol = protocol
+        self.alpha = protocol.alpha
+        self.alternative = protocol.alternative
+        self.regime_evidence = regime
+        self._transfer = transfer
+        self.seed = seed
+        self.p_adjusted = float("nan")
+        self._load_match: dict = {}
+
+    def rng(self, *stream: int) -> np.random.Generator:
+        """The claim's own random stream, keyed by the audit seed, the claim (regime and
+        policy) and ``stream`` (which use: the paired test takes none, the psi-predicted gain
+        3, the F_K rank test 5 and the seed): the same audit gives the same numbers, and no
+        two uses share a stream."""
+        tag = zlib.crc32(f"{self.claim.regime}\0{self.claim.policy}".encode())
+        return np.random.default_rng([self.seed, tag, *stream])
+
+    @property
+    def regime_runs(self) -> pd.DataFrame:
+        return self.regime_evidence.runs
+
+    # -- design: which seeds are independent replicates, which test is valid ------------
+
+    @cached_property
+    def fingerprints(self) -> dict:
+        """run_id -> (arrival fingerprint, request count), read from the requests served."""
+        runs = self.campaign.runs
+        if "arrival_fingerprint" not in runs.columns:
+            return {}
+        out = {}
+        for run_id, fp, n in zip(runs.run_id.tolist(), runs.arrival_fingerprint.tolist(),
+                                 runs.n_requests.tolist()):
+            if isinstance(fp, str) and fp:
+                out[run_id] = (fp, int(n) if pd.notna(n) else None)
+        return out
+
+    @cached_property
+    def _units(self) -> tuple[list, list]:
+        """Paired seeds that are independent replicates; (seed, first seed) pseudo-replicates.
+
+        Seeds whose policy runs replayed the same requests (identical arrival fingerprint)
+        are one replicate of the trace, whatever their seed number: the first is kept.
+        """
+        kept, dup, first_of = [], [], {}
+        for p in self.claim.paired:
+            key = self.fingerprints.get(p.policy_run)
+            if key is not None and key in first_of:
+                dup.append((p.seed, first_of[key]))
+                continue
+            if key is not None:
+                first_of[key] = p.seed
+            kept.append(p)
+        return kept, dup
+
+    @property
+    def units(self) -> list:
+        return self._units[0]
+
+    @property
+    def pseudo_replicates(self) -> list[tuple[int, int]]:
+        return self._units[1]
+
+    @property
+    def effective_n(self) -> int:
+        return len(self.units)
+
+    @property
+    def informative_n(self) -> int:
+        """Independent seeds whose runs differ: a seed whose policy run and draws all have
+        the same V cannot move the test statistic (it counts for nothing in min p)."""
+        count = 0
+        for p in self.units:
+            v = np.concatenate(([p.v_policy], p.draws.violation_rate.to_numpy(float)))
+            count += bool(np.ptp(v) > 1e-12 * max(1.0, float(np.max(np.abs(v)))))
+        return count
+
+    @cached_property
+    def draws_per_seed(self) -> np.ndarray:
+        return np.array([len(p.draws) for p in self.units], dtype=int)
+
+    @property
+    def averaged_draws(self) -> bool:
+        return bool(self.draws_per_seed.size and self.draws_per_seed.max() >= 2)
+
+    @property
+    def test_name(self) -> str:
+        if self.averaged_draws:
+            return "studentized within-seed permutation test"
+        if self.campaign.source == "summary":
+            return "sign-flip test (one baseline row per seed: symmetry of d assumed)"
+        return "sign-flip test"
+
+    @cached_property
+    def seeds_needed(self) -> int:
+        from evalkit.stats.randomisation import seeds_needed
+
+        m = int(self.draws_per_seed.min()) if self.draws_per_seed.size else 1
+        return int(seeds_needed(self.alpha, self.alternative, m=max(m, 1)))
+
+    @property
+    def design_min_p(self) -> float:
+        from evalkit.stats.randomisation import min_attainable_p
+
+        if not self.draws_per_seed.size:
+            return 1.0
+        return min_attainable_p(self.draws_per_seed, self.alternative)
+
+    @cached_property
+    def d(self) -> np.ndarray:
+        return np.array([p.d for p in self.units], dtype=float)
+
+    @cached_property
+    def sign_flip(self):
+        """The paired test of the claim: the studentized within-seed permutation test
+        (mean/se: equal means, the claim users make) when any seed averages >= 2 draws (the
+        sign-flip test assumes a symmetric d, which averaged draws break), else the exact
+        sign-flip test (the same test, same p, when every seed has one draw)."""
+        from evalkit.stats import sign_flip_test
+        from evalkit.stats.randomisation import MAX_EXACT_N, within_seed_permutation_test
+
+        rng = self.rng()
+        if self.averaged_draws:
+            return within_seed_permutation_test(
+                [p.v_policy for p in self.units],
+                [p.draws.violation_rate.to_numpy(float) for p in self.units],
+                alternative=self.alternative, rng=rng,
+                n_resamples=None if self._exact_ok else self.protocol.n_resamples)
+        return sign_flip_test(self.d, alternative=self.alternative,
+                              n_resamples=None if len(self.d) <= MAX_EXACT_N
+                              else self.protocol.n_resamples,
+                              rng=rng)
+
+    @property
+    def _exact_ok(self) -> bool:
+        """The permutation test enumerates this design exactly (else protocol.n_resamples)."""
+        from evalkit.stats.randomisation import exact_enumerable
+
+        return exact_enumerable(self.draws_per_seed)
+
+    def _meta(self, run_id: str) -> dict:
+        from evalkit.runlog.io import read_meta
+
+        cache = self.campaign._cache
+        if ("meta", run_id) not in cache:
+            cache[("meta", run_id)] = read_meta(self.campaign._dirs[run_id])
+        return cache[("meta", run_id)]
+
+    def declared_design(self, run_id: str) -> tuple:
+        """What a run says it was replayed under: (min_gap_s, max_gap_s, D, horizon); the
+        corridor is known only from run.json (runs directories), else None."""
+        row = self.campaign.row(run_id)
+        corridor = (self._meta(run_id).get("corridor") or {}) if self.campaign.has_logs else {}
+        return (corridor.get("min_gap_s"), corridor.get("max_gap_s"),
+                float(row["merge_duration_s"]), float(row["horizon_s"]))
+
+    def corridor_violations(self, run_id: str, base_tolerance: float) -> list[str]:
+        """Why a run's merges are not in F_K with its edges (runs directories)."""
+        from evalkit.runlog.design import run_corridor_violations
+
+        from evalkit.audit.plan_checks import campaign_plan
+
+        merges = self.campaign.columns(run_id, "merges", ("start_s", "end_s"))
+        meta = self._meta(run_id)
+        # the seed's step time jointly (the smallest): one run's steps file cannot widen
+        # its own tolerance; training starts where the plan (or the sampler) says
+        runs = self.regime_runs
+        steps = pd.to_numeric(runs.loc[runs.seed == self.campaign.row(run_id)["seed"],
+                                       "inner_step_median_s"], errors="coerce")
+        steps = steps[np.isfinite(steps.astype(float))]
+        step = float(steps.min()) if len(steps) else float("nan")
+        plan = campaign_plan(self.campaign)
+        start = float((plan or {}).get("corridor", {}).get("train_start_s", 0.0))
+        return run_corridor_violations(meta, merges["start_s"], merges["end_s"], step,
+                                       base_tolerance, train_start=start)
+
+    def transfer(self, spec):
+        return self._transfer.get(spec)
+
+    def load_match_table(self, spec) -> pd.DataFrame | str:
+        key = tuple(sorted(spec["tolerances"].items()))
+        if key not in self._load_match:
+            self._load_match[key] = self._compute_load_match(spec["tolerances"])
+        return self._load_match[key]
+
+    def _compute_load_match(self, tolerances) -> pd.DataFrame | str:
+        from evalkit.stats import load_match
+        from evalkit.stats.loadmatch import CHECK_KEYS
+
+        # a summary table written by `evalkit summarize` carries the same load columns
+        summary = self.campaign.summary if self.campaign.has_logs else self.campaign.runs
+        if not self.campaign.has_logs and not any(
+                c in summary.columns and summary[c].notna().any() for c in CHECK_KEYS
+                if c != "n_requests"):
+            return ("not evaluable: the summary table carries no arrival rates, token totals "
+                    "or step rates of the no-sync runs (write it with 'evalkit summarize')")
+        # one dict per run of the columns load_match reads: a Series lookup costs ~1 ms a run
+        used = [c for c in ("seed", "violation_rate", *CHECK_KEYS) if c in summary.columns]
+        rows_by_id = dict(zip(summary.run_id.tolist(),
+                              summary[used].to_dict("records")))
+        rows = []
+        for p in self.claim.pairs:
+            if p.no_sync is None:
+                continue
+            ns_row = rows_by_id[p.no_sync.run_id]
+            for run_id, role in [(p.policy_run, "policy")] + [
+                    (r, "matched_random") for r in p.draws.run_id]:
+                res = load_match(rows_by_id[run_id], ns_row, tolerances)
+                for c in res.checks:
+                    rows.append({"seed": p.seed, "run_id": run_id, "role": role,
+                                 "check": c.key, "expected": c.expected, "found": c.found,
+                                 "tolerance": c.tolerance, "passed": bool(c.passed),
+                                 "status": c.status, "reason": c.reason})
+        if not rows:
+            return "not evaluable: no seed has a no-sync run"
+        return pd.DataFrame(rows)
