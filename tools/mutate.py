@@ -76,7 +76,7 @@ TEST_MAP = {
                                 "test_claims_context"],
     "evalkit/audit/campaign.py": ["test_boundaries_stats", "test_audit_campaigns",
                                   "test_audit_soundness", "test_boundaries_audit"],
-    "evalkit/audit/summary_table.py": ["test_audit_campaigns", "test_boundaries_stats",
+    "evalkit/runlog/table.py": ["test_audit_campaigns", "test_boundaries_stats",
                                        "test_boundaries_audit"],
     "evalkit/audit/protocol.py": ["test_audit_protocol", "test_checks_decisions",
                                   "test_boundaries_audit"],

@@ -2,7 +2,7 @@
 
 A campaign comes from a runs directory (``evalkit.runlog.summary.summarize_runs``; request
 and merge logs stay on disk and are read lazily for Phi, psi and effect-size transfer) or
-from a per-run summary table (:mod:`evalkit.audit.summary_table`).  Incomplete runs are
+from a per-run summary table (:mod:`evalkit.runlog.table`).  Incomplete runs are
 listed as excluded and never audited.
 
 A *claim* is a (regime, policy) pair of ``role = policy`` runs.  Per seed it is paired with
@@ -24,7 +24,7 @@ from evalkit.audit.draws import distinct_draws
 from evalkit.errors import InputError
 from evalkit.names import normalise_name
 from evalkit.runlog.design import DESIGN_COLUMNS
-from evalkit.audit.summary_table import is_summary_table, read_summary_table
+from evalkit.runlog.table import is_summary_table, read_summary_table
 
 RUN_COLUMNS = (
     "run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend", "oracle",
