@@ -12,7 +12,7 @@ import evalkit.runlog.io as io
 from evalkit.errors import InputError
 from evalkit.runlog import iter_run_dirs, read_run, write_run
 from evalkit.runlog.summary import summarize_runs
-from evalkit.runlog.validate import validate_runs
+from evalkit.runlog.validate import read_valid_run, validate_runs
 
 RUN = "fixture-s0-fixed_h"
 
@@ -93,5 +93,7 @@ def test_incomplete_write_never_reads_as_complete(tmp_path, source):
                      complete=False)
     assert json.loads((path / "run.json").read_text())["complete"] is False
     with pytest.raises(InputError, match="incomplete"):
-        read_run(path)
-    assert read_run(path, validate=False).meta["complete"] is False
+        read_valid_run(path)
+    assert read_run(path).meta["complete"] is False      # reading alone does not check
+    with pytest.raises(TypeError, match="read_valid_run"):
+        read_run(path, validate=True)

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.fsutil import fsync_dir
+from evalkit.fsutil import fsync_dir, map_ordered
 from evalkit.replay.campaign import Campaign, Job, Shard, load_campaign, plan_campaign, shard_jobs
 from evalkit.replay.executors import (PoolExecutor, RayExecutor,  # noqa: F401 - re-exported
                                       SerialExecutor, make_executor)
@@ -607,8 +607,6 @@ def existing_states(camp: Campaign, jobs: list[Job], runs_dir: Path, *,
                     threads: int | None = None,
                     plan_hash: str | None = None) -> dict[str, RunState]:
     """:func:`run_state` of every job (validating existing runs a few threads at a time)."""
-    from evalkit.runlog.validate import map_ordered
-
     leftovers = scan_leftovers(runs_dir)
     states = map_ordered(lambda j: run_state(camp, j, runs_dir, leftovers=leftovers,
                                              plan_hash=plan_hash), jobs, threads)

@@ -25,8 +25,8 @@ import pyarrow as pa
 from evalkit.errors import InputError
 from evalkit.runlog import metrics as m
 from evalkit.runlog.design import DESIGN_COLUMNS, design_facts
-from evalkit.runlog.io import Run, read_run
-from evalkit.runlog.validate import RunCheck, validate_runs
+from evalkit.runlog.io import Run
+from evalkit.runlog.validate import RunCheck, read_valid_run, validate_runs
 from evalkit.runlog.vinterval import v_interval
 
 META_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend",
@@ -230,9 +230,10 @@ def _from_arrow(table: pa.Table | None, cols) -> dict | None:
 
 
 def summarize_run(run: Run | str | os.PathLike) -> dict:
-    """Summary row (dict keyed by :data:`SUMMARY_COLUMNS`) of a loaded or on-disk run."""
+    """Summary row (dict keyed by :data:`SUMMARY_COLUMNS`) of a loaded or on-disk run (an
+    on-disk run is validated first: its first error is raised)."""
     if not isinstance(run, Run):
-        run = read_run(run)
+        run = read_valid_run(run)
     return summarize_arrays(run.meta, _from_frame(run.requests, REQUEST_COLUMNS),
                             _from_frame(run.merges, ("start_s", "end_s")),
                             _from_frame(run.steps, ("start_s", "end_s")))
