@@ -110,7 +110,6 @@ TEST_MAP = {
     "evalkit/runlog/plan.py": ["test_plan", "test_plan_audit"],
     "evalkit/runlog/io.py": ["test_runlog_io", "test_boundaries_io", "test_reliability_links"],
     "evalkit/runlog/schema.py": ["test_runlog_io", "test_boundaries_io"],
-    "evalkit/runlog/scan.py": ["test_scan_bad_input", "test_scan_equivalence", "test_boundaries_io"],
     "evalkit/runlog/summary.py": ["test_runlog_summary", "test_boundaries_io"],
     "evalkit/runlog/vinterval.py": ["test_runlog_vinterval", "test_boundaries_io"],
     "evalkit/runlog/codes.py": ["test_runlog_spec"],

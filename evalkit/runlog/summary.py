@@ -141,7 +141,7 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
     "ttft_s", "tpot_s"}`` (None where unused).  The definitions are those of
     :mod:`evalkit.runlog.metrics`, evaluated with each intermediate array computed once
     (this is the hot loop of every scan); ``tests/test_runlog_summary.py`` checks them
-    against brute force and ``tests/test_scan_engines.py`` against the metrics functions.
+    against brute force and ``tests/test_runlog_summary_fused.py`` against the metrics functions.
     """
     D, horizon = float(merge_duration_s), float(horizon_s)
     arrival, sent = m._f(req["arrival_s"]), m._f(req["sent_s"])
@@ -255,8 +255,8 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     are in ``df.attrs["excluded"]``.  Runs (or directories) that cannot be read for lack of
     permission are excluded too and listed, with the reason, in ``df.attrs["unreadable"]``.
     Each run's files are read once, for the checks and the row; ``threads`` runs at a time
-    (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`; the DuckDB
-    scan of large stores (:mod:`evalkit.runlog.scan`) gives :data:`SUMMARY_COLUMNS` only.
+    (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`.  This is the
+    one scan of a store: ``evalkit summarize`` and the audit both read runs through it.
     """
     rows: list[dict] = []
 
