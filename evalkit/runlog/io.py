@@ -59,6 +59,14 @@ def _to_table(name: str, df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names)
 
 
+_PANDAS = {"int": "int64", "float": "float64", "bool": "bool", "string": "object"}
+
+
+def empty_frame(name: str) -> pd.DataFrame:
+    """A run table ``name`` with no rows: every schema column, with its dtype."""
+    return pd.DataFrame({c.name: pd.Series(dtype=_PANDAS[c.kind]) for c in TABLES[name]})
+
+
 def _json_default(obj):
     if isinstance(obj, (np.integer,)):
         return int(obj)
