@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -86,3 +88,34 @@ def atomic_write(path: str | os.PathLike, write) -> Path:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def default_threads() -> int:
+    """Worker threads for per-run work: every core (Parquet decoding and numpy release the GIL)."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def map_ordered(fn, items, threads: int | None = None, window: int | None = None):
+    """Yield ``fn(item)`` for each item, in order, computed by ``threads`` worker threads.
+
+    At most ``window`` (default ``2 * threads``) results are pending at once, so memory stays
+    bounded by a few runs whatever the store size.  ``threads <= 1`` runs in this thread.
+    """
+    threads = default_threads() if threads is None else int(threads)
+    if threads <= 1:
+        for item in items:
+            yield fn(item)
+        return
+    window = window or 2 * threads
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="evalkit-run") as pool:
+        pending: deque = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= window:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for fut in pending:
+                fut.cancel()

@@ -1,5 +1,5 @@
 """Boundaries of the run-log layer: writing and listing runs (io, schema), the summary row
-(summary), the cluster-robust V interval (vinterval) and both scan engines (scan).
+(summary), the cluster-robust V interval (vinterval) and the summary on edge runs.
 
 Each test pins one rule at its edge against an independent reference (plain loops, scipy's
 beta / t quantiles, closed forms), so that a wrong boundary, constant, dropped step or
@@ -13,7 +13,6 @@ import math
 import os
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -22,7 +21,6 @@ import pytest
 from scipy import stats
 
 import evalkit.runlog.io as io
-import evalkit.runlog.scan as scan_mod
 import evalkit.runlog.summary as summary_mod
 from evalkit import __version__
 from evalkit.errors import InputError
@@ -798,23 +796,7 @@ def test_unreadable_runs_listed_once_each_by_run_id(tmp_path):
                                  f"({tmp_path / 'b' / 'run.json'})"}
 
 
-# ================================================================================= scan.py
-
-def _compare_tables(got: pd.DataFrame, ref: pd.DataFrame) -> None:
-    assert list(got.columns) == list(ref.columns) == list(SUMMARY_COLUMNS)
-    assert list(got.run_id) == list(ref.run_id)
-    for col in SUMMARY_COLUMNS:
-        x, y = got[col], ref[col]
-        if pd.api.types.is_float_dtype(x) or pd.api.types.is_float_dtype(y):
-            xv, yv = x.to_numpy(float), y.to_numpy(float)
-            same = (np.isnan(xv) & np.isnan(yv)) | (xv == yv) | np.isclose(xv, yv, rtol=1e-9,
-                                                                            atol=1e-12)
-            assert same.all(), (col, xv, yv)
-        else:
-            assert [None if pd.isna(v) else v for v in x] == \
-                   [None if pd.isna(v) else v for v in y], col
-        assert x.dtype == y.dtype, col
-
+# ============================================================================ summary edges
 
 @pytest.fixture(scope="module")
 def edge_store(tmp_path_factory):
@@ -844,10 +826,10 @@ def edge_store(tmp_path_factory):
     return root
 
 
-def test_duckdb_scan_equals_summarize_on_edge_runs(edge_store):
+def test_summarize_on_edge_runs(edge_store):
     ref = summarize_runs(edge_store, design=False)
-    _compare_tables(scan_runs_duck := scan_mod.scan_runs(edge_store, engine="duckdb"), ref)
-    assert scan_runs_duck.set_index("run_id").loc["late", "trace_realisation"] == "tr-9"
+    assert list(ref.columns) == list(SUMMARY_COLUMNS)
+    assert ref.set_index("run_id").loc["late", "trace_realisation"] == "tr-9"
     by_id = ref.set_index("run_id")
     assert by_id.loc["one-merge", "k_total"] == 1 and by_id.loc["no-merge", "k_total"] == 0
     assert by_id.loc["no-merge", "k_observed"] == 0 and by_id.loc["no-merge", "exposure_time"] == 0
@@ -856,169 +838,3 @@ def test_duckdb_scan_equals_summarize_on_edge_runs(edge_store):
     assert by_id.loc["late", "span_end_s"] == 42.0 and by_id.loc["single", "n_requests"] == 1
     assert by_id.loc["many", "k_total"] == 45 and by_id.loc["many", "step_rate"] > 0
     assert math.isfinite(by_id.loc["many", "tpot_violation_rate"])
-
-
-def test_duckdb_scan_in_batches_and_on_every_core_is_the_same(edge_store):
-    ref = summarize_runs(edge_store, design=False)
-    _compare_tables(scan_mod.scan_runs(edge_store, engine="duckdb", batch_rows=100,
-                                       threads=None), ref)
-    _compare_tables(scan_mod.scan_runs(edge_store, engine="arrow", threads=1), ref)
-
-
-@pytest.mark.parametrize("max_buckets", [2, 4096])
-def test_duckdb_bucketed_exposure_equals_searchsorted(tmp_path, monkeypatch, max_buckets):
-    """Touching, tiny and long windows; few buckets put several window ends in one."""
-    monkeypatch.setattr(scan_mod, "MAX_BUCKETS", max_buckets)
-    rng = np.random.default_rng(8)
-    expected = {}
-    for i in range(3):
-        gaps = rng.choice([0.0, 0.01, 0.7, 4.0], 30)
-        lengths = rng.choice([0.02, 0.4, 3.0], 30)
-        s = 2.0 + np.cumsum(gaps + np.r_[0.0, lengths[:-1]])
-        e = s + lengths
-        n = 400
-        arrival = np.sort(rng.uniform(0.0, e[-1] + 2.0, n))
-        req = _requests(arrival, rng.gamma(1.5, 0.3, n), sent_lag=0.01)
-        req.loc[rng.choice(n, 10, replace=False), ["ok", "end_s"]] = [False, np.nan]
-        path = io.write_run(tmp_path, _meta(f"x{i}", horizon_s=float(e[-1] + 5.0)), req,
-                            _merges(np.c_[s, e]))
-        expected[f"x{i}"] = metrics.request_exposure(req.arrival_s, req.sent_s, req.end_s,
-                                                     req.ok, s, e, float(e[-1] + 5.0))
-    # a run with one window in the same batch: the candidate count must suit the busiest run
-    req = _requests(np.linspace(0.0, 20.0, 50), np.full(50, 0.3))
-    io.write_run(tmp_path, _meta("y", horizon_s=30.0), req, _merges([(5.0, 6.0)]))
-    expected["y"] = metrics.request_exposure(req.arrival_s, req.sent_s, req.end_s, req.ok,
-                                             [5.0], [6.0], 30.0)
-    got = scan_mod.scan_runs(tmp_path, engine="duckdb").set_index("run_id")["exposure_requests"]
-    for run_id, value in expected.items():
-        assert got[run_id] == value
-    assert 0 < min(expected.values()) < max(expected.values()) < 1
-
-
-def test_batches_cut_before_the_run_that_would_overflow():
-    runs = pd.DataFrame({"n_rows": [3, 3, 3, 10, 1, 2]})
-    cuts = [b.index.tolist() for b in scan_mod._batches(runs, 6)]
-    assert cuts == [[0, 1], [2], [3], [4, 5]]
-    assert [b.index.tolist() for b in scan_mod._batches(runs, 100)] == [[0, 1, 2, 3, 4, 5]]
-    assert [b.index.tolist() for b in scan_mod._batches(runs.iloc[:0], 6)] == []
-    exact = pd.DataFrame({"n_rows": [3, 3, 3, 3]})           # each batch exactly full
-    assert [b.index.tolist() for b in scan_mod._batches(exact, 6)] == [[0, 1], [2, 3]]
-    assert [b.index.tolist() for b in scan_mod._batches(pd.DataFrame({"n_rows": [9, 1]}), 4)] \
-        == [[0], [1]]
-
-
-def test_names_lists_six_then_counts():
-    assert scan_mod._names(range(6)) == "0, 1, 2, 3, 4, 5"
-    assert scan_mod._names(range(8)) == "0, 1, 2, 3, 4, 5 and 2 more"
-
-
-def test_mixed_versions_are_listed_by_version(tmp_path):
-    _write(tmp_path, "a")
-    _write(tmp_path, "b")
-    _set_meta(tmp_path / "a", schema_version=2)
-    with pytest.raises(InputError, match=r"runs mix schema versions \(v1: b; v2: a\)") as err:
-        scan_mod.scan_runs(tmp_path)
-    assert "migrate the older runs to schema v1" in err.value.fix
-
-
-def test_incomplete_runs_are_left_out_unless_asked(tmp_path):
-    _write(tmp_path, "done")
-    _set_meta(_write(tmp_path, "half"), complete=False)
-    _set_meta(_write(tmp_path, "odd"), complete="yes")       # only `true` is complete
-    for engine in scan_mod.ENGINES:
-        assert scan_mod.scan_runs(tmp_path, engine=engine).run_id.tolist() == ["done"]
-        got = scan_mod.scan_runs(tmp_path, engine=engine, include_incomplete=True)
-        assert got.run_id.tolist() == ["done", "half", "odd"]
-        assert got.complete.tolist() == [True, False, True]
-
-
-@pytest.mark.parametrize("key,value", [("horizon_s", True), ("horizon_s", "100"),
-                                       ("merge_duration_s", None)])
-def test_run_json_numbers_must_be_numbers(tmp_path, key, value):
-    path = _write(tmp_path, "r")
-    _set_meta(path, **{key: value})
-    with pytest.raises(InputError, match=f"{key} is {value!r}, expected a number") as err:
-        scan_mod.scan_runs(tmp_path)
-    assert err.value.column == key and err.value.file == str(path / "run.json")
-
-
-def test_slo_e2e_is_required_and_ttft_tpot_optional(tmp_path):
-    path = _write(tmp_path, "r", slo={"e2e_s": 2.0, "ttft_s": 0.3, "tpot_s": None})
-    row = scan_mod.scan_runs(tmp_path).iloc[0]
-    assert row.ttft_violation_rate == 0.0 and math.isnan(row.tpot_violation_rate)
-    _set_meta(path, slo={"e2e_s": None, "ttft_s": None, "tpot_s": None})
-    with pytest.raises(InputError, match="e2e_s is None, expected a number") as err:
-        scan_mod.scan_runs(tmp_path)
-    assert err.value.column == "e2e_s"
-
-
-@pytest.mark.parametrize("engine", scan_mod.ENGINES)
-def test_run_without_requests_has_no_denominator(tmp_path, engine):
-    _write(tmp_path, "a")
-    empty = [_write(tmp_path, name, arrival=[], latency=[]) for name in ("c", "b")]
-    with pytest.raises(InputError, match="run has no requests: V has no denominator") as err:
-        scan_mod.scan_runs(tmp_path, engine=engine)
-    assert err.value.file == str(empty[1] / "requests.parquet")
-
-
-def test_unknown_engine(tmp_path):
-    _write(tmp_path, "a")
-    with pytest.raises(InputError, match="unknown scan engine 'polars'") as err:
-        scan_mod.scan_runs(tmp_path, engine="polars")
-    assert err.value.column == "engine"
-
-
-def test_each_engine_runs_its_own_path_and_closes_what_it_opens(tmp_path, monkeypatch):
-    _write(tmp_path, "a", windows=[(1.5, 2.5)])
-    _write(tmp_path, "b")
-    opened, connections = [], []
-    real_file, real_connect = pa.OSFile, scan_mod._connect
-
-    def os_file(path, *args, **kwargs):
-        opened.append(real_file(path, *args, **kwargs))
-        return opened[-1]
-
-    def connect(*args):
-        connections.append(real_connect(*args))
-        return connections[-1]
-
-    monkeypatch.setattr(scan_mod.pa, "OSFile", os_file)
-    monkeypatch.setattr(scan_mod, "_connect", connect)
-    arrow = scan_mod.scan_runs(tmp_path, engine="arrow")
-    assert connections == [] and len(opened) == 4 and all(f.closed for f in opened)
-    monkeypatch.setattr(scan_mod, "_scan_arrow", lambda *a: pytest.fail("arrow engine used"))
-    duck = scan_mod.scan_runs(tmp_path, engine="duckdb")
-    assert len(connections) == 1 and all(f.closed for f in opened)
-    with pytest.raises(duckdb.ConnectionException):
-        connections[0].execute("SELECT 1")
-    _compare_tables(duck, arrow)
-
-
-def test_connect_sets_threads_memory_and_temp_directory(tmp_path):
-    con = scan_mod._connect(3, "512MB", str(tmp_path / "spill"))
-    try:
-        setting = con.execute("SELECT current_setting('temp_directory'), "
-                              "current_setting('threads')").fetchone()
-        assert setting == (str(tmp_path / "spill"), 3)
-    finally:
-        con.close()
-    con = scan_mod._connect(1, "512MB", None)
-    try:
-        assert con.execute("SELECT current_setting('temp_directory')").fetchone()[0] != "None"
-    finally:
-        con.close()
-
-
-def test_duckdb_errors_name_the_file(tmp_path):
-    good, bad = str(tmp_path / "good.parquet"), str(tmp_path / "bad.parquet")
-    pq.write_table(pa.table({"a": [1]}), good)
-    Path(bad).write_bytes(b"not parquet")
-    err = scan_mod._duck_error(RuntimeError(f"IO Error: {bad} is broken\nmore"), [good, bad])
-    assert err.file == bad and str(err).startswith(f"{bad}: cannot scan Parquet (IO Error: ")
-    assert "more" not in str(err)
-    err = scan_mod._duck_error(RuntimeError("something failed"), [good, bad])
-    assert err.file == bad and "cannot read Parquet" in str(err)
-    err = scan_mod._duck_error(RuntimeError("no file 'x/y.parquet' here\n2"), [good])
-    assert err.file == "x/y.parquet" and "scan failed (no file 'x/y.parquet' here)" in str(err)
-    err = scan_mod._duck_error(RuntimeError("no file"), [good])
-    assert err.file is None and "evalkit validate" in err.fix

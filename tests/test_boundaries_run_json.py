@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.runlog.schema import REQUIRED_META
-from evalkit.runlog.validate import _check_meta
+from evalkit.runlog.validate.meta import _check_meta
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 POLICY = "fixture-s0-fixed_h"

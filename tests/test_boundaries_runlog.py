@@ -75,7 +75,7 @@ def test_equal_times_are_valid(run):
 
 
 def test_times_within_tolerance_are_valid_and_beyond_are_not(run):
-    from evalkit.runlog.validate import TIME_TOL_S
+    from evalkit.runlog.validate.tables import TIME_TOL_S
 
     edit_requests(run, _set(4, arrival_s=10.0, sent_s=10.0, first_token_s=10.0,
                             end_s=10.0 - 0.5 * TIME_TOL_S))
@@ -212,11 +212,11 @@ def test_problem_lists_three_ids_then_ellipsis(run):
 
 
 def test_unreadable_table_is_reported_not_raised(run, monkeypatch):
-    import evalkit.runlog.validate as validate
+    import evalkit.runlog.io as io
 
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(validate.pq, "ParquetFile", denied)
+    monkeypatch.setattr(io.pq, "ParquetFile", denied)
     found = validate_run(run)
     assert found and all(p.kind == "unreadable" for p in found)
     assert "cannot read: Permission denied" in found[0].message
@@ -419,7 +419,7 @@ def test_unique_request_ids_out_of_order_are_not_duplicates(run):
 
 
 def test_huge_integers_are_described_not_printed_from_just_above_ten_to_the_thirty():
-    from evalkit.runlog.validate import _short
+    from evalkit.runlog.schema import short_repr as _short
     assert _short(10 ** 30) == repr(10 ** 30)
     assert _short(-(10 ** 30)) == repr(-(10 ** 30))
     assert _short(10 ** 30 + 1) == "a 31-digit integer"
@@ -563,7 +563,7 @@ def test_design_facts_of_a_run():
 
 
 def test_milliseconds_heuristic_bounds():
-    from evalkit.runlog.validate import MS_FACTOR, MS_PLAUSIBLE, _looks_ms
+    from evalkit.runlog.validate.tables import MS_FACTOR, MS_PLAUSIBLE, _looks_ms
 
     assert (MS_FACTOR, MS_PLAUSIBLE) == (100.0, 100.0)
     d = 8.0
@@ -638,7 +638,7 @@ def test_merge_scale_checked_for_a_sub_second_d(run):
 
 @pytest.mark.parametrize("threads, window", [(1, None), (2, 1), (3, 4), (4, None)])
 def test_map_ordered_yields_every_result_in_order(threads, window):
-    from evalkit.runlog.validate import map_ordered
+    from evalkit.fsutil import map_ordered
 
     out = list(map_ordered(lambda x: x * x, range(11), threads=threads, window=window))
     assert out == [x * x for x in range(11)]

@@ -23,7 +23,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalkit.runlog import design
+from evalkit.fsutil import map_ordered
 from evalkit.runlog import validate as v
+from evalkit.runlog.validate import problem as vproblem
+from evalkit.runlog.validate import store as vstore
+from evalkit.runlog.validate import tables as vtables
 from evalkit.runlog.validate import Problem, RunCheck, ValidationReport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -70,14 +74,14 @@ def found(problems) -> list[tuple]:
 
 def check_requests(table, meta=META) -> list[tuple]:
     out: list[Problem] = []
-    v._check_requests("r", RUN_DIR, table, meta, out)
+    vtables._check_requests("r", RUN_DIR, table, meta, out)
     assert all(p.file == str(RUN_DIR / "requests.parquet") and p.run == "r" for p in out)
     return found(out)
 
 
 def check_merges(table, meta=META) -> list[tuple]:
     out: list[Problem] = []
-    v._check_merges("r", RUN_DIR, table, meta, out)
+    vtables._check_merges("r", RUN_DIR, table, meta, out)
     assert all(p.file == str(RUN_DIR / "merges.parquet") for p in out)
     return found(out)
 
@@ -111,8 +115,8 @@ def edit_meta(run: Path, **changes) -> None:
     ("1", False, False), (None, False, False), (2 ** 70, True, True),
 ])
 def test_number_and_integer_predicates(value, number, integer):
-    assert v._is_number(value) is number
-    assert v._is_int(value) is integer
+    assert vproblem._is_number(value) is number
+    assert vproblem._is_int(value) is integer
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -120,43 +124,43 @@ def test_number_and_integer_predicates(value, number, integer):
     (["a"], False),
 ])
 def test_nonempty_string_predicate(value, expected):
-    assert v._nonempty_str(value) is expected
+    assert vproblem._nonempty_str(value) is expected
 
 
 def test_short_cuts_at_sixty_characters_and_describes_huge_integers():
     sixty = "a" * 58                       # repr adds two quotes: 60 characters
-    assert v._short(sixty) == repr(sixty)
+    assert vproblem._short(sixty) == repr(sixty)
     sixty_one = "a" * 59
-    assert v._short(sixty_one) == repr(sixty_one)[:60] + "... (61 characters)"
-    assert v._short(10 ** 30) == str(10 ** 30)
-    assert v._short(10 ** 30 + 1) == "a 31-digit integer"
-    assert v._short(-(10 ** 30) - 1) == "a 31-digit integer"
-    assert v._short(-(10 ** 30)) == str(-(10 ** 30))
-    assert v._short(True) == "True" and v._short("x") == "'x'" and v._short(2.5) == "2.5"
+    assert vproblem._short(sixty_one) == repr(sixty_one)[:60] + "... (61 characters)"
+    assert vproblem._short(10 ** 30) == str(10 ** 30)
+    assert vproblem._short(10 ** 30 + 1) == "a 31-digit integer"
+    assert vproblem._short(-(10 ** 30) - 1) == "a 31-digit integer"
+    assert vproblem._short(-(10 ** 30)) == str(-(10 ** 30))
+    assert vproblem._short(True) == "True" and vproblem._short("x") == "'x'" and vproblem._short(2.5) == "2.5"
 
 
 def test_strictly_increasing_helper():
     arr = np.array
-    assert v._strictly_increasing(arr([], dtype=np.int64))
-    assert v._strictly_increasing(arr([7]))
-    assert v._strictly_increasing(arr([1, 2, 5]))
-    assert not v._strictly_increasing(arr([1, 1, 2]))
-    assert not v._strictly_increasing(arr([2, 1]))
-    assert v._strictly_increasing(arr([0.5, 0.75, 1.0]))
+    assert vtables._strictly_increasing(arr([], dtype=np.int64))
+    assert vtables._strictly_increasing(arr([7]))
+    assert vtables._strictly_increasing(arr([1, 2, 5]))
+    assert not vtables._strictly_increasing(arr([1, 1, 2]))
+    assert not vtables._strictly_increasing(arr([2, 1]))
+    assert vtables._strictly_increasing(arr([0.5, 0.75, 1.0]))
     # values it cannot compare are never called increasing: the caller then uses np.unique
-    assert not v._strictly_increasing(arr(["a", "b"], dtype=object))
-    assert not v._strictly_increasing(arr(["a", "b", "c"], dtype=object))
-    assert v._strictly_increasing(arr(["a"], dtype=object))
+    assert not vtables._strictly_increasing(arr(["a", "b"], dtype=object))
+    assert not vtables._strictly_increasing(arr(["a", "b", "c"], dtype=object))
+    assert vtables._strictly_increasing(arr(["a"], dtype=object))
 
 
 def test_first_ids_shows_three_then_an_ellipsis():
     ids = np.array([10, 11, 12, 13, 14])
     mask = np.array([True, False, True, True, False])
-    assert v._first_ids(ids, mask) == "3 row(s), e.g. 10, 12, 13"
+    assert vtables._first_ids(ids, mask) == "3 row(s), e.g. 10, 12, 13"
     mask4 = np.array([True, True, True, False, True])
-    assert v._first_ids(ids, mask4) == "4 row(s), e.g. 10, 11, 12 ..."
-    assert v._first_ids(None, mask) == "3 row(s), e.g. row 0, row 2, row 3"
-    assert v._first_ids(None, mask4, limit=2) == "4 row(s), e.g. row 0, row 1 ..."
+    assert vtables._first_ids(ids, mask4) == "4 row(s), e.g. 10, 11, 12 ..."
+    assert vtables._first_ids(None, mask) == "3 row(s), e.g. row 0, row 2, row 3"
+    assert vtables._first_ids(None, mask4, limit=2) == "4 row(s), e.g. row 0, row 1 ..."
 
 
 TYPE_CASES = [
@@ -173,18 +177,18 @@ TYPE_CASES = [
 
 @pytest.mark.parametrize("kind, dtype, ok", TYPE_CASES, ids=[f"{k}-{t}" for k, t, _ in TYPE_CASES])
 def test_type_rule_of_each_kind(kind, dtype, ok):
-    assert v._type_ok(kind, dtype) is ok
+    assert vtables._type_ok(kind, dtype) is ok
 
 
 def test_floats_reads_casts_and_fills_null_columns():
     table = pa.table({"a": pa.array([1, 2], pa.int64()), "b": pa.array([None, None], pa.null()),
                       "c": pa.array([0.5, None])})
-    assert v._floats(table, "missing") is None
-    np.testing.assert_array_equal(v._floats(table, "a"), [1.0, 2.0])
-    assert v._floats(table, "a").dtype == float
-    b = v._floats(table, "b")
+    assert vtables._floats(table, "missing") is None
+    np.testing.assert_array_equal(vtables._floats(table, "a"), [1.0, 2.0])
+    assert vtables._floats(table, "a").dtype == float
+    b = vtables._floats(table, "b")
     assert b.shape == (2,) and np.isnan(b).all()
-    c = v._floats(table, "c")
+    c = vtables._floats(table, "c")
     assert c[0] == 0.5 and np.isnan(c[1])
 
 
@@ -196,7 +200,7 @@ def test_check_times_nan_inf_negative_and_zero():
                       "c_s": [0.0, float("inf"), -1e-12, 0.5]})
     ids = np.array([5, 6, 7, 8])
     out: list[Problem] = []
-    v._check_times("r", "p", table, ("a_s", "b_s", "c_s", "gone_s"), {"b_s"}, ids, out)
+    vtables._check_times("r", "p", table, ("a_s", "b_s", "c_s", "gone_s"), {"b_s"}, ids, out)
     assert found(out) == [
         err("a_s", "NaN time: 1 row(s), e.g. 6"),
         err("c_s", "infinite time: 1 row(s), e.g. 6"),
@@ -209,11 +213,11 @@ def test_check_times_nan_inf_negative_and_zero():
 def test_check_times_uses_given_arrays_over_the_table():
     table = pa.table({"a_s": [1.0, 2.0]})
     out: list[Problem] = []
-    v._check_times("r", "p", table, ("a_s",), set(), None, out,
+    vtables._check_times("r", "p", table, ("a_s",), set(), None, out,
                    arrays={"a_s": np.array([-1.0, 2.0])})
     assert found(out) == [err("a_s", "negative time: 1 row(s), e.g. row 0")]
     out = []
-    v._check_times("r", "p", table, ("a_s",), set(), None, out, arrays={"a_s": None})
+    vtables._check_times("r", "p", table, ("a_s",), set(), None, out, arrays={"a_s": None})
     assert out == []
 
 
@@ -221,16 +225,16 @@ def test_check_times_uses_given_arrays_over_the_table():
                                       (0.5, True), (2.0, False), (float("nan"), False)])
 def test_order_rule_at_the_time_tolerance(b, wrong):
     out: list[Problem] = []
-    v._order("r", "p", None, np.array([1.0]), np.array([b]), "x", "x before y", "fix", out)
+    vtables._order("r", "p", None, np.array([1.0]), np.array([b]), "x", "x before y", "fix", out)
     assert found(out) == ([err("x", "x before y: 1 row(s), e.g. row 0")] if wrong else [])
 
 
 def test_order_rule_skips_a_missing_column_and_keeps_severity():
     out: list[Problem] = []
-    v._order("r", "p", None, None, np.array([0.0]), "x", "m", "f", out)
-    v._order("r", "p", None, np.array([0.0]), None, "x", "m", "f", out)
+    vtables._order("r", "p", None, None, np.array([0.0]), "x", "m", "f", out)
+    vtables._order("r", "p", None, np.array([0.0]), None, "x", "m", "f", out)
     assert out == []
-    v._order("r", "p", None, np.array([1.0]), np.array([0.0]), "x", "m", "f", out,
+    vtables._order("r", "p", None, np.array([1.0]), np.array([0.0]), "x", "m", "f", out,
              severity="warning", tol=0.5)
     assert found(out) == [("x", "m: 1 row(s), e.g. row 0", "warning", "format")]
 
@@ -335,7 +339,7 @@ def test_requests_with_missing_columns_skip_their_rules():
     (250.0, 2.0, 100.0, True), (200_000.0, 2.0, 100.0, True), (200_001.0, 2.0, 100.0, False),
 ])
 def test_milliseconds_rule_at_both_bounds(value, plausible, slack, expected):
-    assert v._looks_ms(value, plausible, slack) is expected
+    assert vtables._looks_ms(value, plausible, slack) is expected
 
 
 def _times(arrival, latency):
@@ -441,8 +445,8 @@ def test_overlapping_merge_windows_named(idx, start, end, message):
 
 def test_overlap_within_the_time_tolerance_is_not_reported():
     assert check_merges(merges([10.0, 18.0 - 0.5e-9], [18.0, 26.0])) == []
-    assert check_merges(merges([10.0, 18.0 - v.TIME_TOL_S], [18.0, 26.0])) == []
-    assert len(check_merges(merges([10.0, 18.0 - 3 * v.TIME_TOL_S], [18.0, 26.0]))) == 1
+    assert check_merges(merges([10.0, 18.0 - vtables.TIME_TOL_S], [18.0, 26.0])) == []
+    assert len(check_merges(merges([10.0, 18.0 - 3 * vtables.TIME_TOL_S], [18.0, 26.0]))) == 1
 
 
 @pytest.mark.parametrize("D, duration, flagged", [
@@ -474,11 +478,11 @@ def test_merge_times_and_missing_window_bounds():
 def test_steps_checks():
     out: list[Problem] = []
     table = pa.table({"start_s": [0.0, 2.0, 4.0], "end_s": [2.0, 1.5, 4.0]})
-    v._check_steps("r", RUN_DIR, table, out)
+    vtables._check_steps("r", RUN_DIR, table, out)
     assert found(out) == [err("end_s", "step end_s before start_s: 1 row(s), e.g. row 1")]
     assert out[0].file == str(RUN_DIR / "steps.parquet")
     out = []
-    v._check_steps("r", RUN_DIR, pa.table({"start_s": [-1.0], "end_s": [float("nan")]}), out)
+    vtables._check_steps("r", RUN_DIR, pa.table({"start_s": [-1.0], "end_s": [float("nan")]}), out)
     assert found(out) == [err("start_s", "negative time: 1 row(s), e.g. row 0"),
                           err("end_s", "NaN time: 1 row(s), e.g. row 0")]
 
@@ -495,9 +499,9 @@ def _write(tmp_path, name, table) -> Path:
 def test_read_table_missing_required_and_optional():
     out: list[Problem] = []
     empty = Path("/nonexistent-evalkit-dir")
-    assert v._read_table("r", empty, "steps", out) is None and out == []
-    assert v._read_table("r", empty, "signals", out) is None and out == []
-    assert v._read_table("r", empty, "merges", out) is None
+    assert vtables._read_table("r", empty, "steps", out) is None and out == []
+    assert vtables._read_table("r", empty, "signals", out) is None and out == []
+    assert vtables._read_table("r", empty, "merges", out) is None
     assert found(out) == [err(None, "merges.parquet is missing")]
     assert out[0].file == str(empty / "merges.parquet")
 
@@ -508,7 +512,7 @@ def test_read_table_keeps_only_the_columns_that_pass(tmp_path):
                      output_tokens=pa.array([None, 3], pa.int64()))
     run = _write(tmp_path, "requests", table)
     out: list[Problem] = []
-    got = v._read_table("r", run, "requests", out)
+    got = vtables._read_table("r", run, "requests", out)
     assert found(out) == [
         err("prompt_tokens", "has type double, expected int64"),
         err("output_tokens", "1 null value(s) in a required column"),
@@ -522,7 +526,7 @@ def test_read_table_keeps_only_the_columns_that_pass(tmp_path):
 def test_read_table_checks_the_type_of_an_unread_nullable_string(tmp_path):
     run = _write(tmp_path, "requests", requests(2, error=pa.array([1, 2], pa.int64())))
     out: list[Problem] = []
-    got = v._read_table("r", run, "requests", out)
+    got = vtables._read_table("r", run, "requests", out)
     assert found(out) == [err("error", "has type int64, expected string")]
     assert "error" not in got.column_names and len(got) == 2
 
@@ -531,7 +535,7 @@ def test_read_table_nullable_columns_may_hold_nulls(tmp_path):
     run = _write(tmp_path, "requests", requests(2, first_token_s=pa.array([None, 1.1]),
                                                end_s=pa.array([None, None], pa.null())))
     out: list[Problem] = []
-    got = v._read_table("r", run, "requests", out)
+    got = vtables._read_table("r", run, "requests", out)
     assert out == []
     assert "first_token_s" in got.column_names and "end_s" in got.column_names
 
@@ -713,16 +717,16 @@ def _report(root="R"):
 
 def test_cross_run_duplicates_and_schema_versions():
     report = _report()
-    v._cross_run(report, [(Path("a"), "r1", {"schema_version": 1}),
+    vstore._cross_run(report, [(Path("a"), "r1", {"schema_version": 1}),
                           (Path("b"), "r2", {"schema_version": 1}),
                           (Path("c"), "r3", None)])
     assert report.problems == []
-    v._cross_run(report, [(Path("a"), "r1", {"schema_version": 1}),
+    vstore._cross_run(report, [(Path("a"), "r1", {"schema_version": 1}),
                           (Path("b"), "r1", {})])
     assert found(report.problems) == [err("run_id", "run_id used by 2 directories")]
     assert report.problems[0].file == "a, b" and report.problems[0].run == "r1"
     report = _report()
-    v._cross_run(report, [(Path("a"), "rb", {"schema_version": 2}),
+    vstore._cross_run(report, [(Path("a"), "rb", {"schema_version": 2}),
                           (Path("b"), "ra", {"schema_version": 1}),
                           (Path("c"), "rc", {"schema_version": 1}),
                           (Path("d"), "rd", None)])
@@ -765,7 +769,7 @@ def test_layout_problems_of_a_listing():
 
     listing = RunListing(Path("R"), unreadable=[(Path("R/locked"), "cannot list it")],
                          orphans=[Path("R/orphan")])
-    got = v._layout_problems(listing)
+    got = vstore._layout_problems(listing)
     assert [(p.run, p.file, p.message, p.kind, p.severity) for p in got] == [
         ("locked", "R/locked", "cannot list it: any run inside is not checked and would be "
          "missing", "unreadable", "error"),
@@ -780,9 +784,9 @@ def test_layout_problems_of_a_listing():
 def test_no_runs_found_only_when_nothing_is_there(monkeypatch, run_dirs, unreadable, no_runs):
     from evalkit.runlog.io import RunListing
 
-    monkeypatch.setattr(v, "list_runs", lambda root: RunListing(root, run_dirs=list(run_dirs),
+    monkeypatch.setattr(vstore, "list_runs", lambda root: RunListing(root, run_dirs=list(run_dirs),
                                                                   unreadable=list(unreadable)))
-    report, dirs = v._start_report("R")
+    report, dirs = vstore._start_report("R")
     assert dirs == run_dirs and report.run_dirs == run_dirs
     messages = [p.message for p in report.problems]
     assert ("no runs found (no run.json below RUNS_DIR)" in messages) is no_runs
@@ -799,21 +803,21 @@ def test_unlistable_table_path_is_unreadable_not_missing(monkeypatch, tmp_path):
 
     monkeypatch.setattr(Path, "exists", exists)
     out: list[Problem] = []
-    assert v._read_table("r", tmp_path, "merges", out) is None
+    assert vtables._read_table("r", tmp_path, "merges", out) is None
     assert found(out) == [(None, "cannot read: Permission denied", "error", "unreadable")]
 
 
 def test_leftover_of_each_kind(tmp_path):
     (tmp_path / "r1").mkdir()
-    tmp = v._leftover_problem(tmp_path / ".r1.tmp-9")
+    tmp = vstore._leftover_problem(tmp_path / ".r1.tmp-9")
     assert (tmp.run, tmp.severity, tmp.kind) == (".r1.tmp-9", "warning", "layout")
     assert tmp.message.startswith("left by an interrupted write of run r1")
-    damaged = v._leftover_problem(tmp_path / ".r1.damaged-9")
+    damaged = vstore._leftover_problem(tmp_path / ".r1.damaged-9")
     assert damaged.severity == "warning" and damaged.message.startswith("a damaged copy of run r1")
-    old_landed = v._leftover_problem(tmp_path / ".r1.old-9")
+    old_landed = vstore._leftover_problem(tmp_path / ".r1.old-9")
     assert old_landed.severity == "warning" and old_landed.run == ".r1.old-9"
     assert old_landed.message.startswith("the previous copy of run r1")
-    old_lost = v._leftover_problem(tmp_path / ".r2.old-9")
+    old_lost = vstore._leftover_problem(tmp_path / ".r2.old-9")
     assert (old_lost.run, old_lost.severity) == ("r2", "error")
     assert old_lost.fix.startswith("restore it: mv .r2.old-9 r2")
 
@@ -881,7 +885,7 @@ def test_map_ordered_cancels_queued_work_when_the_consumer_stops():
             time.sleep(0.2)
         return item
 
-    gen = v.map_ordered(work, range(6), threads=2, window=4)
+    gen = map_ordered(work, range(6), threads=2, window=4)
     assert next(gen) == 0
     gen.close()
     # 1..3 were submitted; the two workers can only have started 1 and 2 (each sleeps),

@@ -12,7 +12,7 @@ import evalkit.runlog.io as io
 from evalkit.errors import InputError
 from evalkit.runlog import iter_run_dirs, read_run, write_run
 from evalkit.runlog.summary import summarize_runs
-from evalkit.runlog.validate import validate_runs
+from evalkit.runlog.validate import read_valid_run, validate_runs
 
 RUN = "fixture-s0-fixed_h"
 
@@ -93,5 +93,23 @@ def test_incomplete_write_never_reads_as_complete(tmp_path, source):
                      complete=False)
     assert json.loads((path / "run.json").read_text())["complete"] is False
     with pytest.raises(InputError, match="incomplete"):
-        read_run(path)
-    assert read_run(path, validate=False).meta["complete"] is False
+        read_valid_run(path)
+    assert read_run(path).meta["complete"] is False      # reading alone does not check
+    with pytest.raises(TypeError, match="read_valid_run"):
+        read_run(path, validate=True)
+
+
+def test_empty_frames_follow_the_schema(tmp_path):
+    from evalkit.runlog.io import empty_frame
+    from evalkit.runlog.schema import TABLES
+
+    kinds = {"int": "int64", "float": "float64", "bool": "bool", "string": "object"}
+    for name, cols in TABLES.items():
+        frame = empty_frame(name)
+        assert list(frame.columns) == [c.name for c in cols] and len(frame) == 0
+        assert [str(frame[c.name].dtype) for c in cols] == [kinds[c.kind] for c in cols]
+    path = write_run(tmp_path, {"run_id": "empty"}, empty_frame("requests"),
+                     empty_frame("merges"), complete=False)
+    back = read_run(path)
+    assert len(back.requests) == 0 and list(back.merges.columns) == [c.name for c in
+                                                                       TABLES["merges"]]

@@ -153,3 +153,21 @@ def test_step_rate_excludes_merge_time():
     assert m.step_rate(50, 0.0, 100.0, starts, ends) == pytest.approx(50 / free, rel=1e-4)
     assert m.step_rate(50, 0.0, 100.0, [], []) == 0.5
     assert math.isnan(m.step_rate(0, 0.0, 100.0, [], []))
+
+
+@pytest.mark.parametrize("case", ["sorted_ties", "sorted_int", "unsorted", "nan", "one",
+                                  "empty", "signed_zero"])
+def test_unique_inverse_equals_np_unique(case):
+    """The no-sort path for arrival-ordered logs gives np.unique's arrays exactly."""
+    rng = np.random.default_rng(3)
+    values = {"sorted_ties": np.sort(np.round(rng.uniform(0, 50, 2000), 1)),
+              "sorted_int": np.sort(rng.integers(0, 40, 500)),
+              "unsorted": np.round(rng.uniform(0, 50, 2000), 1),
+              "nan": np.r_[np.sort(rng.uniform(0, 5, 20)), np.nan, 7.0],
+              "one": np.array([4.0]), "empty": np.zeros(0),
+              "signed_zero": np.array([-0.0, 0.0, 0.0, 1.0])}[case]
+    got_u, got_inv = m.unique_inverse(values)
+    want_u, want_inv = np.unique(values, return_inverse=True)
+    assert np.array_equal(got_u, want_u, equal_nan=True)
+    assert np.array_equal(got_inv, want_inv) and got_inv.dtype == want_inv.dtype
+    assert m.is_sorted(values) == (case not in ("unsorted", "nan"))

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
-from evalkit.runlog import read_run
+from evalkit.runlog.validate import read_valid_run
 from evalkit.runlog.validate import validate_run, validate_runs
 
 RUN = "fixture-s0-fixed_h"
@@ -56,7 +56,7 @@ def assert_problem(run_dir: Path, *, file: str, column: str | None, words: str, 
     assert match, f"no problem for {file}/{column}/{words!r} in {[p.format() for p in found]}"
     assert match[0].fix
     with pytest.raises(InputError) as info:
-        read_run(run_dir)
+        read_valid_run(run_dir)
     assert file in str(info.value)
     result = CliRunner().invoke(cli, ["validate", str(run_dir)])   # a single run works too
     assert result.exit_code == 2, result.output
@@ -233,7 +233,7 @@ def test_incomplete_run_listed_and_excluded(runs):
     assert report.excluded == [RUN] and not report.ok
     assert "killed at t=120 s" in report.errors[0].message
     with pytest.raises(InputError, match="incomplete"):
-        read_run(runs / RUN)
+        read_valid_run(runs / RUN)
     result = CliRunner().invoke(cli, ["validate", str(runs)])
     assert result.exit_code == 2
     assert f"EXCLUDED run={RUN}" in result.output and "1 incomplete run(s) excluded" in result.output
@@ -294,7 +294,7 @@ def test_warning_only_is_valid(runs):
     edit_table(runs / RUN, "requests", early)
     problems = validate_run(runs / RUN)
     assert [p.severity for p in problems] == ["warning"] and problems[0].column == "sent_s"
-    read_run(runs / RUN)   # warnings do not block reading
+    read_valid_run(runs / RUN)   # warnings do not block reading
     result = CliRunner().invoke(cli, ["validate", str(runs)])
     assert result.exit_code == 0 and "WARNING" in result.output
 

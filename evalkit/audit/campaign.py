@@ -2,7 +2,7 @@
 
 A campaign comes from a runs directory (``evalkit.runlog.summary.summarize_runs``; request
 and merge logs stay on disk and are read lazily for Phi, psi and effect-size transfer) or
-from a per-run summary table (:mod:`evalkit.audit.summary_table`).  Incomplete runs are
+from a per-run summary table (:mod:`evalkit.runlog.table`).  Incomplete runs are
 listed as excluded and never audited.
 
 A *claim* is a (regime, policy) pair of ``role = policy`` runs.  Per seed it is paired with
@@ -24,7 +24,8 @@ from evalkit.audit.draws import distinct_draws
 from evalkit.errors import InputError
 from evalkit.names import normalise_name
 from evalkit.runlog.design import DESIGN_COLUMNS
-from evalkit.audit.summary_table import is_summary_table, read_summary_table
+from evalkit.runlog.io import read_columns
+from evalkit.runlog.table import is_summary_table, read_summary_table
 
 RUN_COLUMNS = (
     "run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend", "oracle",
@@ -51,23 +52,17 @@ class Campaign:
     def has_logs(self) -> bool:
         return self.source == "runs"
 
+    def _run_dir(self, run_id: str) -> Path:
+        if run_id not in self._dirs:
+            raise InputError(f"no run directory for run {run_id}", column="run_id",
+                             fix="audit a runs directory to use request/merge logs")
+        return Path(self._dirs[run_id])
+
     def table(self, run_id: str, name: str) -> pd.DataFrame:
         """A run's ``requests`` / ``merges`` table (runs-dir campaigns only), cached."""
-        import pyarrow.parquet as pq
-
-        from evalkit.runlog.io import read_table
-
         key = (run_id, name)
         if key not in self._cache:
-            if run_id not in self._dirs:
-                raise InputError(f"no run directory for run {run_id}", column="run_id",
-                                 fix="audit a runs directory to use request/merge logs")
-            path = Path(self._dirs[run_id]) / f"{name}.parquet"
-            try:   # ~2x less CPU than read_table for run-sized files (scale benchmark)
-                with pq.ParquetFile(path, memory_map=True, pre_buffer=False) as handle:
-                    self._cache[key] = handle.read(use_threads=False).to_pandas()
-            except Exception:  # noqa: BLE001 - read_table raises the InputError naming the file
-                self._cache[key] = read_table(self._dirs[run_id], name)
+            self._cache[key] = read_columns(self._run_dir(run_id), name).to_pandas()
         return self._cache[key]
 
     def columns(self, run_id: str, name: str, columns) -> dict[str, np.ndarray]:
@@ -75,7 +70,7 @@ class Campaign:
 
         Reads only those columns and skips pandas (the psi fit needs two columns of every
         no-sync log and one of every merge log); a table already loaded by :meth:`table`
-        is reused.  Errors are those of :meth:`table`.
+        is reused.  Errors are those of :func:`evalkit.runlog.io.read_columns`.
         """
         key = (run_id, name, tuple(columns))
         if key in self._cache:
@@ -84,23 +79,9 @@ class Campaign:
         if full is not None:
             got = {c: full[c].to_numpy(dtype=float, na_value=np.nan) for c in columns}
         else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            got = None
-            path = Path(self._dirs.get(run_id, "")) / f"{name}.parquet"
-            if run_id in self._dirs:
-                try:   # OSFile, no memory map: cheapest for run-sized files (scan.py)
-                    with pa.OSFile(str(path)) as source:
-                        table = pq.ParquetFile(source, pre_buffer=False).read(
-                            columns=list(columns), use_threads=False)
-                    got = {c: np.asarray(table.column(c).to_numpy(zero_copy_only=False),
-                                         dtype=float) for c in columns}
-                except Exception:  # noqa: BLE001 - table() raises the InputError naming it
-                    got = None
-            if got is None:
-                full = self.table(run_id, name)
-                got = {c: full[c].to_numpy(dtype=float, na_value=np.nan) for c in columns}
+            table = read_columns(self._run_dir(run_id), name, columns)
+            got = {c: np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=float)
+                   for c in columns}
         self._cache[key] = got
         return got
 

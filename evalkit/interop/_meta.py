@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from evalkit.errors import InputError
-from evalkit.limits import capped_name
-from evalkit.runlog.schema import ROLES
+from evalkit.runlog.schema import identity_problems, role_problem, run_id
 
 
 def check_identity(role: str, draw, matched_to, *, where: str) -> None:
-    """Role/draw/matched_to must agree the way the run-log format defines them."""
-    if role not in ROLES:
-        raise InputError(f"unknown role {role!r}", file=where, column="role",
-                         fix=f"use one of {', '.join(ROLES)}")
-    if role == "matched_random":
-        if draw is None or matched_to in (None, ""):
-            raise InputError("a matched_random run needs a draw index and matched_to",
-                             file=where, column="draw" if draw is None else "matched_to",
-                             fix="give the draw number and the policy whose K it matches")
-    elif draw is not None:
-        raise InputError(f"role {role!r} cannot carry a draw index", file=where, column="draw",
-                         fix="only matched_random runs have draws")
+    """Role/draw/matched_to must agree the way the run-log format defines them
+    (:func:`evalkit.runlog.schema.identity_problems`); the first disagreement is raised."""
+    unknown = role_problem(role)
+    # importers keep matched_to of matched_random runs only (import_meta drops the others)
+    kept = (matched_to or None) if role == "matched_random" else None
+    problems = [unknown] if unknown else identity_problems(
+        {"role": role, "draw": draw, "matched_to": kept})
+    if problems:
+        raise InputError(problems[0].message, file=where, column=problems[0].key,
+                         fix=problems[0].fix)
 
 
 def import_meta(*, run_id: str, policy: str, role: str, seed: int, draw, matched_to,
@@ -42,14 +39,6 @@ def import_meta(*, run_id: str, policy: str, role: str, seed: int, draw, matched
 
 def default_run_id(regime: str, policy: str, role: str, seed: int, draw,
                    matched_to=None) -> str:
-    """``regime-policy[-role][-matched_to]-sSEED[-dDRAW]``: unique over the campaign matrix."""
-    parts = [regime, policy]
-    if role not in ("policy", policy):
-        parts.append(role)
-    if role == "matched_random" and matched_to not in (None, "", policy):
-        parts.append(str(matched_to))
-    parts.append(f"s{int(seed)}")
-    if draw is not None:
-        parts.append(f"d{int(draw)}")
-    name = "-".join(str(p).replace("/", "_").replace(" ", "_") for p in parts)
-    return capped_name(name.lstrip(".") or "run")     # it names a directory: <= 200 bytes
+    """``regime-policy[-role][-matched_to]-sSEED[-dDRAW]`` (:func:`evalkit.runlog.schema.
+    run_id`): unique over the campaign matrix."""
+    return run_id(regime, policy, seed, draw, sep="-", role=role, matched_to=matched_to)

@@ -37,6 +37,7 @@ import pandas as pd
 from evalkit.errors import InputError
 from evalkit.interop._meta import default_run_id, import_meta
 from evalkit.runlog.io import write_run
+from evalkit.runlog.table import read_summary_table
 
 SYNTH_NOTE = "synthesised from summary table"
 SLO_S = 1.0
@@ -86,12 +87,10 @@ def synthesise_requests(n: int, violations: int, k: int) -> tuple[pd.DataFrame, 
 def plan_runs(path: str | os.PathLike) -> list[tuple[dict, pd.DataFrame, pd.DataFrame]]:
     """Check the whole table and build every run ``(meta, requests, merges)``; writes nothing.
 
-    The table is read by the audit's own reader (:func:`evalkit.audit.summary_table.
+    The table is read by the audit's own reader (:func:`evalkit.runlog.table.
     read_summary_table`), so roles, implied no-sync baselines and matched-random rows mean
     the same here as in ``evalkit audit TABLE``.
     """
-    from evalkit.audit.summary_table import read_summary_table
-
     path = Path(path)
     runs, _ = read_summary_table(path)
     runs = runs.reset_index(drop=True)

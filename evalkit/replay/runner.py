@@ -23,7 +23,7 @@ from evalkit.replay.policies import Policy, get_policy, policy_identity
 from evalkit.replay.policies.context import observed_span
 from evalkit.replay.spec import ReplaySpec, RunOutput
 from evalkit.runlog import metrics
-from evalkit.runlog.io import write_run
+from evalkit.runlog.io import empty_frame, write_run
 from evalkit.runlog.schema import META_KEYS
 
 BACKENDS = {
@@ -129,14 +129,8 @@ class RunResult:
 
 
 def _empty_output(error: str) -> RunOutput:
-    req = pd.DataFrame({c: pd.Series(dtype=t) for c, t in (
-        ("request_id", "int64"), ("arrival_s", float), ("sent_s", float),
-        ("first_token_s", float), ("end_s", float), ("prompt_tokens", "int64"),
-        ("output_tokens", "int64"), ("ok", bool), ("error", object))})
-    mer = pd.DataFrame({c: pd.Series(dtype=t) for c, t in (
-        ("merge_idx", "int64"), ("start_s", float), ("end_s", float),
-        ("inner_step", "int64"), ("bytes", "int64"))})
-    return RunOutput(requests=req, merges=mer, complete=False, error=error)
+    return RunOutput(requests=empty_frame("requests"), merges=empty_frame("merges"),
+                     complete=False, error=error)
 
 
 def _requested(spec: ReplaySpec) -> dict:

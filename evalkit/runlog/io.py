@@ -59,6 +59,14 @@ def _to_table(name: str, df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names)
 
 
+_PANDAS = {"int": "int64", "float": "float64", "bool": "bool", "string": "object"}
+
+
+def empty_frame(name: str) -> pd.DataFrame:
+    """A run table ``name`` with no rows: every schema column, with its dtype."""
+    return pd.DataFrame({c.name: pd.Series(dtype=_PANDAS[c.kind]) for c in TABLES[name]})
+
+
 def _json_default(obj):
     if isinstance(obj, (np.integer,)):
         return int(obj)
@@ -213,30 +221,92 @@ class UnreadableRun(InputError):
         return cls(f"cannot read: {exc.strerror or exc}", file=str(path), fix=cls.READ_FIX)
 
 
+CORRUPT_FIX = "rerun this run (or re-import it); the file is damaged"
+
+
+def _corrupt(path: Path, exc: BaseException) -> InputError:
+    return InputError("cannot read Parquet: corrupt or truncated "
+                      f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})",
+                      file=str(path), fix=CORRUPT_FIX)
+
+
+class TableFile:
+    """One run table opened for reading: its Arrow schema first, then the columns wanted.
+
+    The one Parquet reader of run tables (validation, summaries, the audit's lazy logs):
+    memory-mapped without pre-buffering and one thread per file, which is cheapest for
+    run-sized files read several runs at a time.  Every failure is an InputError naming the
+    file: missing, not a regular file, no permission (:class:`UnreadableRun`), corrupt.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, name: str):
+        self.path = Path(run_dir) / f"{name}.parquet"
+        self.name = name
+        try:
+            check_regular(self.path, f"{name}.parquet")   # a FIFO would block the memory map
+            self._handle = pq.ParquetFile(self.path, memory_map=True, pre_buffer=False)
+            self.schema = self._handle.schema_arrow
+        except FileNotFoundError:
+            raise InputError(f"{name}.parquet is missing", file=str(self.path),
+                             fix="rerun the replay; the run directory is incomplete") from None
+        except PermissionError as exc:
+            raise UnreadableRun.from_os_error(exc, self.path) from None
+        except InputError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+
+    def read(self, columns=None) -> pa.Table:
+        """``columns`` (every column when None) as an Arrow table, in the order asked."""
+        if columns is not None:
+            columns = list(columns)
+            for col in columns:
+                if col not in self.schema.names:
+                    raise InputError(f"column is missing from {self.name}.parquet",
+                                     file=str(self.path), column=col,
+                                     fix="rewrite the run with every schema column")
+        try:
+            return self._handle.read(columns=columns, use_threads=False)
+        except PermissionError as exc:
+            raise UnreadableRun.from_os_error(exc, self.path) from None
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _corrupt(self.path, exc) from None
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> "TableFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_columns(run_dir: str | os.PathLike, table: str, columns=None) -> pa.Table:
+    """Columns of one run table (``requests``, ``merges``, ...) as Arrow; None: all.
+
+    Errors as :class:`TableFile`: an InputError naming the file (and the column when one
+    asked for is missing).
+    """
+    with TableFile(run_dir, table) as handle:
+        return handle.read(columns)
+
+
 def read_table(run_dir: str | os.PathLike, name: str, columns=None) -> pd.DataFrame:
-    path = Path(run_dir) / f"{name}.parquet"
-    try:
-        check_regular(path, f"{name}.parquet")
-        return pq.read_table(path, columns=columns).to_pandas()
-    except FileNotFoundError as exc:
-        raise InputError(f"{name}.parquet is missing", file=str(path),
-                         fix="rerun the replay; the run directory is incomplete") from exc
-    except PermissionError as exc:
-        raise UnreadableRun.from_os_error(exc, path) from None
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"cannot read Parquet ({exc})", file=str(path),
-                         fix="the file is corrupt or truncated; rerun this run") from exc
+    """One run table as a DataFrame (:func:`read_columns`, then pandas)."""
+    return read_columns(run_dir, name, columns).to_pandas()
 
 
-def read_run(run_dir: str | os.PathLike, *, validate: bool = True) -> Run:
-    """Load one run.  With ``validate`` the run is checked first and the first problem raised."""
-    run_dir = Path(run_dir)
+def read_run(run_dir: str | os.PathLike, *, validate: bool = False) -> Run:
+    """Load one run as written: run.json and every table present.
+
+    Reading does not check the run; a caller that wants it checked calls
+    :func:`evalkit.runlog.validate.read_valid_run` (or ``validate_run`` first).
+    """
     if validate:
-        from evalkit.runlog.validate import validate_run
-
-        errors = [p for p in validate_run(run_dir) if p.severity == "error"]
-        if errors:
-            raise errors[0].as_error()
+        raise TypeError("read_run no longer validates: call "
+                        "evalkit.runlog.validate.read_valid_run(run_dir) instead")
+    run_dir = Path(run_dir)
     meta = read_meta(run_dir)
     tables = {}
     for name in TABLES:

@@ -131,6 +131,27 @@ WINDOW_MIN_N = 4096     # below this a plain sort is as fast as the sample brack
 SAMPLE_SIZE = 1024
 
 
+def is_sorted(values: np.ndarray) -> bool:
+    """(n,) -> every value >= the one before (False with a NaN anywhere but alone)."""
+    return values.size < 2 or bool(np.all(values[1:] >= values[:-1]))
+
+
+def unique_inverse(values) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) -> ``np.unique(values, return_inverse=True)``: unique values (u,), inverse (n,).
+
+    Run logs list requests in arrival order, so a non-decreasing array is the rule: its
+    unique values and inverse come from one pass over neighbours, no sort (the same
+    arrays; ``tests/test_runlog_metrics.py`` compares them with ``np.unique``).
+    """
+    v = np.asarray(values)
+    if v.ndim != 1 or v.size < 2 or not is_sorted(v):
+        return np.unique(v, return_inverse=True)
+    new = np.empty(v.size, dtype=bool)
+    new[0] = True
+    np.not_equal(v[1:], v[:-1], out=new[1:])
+    return v[new], np.cumsum(new, dtype=np.intp) - 1
+
+
 def quantiles(values, qs) -> np.ndarray:
     """:func:`quantile` at each of ``qs`` (m,) -> (m,), sorting (n,) values at most once.
 

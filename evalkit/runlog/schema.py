@@ -24,13 +24,155 @@ of a request; latency is always measured from it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from evalkit.errors import InputError
+from evalkit.limits import capped_name
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 ROLES = ("policy", "matched_random", "no_sync")
 BACKENDS = ("sim", "torch", "vllm", "import")
+
+
+
+@dataclass(frozen=True)
+class KeyProblem:
+    """A run.json value that breaks a rule of the format: the key, what is wrong, the fix."""
+
+    key: str
+    message: str
+    fix: str
+
+
+def short_repr(value, limit: int = 60) -> str:
+    """repr of a value from a file, cut to ``limit`` characters (hostile values are huge)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 30:
+        return f"a {len(str(abs(value)))}-digit integer"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
+
+
+def is_number(x) -> bool:
+    """A finite JSON number (not a boolean)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _positive(x) -> bool:
+    return is_number(x) and x > 0
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The service-level objectives of a run (run.json ``slo``), in seconds.
+
+    A request violates the SLO when it misses any configured one (``ttft_s`` / ``tpot_s``
+    None: not used); :func:`evalkit.runlog.metrics.violations` is that definition.
+    """
+
+    e2e_s: float
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+
+    KEYS = ("e2e_s", "ttft_s", "tpot_s")
+
+    @staticmethod
+    def check(value, key: str = "slo") -> list[KeyProblem]:
+        """Every rule ``value`` (a run.json ``slo`` object, parsed) breaks; [] when valid."""
+        if not isinstance(value, dict):
+            return [KeyProblem(key, "must be an object {e2e_s, ttft_s, tpot_s}",
+                               "write the SLOs in seconds")]
+        out = []
+        if not _positive(value.get("e2e_s")):
+            out.append(KeyProblem(f"{key}.e2e_s", "must be a positive number of seconds, got "
+                                  f"{short_repr(value.get('e2e_s'))}",
+                                  "set the end-to-end SLO in seconds"))
+        for sub in ("ttft_s", "tpot_s"):
+            val = value.get(sub)
+            if val is not None and not _positive(val):
+                out.append(KeyProblem(f"{key}.{sub}", "must be null or a positive number of "
+                                      f"seconds, got {short_repr(val)}",
+                                      f"set {sub} in seconds or null when that SLO is not used"))
+        return out
+
+    @classmethod
+    def from_dict(cls, value, key: str = "slo") -> "Slo":
+        """The SLO of a run.json-style object, or an InputError naming the first bad key."""
+        problems = cls.check(value, key)
+        if problems:
+            from_problem = problems[0]
+            raise InputError(from_problem.message, column=from_problem.key, fix=from_problem.fix)
+        return cls(float(value["e2e_s"]), _opt(value.get("ttft_s")), _opt(value.get("tpot_s")))
+
+    def to_dict(self) -> dict:
+        return {"e2e_s": self.e2e_s, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s}
+
+
+def _opt(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def role_problem(role) -> KeyProblem | None:
+    """An unknown ``role``, or None."""
+    if role in ROLES:
+        return None
+    return KeyProblem("role", f"unknown role {short_repr(role)}", f"use one of {', '.join(ROLES)}")
+
+
+def identity_problems(meta) -> list[KeyProblem]:
+    """How ``role``, ``draw``, ``matched_to``, ``policy`` and ``oracle`` of a run disagree.
+
+    A matched_random run has a draw index and names the policy whose K it matches; no other
+    role has either; a no_sync run's policy is ``no_sync`` and it is no oracle.  Keys absent
+    from ``meta`` are not judged here (the required-key rule reports them).
+    """
+    out = []
+    role = meta.get("role")
+    if role == "matched_random":
+        if meta.get("draw") is None:
+            out.append(KeyProblem("draw", "a matched_random run needs its draw index",
+                                  "set draw to 0, 1, ..."))
+        if meta.get("matched_to") is None:
+            out.append(KeyProblem("matched_to", "a matched_random run must name the policy "
+                                  "whose K it matches", "set matched_to to that policy's name"))
+    elif role in ROLES:
+        for key in ("draw", "matched_to"):
+            if meta.get(key) is not None:
+                out.append(KeyProblem(key, f"only matched_random runs have {key}; this run's "
+                                      f"role is {role!r}", f"set {key} to null or fix role"))
+    if role == "no_sync" and "policy" in meta and meta["policy"] != "no_sync":
+        out.append(KeyProblem("policy", f"role no_sync but policy {short_repr(meta['policy'])}",
+                              "a no_sync run's policy is 'no_sync'"))
+    if role in ("policy", "matched_random") and meta.get("policy") == "no_sync":
+        out.append(KeyProblem("role", f"policy no_sync but role {role!r}",
+                              "set role to 'no_sync'"))
+    if role == "no_sync" and meta.get("oracle") is True:
+        out.append(KeyProblem("oracle", "a no_sync run cannot be an oracle",
+                              "set oracle to false"))
+    return out
+
+
+def run_id(regime: str, policy: str, seed: int, draw=None, *, sep: str = "__",
+           role: str | None = None, matched_to: str | None = None) -> str:
+    """The conventional run id, ``regime__policy__sSEED[__dDRAW]`` (``evalkit replay``).
+
+    Importers pass ``sep="-"``, ``role`` and ``matched_to``, which appear when the policy
+    does not imply them: ``regime-policy[-role][-matched_to]-sSEED[-dDRAW]``, unique over a
+    campaign matrix.  ``/`` and spaces become ``_``, leading dots go, and the id is capped at
+    200 bytes (:func:`evalkit.limits.capped_name`): it names a directory.
+    """
+    parts = [regime, policy]
+    if role not in (None, "policy", policy):
+        parts.append(role)
+    if role == "matched_random" and matched_to not in (None, "", policy):
+        parts.append(matched_to)
+    parts.append(f"s{int(seed)}")
+    if draw is not None:
+        parts.append(f"d{int(draw)}")
+    name = sep.join(str(p).replace("/", "_").replace(" ", "_") for p in parts)
+    return capped_name(name.lstrip(".") or "run")
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ import pyarrow as pa
 from evalkit.errors import InputError
 from evalkit.runlog import metrics as m
 from evalkit.runlog.design import DESIGN_COLUMNS, design_facts
-from evalkit.runlog.io import Run, read_run
-from evalkit.runlog.validate import RunCheck, validate_runs
+from evalkit.runlog.io import Run
+from evalkit.runlog.validate import RunCheck, read_valid_run, validate_runs
 from evalkit.runlog.vinterval import v_interval
 
 META_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend",
@@ -141,7 +141,7 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
     "ttft_s", "tpot_s"}`` (None where unused).  The definitions are those of
     :mod:`evalkit.runlog.metrics`, evaluated with each intermediate array computed once
     (this is the hot loop of every scan); ``tests/test_runlog_summary.py`` checks them
-    against brute force and ``tests/test_scan_engines.py`` against the metrics functions.
+    against brute force and ``tests/test_runlog_summary_fused.py`` against the metrics functions.
     """
     D, horizon = float(merge_duration_s), float(horizon_s)
     arrival, sent = m._f(req["arrival_s"]), m._f(req["sent_s"])
@@ -230,9 +230,10 @@ def _from_arrow(table: pa.Table | None, cols) -> dict | None:
 
 
 def summarize_run(run: Run | str | os.PathLike) -> dict:
-    """Summary row (dict keyed by :data:`SUMMARY_COLUMNS`) of a loaded or on-disk run."""
+    """Summary row (dict keyed by :data:`SUMMARY_COLUMNS`) of a loaded or on-disk run (an
+    on-disk run is validated first: its first error is raised)."""
     if not isinstance(run, Run):
-        run = read_run(run)
+        run = read_valid_run(run)
     return summarize_arrays(run.meta, _from_frame(run.requests, REQUEST_COLUMNS),
                             _from_frame(run.merges, ("start_s", "end_s")),
                             _from_frame(run.steps, ("start_s", "end_s")))
@@ -254,8 +255,8 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     are in ``df.attrs["excluded"]``.  Runs (or directories) that cannot be read for lack of
     permission are excluded too and listed, with the reason, in ``df.attrs["unreadable"]``.
     Each run's files are read once, for the checks and the row; ``threads`` runs at a time
-    (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`; the DuckDB
-    scan of large stores (:mod:`evalkit.runlog.scan`) gives :data:`SUMMARY_COLUMNS` only.
+    (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`.  This is the
+    one scan of a store: ``evalkit summarize`` and the audit both read runs through it.
     """
     rows: list[dict] = []
 

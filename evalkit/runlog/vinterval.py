@@ -39,6 +39,8 @@ import math
 import numpy as np
 from scipy import special
 
+from evalkit.runlog.metrics import unique_inverse
+
 FINE_BLOCK_S = 5.0   # time-block length (s) the counts are taken at
 FINE_BLOCKS = 60     # short runs get shorter blocks so that the autocorrelation has >= this many
 ZERO_CLUSTERS_S = 30.0   # V = 0 or 1: read the run as clusters of this length ...
@@ -69,7 +71,7 @@ def cluster_counts(arrival, violated) -> tuple[np.ndarray, np.ndarray, str]:
     violated = np.asarray(violated, dtype=bool)
     if arrival.size == 0:
         return np.zeros(0), np.zeros(0), BLOCKS
-    times, inverse = np.unique(arrival, return_inverse=True)
+    times, inverse = unique_inverse(arrival)
     if uses_bursts(arrival.size, times.size):
         kind, key = BURSTS, inverse
     else:
@@ -78,7 +80,7 @@ def cluster_counts(arrival, violated) -> tuple[np.ndarray, np.ndarray, str]:
         length = block_length(first, float(times[-1]))
         key = (np.floor((arrival - first) / length).astype(np.int64) if length > 0
                else np.zeros(arrival.size, dtype=np.int64))
-        key = np.unique(key, return_inverse=True)[1]
+        key = unique_inverse(key)[1]
     n_b = np.bincount(key).astype(float)
     v_b = np.bincount(key, weights=violated.astype(float))
     return n_b, v_b, kind

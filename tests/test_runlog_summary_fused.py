@@ -1,6 +1,5 @@
-"""The fast scan paths: arrow engine = summarize_runs exactly, DuckDB engine to 1e-9, thread
-counts change nothing, partial-sort quantiles = full sort, the fused per-run numbers = the
-metrics functions."""
+"""summarize_runs' fused per-run computation: thread counts change nothing, partial-sort
+quantiles = full sort, the fused per-run numbers = the metrics functions; map_ordered."""
 
 from __future__ import annotations
 
@@ -11,12 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.errors import InputError
+from evalkit.fsutil import map_ordered
 from evalkit.runlog import metrics, write_run
-from evalkit.runlog import scan as scan_mod
-from evalkit.runlog.scan import scan_runs
-from evalkit.runlog.summary import SUMMARY_COLUMNS, request_numbers, summarize_runs
-from evalkit.runlog.validate import map_ordered, validate_runs
+from evalkit.runlog.summary import request_numbers, summarize_runs
+from evalkit.runlog.validate import validate_runs
 
 SLOS = ({"e2e_s": 2.0, "ttft_s": None, "tpot_s": None},
         {"e2e_s": 1.5, "ttft_s": 0.5, "tpot_s": 0.03})
@@ -76,31 +73,6 @@ def store(tmp_path_factory):
     return root
 
 
-def test_arrow_engine_is_summarize_exactly(store):
-    ref = summarize_runs(store, threads=1, design=False)
-    got = scan_runs(store, threads=2)
-    assert list(got.columns) == list(SUMMARY_COLUMNS) and len(got) == 9
-    pd.testing.assert_frame_equal(got, ref, check_exact=True, check_like=False)
-    assert ref["tpot_violation_rate"].notna().any() and (ref["n_failed"] > 0).all()
-
-
-def test_duckdb_engine_agrees(store, monkeypatch):
-    """The DuckDB engine (tiny bucket cap: several window ends per bucket, small batches)."""
-    monkeypatch.setattr(scan_mod, "MAX_BUCKETS", 3)
-    ref = summarize_runs(store, design=False)
-    got = scan_runs(store, engine="duckdb", threads=1, batch_rows=900)
-    assert list(got["run_id"]) == list(ref["run_id"])
-    for col in SUMMARY_COLUMNS:
-        x, y = got[col], ref[col]
-        if pd.api.types.is_float_dtype(y):
-            xv, yv = x.to_numpy(float), y.to_numpy(float)
-            assert np.allclose(xv, yv, rtol=1e-9, atol=1e-12, equal_nan=True), col
-        else:
-            assert [None if pd.isna(v) else v for v in x] == \
-                   [None if pd.isna(v) else v for v in y], col
-    assert (got["exposure_requests"] == ref["exposure_requests"]).all()
-
-
 def test_thread_count_changes_nothing(store):
     one = summarize_runs(store, include_incomplete=True, threads=1, design=False)
     three = summarize_runs(store, include_incomplete=True, threads=3, design=False)
@@ -110,12 +82,6 @@ def test_thread_count_changes_nothing(store):
     b = validate_runs(store, threads=2)
     assert [p.format() for p in a.problems] == [p.format() for p in b.problems]
     assert a.runs == b.runs and "broken" in a.excluded
-
-
-def test_unknown_engine(store):
-    with pytest.raises(InputError, match="unknown scan engine") as err:
-        scan_runs(store, engine="spark")
-    assert err.value.column == "engine"
 
 
 def _full_sort_quantile(values, q):
