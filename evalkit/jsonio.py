@@ -18,9 +18,13 @@ import math
 from collections.abc import Mapping
 from pathlib import Path, PurePath
 
-__all__ = ["FLOAT_DIGITS", "to_jsonable", "dumps", "canonical_json", "dump_json"]
+__all__ = ["AUDIT_SCHEMA", "FLOAT_DIGITS", "to_jsonable", "dumps", "canonical_json",
+           "dump_json"]
 
 FLOAT_DIGITS = 10   # significant digits of every float in audit.json
+# The layout of the audit document (audit.json), written by evalkit.audit.result and read by
+# evalkit.report: here, below both, so that neither imports the other for it.
+AUDIT_SCHEMA = "evalkit-audit/1"
 
 
 def _float(x: float, digits: int | None, infinity: bool):

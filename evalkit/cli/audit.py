@@ -42,7 +42,7 @@ def _print_checks(claim, tier_name: str, protocol) -> None:
 def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
     """Audit a runs directory or per-run summary table (CSV/Parquet) and write
     report.html, report.md, audit.json and figures into --out."""
-    from evalkit.audit import run_audit
+    from evalkit.compose import run_audit
 
     from evalkit.audit.protocol import load_protocol
 
