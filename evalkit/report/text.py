@@ -15,8 +15,6 @@ import unicodedata
 
 import numpy as np
 
-from evalkit.names import FILE_PART_LIMIT, file_part  # noqa: F401 (figure file names)
-
 MD_NAME_LIMIT = 120       # characters of a user string shown in report.md / page headings
 
 _MD_SPECIAL = frozenset("\\`*_{}[]()<>#!|~&$@")
