@@ -126,7 +126,8 @@ class AuditResult:
         return json.loads(self._scrub(json.dumps(to_jsonable(obj, digits))))
 
     def to_json(self) -> str:
-        return canonical_json(self.to_dict())
+        # rounded already where the document rounds (its figure data on purpose not)
+        return canonical_json(self.to_dict(), digits=None)
 
 
     @property
