@@ -227,3 +227,14 @@ def test_fresh_audit_rerenders_byte_identically_without_its_runs(tmp_path):
     assert json.loads(first["audit.json"])["schema"] == AUDIT_SCHEMA
     assert canonical_json(json.loads(first["audit.json"]), digits=None).encode() == \
         first["audit.json"]
+
+
+def test_run_audit_is_one_function_under_its_public_names():
+    import evalkit
+    import evalkit.audit
+    import evalkit.compose
+
+    assert evalkit.run_audit is evalkit.audit.run_audit is evalkit.compose.run_audit
+    assert evalkit.audit_campaign is evalkit.audit.audit_campaign
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        evalkit.audit.nope    # noqa: B018 (the lazy names do not swallow unknown ones)
