@@ -1,3 +1,20 @@
-"""evalkit: audit claimed serving-SLO improvements of training-sync schedulers."""
+"""evalkit: audit claimed serving-SLO improvements of training-sync schedulers.
+
+``run_audit(input_path, out_dir)`` audits a campaign and writes its report;
+``audit_campaign(input_path)`` evaluates without writing; ``load_protocol(name_or_path)``.
+"""
 
 __version__ = "0.1.0"
+
+_ENTRY_POINTS = {"run_audit": "evalkit.compose", "audit_campaign": "evalkit.audit.result",
+                 "load_protocol": "evalkit.audit.protocol"}
+
+
+def __getattr__(name):
+    # loaded on first use: every module imports __version__ from here, and `evalkit --help`
+    # must not load pandas (the audit's dependencies)
+    if name in _ENTRY_POINTS:
+        import importlib
+
+        return getattr(importlib.import_module(_ENTRY_POINTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

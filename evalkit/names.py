@@ -16,6 +16,8 @@ losing seeds of ``wa`` can be moved out of sight.  Every name is therefore
 
 from __future__ import annotations
 
+import hashlib
+import re
 import unicodedata
 
 from evalkit.errors import InputError
@@ -107,3 +109,18 @@ def normalise_name(value, *, file: str | None, key: str) -> str:
                              "digits, '_', '-', '.'); a name that looks like another is "
                              "another claim in disguise")
     return norm
+
+
+FILE_PART_LIMIT = 40      # characters of a name kept in a figure file name
+
+
+def file_part(name: str, limit: int = FILE_PART_LIMIT) -> str:
+    """A file-name-safe, length-capped part for ``name``: the name itself when it is short
+    and safe, else a readable prefix plus a hash of the full name (distinct names stay
+    distinct; a 5,000-character policy name still gives a short file name)."""
+    name = str(name)
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "x"
+    if slug == name and len(slug) <= limit:
+        return slug
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{slug[:limit].rstrip('-.')}-{digest}"

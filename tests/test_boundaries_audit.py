@@ -874,13 +874,16 @@ def test_audit_result_scrubs_the_runs_directory(tmp_path):
 def test_audit_result_to_dict_of_a_summary_table(fixtures_dir):
     result = audit_campaign(fixtures_dir / "campaigns" / "summary_table.csv")
     assert result.seed == 0 and result.alpha == 0.05
-    result.figures = {"paper\0wa/v_per_seed": "figures/a.png",
-                      "paper\0wa/per_seed/null": "figures/b.png",
-                      "paper\0ewma/v_per_seed": "figures/c.png"}
     out = result.to_dict()
     (claim,) = out["claims"]
     assert (claim["regime"], claim["policy"]) == ("paper", "wa")
-    assert claim["figures"] == {"v_per_seed": "figures/a.png", "per_seed/null": "figures/b.png"}
+    # a summary table has no logs: no psi and no exposure figure, and the names are the
+    # report's files
+    assert claim["figures"] == {"null": "figures/paper__wa__null.png",
+                                "v_per_seed": "figures/paper__wa__v_per_seed.png"}
+    assert result.files["figures"] == sorted(claim["figures"].values())
+    assert out["schema"] == "evalkit-audit/1" and out["provenance"]["campaign_source"] == \
+        "summary table"
     assert out["transfer"] == {"sync": "not evaluable: a summary table has no request logs"}
     regime = out["regimes"]["paper"]
     assert list(out["regimes"]) == ["paper"]
@@ -903,10 +906,11 @@ def test_audit_baselines_come_from_the_protocol(tmp_path):
 
 
 def test_run_audit_default_seed(monkeypatch, tmp_path, fixtures_dir):
-    import evalkit.report.render as render
+    import evalkit.compose as compose
 
     seen = {}
-    monkeypatch.setattr(render, "write_reports",
-                        lambda result, out: seen.setdefault("seed", result.seed))
+    monkeypatch.setattr(compose, "publish", lambda out, files: seen.setdefault(
+        "seed", json.loads(files["audit.json"])["seed"]))
     result = run_audit(fixtures_dir / "campaigns" / "summary_table.csv", tmp_path / "out")
     assert result.seed == 0 and seen == {"seed": 0} and result.out_dir == tmp_path / "out"
+    assert result.document["seed"] == 0

@@ -40,7 +40,7 @@ def test_readme_gives_the_cpu_wheel_index_for_the_pinned_torch():
 ])
 def test_a_generic_campaign_file_is_named_by_its_folder(tmp_path, path, name):
     from evalkit.audit import audit_campaign
-    from evalkit.report.provenance import campaign_name
+    from evalkit.audit.provenance import campaign_name
 
     runs = tmp_path / "runs"
     shutil.copytree(REPO / "fixtures" / "campaigns" / "sim_underpowered", runs)

@@ -86,7 +86,7 @@ def test_audit_json_is_byte_identical_and_has_no_absolute_paths(tmp_path, repo_r
 
 def test_campaign_name_comes_from_the_campaign_file(tmp_path, repo_root):
     from evalkit.audit import audit_campaign
-    from evalkit.report.provenance import campaign_name
+    from evalkit.audit.provenance import campaign_name
 
     src = repo_root / "fixtures" / "campaigns" / "sim_underpowered"
     runs = tmp_path / "runs"

@@ -233,16 +233,13 @@ def test_transfer_section_has_no_legacy_label_and_says_why_no_curve(repo_root):
     """The legacy key set to True and a curve with data in 2 of 12 bins: the page shows the
     verdict without "(contaminated)", no drain curve, and the sentence saying why."""
     from evalkit.audit import audit_campaign
-    from evalkit.report.provenance import provenance
     from evalkit.report.render import build_figures, render_html
 
-    result = audit_campaign(repo_root / "fixtures" / "campaigns" / "transfer")
-    audit = result.to_dict()
-    audit["provenance"] = provenance(result)
+    audit = audit_campaign(repo_root / "fixtures" / "campaigns" / "transfer").to_dict()
     sync = audit["transfer"]["sync"]
     sync["contaminated"] = True
     sync["drain_curve"]["real"] = _bins([1070, 108] + [0] * 10)
-    page = render_html(result, audit, build_figures(result, audit))
+    page = render_html(audit, build_figures(audit))
     section = page[page.index('id="transfer"'):page.index('id="detail"')]
     assert "contaminated" not in section and sync["verdict"] in section
     assert "Drain curve sync real not drawn: 2 of 12 lag bins" in section

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from evalkit.report.text import file_part, honest, md, md_line, p_value, pp, shorten
+from evalkit.names import file_part
+from evalkit.report.text import honest, md, md_line, p_value, pp, shorten
 
 markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py (dev extra) renders "
                                                         "the escaped Markdown")

@@ -282,7 +282,8 @@ def test_too_few_predictive_sims_are_refused(train_dominated, tmp_path):
 
 
 def test_predictive_check_in_the_report_and_printed(train_dominated, train_fit):
-    from evalkit.cli.sim import _plain
+    from evalkit.cli.sim import FIT_DIGITS
+    from evalkit.jsonio import to_jsonable
     from evalkit.replay.backends.sim_fit_check import loso_estimates
     from evalkit.replay.backends.sim_fit_predictive import inside, predictive_check
 
@@ -306,7 +307,7 @@ def test_predictive_check_in_the_report_and_printed(train_dominated, train_fit):
     # deterministic: the same check in this process gives the same numbers
     camp = load_real_runs(train_dominated)
     again = predictive_check(camp, loso_estimates(camp), n_sims=20, seed=0, progress=False)
-    assert _plain(again)["variants"] == rep["variants"]
+    assert to_jsonable(again, FIT_DIGITS)["variants"] == rep["variants"]
 
 
 def test_missing_directory_is_refused(tmp_path):

@@ -88,6 +88,20 @@ class Campaign:
     def row(self, run_id: str) -> pd.Series:
         return self.runs.loc[self.runs.run_id == run_id].iloc[0]
 
+    def meta(self, run_id: str) -> dict:
+        """A complete run's run.json, as parsed when the campaign was loaded."""
+        key = ("meta", run_id)
+        if key not in self._cache:
+            from evalkit.runlog.io import read_meta
+
+            self._cache[key] = read_meta(self._dirs[run_id])
+        return self._cache[key]
+
+    @property
+    def run_ids(self) -> list[str]:
+        """The complete runs read from the runs directory (none for a summary table)."""
+        return list(self._dirs)
+
 
 def load_campaign(input_path: str | Path) -> Campaign:
     path = Path(input_path)
@@ -146,7 +160,7 @@ def _from_runs_dir(path: Path) -> Campaign:
     if not dirs and not listing.unreadable:
         raise InputError("no runs found (no run.json below this directory)", file=path.name,
                          fix="pass the directory that holds the run directories")
-    excluded, run_dirs, table_word = [], {}, set()
+    excluded, run_dirs, table_word, metas = [], {}, set(), {}
     for run_dir in dirs:
         try:
             meta = read_meta(run_dir)
@@ -162,6 +176,7 @@ def _from_runs_dir(path: Path) -> Campaign:
                              **{k: _nfkc(meta.get(k)) for k in _OWNER_KEYS}})
         else:
             run_dirs[run_id] = run_dir
+            metas[("meta", run_id)] = meta     # each run.json is parsed once here
     summary = summarize_runs(path)
     if summary is None or len(summary) == 0:
         raise InputError("no complete runs to audit", file=path.name,
@@ -181,7 +196,7 @@ def _from_runs_dir(path: Path) -> Campaign:
     # oracle status from the policy registry (the class's code), not the run's own word
     from evalkit.audit.registry import oracle_status
 
-    runs["oracle"] = [bool(oracle_status(read_meta(run_dirs[r]))[0]) if r in run_dirs else o
+    runs["oracle"] = [bool(oracle_status(metas[("meta", r)])[0]) if r in run_dirs else o
                       for r, o in zip(runs.run_id.tolist(), runs.oracle.tolist())]
     notes = [f"validation warning: {w}" for w in summary.attrs.get("warnings", [])]
     for run_id in runs.run_id:
@@ -199,7 +214,7 @@ def _from_runs_dir(path: Path) -> Campaign:
                      "import): their request logs and design facts are the table's word")
     return Campaign(source="runs", input_name=path.name, runs=runs, summary=summary,
                     runs_dir=path, excluded=sorted(excluded, key=lambda e: e["run_id"]),
-                    notes=notes, table_word_runs=table_word, _dirs=run_dirs)
+                    notes=notes, table_word_runs=table_word, _dirs=run_dirs, _cache=metas)
 
 
 def _synthesised(meta: dict) -> bool:

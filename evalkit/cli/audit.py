@@ -25,7 +25,7 @@ import click
 def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
     """Audit a runs directory or per-run summary table (CSV/Parquet) and write
     report.html, report.md, audit.json and figures into --out."""
-    from evalkit.audit import run_audit
+    from evalkit.compose import run_audit
 
     from evalkit.audit.protocol import load_protocol
 

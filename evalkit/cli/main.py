@@ -23,8 +23,8 @@ from evalkit import __version__
 from evalkit.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
                             InputError, from_os_error)
 
-COMMAND_MODULES = ("runs", "trace", "replay", "audit", "imports", "serve", "sim", "policies",
-                   "plan")
+COMMAND_MODULES = ("runs", "trace", "replay", "audit", "report", "imports", "serve", "sim",
+                   "policies", "plan")
 LOG_DIR_ENV = "EVALKIT_LOG_DIR"
 
 EXIT_CODES_HELP = """\b

@@ -219,7 +219,7 @@ def demo_cmd(out, n_jobs, progress):
         click.echo("some runs failed; the audit below treats them as missing", err=True)
     audited = False
     try:
-        from evalkit.audit import run_audit
+        from evalkit.compose import run_audit
 
         report_dir = out / "report"
         result = run_audit(runs, report_dir)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from pathlib import Path
 
 import click
 
+from evalkit import jsonio
 from evalkit.errors import InputError
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
@@ -20,15 +19,8 @@ SHORT_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "n_requests", "n_fa
 
 def _to_json(df) -> str:
     """Records; missing -> null, infinite latencies (failed requests) -> Infinity, not null."""
-    import pandas as pd   # here, not at import: `evalkit --help` needs no pandas
-
-    def plain(v):
-        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
-            return None
-        return v.item() if hasattr(v, "item") else v
-
-    records = [{c: plain(v) for c, v in row.items()} for row in df.to_dict(orient="records")]
-    return json.dumps(records, indent=2, allow_nan=True) + "\n"
+    return jsonio.dumps(df.to_dict(orient="records"), infinity=True, sort_keys=False,
+                        ensure_ascii=True)
 
 
 def _write_table(df, fmt: str, out: Path) -> None:

@@ -5,12 +5,11 @@ The fit (numpy, scipy, pandas) is imported inside the command, so ``evalkit --he
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import click
 
+from evalkit import jsonio
 from evalkit.errors import InputError
 
 
@@ -19,19 +18,7 @@ def sim_group():
     """The simulator's twin: fit its service and interference model to real runs."""
 
 
-def _plain(obj):
-    """JSON-safe values: numpy -> Python, NaN/inf -> null, floats to 10 significant digits."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        obj = obj.item()
-    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
-        return obj
-    if isinstance(obj, float):
-        return float(f"{obj:.10g}") if math.isfinite(obj) else None
-    return str(obj)
+FIT_DIGITS = 10      # significant digits of every float in fit.json
 
 
 @sim_group.command("fit")
@@ -76,7 +63,7 @@ def fit_cmd(runs_dir, out, report, regime, n_boot, seed, n_sims, progress):
     sha = Twin(sim=rep.estimate.settings, ci=ci, source=source, notes=notes).write(out)
     if report is not None:
         payload = dict(rep.report, twin={"path": out.name, "sha256": sha})
-        report.write_text(json.dumps(_plain(payload), indent=2, sort_keys=True) + "\n")
+        report.write_text(jsonio.dumps(payload, FIT_DIGITS, ensure_ascii=True))
     p = rep.report["parameters"]
     click.echo(f"twin: {out} (sha256 {sha[:12]}), {len(camp.runs)} runs of "
                f"{len(camp.seeds)} seeds, regime {camp.regime}")

@@ -137,22 +137,27 @@ def v_per_seed(per_seed: pd.DataFrame, policy: str) -> Figure:
     return _finish(fig, title, alt)
 
 
-def null_distribution(null: np.ndarray, observed: float, p_value: float, alternative: str,
-                      test: str = "sign-flip", statistic: str = "mean") -> Figure:
-    """Histogram of the test's null distribution with the observed value: of G = mean d
-    (``statistic="mean"``) or of t = G / se(G) (``"studentized"``), the one the p used."""
-    null = np.asarray(null, dtype=float)
-    student = statistic == "studentized"
-    shown = null[np.isfinite(null)]
+def null_distribution(hist: dict) -> Figure:
+    """The histogram of the test's null distribution (``hist``: the document's
+    ``figure_data.null``: ``edges`` (b+1,), ``counts`` (b,), ``size`` label sets in all,
+    ``observed``, ``p_value``, ``alternative``, ``test``, ``statistic``) with the observed
+    value: of G = mean d (``statistic="mean"``) or of t = G / se(G) (``"studentized"``), the
+    one the p used."""
+    edges = np.asarray(hist["edges"], dtype=float)
+    counts = np.asarray(hist["counts"], dtype=float)
+    size = int(hist["size"])
+    observed = float(hist.get("observed_nonfinite") or "nan") if hist["observed"] is None \
+        else float(hist["observed"])
+    p_value = np.nan if hist["p_value"] is None else float(hist["p_value"])
+    alternative, test = hist["alternative"], hist.get("test") or "sign-flip"
+    student = hist.get("statistic") == "studentized"
     name = "t = G / se(G)" if student else "G"
     title = f"Null distribution of {name} ({test} test)"
     fig, ax = _canvas(title, 1)
-    bins = min(60, max(10, int(np.sqrt(max(1, shown.size)))))
-    counts, edges = np.histogram(shown, bins=bins)
-    share = counts / max(1, null.size)
+    share = counts / max(1, size)
     # one filled outline instead of a patch per bar: the same picture, less drawing
     ax.stairs(share, edges, fill=True, color=DRAWS_COLOR, alpha=0.6,
-              label=f"null ({null.size:,} label sets)")
+              label=f"null ({size:,} label sets)")
     value = f"{observed:+.3g}" if student else f"{100 * observed:+.3g} pp"
     if np.isfinite(observed):
         ax.axvline(observed, color=OBSERVED_COLOR, lw=2,
@@ -166,8 +171,8 @@ def null_distribution(null: np.ndarray, observed: float, p_value: float, alterna
         ax.xaxis.set_major_formatter(_PP)
     ax.set_ylabel("share of the null", fontsize=_FONT["label"])
     _legend_below(fig, ax, ncol=2)
-    infinite = null.size - shown.size
-    alt = (f"{title}: histogram of {name} under the null hypothesis over {null.size} label "
+    infinite = size - int(counts.sum())
+    alt = (f"{title}: histogram of {name} under the null hypothesis over {size} label "
            f"sets, with the observed {name.split(' ')[0]} = "
            f"{value.replace('pp', 'percentage points')} marked ({alternative} p = "
            f"{p_value:.3g})"

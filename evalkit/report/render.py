@@ -1,4 +1,5 @@
-"""Build an audit's report: report.html (self-contained), report.md, audit.json and figures.
+"""The report of an audit document: report.html (self-contained), report.md, audit.json and
+figures, a pure function of the document (:func:`render`); it reads no run.
 
 Templates are Jinja files shipped as package data in ``evalkit/report/templates/`` (the one
 copy; nothing generates or duplicates them).  The HTML environment autoescapes everything:
@@ -17,12 +18,12 @@ from pathlib import Path
 
 import jinja2
 import numpy as np
+import pandas as pd
 
+from evalkit.jsonio import canonical_json
 from evalkit.report import figures as figs
 from evalkit.report.headline import STATES, headlines
-from evalkit.report.provenance import provenance
-from evalkit.report.text import (file_part, honest, md, md_line, md_name, num, p_value, pct, pp,
-                                 shorten)
+from evalkit.report.text import honest, md, md_line, md_name, num, p_value, pct, pp, shorten
 
 TEMPLATE_PACKAGE = "evalkit.report"
 MD_LIMIT = 60_000      # GitHub comments hold 65,536 characters; job summaries 1 MiB
@@ -51,80 +52,75 @@ def template_env(autoescape: bool, template_dir: str | Path | None = None) -> ji
 
 @dataclass(frozen=True)
 class FigureFile:
-    name: str                 # file name under figures/
+    path: str                 # figures/<name>.png, as the document names it
     figure: figs.Figure
-
-    @property
-    def path(self) -> str:
-        return f"figures/{self.name}"
 
     @property
     def data_uri(self) -> str:
         return "data:image/png;base64," + base64.b64encode(self.figure.png).decode("ascii")
 
 
-class _Names:
-    """Unique, length-capped figure file names."""
-
-    def __init__(self):
-        self.used: set[str] = set()
-
-    def __call__(self, *parts: str) -> str:
-        base = "__".join(file_part(p) for p in parts)
-        name, i = f"{base}.png", 2
-        while name in self.used:
-            name, i = f"{base}-{i}.png", i + 1
-        self.used.add(name)
-        return name
+_NUMERIC_PER_SEED = ("v_policy", "v_mr_min", "v_mr_max", "v_mr_mean", "v_no_sync", "d")
 
 
-def _claim_figures(c, seed: int, names: _Names) -> dict[str, FigureFile]:
-    out = {}
-    per_seed = c.per_seed()
-    if len(per_seed):
-        out["v_per_seed"] = FigureFile(names(c.regime, c.policy, "v_per_seed"),
-                                       figs.v_per_seed(per_seed, c.policy))
-    test = getattr(c, "sign_flip", None)
-    if test is not None:
-        statistic = getattr(test, "null_statistic", "mean")
-        out["null"] = FigureFile(names(c.regime, c.policy, "null"), figs.null_distribution(
-            test.null_distribution(max_points=20_000, seed=seed),
-            getattr(test, "null_observed", test.statistic), test.p_value, test.alternative,
-            getattr(test, "test", "sign-flip"), statistic))
-    ev = c.ctx.regime_evidence
-    if ev.psi is not None and ev.phi_table is not None and len(ev.phi_table):
-        table = ev.phi_table
-        grid = np.linspace(0.0, float(table.phi.max()) * 1.05 + 1e-9, 200)
-        draws = [r for p in c.data.pairs for r in p.draws.run_id.astype(str)]
-        out["psi"] = FigureFile(names(c.regime, c.policy, "psi"), figs.psi_claim(
-            table, grid, np.asarray(ev.psi.predict(grid), dtype=float), float(ev.psi.eps_cal),
-            c.policy, [str(p.policy_run) for p in c.data.pairs], draws))
-    return out
+def _per_seed_frame(rows: list[dict]) -> pd.DataFrame:
+    table = pd.DataFrame(rows)
+    for col in _NUMERIC_PER_SEED:
+        if col in table:
+            table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
+    return table
 
 
-def build_figures(result, audit: dict) -> dict:
-    """``{"claims": [{kind: FigureFile}], "regimes": {regime: {kind: FigureFile}},
+def _claim_figure(kind: str, claim: dict, regime: dict) -> figs.Figure:
+    data = claim["figure_data"]
+    if kind == "v_per_seed":
+        return figs.v_per_seed(_per_seed_frame(claim["per_seed"]), claim["policy"])
+    if kind == "null":
+        return figs.null_distribution(data["null"])
+    if kind == "psi":
+        psi = regime["figure_data"]["psi"]
+        table = pd.DataFrame({"run_id": psi["run_id"],
+                              "phi": np.asarray(psi["phi"], dtype=float),
+                              "vex": np.asarray(psi["vex"], dtype=float)})
+        return figs.psi_claim(table, np.asarray(psi["grid_phi"], dtype=float),
+                              np.asarray(psi["grid_psi"], dtype=float), float(psi["eps_cal"]),
+                              claim["policy"], data["psi"]["policy_runs"],
+                              data["psi"]["draw_runs"])
+    if kind == "exposure":
+        exp = regime["figure_data"]["exposure"]
+        runs = pd.DataFrame({k: exp[k] for k in ("run_id", "role", "policy")})
+        for k in ("exposure_requests", "violation_rate"):
+            runs[k] = np.array([np.nan if v is None else v for v in exp[k]], dtype=float)
+        return figs.exposure_scatter(runs, exp["r2"])
+    raise ValueError(f"unknown figure kind {kind!r}")
+
+
+def _mechanisms(doc: dict) -> dict:
+    return {m: t for m, t in (doc.get("transfer") or {}).items() if isinstance(t, dict)}
+
+
+def build_figures(doc: dict) -> dict:
+    """Every figure the document names, drawn from its figure data:
+    ``{"claims": [{kind: FigureFile}], "regimes": {regime: {kind: FigureFile}},
     "transfer": FigureFile | None}``."""
-    names = _Names()
-    claims = [_claim_figures(c, result.seed, names) for c in result.claims]
-    regimes: dict = {}
-    for c in result.claims:
-        if c.regime in regimes:
-            continue
-        regimes[c.regime] = {}
-        ev = c.ctx.regime_evidence
-        runs = ev.runs[ev.runs.role != "no_sync"]
-        if len(runs) and np.isfinite(runs.exposure_requests.astype(float)).any():
-            reg = ev.exposure[0]
-            regimes[c.regime]["exposure"] = FigureFile(
-                names(c.regime, "exposure"),
-                figs.exposure_scatter(runs, None if reg is None else float(reg.r_squared)))
-    mechanisms = {m: t for m, t in (audit.get("transfer") or {}).items() if isinstance(t, dict)}
-    transfer = FigureFile(names("transfer"), figs.transfer(mechanisms)) if mechanisms else None
+    claims, regimes = [], {}
+    for c in doc["claims"]:
+        regime = doc["regimes"][c["regime"]]
+        mine = {}
+        for kind, path in c["figures"].items():
+            if kind in FIGURE_KINDS:
+                mine[kind] = FigureFile(path, _claim_figure(kind, c, regime))
+            elif c["regime"] not in regimes or kind not in regimes[c["regime"]]:
+                regimes.setdefault(c["regime"], {})[kind] = FigureFile(
+                    path, _claim_figure(kind, c, regime))
+        regimes.setdefault(c["regime"], {})
+        claims.append(mine)
+    path = doc.get("transfer_figure")
+    transfer = FigureFile(path, figs.transfer(_mechanisms(doc))) if path else None
     return {"claims": claims, "regimes": regimes, "transfer": transfer}
 
 
-def _figure_paths(figures: dict) -> list[FigureFile]:
+def _figure_files(figures: dict) -> list[FigureFile]:
     out = [f for claim in figures["claims"] for f in claim.values()]
     out += [f for reg in figures["regimes"].values() for f in reg.values()]
     if figures["transfer"] is not None:
@@ -134,20 +130,16 @@ def _figure_paths(figures: dict) -> list[FigureFile]:
 
 # ------------------------------------------------------------------------------------ view
 
-def _load_match(c, protocol) -> dict:
-    spec = protocol.checks.get("load_match")
-    if spec is None:
-        return {"reason": "load matching is not part of this protocol", "rows": [], "bad": []}
-    table = c.ctx.load_match_table(spec)
-    if isinstance(table, str):
-        return {"reason": table, "rows": [], "bad": []}
-    rows = table.to_dict("records")
+def _load_match(claim: dict) -> dict:
+    """The page's view of the document's load-match rows (each table capped at
+    MAX_TABLE_ROWS rows)."""
+    lm = claim.get("load_match") or {"reason": "", "rows": []}
+    if lm["reason"]:
+        return {"reason": lm["reason"], "rows": [], "bad": []}
+    rows = lm["rows"]
     bad = [r for r in rows if not r["passed"]]
-    runs = table.groupby("run_id", sort=False).passed.all()
-    summary = (f"{int(runs.sum())} of {len(runs)} runs load-matched to their seed's no-sync "
-               f"run; {len(bad)} quantit{'y' if len(bad) == 1 else 'ies'} outside tolerance")
     return {"reason": "", "rows": rows[:MAX_TABLE_ROWS], "bad": bad[:MAX_TABLE_ROWS],
-            "summary": summary, "rows_left_out": max(0, len(rows) - MAX_TABLE_ROWS),
+            "summary": lm["summary"], "rows_left_out": max(0, len(rows) - MAX_TABLE_ROWS),
             "bad_left_out": max(0, len(bad) - MAX_TABLE_ROWS)}
 
 
@@ -158,10 +150,10 @@ def _checks_summary(checks: list[dict]) -> str:
     return (f"{len(checks)} checks: {n_pass} passed, {n_fail} failed, {n_na} not evaluable")
 
 
-def _view(result, audit: dict, figures: dict, embed: bool) -> dict:
+def _view(audit: dict, figures: dict, embed: bool) -> dict:
     heads = headlines(audit)
     claims = []
-    for i, (c, d, head) in enumerate(zip(result.claims, audit["claims"], heads)):
+    for i, (d, head) in enumerate(zip(audit["claims"], heads)):
         gain = d.get("mean_diff")
         checks = [dict(ch, found=honest(ch.get("found"), gain)) for ch in d.get("checks", [])]
         per_seed = d.get("per_seed") or []
@@ -179,8 +171,8 @@ def _view(result, audit: dict, figures: dict, embed: bool) -> dict:
             "per_seed": per_seed,
             "per_seed_summary": (f"{len(per_seed)} seeds: the policy has a lower V than its "
                                  f"draws' mean in {wins}"),
-            "load_match": _load_match(c, result.protocol),
-            "regime_info": audit.get("regimes", {}).get(c.regime, {}),
+            "load_match": _load_match(d),
+            "regime_info": audit.get("regimes", {}).get(d["regime"], {}),
         })
     regimes = []
     for regime, info in sorted(audit.get("regimes", {}).items()):
@@ -194,8 +186,7 @@ def _view(result, audit: dict, figures: dict, embed: bool) -> dict:
         "audit": audit, "prov": audit.get("provenance", {}), "heads": heads,
         "claims": claims, "regimes": regimes, "tiers": audit["protocol"]["tiers"],
         "states": STATES, "exclusions": exclusions, "transfer_cols": TRANSFER_COLUMNS,
-        "drain_notes": figs.drain_curve_notes(
-            {m: t for m, t in (audit.get("transfer") or {}).items() if isinstance(t, dict)}),
+        "drain_notes": figs.drain_curve_notes(_mechanisms(audit)),
         "transfer_fig": None if transfer is None else (
             transfer, transfer.data_uri if embed else transfer.path),
     }
@@ -230,14 +221,14 @@ def _skipped(check: dict, head) -> bool:
     return any(r.tier == check.get("tier") and r.state == "skipped" for r in head.ladder)
 
 
-def render_html(result, audit: dict, figures: dict, template_dir=None) -> str:
+def render_html(audit: dict, figures: dict, template_dir=None) -> str:
     env = template_env(autoescape=True, template_dir=template_dir)
-    return env.get_template("report.html.j2").render(**_view(result, audit, figures, True))
+    return env.get_template("report.html.j2").render(**_view(audit, figures, True))
 
 
-def render_md(result, audit: dict, figures: dict, template_dir=None) -> str:
+def render_md(audit: dict, figures: dict, template_dir=None) -> str:
     env = template_env(autoescape=False, template_dir=template_dir)
-    text = env.get_template("report.md.j2").render(**_view(result, audit, figures, False))
+    text = env.get_template("report.md.j2").render(**_view(audit, figures, False))
     if len(text) > MD_LIMIT:
         cut = text.rfind("\n", 0, MD_LIMIT - 200)
         text = text[:cut] + ("\n\n_(truncated to fit a pull-request comment; the full report "
@@ -247,35 +238,14 @@ def render_md(result, audit: dict, figures: dict, template_dir=None) -> str:
 
 # ----------------------------------------------------------------------------------- write
 
-def build_report(result, template_dir=None) -> dict[str, bytes]:
-    """Every file of the report, ``{relative path: bytes}``; sets ``result.figures`` and
-    ``result.files``."""
-    from evalkit.audit import canonical_json
-
-    audit = result.to_dict()
-    audit["provenance"] = provenance(result)
-    figures = build_figures(result, audit)
-    result.figures = {}
-    for c, d, fig in zip(result.claims, audit["claims"], figures["claims"]):
-        paths = {kind: f.path for kind, f in fig.items()}
-        paths.update({kind: f.path for kind, f in
-                      figures["regimes"].get(c.regime, {}).items()})
-        d["figures"] = dict(sorted(paths.items()))
-        result.figures.update({f"{c.regime}\0{c.policy}/{k}": v for k, v in paths.items()})
-    if figures["transfer"] is not None:
-        audit["transfer_figure"] = figures["transfer"].path
-    files = {f.path: f.figure.png for f in _figure_paths(figures)}
-    files["audit.json"] = canonical_json(audit).encode("utf-8")
-    files["report.md"] = render_md(result, audit, figures, template_dir).encode("utf-8")
-    files["report.html"] = render_html(result, audit, figures, template_dir).encode("utf-8")
-    result.files = {"html": "report.html", "md": "report.md", "json": "audit.json",
-                    "figures": sorted(f.path for f in _figure_paths(figures))}
+def render(document: dict, template_dir=None) -> dict[str, bytes]:
+    """Every file of the report of an audit document, ``{relative path: bytes}``: the
+    figures it names, audit.json (the document itself), report.md and report.html.  A pure
+    function of the document: it reads no run and no file but the templates."""
+    figures = build_figures(document)
+    files = {f.path: f.figure.png for f in _figure_files(figures)}
+    # the document's floats are rounded already (its figure data on purpose not)
+    files["audit.json"] = canonical_json(document, digits=None).encode("utf-8")
+    files["report.md"] = render_md(document, figures, template_dir).encode("utf-8")
+    files["report.html"] = render_html(document, figures, template_dir).encode("utf-8")
     return files
-
-
-def write_reports(result, out_dir: Path, template_dir=None):
-    """Build the report and publish it into ``out_dir`` (see :mod:`evalkit.report.publish`)."""
-    from evalkit.report.publish import publish
-
-    files = build_report(result, template_dir)
-    return publish(out_dir, files)

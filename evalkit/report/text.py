@@ -10,14 +10,12 @@ that starts a line, also escapes a leading list, heading or quote marker.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 
 import numpy as np
 
 MD_NAME_LIMIT = 120       # characters of a user string shown in report.md / page headings
-FILE_PART_LIMIT = 40      # characters of a name kept in a figure file name
 
 _MD_SPECIAL = frozenset("\\`*_{}[]()<>#!|~&$@")
 # bidi overrides / isolates and zero-width characters that can disguise text
@@ -88,17 +86,6 @@ def p_value(p) -> str:
     p = float(p)
     return f"{p:.3g}" if p < 1 else "1"
 
-
-def file_part(name: str, limit: int = FILE_PART_LIMIT) -> str:
-    """A file-name-safe, length-capped part for ``name``: the name itself when it is short
-    and safe, else a readable prefix plus a hash of the full name (distinct names stay
-    distinct; a 5,000-character policy name still gives a short file name)."""
-    name = str(name)
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "x"
-    if slug == name and len(slug) <= limit:
-        return slug
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{slug[:limit].rstrip('-.')}-{digest}"
 
 
 # A negative or zero G cannot be "within the calibration error": there is nothing to explain.

@@ -12,12 +12,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalkit import __version__
+from evalkit import __version__, jsonio
 from evalkit.errors import InputError, from_os_error
 from evalkit.fileread import check_regular, read_bounded
 from evalkit.fsutil import fsync_dir, fsync_tree
@@ -67,20 +66,10 @@ def empty_frame(name: str) -> pd.DataFrame:
     return pd.DataFrame({c.name: pd.Series(dtype=_PANDAS[c.kind]) for c in TABLES[name]})
 
 
-def _json_default(obj):
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
 def dump_json(obj, path: Path) -> None:
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    """run.json's layout: sorted keys, ASCII, NaN/inf as null (strict JSON), and a TypeError
+    for a value that is not data."""
+    jsonio.dump_json(obj, path, strict=True, ensure_ascii=True)
 
 
 def check_run_id(run_id: str) -> str:

@@ -9,34 +9,14 @@ from collections.abc import Mapping
 import numpy as np
 
 from evalkit.errors import InputError
+from evalkit.jsonio import to_jsonable
 
 
 def json_safe(value):
-    """Convert numpy scalars/arrays, dataclasses and non-finite floats to JSON-safe values.
-
-    NaN and +-inf become ``None`` (strict JSON has neither); every result that can hold a
-    non-finite number also carries a text field saying why.
-    """
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if hasattr(value, "to_dict"):
-            return value.to_dict()
-        return {f.name: json_safe(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [json_safe(v) for v in value.tolist()]
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    if value is None or isinstance(value, (int, str)):
-        return value
-    return str(value)
+    """JSON-safe values (:func:`evalkit.jsonio.to_jsonable`, unrounded): NaN and +-inf become
+    ``None``; every result that can hold a non-finite number also carries a text field saying
+    why."""
+    return to_jsonable(value)
 
 
 class ResultMixin:

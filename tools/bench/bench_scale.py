@@ -208,12 +208,15 @@ def audit_phases(store: str, out: str) -> int:
     claims = evaluate_claims(campaign, assemble_claims(campaign, baseline_policies=baselines),
                              proto, seed=0)
     mark("claims (incl. scipy.stats/sklearn/statsmodels imports)")
-    from evalkit.report.render import write_reports
+    from evalkit.report.publish import publish
+    from evalkit.report.render import render
     mark("import matplotlib, jinja2")
     result = AuditResult(protocol=proto, seed=0, campaign=campaign, claims=claims)
     Path(out).mkdir(parents=True, exist_ok=True)
     result.out_dir = Path(out)
-    write_reports(result, Path(out))
+    document = result.to_dict()
+    mark("audit document (figure data, load-match rows, provenance)")
+    publish(Path(out), render(document))
     mark("reports (4 figures, HTML, Markdown, audit.json)")
     for (_, w0, c0), (name, w1, c1) in zip(marks, marks[1:]):
         print(f"  phase {name:56s} {w1 - w0:6.2f} s wall {c1 - c0:6.2f} s CPU")

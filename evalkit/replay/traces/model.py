@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular
 from evalkit.fsutil import atomic_write   # fsync + rename; mode from the umask
+from evalkit.jsonio import to_jsonable
 
 COLUMNS = ("request_id", "arrival_s", "prompt_tokens", "output_tokens")
 FORMAT_VERSION = 1
@@ -110,7 +111,7 @@ class Trace:
         digest = self.sha256
         table = pa.Table.from_pandas(self.requests[list(COLUMNS)], preserve_index=False)
         payload = {"format": FORMAT_VERSION, "name": self.name, "sha256": digest,
-                   "meta": _jsonable(self.meta)}
+                   "meta": to_jsonable(self.meta)}
         table = table.replace_schema_metadata({META_KEY: json.dumps(payload).encode()})
         atomic_write(path, lambda tmp: pq.write_table(table, tmp))
         return digest
@@ -242,17 +243,3 @@ def read_trace(path, *, sort: bool = False) -> Trace:
                          fix="re-create the trace with `evalkit trace import/generate`")
     return trace
 
-
-def _jsonable(obj):
-    """Convert numpy scalars/arrays inside ``obj`` to plain JSON types."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj

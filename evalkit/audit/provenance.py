@@ -7,13 +7,14 @@ is named by its folder), else the input's base name.
 The input fingerprint is the SHA-256 of the per-run table the audit read (every run's id,
 role, policy, seed, V, K, exposure and load quantities, in run-id order) and of the excluded
 runs: two audits with the same fingerprint saw the same evidence, wherever the files lay.
+Computed where the runs are read (the run.json of each run as the campaign parsed it); the
+report only prints it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import PurePosixPath, PureWindowsPath
 
 from evalkit import __version__
 
@@ -34,11 +35,10 @@ def _campaign_stem(path: str) -> str:
 def campaign_name(campaign) -> tuple[str, str]:
     """(name, where it came from): the campaign file's stem(s) or the input's base name."""
     stems = set()
-    for run_dir in getattr(campaign, "_dirs", {}).values():
+    for run_id in campaign.run_ids:
         try:
-            meta = json.loads((Path(run_dir) / "run.json").read_text())
-            path = meta["settings"]["requested"]["campaign"]
-        except (OSError, ValueError, KeyError, TypeError):
+            path = campaign.meta(run_id)["settings"]["requested"]["campaign"]
+        except (KeyError, TypeError):
             continue
         if isinstance(path, str) and path:
             stems.add(_campaign_stem(path))
@@ -62,13 +62,12 @@ def input_fingerprint(campaign) -> str:
     return h.hexdigest()
 
 
-def provenance(result) -> dict:
-    name, source = campaign_name(result.campaign)
-    proto = result.protocol
+def provenance(campaign, proto) -> dict:
+    name, source = campaign_name(campaign)
     return {
         "campaign": name, "campaign_source": source,
         "protocol": proto.name, "protocol_version": proto.version,
         "protocol_sha256": proto.sha256, "evalkit_version": __version__,
-        "input_fingerprint": input_fingerprint(result.campaign),
+        "input_fingerprint": input_fingerprint(campaign),
         "input_fingerprint_of": "per-run table of the audited runs and the excluded runs",
     }

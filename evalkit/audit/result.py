@@ -1,0 +1,198 @@
+"""The audit document (``audit.json``): what every claim reached and why, complete enough to
+present without the runs.
+
+:class:`AuditResult` holds the live evaluation; :meth:`AuditResult.to_dict` is the document,
+the one thing that crosses from deciding to presenting.  Besides the claims, checks and tiers
+it holds the provenance (computed here, where the runs were read), the data every figure draws
+(:mod:`evalkit.audit.figure_data`) with the figure file names, and each claim's load-match
+rows.  ``schema`` names its version (:data:`SCHEMA`); a reader refuses any other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit import __version__
+from evalkit.audit.campaign import Campaign, assemble_claims, load_campaign
+from evalkit.audit.claims import ClaimResult, evaluate_claims
+from evalkit.audit.figure_data import (claim_figure_data, figure_paths, load_match_rows,
+                                       regime_figure_data)
+from evalkit.audit.plan_checks import NOT_PRE_REGISTERED, campaign_plan
+from evalkit.audit.protocol import Protocol, load_protocol
+from evalkit.audit.provenance import provenance
+from evalkit.errors import InputError
+from evalkit.jsonio import AUDIT_SCHEMA, FLOAT_DIGITS, canonical_json, to_jsonable
+from evalkit.runlog.plan import plan_sha256
+
+__all__ = ["SCHEMA", "AuditResult", "audit_campaign", "document_files"]
+
+SCHEMA = AUDIT_SCHEMA     # the document's layout; `evalkit report` reads only this one
+
+
+@dataclass
+class AuditResult:
+    protocol: Protocol
+    seed: int
+    campaign: Campaign
+    claims: list[ClaimResult]
+    out_dir: Path | None = None
+    document: dict | None = None     # to_dict() as published (set when the report is written)
+    published: object = None         # report.publish.Published after writing
+
+    @property
+    def alpha(self) -> float:
+        return self.protocol.alpha
+
+    @property
+    def verdict(self) -> str:
+        """One line: the tier each claim reached."""
+        return "; ".join(f"{c.regime}/{c.policy}: {c.tier or 'no tier'}" for c in self.claims)
+
+    def claim(self, policy: str, regime: str | None = None) -> ClaimResult:
+        found = [c for c in self.claims if c.policy == policy
+                 and (regime is None or c.regime == regime)]
+        if not found:
+            have = ", ".join(f"{c.regime}/{c.policy}" for c in self.claims)
+            raise InputError(f"no claim for policy {policy!r}"
+                             + (f" in regime {regime!r}" if regime else ""),
+                             column="policy", fix=f"claims in this campaign: {have}")
+        if len(found) > 1:
+            raise InputError(f"policy {policy!r} has claims in several regimes ("
+                             + ", ".join(c.regime for c in found) + ")", column="regime",
+                             fix="pick one with --regime")
+        return found[0]
+
+    def _scrub(self, text: str) -> str:
+        root = self.campaign.runs_dir
+        if root is not None:
+            text = text.replace(str(root.resolve()), self.campaign.input_name)
+            text = text.replace(str(root), self.campaign.input_name)
+        return text
+
+    def to_dict(self) -> dict:
+        """The audit document: plain JSON values, floats to FLOAT_DIGITS significant digits
+        (the figure data unrounded), the runs directory's path replaced by the input's
+        name."""
+        claims, drawn = [], {"claims": [], "regimes": {}}
+        for c in self.claims:
+            d = c.to_dict()
+            d["load_match"] = load_match_rows(c, self.protocol)
+            claims.append(d)
+            drawn["claims"].append(claim_figure_data(c, self.seed))
+        regimes = {}
+        for c in self.claims:
+            if c.regime not in regimes:
+                regimes[c.regime] = _regime_dict(c.ctx.regime_evidence)
+                drawn["regimes"][c.regime] = regime_figure_data(c.ctx.regime_evidence)
+        transfer = {}
+        for name, spec in sorted(self.protocol.checks.items()):
+            if "mechanism" in spec.params and self.claims:
+                try:
+                    got = self.claims[0].ctx.transfer(spec)
+                except Exception as exc:  # reported, and the transfer checks fail on it too
+                    got = f"failed: {type(exc).__name__}: {exc}"
+                transfer[spec["mechanism"]] = got
+        out = {
+            "schema": SCHEMA,
+            "transfer": transfer,
+            "evalkit_version": __version__,
+            "protocol": self.protocol.to_dict(),
+            "alpha": self.protocol.alpha,
+            "alternative": self.protocol.alternative,
+            "seed": self.seed,
+            "input": {"name": self.campaign.input_name, "kind": self.campaign.source,
+                      "n_runs": int(len(self.campaign.runs)),
+                      "excluded": self.campaign.excluded},
+            "notes": self.campaign.notes,
+            "pre_registration": _pre_registration(self.campaign),
+            "provenance": provenance(self.campaign, self.protocol),
+            "regimes": regimes,
+            "claims": claims,
+        }
+        out = self._plain(out, FLOAT_DIGITS)
+        # figure data unrounded: a drawing moves with the last bits of its coordinates, and a
+        # re-rendered report must draw the same pixels as the first
+        drawn = self._plain(drawn, None)
+        for d, data in zip(out["claims"], drawn["claims"]):
+            d["figure_data"] = data
+        for regime, data in drawn["regimes"].items():
+            out["regimes"][regime]["figure_data"] = data
+        _name_figures(out)
+        return out
+
+    def _plain(self, obj, digits):
+        return json.loads(self._scrub(json.dumps(to_jsonable(obj, digits))))
+
+    def to_json(self) -> str:
+        # rounded already where the document rounds (its figure data on purpose not)
+        return canonical_json(self.to_dict(), digits=None)
+
+
+    @property
+    def files(self) -> dict:
+        """The report's files, relative to out_dir: ``{html, md, json, figures: [paths]}``."""
+        return document_files(self.document if self.document is not None else self.to_dict())
+
+
+def document_files(doc: dict) -> dict:
+    """The files a report of the document consists of, relative to its directory."""
+    figures = {p for c in doc["claims"] for p in c["figures"].values()}
+    if doc.get("transfer_figure"):
+        figures.add(doc["transfer_figure"])
+    return {"html": "report.html", "md": "report.md", "json": "audit.json",
+            "figures": sorted(figures)}
+
+
+def _regime_dict(ev) -> dict:
+    psi = ev.psi
+    reg, reg_reason = ev.exposure
+    return {
+        "psi": None if psi is None else {
+            "eps_cal": psi.eps_cal, "eps_cal_loso": psi.eps_cal_loso,
+            "n_runs": len(ev.phi_table)},
+        "psi_reason": ev.psi_reason,
+        "exposure_regression": None if reg is None else {
+            "r2": reg.r_squared, "slope": reg.slope, "p_value": reg.p_value,
+            "n_runs": reg.n, "explains_v": bool(reg.explains_v),
+            "threshold": reg.threshold},
+        "exposure_reason": reg_reason,
+    }
+
+
+def _name_figures(doc: dict) -> None:
+    """Set each claim's ``figures`` ({kind: path}, its regime's figures included) and
+    ``transfer_figure`` from the figure data the document holds."""
+    mechanisms = any(isinstance(t, dict) for t in doc["transfer"].values())
+    per_claim, per_regime, transfer = figure_paths(doc["claims"], doc["regimes"], mechanisms)
+    for c, paths in zip(doc["claims"], per_claim):
+        c["figures"] = dict(sorted({**paths, **per_regime[c["regime"]]}.items()))
+    if transfer is not None:
+        doc["transfer_figure"] = transfer
+
+
+def _pre_registration(campaign) -> dict:
+    """Whether the runs follow a campaign plan (the plan checks verify it) and its hash."""
+    plan = campaign_plan(campaign)
+    if plan is None:
+        return {"pre_registered": False, "plan_sha256": None, "text": NOT_PRE_REGISTERED}
+    sha = plan_sha256(plan)
+    return {"pre_registered": True, "plan_sha256": sha,
+            "text": f"pre-registered (plan {sha[:12]}, created {plan['created_at']})"}
+
+
+def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
+                   max_tier: str | None = None, walk_above: str | None = None) -> AuditResult:
+    """Evaluate a campaign without writing anything (``max_tier``, ``walk_above``: see
+    evaluate_claims)."""
+    proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
+    proto = proto.with_alpha(alpha)
+    campaign = load_campaign(input_path)
+    baselines = sorted({pol for spec in proto.checks.values()
+                        if spec.name in ("fixed_cadence_baseline", "deferral_baseline")
+                        for pol in spec["policies"]})
+    claims = assemble_claims(campaign, baseline_policies=baselines)
+    return AuditResult(protocol=proto, seed=int(seed), campaign=campaign,
+                       claims=evaluate_claims(campaign, claims, proto, seed=int(seed),
+                                              max_tier=max_tier, walk_above=walk_above))

@@ -1,0 +1,24 @@
+"""The composition of the two layers: audit a campaign, then publish the report of its
+document.  The audit never imports the report, and the report reads only the document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalkit.audit.result import AuditResult, audit_campaign
+from evalkit.report.publish import publish
+from evalkit.report.render import render
+
+__all__ = ["run_audit"]
+
+
+def run_audit(input_path, out_dir, protocol=None, alpha=None, seed: int = 0) -> AuditResult:
+    """Audit ``input_path`` and publish report.html, report.md, audit.json and figures into
+    ``out_dir`` atomically, leaving files evalkit did not write in place."""
+    result = audit_campaign(input_path, protocol=protocol, alpha=alpha, seed=seed)
+    result.document = result.to_dict()
+    # built in a temporary directory beside out_dir, then swapped in (report/publish.py)
+    result.published = publish(Path(out_dir), render(result.document))
+    result.out_dir = Path(out_dir)
+    return result
