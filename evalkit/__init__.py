@@ -4,15 +4,14 @@
 ``audit_campaign(input_path)`` evaluates without writing; ``load_protocol(name_or_path)``.
 """
 
-__version__ = "0.1.0"
+from evalkit.version import __version__  # noqa: F401
 
 _ENTRY_POINTS = {"run_audit": "evalkit.compose", "audit_campaign": "evalkit.audit.result",
                  "load_protocol": "evalkit.audit.protocol"}
 
 
 def __getattr__(name):
-    # loaded on first use: every module imports __version__ from here, and `evalkit --help`
-    # must not load pandas (the audit's dependencies)
+    # loaded on first use: `evalkit --help` must not load pandas (the audit's dependencies)
     if name in _ENTRY_POINTS:
         import importlib
 

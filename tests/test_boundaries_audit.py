@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.audit import AuditResult, _normalise, audit_campaign, canonical_json, run_audit
+from evalkit.audit import AuditResult, _normalise, audit_campaign, canonical_json
+from evalkit.compose import run_audit
 from evalkit.audit.campaign import (ClaimData, SeedPair, assemble_claims, load_campaign)
 from evalkit.audit.protocol import (CHECK_PARAMS, find_key_line, load_protocol,
                                     parse_protocol)

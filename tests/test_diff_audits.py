@@ -130,7 +130,7 @@ def oracle_audit(tmp_path_factory):
     """audit.json of the real_oracle fixture campaign (claims at two different tiers)."""
     from tests.conftest import REPO
 
-    from evalkit.audit import run_audit
+    from evalkit.compose import run_audit
 
     out = tmp_path_factory.mktemp("gate") / "report"
     run_audit(REPO / "fixtures" / "campaigns" / "real_oracle", out, seed=0)

@@ -12,8 +12,8 @@ from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.replay.policies.context import derived_seed
 from evalkit.replay.sweep import run_campaign
-from evalkit.runlog.plan import (PLAN_FILE, freeze_plan, plan_sha256, read_plan, same_campaign,
-                                 write_plan)
+from evalkit.replay.plan import freeze_plan
+from evalkit.runlog.plan import PLAN_FILE, plan_sha256, read_plan, same_campaign, write_plan
 from tests.support.reliability_tools import TINY_CAMPAIGN
 
 TINY = TINY_CAMPAIGN.format(seeds=2, draws=2)

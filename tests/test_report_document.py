@@ -192,16 +192,11 @@ REPORT_MAY_IMPORT_FROM_AUDIT = {"evalkit.audit.wording", "evalkit.audit.protocol
                                 "evalkit.audit.tiers"}
 
 
-# `evalkit.audit.run_audit` (a public name from before the composition moved up) resolves
-# lazily to evalkit.compose: the one way the audit package reaches above itself
-AUDIT_COMPAT_SHIM = REPO / "evalkit" / "audit" / "__init__.py"
-
-
 def test_the_audit_never_imports_the_report_and_the_report_only_tier_semantics():
     for path in sorted((REPO / "evalkit" / "audit").rglob("*.py")):
         upward = {m for m in _evalkit_imports(path) if m.startswith("evalkit.report")
                   or m == "evalkit.compose"}
-        assert upward <= ({"evalkit.compose"} if path == AUDIT_COMPAT_SHIM else set()), path
+        assert not upward, path
     for path in sorted((REPO / "evalkit" / "report").rglob("*.py")):
         from_audit = {m for m in _evalkit_imports(path)
                       if m == "evalkit.audit" or m.startswith("evalkit.audit.")}
@@ -234,7 +229,8 @@ def test_run_audit_is_one_function_under_its_public_names():
     import evalkit.audit
     import evalkit.compose
 
-    assert evalkit.run_audit is evalkit.audit.run_audit is evalkit.compose.run_audit
+    assert evalkit.run_audit is evalkit.compose.run_audit
     assert evalkit.audit_campaign is evalkit.audit.audit_campaign
+    assert not hasattr(evalkit.audit, "run_audit")     # the composition is not the audit's
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        evalkit.audit.nope    # noqa: B018 (the lazy names do not swallow unknown ones)
+        evalkit.nope    # noqa: B018 (the lazy names do not swallow unknown ones)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.audit import run_audit
+from evalkit.compose import run_audit
 
 REQUIRED_CLAIM_KEYS = {"regime", "policy", "baseline", "n_seeds", "wins", "mean_diff", "ci",
                        "p_one_sided", "p_two_sided", "exact", "min_p", "tier", "oracle",

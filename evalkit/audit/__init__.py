@@ -13,21 +13,10 @@ from evalkit.audit.result import SCHEMA, AuditResult, audit_campaign
 from evalkit.jsonio import FLOAT_DIGITS, canonical_json
 from evalkit.jsonio import to_jsonable as _to_jsonable
 
-__all__ = ["AuditResult", "Protocol", "load_protocol", "run_audit", "audit_campaign",
+__all__ = ["AuditResult", "Protocol", "load_protocol", "audit_campaign",
            "canonical_json", "SCHEMA", "FLOAT_DIGITS"]
 
 
 def _normalise(obj):
     """JSON-safe, rounded, platform-stable values (NaN/inf -> None): the document's floats."""
     return _to_jsonable(obj, FLOAT_DIGITS)
-
-
-def __getattr__(name):
-    # `evalkit.audit.run_audit` stays importable for existing callers; the composition
-    # (audit, then publish the report) lives above both layers, in evalkit.compose, so it is
-    # resolved on first use rather than imported by the audit layer.
-    if name == "run_audit":
-        import evalkit.compose
-
-        return evalkit.compose.run_audit
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

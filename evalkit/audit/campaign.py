@@ -25,7 +25,7 @@ from evalkit.errors import InputError
 from evalkit.names import normalise_name
 from evalkit.runlog.design import DESIGN_COLUMNS
 from evalkit.runlog.io import read_columns
-from evalkit.runlog.table import is_summary_table, read_summary_table
+from evalkit.runlog.table import SYNTH_NOTE, is_summary_table, read_summary_table
 
 RUN_COLUMNS = (
     "run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend", "oracle",
@@ -219,8 +219,6 @@ def _from_runs_dir(path: Path) -> Campaign:
 
 def _synthesised(meta: dict) -> bool:
     """A run `evalkit import summary-table` wrote: its requests are made up from aggregates."""
-    from evalkit.interop.summary_table import SYNTH_NOTE
-
     notes = meta.get("notes")
     notes = notes if isinstance(notes, list) else [notes]
     return meta.get("backend") == "import" and any(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import PurePosixPath, PureWindowsPath
 
-from evalkit import __version__
+from evalkit.version import __version__
 
 
 GENERIC_STEMS = frozenset({"campaign", "campaigns", "config", "sweep"})

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit import __version__
+from evalkit.version import __version__
 from evalkit.audit.campaign import Campaign, assemble_claims, load_campaign
 from evalkit.audit.claims import ClaimResult, evaluate_claims
 from evalkit.audit.figure_data import (claim_figure_data, figure_paths, load_match_rows,

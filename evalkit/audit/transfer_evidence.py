@@ -15,6 +15,8 @@ import pandas as pd
 
 from evalkit.errors import NotEstimable
 from evalkit.runlog.metrics import overlaps_windows, union_windows
+from evalkit.stats.transfer import (FALLBACK, MIN_BIN_REQUESTS, PAIRED, guard_band_transfer,
+                                    paired_transfer)
 
 ARRIVAL_TOL_S = 1e-3        # a pair must share the scheduled arrival to this tolerance
 MIN_MATCHED_SHARE = 0.9     # a run whose requests match its no-sync run less than this: unpaired
@@ -131,8 +133,6 @@ class TransferEvidence:
             return (f"not evaluable: needs both harness ({'/'.join(harness_backends)}) and real "
                     f"({'/'.join(real_backends)}) runs; campaign has "
                     f"{'/'.join(sorted(backends)) or 'none'}")
-        from evalkit.stats.transfer import (FALLBACK, PAIRED, guard_band_transfer,
-                                                   paired_transfer)
 
         h_paired, h_fallback, h_notes = self._side(harness_backends)
         r_paired, r_fallback, r_notes = self._side(real_backends)
@@ -182,6 +182,7 @@ class TransferEvidence:
             "transfer_fraction_gm_ci": [res.transfer_gm_ci_low, res.transfer_gm_ci_high],
             "drain_curve": {"harness": [b.to_dict() for b in res.harness.drain_curve],
                             "real": [b.to_dict() for b in res.real.drain_curve]},
+            "drain_min_requests": MIN_BIN_REQUESTS,     # a lag bin is drawn from this many up
             "guard_band_s": {"harness": res.harness.guard_band_s,
                              "real": res.real.guard_band_s},
             "guard_band_measured": res.method == PAIRED,

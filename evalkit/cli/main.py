@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from evalkit import __version__
+from evalkit.version import __version__
 from evalkit.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
                             InputError, from_os_error)
 

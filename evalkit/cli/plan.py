@@ -24,7 +24,8 @@ def plan_group():
 def freeze_cmd(campaign, protocol, out):
     """Freeze CAMPAIGN's plan: every planned run, every draw's RNG seed, the protocol's hash,
     alpha, the alternative and the design.  An existing file is never overwritten."""
-    from evalkit.runlog.plan import freeze_plan, plan_sha256, write_plan
+    from evalkit.replay.plan import freeze_plan
+    from evalkit.runlog.plan import plan_sha256, write_plan
 
     if out.exists():
         raise InputError("the plan file exists already", file=str(out),

@@ -38,7 +38,7 @@ FIT_DIGITS = 10      # significant digits of every float in fit.json
               help="progress bar over the predictive replays (stderr)")
 def fit_cmd(runs_dir, out, report, regime, n_boot, seed, n_sims, progress):
     """Fit the sim backend's twin to the real runs in RUNS_DIR (one regime)."""
-    from evalkit import __version__
+    from evalkit.version import __version__
     from evalkit.replay.backends.sim.fit_check import fit_report
     from evalkit.replay.backends.sim.fit_data import load_real_runs
     from evalkit.replay.backends.sim.twin import Twin

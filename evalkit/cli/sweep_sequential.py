@@ -1,5 +1,5 @@
 """``evalkit sweep --until-decided``: option checks and output
-(:mod:`evalkit.replay.until_decided`)."""
+(:mod:`evalkit.compose.until_decided`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def until_decided_cmd(camp, out, until_decided: bool, max_seeds, batch, min_effe
                       check: bool, **sweep_kw) -> int:
     """Run the batches and print each one's verdicts; exit 0 (decided or not: the verdicts
     say which), 2 when runs failed or the options do not fit."""
-    from evalkit.replay.until_decided import sweep_until_decided
+    from evalkit.compose.until_decided import sweep_until_decided
 
     if not until_decided:
         raise InputError("--max-seeds and --batch apply to --until-decided only",

@@ -37,9 +37,8 @@ import pandas as pd
 from evalkit.errors import InputError
 from evalkit.interop._meta import default_run_id, import_meta
 from evalkit.runlog.io import write_run
-from evalkit.runlog.table import read_summary_table
+from evalkit.runlog.table import SYNTH_NOTE, read_summary_table
 
-SYNTH_NOTE = "synthesised from summary table"
 SLO_S = 1.0
 MERGE_S = 1.0
 COUNT_TOL = 1e-6

@@ -43,7 +43,8 @@ from evalkit.replay.runner import check_trace
 from evalkit.replay.store import (RunState, StoreLock,  # noqa: F401 - re-exported
                                   clean_leftovers, current_holders, existing_states,
                                   move_aside, run_state, scan_leftovers)
-from evalkit.runlog.plan import directory_plan, plan_sha256, publish_plan, read_plan
+from evalkit.replay.plan import directory_plan
+from evalkit.runlog.plan import plan_sha256, publish_plan, read_plan
 
 
 @dataclass

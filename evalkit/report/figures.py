@@ -250,20 +250,19 @@ MIN_DRAIN_BINS = 3          # usable bins a drain curve needs before it is drawn
 
 
 def _drain_groups(mechanisms: dict):
-    """``(label, bins)`` per mechanism and condition (harness/real) that has a bin list."""
+    """``(label, bins, min_n)`` per mechanism and condition (harness/real) that has a bin
+    list; ``min_n`` is the document's ``drain_min_requests`` (paired requests a bin needs)."""
     for mech, t in mechanisms.items():
         curve = t.get("drain_curve")
         groups = curve.items() if isinstance(curve, dict) else [("", curve)]
         for cond, bins in groups:
             if isinstance(bins, list):
-                yield f"{shorten(mech, 16)} {cond}".strip(), bins
+                yield f"{shorten(mech, 16)} {cond}".strip(), bins, t["drain_min_requests"]
 
 
-def _usable_points(bins: list) -> list[tuple]:
+def _usable_points(bins: list, min_n: int) -> list[tuple]:
     """(lag_mid, ratio, ci_low, ci_high) of the bins with a finite lag range, ratio and CI
-    and at least MIN_BIN_REQUESTS requests (a bin without its request count is not used)."""
-    from evalkit.stats.transfer import MIN_BIN_REQUESTS
-
+    and at least ``min_n`` requests (a bin without its request count is not used)."""
     pts = []
     for b in bins:
         if not isinstance(b, dict):
@@ -271,7 +270,7 @@ def _usable_points(bins: list) -> list[tuple]:
         lo, hi, ratio, c_lo, c_hi = (_finite(b.get(k)) for k in
                                      ("lag_lo", "lag_hi", "ratio", "ci_low", "ci_high"))
         n = _finite(b.get("n"))
-        if None in (lo, hi, ratio, c_lo, c_hi, n) or n < MIN_BIN_REQUESTS:
+        if None in (lo, hi, ratio, c_lo, c_hi, n) or n < min_n:
             continue
         pts.append(((lo + hi) / 2, ratio, c_lo, c_hi))
     return pts
@@ -283,8 +282,8 @@ def drain_curves(mechanisms: dict) -> dict[str, list[tuple]]:
     with at least MIN_DRAIN_BINS usable bins (:func:`_usable_points`); the others are named
     by :func:`drain_curve_notes`."""
     out = {}
-    for label, bins in _drain_groups(mechanisms):
-        pts = _usable_points(bins)
+    for label, bins, min_n in _drain_groups(mechanisms):
+        pts = _usable_points(bins, min_n)
         if len(pts) >= MIN_DRAIN_BINS:
             out[label] = pts
     return out
@@ -292,14 +291,12 @@ def drain_curves(mechanisms: dict) -> dict[str, list[tuple]]:
 
 def drain_curve_notes(mechanisms: dict) -> list[str]:
     """One sentence per drain curve too thin to draw, with its bin counts."""
-    from evalkit.stats.transfer import MIN_BIN_REQUESTS
-
     notes = []
-    for label, bins in _drain_groups(mechanisms):
-        usable = len(_usable_points(bins))
+    for label, bins, min_n in _drain_groups(mechanisms):
+        usable = len(_usable_points(bins, min_n))
         if bins and usable < MIN_DRAIN_BINS:
             notes.append(f"Drain curve {label} not drawn: {usable} of {len(bins)} lag bins hold "
-                         f">= {MIN_BIN_REQUESTS} paired requests with a CI, and a curve needs "
+                         f">= {min_n} paired requests with a CI, and a curve needs "
                          f">= {MIN_DRAIN_BINS} such bins")
     return notes
 

@@ -16,7 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalkit import __version__, jsonio
+from evalkit import jsonio
+from evalkit.version import __version__
 from evalkit.errors import InputError, from_os_error
 from evalkit.fileread import check_regular, read_bounded
 from evalkit.fsutil import fsync_dir, fsync_tree

@@ -36,6 +36,9 @@ import pandas as pd
 from evalkit.errors import InputError
 from evalkit.names import normalise_name
 
+# the first note of a run that `evalkit import table` synthesised from such a table
+SYNTH_NOTE = "synthesised from summary table"
+
 REQUIRED = ("policy", "seed", "violation_rate")
 # columns of `evalkit summarize` the audit uses when present: load match, design facts
 PASSTHROUGH = ("arrival_rate_achieved", "prompt_tokens_total", "output_tokens_total",

@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from evalkit import __version__
+from evalkit.version import __version__
 
 from .engine import Seq
 from .openai_api import (APIError, chunk, detokenize_request, logprobs_block, parse_chat,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.errors import InputError
-from evalkit.audit import audit_campaign
+from evalkit.audit.result import audit_campaign
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.sequential import protocol_min_effect, sequential_verdicts
 from evalkit.replay.campaign import Campaign, load_campaign, plan_campaign

@@ -1,5 +1,6 @@
-"""The composition of the two layers: audit a campaign, then publish the report of its
-document.  The audit never imports the report, and the report reads only the document.
+"""The compositions above the layers: audit a campaign, then publish the report of its
+document (``run_audit``; the audit never imports the report, and the report reads only the
+document), and sweep until the sequential audit decides (:mod:`evalkit.compose.until_decided`).
 """
 
 from __future__ import annotations

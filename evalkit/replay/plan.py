@@ -1,0 +1,98 @@
+"""A campaign's plan, built from the campaign (:mod:`evalkit.runlog.plan` is the plan file's
+format: hash, write once, read, compare): every planned run with its policy generator's
+seed, the campaign's settings and design, the protocol's hash, alpha and the alternative."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+from pathlib import Path
+
+from evalkit.audit.protocol import load_protocol
+from evalkit.errors import InputError
+from evalkit.replay.campaign import load_campaign, plan_campaign
+from evalkit.replay.policies.context import derived_seed
+from evalkit.runlog.plan import PLAN_FILE, SCHEMA, load_plan, same_campaign
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _campaign_settings(camp) -> dict:
+    return {"regime": camp.regime, "seeds": list(camp.seeds), "draws": camp.draws,
+            "horizon_s": camp.horizon_s, "merge_duration_s": camp.merge_duration_s,
+            "inner_step_s": camp.inner_step_s, "h_min": camp.h_min, "h_max": camp.h_max,
+            "min_gap_s": camp.min_gap_s, "max_gap_s": camp.max_gap_s, "slo": dict(camp.slo),
+            "trace": dict(camp.trace), "backend": camp.backend,
+            "backend_config": dict(camp.backend_config),
+            "policies": [{"label": p.label, "name": p.name, "params": dict(p.params),
+                          "draws": p.draws} for p in camp.policies]}
+
+
+def planned_runs(camp) -> list[dict]:
+    """Every run the campaign plans, with the seed of its policy generator."""
+    out = []
+    for job in plan_campaign(camp):
+        if job.kind == "no_sync":
+            label, cls, matched_to = "no_sync", "no_sync", None
+        elif job.kind == "policy":
+            label, cls, matched_to = job.policy.label, job.policy.name, None
+        else:
+            label, cls, matched_to = "matched_random", "matched_random", job.policy.label
+        # the sweep's policy_seed(spec): derived from (seed, role, matched_to, draw)
+        rng_seed = derived_seed(job.seed, "policy", job.kind, matched_to or "", job.draw or 0)
+        out.append({"run_id": job.run_id, "regime": camp.regime, "policy": label,
+                    "policy_class": cls, "role": job.kind, "seed": int(job.seed),
+                    "draw": job.draw, "matched_to": matched_to, "rng_seed": int(rng_seed)})
+    return out
+
+
+def plan_from_campaign(camp, protocol) -> dict:
+    """The plan of a loaded campaign (:class:`evalkit.replay.campaign.Campaign`) under a
+    loaded protocol (:class:`evalkit.audit.protocol.Protocol`)."""
+    lo, hi = camp.spec("plan", 0).gaps()
+    text = camp.text or ""
+    design = dict(getattr(camp, "design", None) or {"kind": "fixed", "max_seeds": None,
+                                                    "batch": None})
+    design["alpha"] = float(protocol.alpha)
+    return {
+        "schema": SCHEMA,
+        "campaign": {"name": camp.regime,
+                     "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                     "fingerprint": camp.fingerprint(),
+                     "settings": _campaign_settings(camp)},
+        "protocol": {"name": protocol.name, "version": int(protocol.version),
+                     "sha256": protocol.sha256},
+        "alpha": float(protocol.alpha), "alternative": protocol.alternative,
+        "design": {k: design.get(k) for k in ("kind", "alpha", "max_seeds", "batch")},
+        "corridor": {"min_gap_s": float(lo), "max_gap_s": float(hi),
+                     "merge_duration_s": float(camp.merge_duration_s),
+                     "horizon_s": float(camp.horizon_s), "train_start_s": 0.0},
+        "runs": planned_runs(camp),
+        "created_at": _now(),
+    }
+
+
+def freeze_plan(campaign_path, protocol_path=None) -> dict:
+    """Load a campaign TOML and a protocol (bundled name or file; default ``diloco-slo``)
+    and return the plan document (nothing is written)."""
+    return plan_from_campaign(load_campaign(campaign_path), load_protocol(protocol_path))
+
+
+def directory_plan(camp, runs_dir, protocol=None) -> tuple[dict, bool]:
+    """The plan ``runs_dir`` follows for campaign ``camp`` (nothing is written): the one there,
+    which must plan the same campaign (else an InputError: exit 2), or a fresh one frozen
+    under ``protocol`` (default the bundled one).  Returns (plan, fresh)."""
+    path = Path(runs_dir) / PLAN_FILE
+    fresh = plan_from_campaign(camp, protocol or load_protocol(None))
+    if not path.exists():
+        return fresh, True
+    plan = load_plan(path)
+    diff = same_campaign(plan, fresh)
+    if diff:
+        raise InputError(f"the runs directory's plan was frozen for another campaign (they "
+                         f"differ in: {', '.join(diff)})", file=str(path), column=diff[0],
+                         fix="sweep this campaign into a new runs directory; a plan is never "
+                             "changed after runs were written under it")
+    return plan, False
