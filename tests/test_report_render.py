@@ -312,7 +312,7 @@ def test_transfer_figure_draws_a_drain_curve_when_present_and_skips_it_when_abse
     from evalkit.report.figures import drain_curves, transfer
 
     base = {"rho_harness": 2.9, "rho_harness_ci": [2.8, 3.0], "rho_real": 1.4,
-            "rho_real_ci": [1.2, 1.6]}
+            "rho_real_ci": [1.2, 1.6], "drain_min_requests": 30}
     plain = transfer({"sync": base})
     curve = [{"lag_lo": lo, "lag_hi": lo + 5, "n": 40, "ratio": 1.5 - lo / 40,
               "ci_low": 1.2 - lo / 40, "ci_high": 1.8 - lo / 40} for lo in range(0, 20, 5)]
@@ -324,8 +324,12 @@ def test_transfer_figure_draws_a_drain_curve_when_present_and_skips_it_when_abse
         assert drawn.width_in > plain.width_in and "drain curve" in drawn.alt
     assert "sync harness, sync real" in per_condition.alt
     assert "drain" not in plain.alt
-    assert list(drain_curves({"sync": {"drain_curve": {"real": curve}}})["sync real"][0]) == \
+    assert list(drain_curves({"sync": {"drain_curve": {"real": curve},
+                                       "drain_min_requests": 30}})["sync real"][0]) == \
         [2.5, 1.5, 1.2, 1.8]
+    # the document's minimum decides which bins are drawn: above every bin's 40, none is
+    assert drain_curves({"sync": {"drain_curve": {"real": curve},
+                                  "drain_min_requests": 41}}) == {}
     broken = transfer({"sync": {**base, "drain_curve": [{"lag_lo": None}], "rho_real_ci": None}})
     assert broken.png[:8] == b"\x89PNG\r\n\x1a\n" and "drain" not in broken.alt
 
