@@ -24,6 +24,10 @@ reproducible; logprobs, when asked, come from the raw distribution); the model h
 a sequence ends at ``max_tokens``, a ``stop`` string or a ``stop_token_ids`` token.  Through
 its ``emit`` callback a sequence sends ``("token", id, i, text, logprob)`` items, then exactly
 one ``("done", reason, i, stop_reason)`` or ``("error", message, i)``.
+
+The sequence state and its stop conditions are :mod:`.sequence`, the token choice
+:mod:`.token_sampler`, the left-padded KV batch operations :mod:`.kv_batch`; this module is
+the scheduler and the forward steps.
 """
 
 from __future__ import annotations
@@ -32,45 +36,14 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 
+from . import kv_batch, token_sampler
 from .models import cache_kwarg
-from .openai_api import Sampling
+from .sequence import GREEDY  # noqa: F401  (re-exported, as before the split)
+from .sequence import Seq, append_token, end_report
 from .tokenizer import SidecarTokenizer
 
-GREEDY = Sampling(max_tokens=1, temperature=0.0)
 UNHEALTHY_AFTER = 3         # consecutive failed forwards before healthy() says no
-
-
-@dataclass(eq=False)
-class Seq:
-    rid: str
-    prompt: list
-    max_tokens: int
-    emit: object                      # callable(item) -> None, thread-safe
-    index: int = 0                    # choice index within its request
-    sampling: Sampling = GREEDY
-    out_ids: list = field(default_factory=list)   # generated token ids
-    generated: int = 0
-    n_real: int = 0                   # tokens of this sequence held in the KV cache
-    last: int = 0                     # last sampled token, not yet fed to the model
-    cancelled: bool = False
-    finished: str | None = None       # finish reason once decided
-    stop_reason: object = None        # the stop string or stop token id that ended it
-    text: str = ""
-    sent: int = 0                     # characters of ``text`` already emitted
-    generator: object = None
-    preemptions: int = 0
-    ended: bool = False               # its one "done"/"error" item is out
-    t_arrive: float = field(default_factory=time.monotonic)
-    t_admit: float | None = None
-    t_first: float | None = None
-    t_last: float | None = None
-
-    def input_ids(self) -> list:
-        """What a prefill of this sequence feeds: the prompt, then (after a preemption)
-        every token generated so far."""
-        return self.prompt + self.out_ids
 
 
 class Engine:
@@ -131,21 +104,7 @@ class Engine:
                     f"(latest: {self.last_error})")
         return None
 
-    # -- cache helpers -------------------------------------------------------------------
-    @staticmethod
-    def _new_cache(kv=None):
-        from transformers import DynamicCache
-        c = DynamicCache()
-        for i, (k, v) in enumerate(kv or ()):
-            c.update(k, v, i)
-        return c
-
-    @staticmethod
-    def _kv_of(cache):
-        if hasattr(cache, "layers"):
-            return [(layer.keys, layer.values) for layer in cache.layers]
-        return list(zip(cache.key_cache, cache.value_cache))
-
+    # -- forward ---------------------------------------------------------------------------
     def _forward(self, cache, **kw):
         kw[self.cache_arg] = cache
         out = self.model(use_cache=True, **kw)
@@ -290,79 +249,18 @@ class Engine:
         for seq in seqs:
             self._fail(seq, msg)
 
-    # -- sampling --------------------------------------------------------------------------
+    # -- sampling (token_sampler; methods, so a test can replace one per engine) ----------
     def _pick(self, logits, seqs: list) -> list:
-        """One token per row of ``logits`` [B, V]; an ``Exception`` in place of the token
-        where sampling that row failed."""
-        toks: list = logits.argmax(-1).tolist()
-        for i, seq in enumerate(seqs):
-            sp = seq.sampling
-            if sp.greedy and not sp.penalized:
-                continue
-            try:
-                row = logits[i].float()
-                if sp.penalized:
-                    row = self._penalize(row, seq)
-                toks[i] = int(row.argmax()) if sp.greedy else self._sample(row, seq)
-            except Exception as exc:
-                toks[i] = exc
-        return toks
+        return token_sampler.pick(logits, seqs, penalize=self._penalize, sample=self._sample)
 
     def _logprobs(self, logits, seqs: list, toks: list) -> list:
-        """Per row: (token text, logprob, [(alternative text, logprob)] of the top
-        ``sampling.logprobs``) from the model's raw distribution (vLLM's default), or None."""
-        torch = self.torch
-        out: list = [None] * len(seqs)
-        piece = self.tokenizer.piece
-        for i, seq in enumerate(seqs):
-            k = seq.sampling.logprobs
-            if k is None or isinstance(toks[i], Exception):
-                continue
-            lp = torch.log_softmax(logits[i].float(), -1)
-            top = torch.topk(lp, k) if k else None
-            alts = [] if top is None else [(piece(int(t)), float(v))
-                                           for v, t in zip(top.values, top.indices)]
-            out[i] = (piece(toks[i]), float(lp[toks[i]]), alts)
-        return out
+        return token_sampler.token_logprobs(logits, seqs, toks, self.tokenizer.piece)
 
     def _penalize(self, row, seq: Seq):
-        """vLLM's penalties on ``row`` [V]: repetition over prompt and output tokens,
-        frequency and presence over output tokens."""
-        torch = self.torch
-        sp = seq.sampling
-        if sp.repetition_penalty != 1.0:
-            seen = torch.zeros_like(row, dtype=torch.bool)
-            seen[torch.tensor(seq.prompt + seq.out_ids, device=row.device)] = True
-            scaled = torch.where(row > 0, row / sp.repetition_penalty,
-                                 row * sp.repetition_penalty)
-            row = torch.where(seen, scaled, row)
-        if seq.out_ids and (sp.frequency_penalty or sp.presence_penalty):
-            counts = torch.bincount(torch.tensor(seq.out_ids, device=row.device),
-                                    minlength=row.shape[-1]).to(row.dtype)
-            row = row - sp.frequency_penalty * counts - sp.presence_penalty * (counts > 0)
-        return row
+        return token_sampler.penalize(row, seq)
 
     def _sample(self, row, seq: Seq) -> int:
-        """``row`` [V]: one token by the sequence's temperature / top-k / top-p."""
-        torch = self.torch
-        sp = seq.sampling
-        if seq.generator is None:
-            gen_dev = row.device if row.device.type == "cuda" else "cpu"
-            seed = (sp.seed + seq.index if sp.seed is not None else
-                    int(torch.randint(0, 2**62, (1,), generator=self._seed_rng)))
-            seq.generator = torch.Generator(device=gen_dev).manual_seed(seed % 2**64)
-        row = row / sp.temperature
-        if sp.top_k and sp.top_k < row.shape[-1]:
-            kth = torch.topk(row, sp.top_k).values[-1]
-            row = row.masked_fill(row < kth, float("-inf"))
-        probs = torch.softmax(row, -1)
-        if sp.min_p > 0.0:
-            probs = probs.masked_fill(probs < sp.min_p * probs.max(), 0.0)
-        if sp.top_p < 1.0:
-            p_sorted, idx = torch.sort(probs, descending=True)
-            drop = p_sorted.cumsum(-1) - p_sorted > sp.top_p
-            probs = probs.scatter(0, idx, p_sorted.masked_fill(drop, 0.0))
-        return int(torch.multinomial(probs, 1, generator=seq.generator))
+        return token_sampler.sample(row, seq, self._seed_rng)
 
     # -- steps -----------------------------------------------------------------------------
     def _prefill(self, seqs: list) -> None:
@@ -382,16 +280,8 @@ class Engine:
             if self.metrics is not None:
                 self.metrics.admitted(now - s.t_arrive, len(s.prompt),
                                       cached=len(s.prompt) if shared else 0)
-        order = list(unique)
-        n, T = len(order), max(len(ids) for ids in order)
-        ids = torch.zeros(n, T, dtype=torch.long)
-        mask = torch.zeros(n, T, dtype=torch.long)
-        for i, row in enumerate(order):
-            ids[i, T - len(row):] = torch.tensor(row, dtype=torch.long)
-            mask[i, T - len(row):] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        pos = (mask.cumsum(1) - 1).clamp(min=0)
-        out, cache = self._forward(self._new_cache(), input_ids=ids, attention_mask=mask,
+        ids, mask, pos = kv_batch.left_padded(list(unique), self.device)
+        out, cache = self._forward(kv_batch.new_cache(), input_ids=ids, attention_mask=mask,
                                    position_ids=pos)
         expand = torch.tensor(rows, device=self.device)
         last = out.logits[:, -1].index_select(0, expand)
@@ -400,36 +290,17 @@ class Engine:
         self.counters["prefill_batches"] += 1
         if self.metrics is not None:
             self.metrics.step(prefill=True)
-        keep = []
-        for i, (seq, tok) in enumerate(zip(seqs, toks)):
-            if seq.cancelled:
-                self._finish(seq, "abort")
-            elif isinstance(tok, Exception):
-                self._fail(seq, f"sampling failed: {type(tok).__name__}: {tok}")
-            else:
-                seq.n_real, seq.last = len(inputs[i]), tok
-                self._accept(seq, tok, lps[i])
-                if seq.finished:
-                    self._finish(seq, seq.finished)
-                else:
-                    keep.append(i)
+        keep = [i for i, (seq, tok) in enumerate(zip(seqs, toks))
+                if self._settle(seq, tok, lps[i], n_real=len(inputs[i]))]
         if not keep:
             return
         sel = torch.tensor([rows[i] for i in keep], device=self.device)
-        kv = [(k.index_select(0, sel), v.index_select(0, sel)) for k, v in self._kv_of(cache)]
-        mask = mask.index_select(0, sel)
+        kv, mask = kv_batch.select_rows(cache, mask, sel)
         new = [seqs[i] for i in keep]
         if self.cache is None:
-            self.cache, self.mask, self.active = self._new_cache(kv), mask, new
+            self.cache, self.mask, self.active = kv_batch.new_cache(kv), mask, new
             return
-        old = self._kv_of(self.cache)
-        T = max(self.mask.shape[1], mask.shape[1])
-        pad = lambda t: torch.nn.functional.pad(t, (0, 0, T - t.shape[2], 0))  # noqa: E731
-        padm = lambda m: torch.nn.functional.pad(m, (T - m.shape[1], 0))  # noqa: E731
-        self.cache = self._new_cache(
-            [(torch.cat([pad(k0), pad(k1)]), torch.cat([pad(v0), pad(v1)]))
-             for (k0, v0), (k1, v1) in zip(old, kv)])
-        self.mask = torch.cat([padm(self.mask), padm(mask)])
+        self.cache, self.mask = kv_batch.concat(self.cache, self.mask, kv, mask)
         self.active = self.active + new
 
     def _decode(self, _seqs=None) -> None:
@@ -450,44 +321,43 @@ class Engine:
         keep = []
         for i, (seq, tok) in enumerate(zip(self.active, toks)):
             seq.n_real += 1
-            if seq.cancelled:
-                self._finish(seq, "abort")
-            elif isinstance(tok, Exception):
-                self._fail(seq, f"sampling failed: {type(tok).__name__}: {tok}")
-            else:
-                seq.last = tok
-                self._accept(seq, tok, lps[i])
-                if seq.finished:
-                    self._finish(seq, seq.finished)
-                else:
-                    keep.append(i)
+            if self._settle(seq, tok, lps[i]):
+                keep.append(i)
         if len(keep) < B:
             self._drop_rows(keep)
 
     def _drop_rows(self, keep: list) -> None:
         """Keep only rows ``keep`` of the batch (cache, mask, active), trimming the
         all-padding columns."""
-        torch = self.torch
         if len(keep) == len(self.active):
             return
         if not keep:
             self.cache, self.mask, self.active = None, None, []
             return
-        idx = torch.tensor(keep, device=self.device)
-        mask = self.mask.index_select(0, idx)
-        first = int((mask.sum(0) > 0).nonzero()[0])      # drop all-padding columns
-        self.mask = mask[:, first:]
-        self.cache = self._new_cache(
-            [(k.index_select(0, idx)[:, :, first:], v.index_select(0, idx)[:, :, first:])
-             for k, v in self._kv_of(self.cache)])
+        self.cache, self.mask = kv_batch.keep_rows(self.cache, self.mask, keep, self.device)
         self.active = [self.active[i] for i in keep]
 
-    def _accept(self, seq: Seq, tok: int, logprob=None) -> None:
-        """Count a generated token, apply stop conditions, emit the releasable text.
+    def _settle(self, seq: Seq, tok, logprob, n_real: int | None = None) -> bool:
+        """End ``seq`` (aborted, its sampling failed, or its token finished it) or take its
+        token ``tok`` (``n_real``: the tokens it now holds in the cache, when that changed);
+        True while it goes on."""
+        if seq.cancelled:
+            self._finish(seq, "abort")
+        elif isinstance(tok, Exception):
+            self._fail(seq, f"sampling failed: {type(tok).__name__}: {tok}")
+        else:
+            if n_real is not None:
+                seq.n_real = n_real
+            seq.last = tok
+            self._accept(seq, tok, logprob)
+            if seq.finished is None:
+                return True
+            self._finish(seq, seq.finished)
+        return False
 
-        With stop strings, the last ``len(longest stop) - 1`` characters are held back until
-        no stop string can start in them, so a client never sees text past a stop string.
-        """
+    def _accept(self, seq: Seq, tok: int, logprob=None) -> None:
+        """Count a generated token, apply stop conditions, emit the releasable text
+        (held back near a possible stop string: see ``sequence.append_token``)."""
         now = time.monotonic()
         first = seq.generated == 0
         seq.generated += 1
@@ -498,24 +368,7 @@ class Engine:
         if first:
             seq.t_first = now
         seq.t_last = now
-        sp = seq.sampling
-        checking = seq.generated >= sp.min_tokens
-        if checking and tok in sp.stop_token_ids:
-            seq.finished, seq.stop_reason = "stop", tok
-        else:
-            seq.text += self.tokenizer.piece(tok)
-            if checking and sp.stop:
-                hits = [(i, s) for s in sp.stop if (i := seq.text.find(s, seq.sent)) >= 0]
-                if hits:
-                    at, which = min(hits)
-                    seq.text = seq.text[:at + (len(which) if sp.include_stop_str_in_output
-                                               else 0)]
-                    seq.finished, seq.stop_reason = "stop", which
-        if seq.finished is None and seq.generated >= seq.max_tokens:
-            seq.finished = "length"
-        hold = 0 if seq.finished or not sp.stop else max(map(len, sp.stop)) - 1
-        end = max(seq.sent, len(seq.text) - hold)
-        release, seq.sent = seq.text[seq.sent:end], end
+        release = append_token(seq, tok, self.tokenizer.piece)
         seq.emit(("token", tok, seq.index, release, logprob))
 
     def _finish(self, seq: Seq, reason: str) -> None:
@@ -538,11 +391,4 @@ class Engine:
     def _observe_end(self, seq: Seq, reason: str) -> None:
         if self.metrics is None:
             return
-        now = time.monotonic()
-        admitted = seq.t_admit is not None
-        self.metrics.finished(
-            reason, e2e_s=now - seq.t_arrive,
-            prefill_s=None if seq.t_first is None or not admitted else seq.t_first - seq.t_admit,
-            decode_s=None if seq.t_first is None else (seq.t_last or now) - seq.t_first,
-            inference_s=None if not admitted else (seq.t_last or now) - seq.t_admit,
-            prompt_tokens=len(seq.prompt) if admitted else None, generated=seq.generated)
+        self.metrics.finished(reason, **end_report(seq, time.monotonic()))
