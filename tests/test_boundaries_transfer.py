@@ -17,8 +17,9 @@ import statsmodels.api as sm
 
 from evalkit.errors import InputError, NotEstimable
 from evalkit.stats import transfer as tp
+from evalkit.stats import block_bootstrap as bb
 from evalkit.stats.exposure import EXPLAINS_V_R2, exposure_regression
-from evalkit.stats.transfer import _weighted_quantile
+from evalkit.stats.transfer import weighted_quantile
 
 # ------------------------------------------------------------------ weighted quantile
 
@@ -30,7 +31,7 @@ def _bootstrap_arithmetic_at_few_seeds(monkeypatch):
     monkeypatch.setattr(tp, "MIN_SEEDS", 1)
 
 
-def test_weighted_quantile_matches_numpy_at_several_levels():
+def testweighted_quantile_matches_numpy_at_several_levels():
     rng = np.random.default_rng(11)
     v = np.sort(rng.lognormal(size=12))
     w = rng.integers(0, 3, size=(40, 12))
@@ -40,22 +41,22 @@ def test_weighted_quantile_matches_numpy_at_several_levels():
     w[2] = 0
     w[2, 0] = 1                                   # all weight on the smallest value
     for q in (0.95, 0.5, 1 / 3, 0.05):
-        got = _weighted_quantile(v, w, q)
+        got = weighted_quantile(v, w, q)
         assert np.isnan(got[0])                   # a row with no weight
         for row, g in zip(w[1:], got[1:]):
             assert g == pytest.approx(np.quantile(np.repeat(v, row), q), rel=1e-13)
 
 
-def test_weighted_quantile_with_a_failed_request_at_the_top():
+def testweighted_quantile_with_a_failed_request_at_the_top():
     v = np.array([1.0, 2.0, np.inf])
     one = np.ones((1, 3))
     # (n - 1) q = 1 exactly: the order statistic 2, not interpolated towards +inf
-    assert _weighted_quantile(v, one, 0.5)[0] == 2.0
-    assert np.isinf(_weighted_quantile(v, one, 0.75)[0])       # between 2 and +inf
-    assert _weighted_quantile(v, one, 0.25)[0] == 1.5
-    both_inf = _weighted_quantile(np.array([1.0, np.inf, np.inf]), one, 0.75)
+    assert weighted_quantile(v, one, 0.5)[0] == 2.0
+    assert np.isinf(weighted_quantile(v, one, 0.75)[0])       # between 2 and +inf
+    assert weighted_quantile(v, one, 0.25)[0] == 1.5
+    both_inf = weighted_quantile(np.array([1.0, np.inf, np.inf]), one, 0.75)
     assert np.isinf(both_inf[0])
-    assert _weighted_quantile(np.array([3.0]), np.array([[2]]), 0.95)[0] == 3.0
+    assert weighted_quantile(np.array([3.0]), np.array([[2]]), 0.95)[0] == 3.0
 
 
 # ------------------------------------------------------------------ exposure
@@ -347,10 +348,10 @@ def test_zero_and_failed_latencies_in_the_paired_ratios():
 
 
 def test_percentile_helper():
-    assert tp._percentile(np.array([np.nan, 2.0, np.inf]), 0.05, True) == (2.0, 2.0)
-    assert all(math.isnan(v) for v in tp._percentile(np.array([np.nan]), 0.05, True))
-    assert all(math.isnan(v) for v in tp._percentile(np.array([1.0, 2.0]), 0.05, False))
-    lo, hi = tp._percentile(np.arange(101.0), 0.1, True)
+    assert bb.percentile_ci(np.array([np.nan, 2.0, np.inf]), 0.05, True) == (2.0, 2.0)
+    assert all(math.isnan(v) for v in bb.percentile_ci(np.array([np.nan]), 0.05, True))
+    assert all(math.isnan(v) for v in bb.percentile_ci(np.array([1.0, 2.0]), 0.05, False))
+    lo, hi = bb.percentile_ci(np.arange(101.0), 0.1, True)
     assert (lo, hi) == (5.0, 95.0)
 
 
@@ -626,15 +627,15 @@ def test_float_quantile_is_the_inverted_cdf():
     w = rng.uniform(0, 2, size=(30, 9))
     w[0] = 0.0
     for q in (0.95, 0.5, 0.1):
-        got = tp._float_quantile(v, w, q)
+        got = bb.float_quantile(v, w, q)
         assert math.isnan(got[0])
         assert got[1:].tolist() == [_inverted_cdf(v, row, q) for row in w[1:]]
     # cumulative weight exactly q of the total: that value, not the next
-    assert tp._float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.ones((1, 4)), 0.5)[0] == 2.0
-    assert tp._float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.ones((1, 4)), 0.95)[0] == 4.0
-    quarter = tp._float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.full((1, 4), 0.25), 0.6)
+    assert bb.float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.ones((1, 4)), 0.5)[0] == 2.0
+    assert bb.float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.ones((1, 4)), 0.95)[0] == 4.0
+    quarter = bb.float_quantile(np.array([1.0, 2.0, 3.0, 4.0]), np.full((1, 4), 0.25), 0.6)
     assert quarter[0] == 3.0                                  # a total weight of 1
-    empty = tp._float_quantile(np.array([]), np.zeros((3, 0)), 0.5)
+    empty = bb.float_quantile(np.array([]), np.zeros((3, 0)), 0.5)
     assert empty.shape == (3,) and np.isnan(empty).all()
 
 
@@ -1001,7 +1002,7 @@ def test_evidence_contaminated_when_either_side_has_a_post_window_effect(monkeyp
                            "post_window_effect": h_eff})
         rs = tp.RhoSide(**{**{f: getattr(h, f) for f in h.__dataclass_fields__},
                            "post_window_effect": r_eff, "rho": 1.5})
-        monkeypatch.setattr(tp, "paired_transfer",
+        monkeypatch.setattr(te, "paired_transfer",
                             lambda *a, _h=hs, _r=rs, **k: tp.compare_sides(_h, _r))
         got = te.TransferEvidence(_Campaign(runs, tables), n_boot=100).get(SPEC)
         assert got["contaminated"] is expected

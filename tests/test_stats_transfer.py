@@ -8,20 +8,20 @@ import pytest
 
 from evalkit.errors import InputError, NotEstimable
 from evalkit.runlog.metrics import overlaps_windows
-from evalkit.stats.transfer import (FALLBACK, PAIRED, _weighted_quantile, compare_sides,
+from evalkit.stats.transfer import (FALLBACK, PAIRED, weighted_quantile, compare_sides,
                                     fallback_rho, paired_rho, paired_transfer)
 
 D = 8.0
 
 
-def test_weighted_quantile_equals_numpy_on_expanded_sample():
+def testweighted_quantile_equals_numpy_on_expanded_sample():
     rng = np.random.default_rng(0)
     v = np.sort(rng.normal(size=40))
     w = rng.integers(0, 4, size=(25, 40))
-    got = _weighted_quantile(v, w, 0.95)
+    got = weighted_quantile(v, w, 0.95)
     for row, g in zip(w, got):
         assert g == pytest.approx(np.quantile(np.repeat(v, row), 0.95))
-    inf_tail = _weighted_quantile(np.array([1.0, 2.0, np.inf]), np.ones((1, 3)), 0.95)
+    inf_tail = weighted_quantile(np.array([1.0, 2.0, np.inf]), np.ones((1, 3)), 0.95)
     assert np.isinf(inf_tail[0])
 
 

@@ -58,6 +58,7 @@ TEST_MAP = {
     "evalkit/stats/exposure.py": ["test_stats_exposure", "test_boundaries_transfer"],
     "evalkit/stats/transfer.py": ["test_stats_transfer", "test_intervals",
                                   "test_boundaries_transfer"],
+    "evalkit/stats/block_bootstrap.py": ["test_stats_transfer", "test_boundaries_transfer"],
     "evalkit/stats/psi.py": ["test_stats_overlap_psi", "test_stats_explained",
                               "test_boundaries_envelope"],
     "evalkit/stats/overlap.py": ["test_stats_overlap_psi", "test_boundaries_envelope"],

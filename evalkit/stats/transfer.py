@@ -39,10 +39,11 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from evalkit.errors import InputError, NotEstimable
 from evalkit.stats._result import ResultMixin, as_generator
+from evalkit.stats.block_bootstrap import (block_units, data_block, float_quantile,
+                                           percentile_ci, two_stage_counts, weighted_quantile)
 
 PAIRED = "paired vs no-sync"
 FALLBACK = "guard-band fallback (weaker)"
@@ -50,30 +51,7 @@ DRAIN_BIN_S = 5.0
 DRAIN_MAX_LAG_S = 60.0
 MIN_BIN_REQUESTS = 5          # fewer requests in a drain bin: no CI for that bin
 MIN_SEEDS = 5                 # fewer seeds: a bootstrap over seeds gives no CI
-MIN_RUN_BLOCKS = 3            # the block is widened only while runs keep this many blocks
-MAX_DOUBLINGS = 5
 _CHUNK_ELEMENTS = 1 << 22
-
-
-def _weighted_quantile(v_sorted: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
-    """numpy's linear quantile of each row's resample, given as integer multiplicities.
-
-    v_sorted (n,) ascending (may end in +inf for failed requests); weights (r, n) -> (r,).
-    A quantile interpolating towards +inf is +inf; a row with no weight gives NaN.
-    """
-    cw = np.cumsum(weights, axis=1)
-    total = cw[:, -1] if cw.shape[1] else np.zeros(weights.shape[0])
-    h = (total - 1) * q
-    lo_pos = np.floor(h)
-    hi_pos = np.minimum(lo_pos + 1, total - 1)
-    i_lo = np.minimum((cw <= lo_pos[:, None]).sum(axis=1), v_sorted.size - 1)
-    i_hi = np.minimum((cw <= hi_pos[:, None]).sum(axis=1), v_sorted.size - 1)
-    v_lo, v_hi = v_sorted[i_lo], v_sorted[i_hi]
-    frac = h - lo_pos
-    with np.errstate(invalid="ignore"):
-        out = np.where((frac == 0) | (v_lo == v_hi), v_lo,
-                       np.where(np.isinf(v_hi), np.inf, v_lo + frac * (v_hi - v_lo)))
-    return np.where(total > 0, out, np.nan)
 
 
 @dataclass(frozen=True)
@@ -158,92 +136,6 @@ class TransferComparison(ResultMixin):
     confidence_level: float
 
 
-# ------------------------------------------------------------------------- resampling
-
-def _units(run, group, t, block_s: float):
-    """Block index (n,) of every request and the seed index (nb,) of every block."""
-    run_code = pd.factorize(pd.Series(run, dtype=object))[0]
-    group_code, groups = pd.factorize(pd.Series(group, dtype=object))
-    n_runs = int(run_code.max()) + 1
-    owner = np.full(n_runs, -1)
-    owner[run_code] = group_code
-    if np.any(owner[run_code] != group_code):
-        raise InputError("a run belongs to several seeds (group)", column="group",
-                         fix="every request of a run carries the run's seed")
-    t0 = np.full(n_runs, np.inf)
-    np.minimum.at(t0, run_code, t)
-    in_run = np.floor((t - t0[run_code]) / block_s).astype(np.int64)
-    key = run_code.astype(np.int64) * (int(in_run.max()) + 1) + in_run
-    _, block = np.unique(key, return_inverse=True)
-    n_blocks = int(block.max()) + 1
-    block_group = np.empty(n_blocks, dtype=np.int64)
-    block_group[block] = group_code
-    return block, block_group, len(groups), n_runs
-
-
-def _lag1(block, run_of_block, x) -> tuple[float, int]:
-    """Lag-1 autocorrelation of per-block means of x within runs, and the pairs it rests on."""
-    nb = int(block.max()) + 1
-    cnt = np.bincount(block, minlength=nb).astype(float)
-    mean = np.bincount(block, weights=x, minlength=nb) / np.maximum(cnt, 1)
-    ok = cnt > 0
-    dev = np.where(ok, mean - mean[ok].mean(), 0.0)
-    same = (run_of_block[1:] == run_of_block[:-1]) & ok[1:] & ok[:-1]
-    den = float(np.sum(dev[ok] ** 2))
-    if den <= 0 or not same.any():
-        return 0.0, int(same.sum())
-    return float(np.sum(dev[1:][same] * dev[:-1][same]) / den * ok.sum() / same.sum()), \
-        int(same.sum())
-
-
-def data_block(run, group, t, x, active, block_s: float) -> float:
-    """The bootstrap block (s): ``block_s`` doubled while the block means of x (centred
-    within the active / other requests) keep a lag-1 autocorrelation above ``2 / sqrt(pairs)``
-    and every run keeps >= MIN_RUN_BLOCKS blocks of the doubled length."""
-    x = np.asarray(x, dtype=float)
-    keep = np.isfinite(x)
-    if keep.sum() < 2:
-        return float(block_s)
-    x = x.copy()
-    for flag in (True, False):
-        sel = keep & (active == flag)
-        if sel.any():
-            x[sel] -= x[sel].mean()
-    run_code = pd.factorize(pd.Series(run, dtype=object))[0]
-    span = pd.Series(t).groupby(run_code).agg(lambda v: v.max() - v.min()).to_numpy()
-    block = float(block_s)
-    for _ in range(MAX_DOUBLINGS):
-        if np.min(span) < MIN_RUN_BLOCKS * 2 * block:
-            break
-        b, _, _, _ = _units(np.asarray(run)[keep], np.asarray(group)[keep], t[keep], block)
-        run_of_block = np.zeros(int(b.max()) + 1, dtype=np.int64)
-        run_of_block[b] = run_code[keep]
-        rho, pairs = _lag1(b, run_of_block, x[keep])
-        if pairs < 4 or rho <= 2.0 / math.sqrt(pairs):
-            break
-        block *= 2.0
-    return block
-
-
-def _two_stage_counts(block_group: np.ndarray, n_groups: int, rows: int, gen) -> np.ndarray:
-    """(rows, nb) multiplicities: seeds drawn with replacement, then, for each copy of a seed,
-    its blocks drawn with replacement (the copies' draws summed)."""
-    counts = np.zeros((rows, block_group.size), dtype=np.int64)
-    seeds = gen.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=rows)
-    for g in range(n_groups):
-        idx = np.flatnonzero(block_group == g)
-        counts[:, idx] = gen.multinomial(seeds[:, g] * idx.size, np.full(idx.size, 1.0 / idx.size))
-    return counts
-
-
-def _percentile(reps: np.ndarray, alpha: float, enough: bool) -> tuple[float, float]:
-    ok = reps[np.isfinite(reps)]
-    if not enough or ok.size == 0:
-        return math.nan, math.nan
-    lo, hi = np.quantile(ok, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
-
-
 def _check_common(q, block_s, n_boot):
     if not 0 < q < 1:
         raise InputError(f"q = {q} must lie in (0, 1)", column="q", fix="use 0.95")
@@ -307,8 +199,8 @@ class _PairedSubset:
             nan = np.full(counts.shape[0], np.nan)
             return nan, nan.copy()
         w = counts[:, self.block]
-        p1 = _weighted_quantile(self.v1, w[:, self.o1], self.q)
-        p2 = _weighted_quantile(self.v2, w[:, self.o2], self.q)
+        p1 = weighted_quantile(self.v1, w[:, self.o1], self.q)
+        p2 = weighted_quantile(self.v2, w[:, self.o2], self.q)
         wl = counts[:, self.lr_block].astype(float)
         tot = wl.sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -354,7 +246,7 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     block_asked = float(block_s)
     if adapt_block:
         block_s = data_block(c["run"], c["group"], c["t_s"], lr_all, active, block_s)
-    block, block_group, n_groups, n_runs = _units(c["run"], c["group"], c["t_s"], block_s)
+    block, block_group, n_groups, n_runs = block_units(c["run"], c["group"], c["t_s"], block_s)
     edges = np.arange(0.0, max_lag_s + 1e-9, bin_s)
     edges = edges if edges[-1] >= max_lag_s - 1e-9 else np.append(edges, max_lag_s)
     subsets = [_PairedSubset(lat, ref, block, np.flatnonzero(active), q)]
@@ -370,7 +262,7 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     reps = [(np.empty(b), np.empty(b)) for _ in subsets]
     rows = max(1, _CHUNK_ELEMENTS // max(1, sum(s.n for s in subsets)))
     for i in range(0, b, rows):
-        cnt = _two_stage_counts(block_group, n_groups, min(rows, b - i), gen)
+        cnt = two_stage_counts(block_group, n_groups, min(rows, b - i), gen)
         for (r_p95, r_gm), s in zip(reps, subsets):
             r_p95[i:i + cnt.shape[0]], r_gm[i:i + cnt.shape[0]] = s.stats(cnt)
     alpha = 1 - confidence_level
@@ -381,14 +273,14 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
     for (lo, hi), s, (p_p95, p_gm), (r_p95, r_gm) in zip(zip(edges[:-1], edges[1:]),
                                                         subsets[1:], points[1:], reps[1:]):
         ok = enough and s.n >= MIN_BIN_REQUESTS
-        gl, gh = _percentile(r_gm, alpha, ok)
-        pl, ph = _percentile(r_p95, alpha, ok)
+        gl, gh = percentile_ci(r_gm, alpha, ok)
+        pl, ph = percentile_ci(r_p95, alpha, ok)
         bins.append(DrainBin(float(lo), float(hi), s.n, float(p_gm[0]), gl, gh,
                              float(p_p95[0]), pl, ph))
     guard, drains = _guard_band(bins, max_lag_s)
     r_p95, r_gm = reps[0]
-    lo, hi = _percentile(r_p95, alpha, enough)
-    glo, ghi = _percentile(r_gm, alpha, enough)
+    lo, hi = percentile_ci(r_p95, alpha, enough)
+    glo, ghi = percentile_ci(r_gm, alpha, enough)
     main = subsets[0]
     return RhoSide(
         method=PAIRED, rho=float(points[0][0][0]), ci_low=lo, ci_high=hi,
@@ -409,16 +301,6 @@ def paired_rho(requests, q: float = 0.95, block_s: float = 30.0, n_boot: int = 2
 
 
 # ------------------------------------------------------------------------- fallback
-
-def _float_quantile(v_sorted: np.ndarray, w: np.ndarray, q: float) -> np.ndarray:
-    """Inverted-CDF quantile of each row of non-negative weights (c, n) -> (c,)."""
-    cw = np.cumsum(w, axis=1)
-    total = cw[:, -1] if cw.shape[1] else np.zeros(w.shape[0])
-    idx = np.minimum((cw < (q * total)[:, None] - 1e-12 * total[:, None]).sum(axis=1),
-                     max(v_sorted.size - 1, 0))
-    out = v_sorted[idx] if v_sorted.size else np.full(w.shape[0], np.nan)
-    return np.where(total > 0, out, np.nan)
-
 
 class _FallbackSide:
     def __init__(self, lat, block, active, ref_mask, stratum, n_strata, q):
@@ -448,8 +330,8 @@ class _FallbackSide:
         keep_a = (share_r > 0).astype(float)
         wa = w * keep_a[:, s]
         wr = w * np.nan_to_num(mult_r)[:, s]
-        pa = _float_quantile(self.va, wa[:, self.oa], self.q)
-        pr = _float_quantile(self.vr, wr[:, self.or_], self.q)
+        pa = float_quantile(self.va, wa[:, self.oa], self.q)
+        pr = float_quantile(self.vr, wr[:, self.or_], self.q)
         with np.errstate(divide="ignore", invalid="ignore"):
             ma = (wa[:, self.la] @ self.log[self.la]) / wa[:, self.la].sum(1)
             mr = (wr[:, self.lr] @ self.log[self.lr]) / wr[:, self.lr].sum(1)
@@ -497,7 +379,7 @@ def fallback_rho(requests, guard_band_s, n_strata: int = 5, q: float = 0.95,
         raise NotEstimable(f"{name}: no requests {'in' if not active.any() else 'clear of'} "
                            "merge windows", column="active",
                            fix="the runs need requests in and well after merge windows")
-    block, block_group, n_groups, n_runs = _units(c["run"], c["group"], c["t_s"], block_s)
+    block, block_group, n_groups, n_runs = block_units(c["run"], c["group"], c["t_s"], block_s)
     side = _FallbackSide(c["latency_s"], block, active, ref_mask, stratum, n_strata, q)
     n_blocks = int(block_group.size)
     p95, gm = side.stats(np.ones((1, n_blocks), dtype=np.int64))
@@ -506,14 +388,14 @@ def fallback_rho(requests, guard_band_s, n_strata: int = 5, q: float = 0.95,
     r_p95, r_gm = np.empty(b), np.empty(b)
     rows = max(1, _CHUNK_ELEMENTS // max(1, c["t_s"].size))
     for i in range(0, b, rows):
-        cnt = _two_stage_counts(block_group, n_groups, min(rows, b - i), gen)
+        cnt = two_stage_counts(block_group, n_groups, min(rows, b - i), gen)
         r_p95[i:i + cnt.shape[0]], r_gm[i:i + cnt.shape[0]] = side.stats(cnt)
     alpha = 1 - confidence_level
     min_seeds = MIN_SEEDS if min_seeds is None else int(min_seeds)
     few = n_groups < min_seeds
     enough = n_blocks > 1 and not few
-    lo, hi = _percentile(r_p95, alpha, enough)
-    glo, ghi = _percentile(r_gm, alpha, enough)
+    lo, hi = percentile_ci(r_p95, alpha, enough)
+    glo, ghi = percentile_ci(r_gm, alpha, enough)
     lat = c["latency_s"]
     return RhoSide(
         method=FALLBACK, rho=float(p95[0]), ci_low=lo, ci_high=hi, gm_ratio=float(gm[0]),
@@ -540,7 +422,7 @@ def _fraction(real_point, harness_point, real_reps, harness_reps, alpha, enough)
     frac = (real_point - 1) / (harness_point - 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         reps = (real_reps - 1) / (harness_reps - 1)
-    lo, hi = _percentile(reps, alpha, enough)
+    lo, hi = percentile_ci(reps, alpha, enough)
     return float(frac), lo, hi
 
 
