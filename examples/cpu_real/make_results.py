@@ -36,13 +36,14 @@ ROOT = HERE.parents[1]
 REL = HERE.relative_to(ROOT)
 
 
-def sh(*args: str, cwd: Path = ROOT) -> str:
+def sh(*args: str, cwd: Path = ROOT, ok=(0, 1)) -> str:
     print("$ evalkit " + " ".join(args), file=sys.stderr, flush=True)
     out = subprocess.run([sys.executable, "-m", "evalkit.cli.main", *args], cwd=cwd,
                          capture_output=True, text=True)
-    if out.returncode not in (0, 1):        # 1: the audit/sweep ran but something failed
-        sys.exit(f"evalkit {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
-    return out.stdout
+    if out.returncode not in ok:        # 1: the audit/sweep ran but something failed
+        sys.exit(f"evalkit {' '.join(args)} failed ({out.returncode}):\n{out.stderr}"
+                 f"{out.stdout}")
+    return out.stdout + out.stderr
 
 
 def audit(target: Path, dest: Path) -> None:
@@ -70,8 +71,14 @@ def pipeline(base: Path, *, harness: bool = True) -> None:
                                                                .relative_to(ROOT)),
        "--report", str((base / "fit.json").relative_to(ROOT)), "--no-progress")
     if harness:
-        sh("sweep", str((base / "twin_campaign.toml").relative_to(ROOT)), "--out",
-           str((base / "twin_runs").relative_to(ROOT)), "--no-progress")
+        # the harness is an output: swept afresh; runs the twin's sweep could not make (a
+        # matched-random draw with no feasible schedule) are recorded, not hidden
+        shutil.rmtree(base / "twin_runs", ignore_errors=True)
+        printed = sh("sweep", str((base / "twin_campaign.toml").relative_to(ROOT)), "--out",
+                     str((base / "twin_runs").relative_to(ROOT)), "--no-progress", ok=(0, 1, 2))
+        failed = [line.strip()[len("failed: "):] for line in printed.splitlines()
+                  if line.strip().startswith("failed: ")]
+        (base / "twin_harness_failed.json").write_text(json.dumps(failed, indent=2) + "\n")
     audit(base, base / "audit_side_by_side.json")
 
 
@@ -375,6 +382,16 @@ def design_lines(base: Path, summary: pd.DataFrame, real: dict) -> list[str]:
     ]
 
 
+def harness_failures(base: Path) -> str:
+    """The twin-harness runs `evalkit sweep` could not make, as it printed them."""
+    path = base / "twin_harness_failed.json"
+    failed = json.loads(path.read_text()) if path.exists() else []
+    if not failed:
+        return ""
+    return (f" The twin's sweep could not make {len(failed)} run(s), so the harness audit "
+            "below misses them: " + "; ".join(f"`{x}`" for x in failed) + ".")
+
+
 def render(base: Path) -> str:
     real = json.loads((base / "audit_real.json").read_text())
     side = json.loads((base / "audit_side_by_side.json").read_text())
@@ -481,7 +498,8 @@ def render(base: Path) -> str:
         "## The twin as harness (`evalkit audit examples/cpu_real`: real and twin runs)",
         "",
         f"`{REL}/twin_campaign.toml` replays the same seeds, traces, corridor, SLO and "
-        "policies on the sim backend with `sim_params = \"twin.toml\"` into `twin_runs/`.",
+        "policies on the sim backend with `sim_params = \"twin.toml\"` into `twin_runs/`."
+        + harness_failures(base),
         "",
         *claim_lines(side),
         "",
@@ -676,6 +694,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(dir=HERE.parent) as tmp:
             copy = Path(tmp) / HERE.name
             outputs = {"twin_runs", "twin.toml", "fit.json", "audit_real.json",
+                       "twin_harness_failed.json",
                        "audit_side_by_side.json", "RESULTS.md", "twin_pit.png"}
             shutil.copytree(HERE, copy, ignore=lambda d, names: [
                 n for n in names if Path(d) == HERE and n in outputs])
