@@ -18,32 +18,10 @@ from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.replay.job import MissingInput, build_trace, job_spec, resolve_inputs
 from evalkit.replay.sweep import run_campaign
+from tests.support.reliability_tools import tiny_campaign
 
-CAMPAIGN = """
-regime = "tiny"
-seeds = 1
-matched_random_draws = 1
-horizon_s = 240.0
-merge_duration_s = 8.0
-inner_step_s = 0.5
-h_min = 80
-h_max = 200
-[slo]
-e2e_s = 8.0
-[trace]
-generator = "square_wave"
-period_s = 60.0
-burst_s = 20.0
-quiet_rate = 2.0
-busy_rate = 10.0
-prompt_tokens = "lognormal:256,0.5"
-output_tokens = "lognormal:64,0.5"
-[[policies]]
-name = "wa"
-[[policies]]
-name = "calibrated_offline"
-params = { k_from = "wa" }
-"""
+# the tiny campaign (wa, and calibrated_offline taking wa's K): one seed, one draw
+CAMPAIGN = tiny_campaign(seeds=1, draws=1, calibrated_offline=True)
 
 # run.json keys that say how a run was started (a sweep's campaign, plan and slot), not what
 # it replayed

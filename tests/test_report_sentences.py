@@ -215,7 +215,8 @@ def test_drain_curve_is_drawn_only_with_enough_data_per_bin(ns, drawn):
     from evalkit.report.figures import drain_curve_notes, drain_curves, transfer
 
     mech = {"sync": {"rho_harness": 1.1, "rho_harness_ci": [1.0, 1.2], "rho_real": 1.2,
-                     "rho_real_ci": [0.9, 1.5], "drain_curve": {"real": _bins(ns)}}}
+                     "rho_real_ci": [0.9, 1.5], "drain_curve": {"real": _bins(ns)},
+                     "drain_min_requests": 5}}     # the audit's MIN_BIN_REQUESTS, in the document
     assert ("sync real" in drain_curves(mech)) is drawn
     notes = drain_curve_notes(mech)
     if drawn:
