@@ -173,6 +173,8 @@ def test_the_pilot_ran_the_campaigns_design_and_chose_its_seeds():
     power = json.loads((pilot / "power.json").read_text())
     assert power["seeds"] == camp["seeds"] and power["slo_e2e_s"] == camp["slo"]["e2e_s"]
     assert power["draws_per_seed"] == camp["matched_random_draws"]
+    # the pilot's within-seed spread of a draw is what the power rests on
+    assert all(g["within_seed_sd"] > 0 for g in power["gains"])
     needed = [g["seeds_needed"] for g in power["gains"]]
     assert any(n is not None and n <= power["max_seeds"] for n in needed)
     assert str(power["seeds"]) in power["chosen"]

@@ -23,6 +23,7 @@ import datetime as dt
 import difflib
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -281,9 +282,8 @@ def run_metas(runs: Path) -> list[dict]:
 
 
 def _range(xs, fmt: str = "{:.2f}") -> str:
-    xs = sorted(xs)
-    med = xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
-    return f"median {fmt.format(med)} (range {fmt.format(xs[0])}–{fmt.format(xs[-1])})"
+    return (f"median {fmt.format(statistics.median(xs))} (range {fmt.format(min(xs))}–"
+            f"{fmt.format(max(xs))})")
 
 
 def order_sentence(metas: list[dict]) -> str:

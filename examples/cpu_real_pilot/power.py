@@ -57,7 +57,7 @@ def main() -> int:
             power_at = dict(zip(row["seeds"], row["fixed_power"]))
             rows.append({"gain": gain, "seeds_needed": row["fixed_seeds_needed"],
                          "power_at_budget": power_at.get(MAX_SEEDS),
-                         "within_seed_sd": plan.get("within_seed_sd"), "printed": printed})
+                         "within_seed_sd": plan["sd_within"], "printed": printed})
     fits = [r for r in rows if r["seeds_needed"] is not None and r["seeds_needed"] <= MAX_SEEDS]
     if fits:
         best = fits[0]
