@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from evalkit.audit import wording
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 REL = HERE.relative_to(ROOT)
@@ -141,11 +143,9 @@ def claim_lines(aud: dict) -> list[str]:
     return out
 
 
-# Checks of the comparison's design (as evalkit.audit.wording.DESIGN_CHECKS): when one fails,
-# the policy run and its draws differ in more than the schedule.
-DESIGN_CHECKS = ("matched_random_present", "k_match", "pairing_real", "policy_runs_complete",
-                 "schedules_in_corridor", "merge_durations_match", "open_loop_sending",
-                 "load_match")
+# Checks of the comparison's design: when one fails, the policy run and its draws differ in
+# more than the schedule (the audit's own list, not a copy)
+DESIGN_CHECKS = wording.DESIGN_CHECKS
 
 
 def design_failures(claim: dict) -> list[str]:
