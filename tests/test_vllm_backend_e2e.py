@@ -60,10 +60,14 @@ def _success_count(server) -> float:
 def test_vllm_backend_replays_against_an_openai_endpoint(server, tmp_path):
     horizon = 18.0
     rng = np.random.default_rng(5)
-    n = 24
-    arrival = np.sort(rng.uniform(0.5, horizon - 3.0, n))
-    trace = Trace.from_arrays(arrival, rng.integers(8, 32, n), rng.integers(6, 14, n),
-                              name="e2e")
+    # 18 scattered requests and a burst of 6 long ones: the burst keeps requests in flight
+    # across several scrapes however fast the machine is, so the running gauge must be seen
+    scattered, burst = 18, 6
+    n = scattered + burst
+    arrival = np.concatenate([rng.uniform(0.5, horizon - 3.0, scattered), np.full(burst, 6.0)])
+    output = np.concatenate([rng.integers(6, 14, scattered), np.full(burst, 160)])
+    order = np.argsort(arrival, kind="stable")
+    trace = Trace.from_arrays(arrival[order], rng.integers(8, 32, n), output[order], name="e2e")
     spec = ReplaySpec(run_id="vllm-e2e", seed=3, regime="cpu", backend="vllm",
                       merge_duration_s=1.0, horizon_s=horizon, h_min=3, h_max=100000,
                       min_gap_s=2.0, max_gap_s=30.0, slo={"e2e_s": 5.0, "ttft_s": None,
