@@ -97,7 +97,7 @@ def test_beats_envelope_reaches_placement_gain_and_calibrated_is_not_shown(campa
     assert wa.tier_status["calibrated"] == "failed"
     cal = check(wa, "gain_explained_by_overlap")
     assert "not shown to be within" in cal.found and "90% CI" in cal.found
-    assert "placement gain" in wa.verdict and "head-to-head" not in wa.verdict
+    assert wa.verdict.startswith("placement_gain: ") and "head-to-head" not in wa.verdict
     d = reference_d(campaigns / "sim_bursty", "wa")
     out = wa.to_dict()
     assert out["n_seeds"] == 7 and out["wins"] == int((d > 0).sum()) >= 6
@@ -145,7 +145,7 @@ def test_loses_is_reported_as_worse(campaigns):
 def test_missing_no_sync_is_head_to_head_only(campaigns):
     wa = audited(campaigns, "sim_missing_no_sync").claim("wa")
     assert wa.tier == "matched_budget"
-    assert wa.verdict.startswith("head-to-head") and "not shown to be placement gain" in wa.verdict
+    assert wa.verdict.startswith("matched_budget: ") and "(head-to-head SLO)" in wa.verdict
     ns = check(wa, "no_sync_present")
     assert ns.passed is False
     assert all(f"no_sync for seed {s}" in ns.found for s in range(7))

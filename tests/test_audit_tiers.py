@@ -99,7 +99,7 @@ def test_verdict_and_headline_agree_without_matched_budget():
     # one tier higher both call it a claim
     verdict = _verdict("placement_gain", proto, SimpleNamespace(oracle=False), [], "",
                        _vctx(proto))
-    assert verdict.startswith("placement gain over matched random")
+    assert verdict.startswith("placement_gain: the gain is placement value")
     status = {"harness": "passed", "placement_gain": "passed", "deployable": "failed"}
     assert headline(_claim_dict("placement_gain", status), audit).status == "supported"
     assert T.claim_status(proto.tiers, "placement_gain", False) == T.SUPPORTED

@@ -265,16 +265,18 @@ def test_verdict_wording_per_tier():
     proto = load_protocol()
     claim = SimpleNamespace(oracle=False)
     g = "G = 0.0625 [0.03125, 0.125], CI above 0"
-    assert _verdict("matched_budget", proto, claim, [], "", _vctx()) == (
-        f"head-to-head: beats matched random at the same merge budget ({g}); not shown to be "
-        "placement gain")
-    assert _verdict("placement_gain", proto, claim, [], "", _vctx()) == (
-        f"placement gain over matched random, load-matched to no-sync ({g})")
-    assert _verdict("deployable", proto, claim, [], "", _vctx()) == (
-        f"deployable controller beats matched random ({g})")
+    for tier in ("matched_budget", "placement_gain", "deployable"):
+        assert _verdict(tier, proto, claim, [], "", _vctx()) == (
+            f"{tier}: {proto.tier(tier).claim}; {g}")
     assert _verdict("calibrated", proto, claim, [], "", _vctx(explained=_explained())) == (
-        f"placement gain explained by request overlap ({g}; psi-predicted gain G_pred = 0.05 "
-        "[0.02, 0.08], CI above 0; unexplained part within tolerance)")
+        f"calibrated: {proto.tier('calibrated').claim}; {g}; psi-predicted gain G_pred = 0.05 "
+        "[0.02, 0.08], CI above 0")
+    # the wording is the protocol's: an edited claim sentence is what the verdict says
+    edited = replace(proto, tiers=tuple(replace(t, claim="scheduling wins, say the numbers")
+                                        if t.name == "placement_gain" else t
+                                        for t in proto.tiers))
+    assert _verdict("placement_gain", edited, claim, [], "", _vctx()) == (
+        f"placement_gain: scheduling wins, say the numbers; {g}")
     assert _verdict(None, proto, claim, [], "", _vctx()) == "no claim supported"
     assert _verdict("harness", proto, claim, [], "", _vctx()) == (
         f"mechanism only ({proto.tier('harness').claim}); no win over matched random")
@@ -324,7 +326,7 @@ def test_verdict_never_claims_a_gain_the_numbers_do_not_show(tier):
     # a positive gain whose psi-predicted gain is not above 0 is not "explained"
     text = _verdict("calibrated", proto, claim, [], "",
                     _vctx(explained=_explained(-0.01, -0.02, 0.01, explained=False)))
-    assert "not explained by overlap" in text and "G_pred = -0.01 [-0.02, 0.01], CI across 0" \
+    assert "not shown to be explained by overlap" in text and "G_pred = -0.01 [-0.02, 0.01], CI across 0" \
         in text and "above 0;" not in text.split("G_pred")[1]
 
 
@@ -335,11 +337,16 @@ def test_verdict_without_a_matched_budget_tier_and_unknown_tiers():
     tiers = (TierSpec("basic", "the basic claim", False, ("not_oracle",)),
              TierSpec("extra", "the extra claim", False, ("real_sidecar",)))
     small = replace(proto, tiers=tiers)
-    # no matched_budget tier: the floor is the first tier, and unnamed tiers use their claim
+    # no matched_budget tier: the floor is the first tier; every tier says its own claim,
+    # and only with a gain the numbers show
+    g = "G = 0.0625 [0.03125, 0.125], CI above 0"
     assert _verdict("basic", small, SimpleNamespace(oracle=False), [], "",
-                    _vctx()) == "the basic claim"
+                    _vctx()) == f"basic: the basic claim; {g}"
     assert _verdict("extra", small, SimpleNamespace(oracle=False), [], "",
-                    _vctx()) == "the extra claim"
+                    _vctx()) == f"extra: the extra claim; {g}"
+    assert "no win over matched random is shown" in _verdict(
+        "extra", small, SimpleNamespace(oracle=False), [], "",
+        _vctx(stat=-0.02, lo=-0.04, hi=-0.01))
 
 
 # --------------------------------------------------------------------------- tier walk

@@ -82,13 +82,12 @@ def test_underpowered_claim_names_the_seeds_it_needs():
     assert "underpowered: 5 seeds cannot reach alpha" in h.test and "needs >= 6 seeds" in h.test
 
 
-def test_missing_optional_keys_and_exclusions_are_read_defensively():
+def test_missing_optional_keys_and_the_documents_exclusion_rows():
     claim = {"regime": "r", "policy": "p", "tier": None, "checks": [],
              "exclusions": [{"run_id": "p-s3", "seed": 3, "reason": "incomplete run"},
-                            "free text"], "dropped_seeds": [7]}
+                            {"run_id": "p-s4", "reason": "unreadable run.json"}]}
     h = headline(claim, _audit([claim]))
     assert h.effect.startswith("no paired gain") and h.test == "" and h.seeds == ""
     assert h.exclusions == [{"run_id": "p-s3", "seed": 3, "reason": "incomplete run"},
-                            {"run_id": None, "seed": None, "reason": "free text"},
-                            {"run_id": None, "seed": 7, "reason": "seed dropped"}]
+                            {"run_id": "p-s4", "seed": None, "reason": "unreadable run.json"}]
     assert all(r.state == "not_run" for r in ladder(claim, _audit([claim])))

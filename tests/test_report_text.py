@@ -9,7 +9,7 @@ import re
 import pytest
 
 from evalkit.names import file_part
-from evalkit.report.text import honest, md, md_line, p_value, pp, shorten
+from evalkit.report.text import md, md_line, p_value, pp, shorten
 
 markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py (dev extra) renders "
                                                         "the escaped Markdown")
@@ -95,14 +95,6 @@ def test_file_part_caps_length_and_keeps_names_distinct():
     assert file_part("wa") == "wa" and file_part("calibrated_online") == "calibrated_online"
     assert file_part("a/b") != file_part("a-b")       # sanitised names carry a hash
     assert "/" not in file_part("../../etc/passwd") and not file_part("..").startswith(".")
-
-
-def test_negative_gain_is_never_within_the_calibration_error():
-    text = "G = -0.013 vs 2 x eps_cal = 0.03: the gain is within the calibration error"
-    assert "within the calibration error" not in honest(text, -0.013)
-    assert "not positive" in honest(text, -0.013)
-    assert "not positive" in honest(text, 0.0)
-    assert honest(text, 0.01) == text            # a positive G smaller than 2 eps_cal: true
 
 
 def test_number_formats():

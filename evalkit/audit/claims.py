@@ -141,7 +141,7 @@ def _verdict(result_tier: str | None, protocol: Protocol, claim: ClaimData, chec
         head = "no claim supported" if result_tier is None else (
             f"mechanism only ({protocol.tier(result_tier).claim}); no win over matched random")
         return prefix + head
-    return prefix + words.tier_sentence(result_tier, ctx, protocol.tier(result_tier).claim)
+    return prefix + words.tier_sentence(protocol.tier(result_tier), ctx)
 
 
 def _walk_goes_on(protocol: Protocol, tier, checks: list[Check]) -> bool:

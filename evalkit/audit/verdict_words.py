@@ -1,10 +1,13 @@
 """Verdict sentences derived from the numbers they are about.
 
-Every word here is chosen by a number: "beats" only for a gain whose estimate and CI lie
-above 0; "psi-predicted gain above 0" only when G_pred's CI does; "significantly worse" only
-for a significant negative gain; "underpowered" names the rule that blocks (the protocol's
-minimum number of seeds, or the smallest p the test can attain) with its numbers; a
-significant gain smaller than the protocol's smallest effect of interest is "negligible".
+What a claim may say comes from the protocol only: the verdict of a claim that reached a
+tier is that tier's ``claim`` sentence, followed by the numbers behind it.  Every other word
+here is chosen by a number: the claim sentence only for a gain whose estimate and CI lie
+above 0; "not shown to be explained by overlap" where the explained-gain test did not pass;
+"significantly worse" only for a significant negative gain; "underpowered" names the rule
+that blocks (the protocol's minimum number of seeds, or the smallest p the test can attain)
+with its numbers; a significant gain smaller than the protocol's smallest effect of interest
+is "negligible".
 """
 
 from __future__ import annotations
@@ -144,33 +147,31 @@ def explained_result(ctx):
     return None
 
 
-def tier_sentence(tier: str, ctx, claim_text: str) -> str:
-    """The verdict of a claim that reached ``tier`` (at or above matched_budget)."""
+def prediction_text(res) -> str:
+    """``psi-predicted gain G_pred = 0.05 [0.02, 0.08], CI above 0`` and, unless the
+    explained-gain test passed, ``: not shown to be explained by overlap``."""
+    lo, hi = res.g_pred_ci
+    pos = ci_position(lo, hi)
+    text = (f"psi-predicted gain G_pred = {_fmt(res.g_pred)} [{_fmt(lo)}, {_fmt(hi)}]"
+            + (f", CI {pos} 0" if pos else ""))
+    return text if res.explained else text + ": not shown to be explained by overlap"
+
+
+def tier_sentence(tier, ctx) -> str:
+    """The verdict of a claim that reached ``tier`` (a :class:`TierSpec` at or above the
+    claim floor): the protocol's claim sentence for that tier with the numbers behind it,
+    or, where the gain is not shown, the numbers that say so."""
     try:
         sf = ctx.sign_flip
     except Exception:  # noqa: BLE001 - the gain may not be estimable while a tier passed
         sf = None
     g = gain_text(sf)
     if not beats(sf):
-        return (f"reached {tier} under this protocol, but {g}: no win over matched random "
-                "is shown")
-    if tier == "matched_budget":
-        return (f"head-to-head: beats matched random at the same merge budget ({g}); not shown "
-                "to be placement gain")
-    if tier == "placement_gain":
-        return f"placement gain over matched random, load-matched to no-sync ({g})"
-    if tier == "calibrated":
+        return (f"reached {tier.name} under this protocol, but {g}: no win over matched "
+                "random is shown")
+    try:
         res = explained_result(ctx)
-        if res is None:
-            return f"placement gain ({g}); the psi-predicted gain was not computed"
-        lo, hi = res.g_pred_ci
-        pos = ci_position(lo, hi)
-        pred = (f"psi-predicted gain G_pred = {_fmt(res.g_pred)} [{_fmt(lo)}, {_fmt(hi)}]"
-                + (f", CI {pos} 0" if pos else ""))
-        if pos == "above" and res.explained:
-            return (f"placement gain explained by request overlap ({g}; {pred}; unexplained "
-                    "part within tolerance)")
-        return f"placement gain ({g}); not explained by overlap: {pred}"
-    if tier == "deployable":
-        return f"deployable controller beats matched random ({g})"
-    return claim_text
+    except AttributeError:        # a context without regime evidence
+        res = None
+    pred = f"; {prediction_text(res)}" if res is not None else ""
+    return f"{tier.name}: {tier.claim}; {g}{pred}"

@@ -187,21 +187,9 @@ def stop_text(claim: dict, stop: dict | None, alpha=None) -> str:
 
 
 def _exclusions(claim: dict) -> list[dict]:
-    """The claim's excluded runs and dropped seeds as ``{run_id, seed, reason}``."""
-    out = []
-    for key in ("exclusions", "dropped_seeds"):
-        items = claim.get(key)
-        if not items:
-            continue
-        for e in items if isinstance(items, list) else [items]:
-            if isinstance(e, dict):
-                out.append({"run_id": e.get("run_id") or e.get("run"), "seed": e.get("seed"),
-                            "reason": str(e.get("reason") or e.get("why") or "")})
-            elif key == "dropped_seeds":
-                out.append({"run_id": None, "seed": e, "reason": "seed dropped"})
-            else:
-                out.append({"run_id": None, "seed": None, "reason": str(e)})
-    return out
+    """The claim's excluded runs as ``{run_id, seed, reason}`` (the audit's exclusion rows)."""
+    return [{"run_id": e.get("run_id"), "seed": e.get("seed"), "reason": str(e.get("reason", ""))}
+            for e in claim.get("exclusions") or []]
 
 
 def effect_text(g, ci, invalid=()) -> tuple[str, str]:

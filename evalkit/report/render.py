@@ -23,7 +23,7 @@ import pandas as pd
 from evalkit.jsonio import canonical_json
 from evalkit.report import figures as figs
 from evalkit.report.headline import STATES, headlines
-from evalkit.report.text import honest, md, md_line, md_name, num, p_value, pct, pp, shorten
+from evalkit.report.text import md, md_line, md_name, num, p_value, pct, pp, shorten
 
 TEMPLATE_PACKAGE = "evalkit.report"
 MD_LIMIT = 60_000      # GitHub comments hold 65,536 characters; job summaries 1 MiB
@@ -154,8 +154,7 @@ def _view(audit: dict, figures: dict, embed: bool) -> dict:
     heads = headlines(audit)
     claims = []
     for i, (d, head) in enumerate(zip(audit["claims"], heads)):
-        gain = d.get("mean_diff")
-        checks = [dict(ch, found=honest(ch.get("found"), gain)) for ch in d.get("checks", [])]
+        checks = d.get("checks", [])
         per_seed = d.get("per_seed") or []
         wins = sum(1 for r in per_seed if r.get("d") is not None and r["d"] > 0)
         fig = figures["claims"][i]

@@ -85,16 +85,3 @@ def p_value(p) -> str:
         return "n/a"
     p = float(p)
     return f"{p:.3g}" if p < 1 else "1"
-
-
-
-# A negative or zero G cannot be "within the calibration error": there is nothing to explain.
-_CAL_PHRASE = "the gain is within the calibration error"
-
-
-def honest(text, gain) -> str:
-    """Check or stop texts reworded where they would call a non-positive G a gain."""
-    s = "" if text is None else str(text)
-    if gain is not None and np.isfinite(float(gain)) and float(gain) <= 0 and _CAL_PHRASE in s:
-        s = s.replace(_CAL_PHRASE, "G is not positive: there is no gain for overlap to explain")
-    return s
