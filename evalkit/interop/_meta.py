@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalkit.errors import InputError
-from evalkit.runlog.schema import identity_problems, role_problem, run_id
+from evalkit.runlog.schema import Slo, identity_problems, role_problem, run_id
 
 
 def check_identity(role: str, draw, matched_to, *, where: str) -> None:
@@ -17,6 +17,21 @@ def check_identity(role: str, draw, matched_to, *, where: str) -> None:
     if problems:
         raise InputError(problems[0].message, file=where, column=problems[0].key,
                          fix=problems[0].fix)
+
+
+def check_slo(e2e_s, ttft_s, tpot_s, *, where: str) -> Slo:
+    """The SLOs given on the command line as the run-log format's :class:`Slo`; the first
+    rule they break is raised, naming the option to fix."""
+    if e2e_s is None:
+        raise InputError("an end-to-end SLO is required", file=where, column="slo_e2e_s",
+                         fix="pass --slo-e2e SECONDS (V is the share of requests over it)")
+    problems = Slo.check({"e2e_s": e2e_s, "ttft_s": ttft_s, "tpot_s": tpot_s})
+    if problems:
+        key = problems[0].key.split(".")[-1]
+        raise InputError(problems[0].message, file=where, column=f"slo_{key}",
+                         fix=f"pass --slo-{key.split('_')[0]} SECONDS (a positive number)")
+    return Slo(float(e2e_s), None if ttft_s is None else float(ttft_s),
+               None if tpot_s is None else float(tpot_s))
 
 
 def import_meta(*, run_id: str, policy: str, role: str, seed: int, draw, matched_to,

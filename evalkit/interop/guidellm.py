@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.interop._meta import check_identity, default_run_id, import_meta
+from evalkit.interop._meta import check_identity, check_slo, default_run_id, import_meta
 from evalkit.interop.merge_spans import (CLOCK_FLAG, Span, clock_hint, describe_outside,
                                          describe_spans, outside_every_span)
 from evalkit.interop.vllm_bench import _load_json, _trace_identity, read_merge_windows
@@ -323,9 +323,7 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
     """
     report = Path(report)
     check_identity(role, draw, matched_to, where=str(report))
-    if slo_e2e_s is None or not slo_e2e_s > 0:
-        raise InputError("an end-to-end SLO is required", column="slo_e2e_s",
-                         fix="pass --slo-e2e SECONDS (V is the share of requests over it)")
+    slo = check_slo(slo_e2e_s, slo_ttft_s, slo_tpot_s, where=str(report))
     if merge_clock not in ("relative", "absolute"):
         raise InputError(f"unknown merge clock {merge_clock!r}", column="merge_clock",
                          fix="use 'absolute' (Unix seconds) or 'relative'")
@@ -433,7 +431,7 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
             role=role, seed=seed, draw=draw, matched_to=matched_to, regime=reg,
             trace={"name": trace_name or f"guidellm-{b.label}",
                    "sha256": _trace_identity(b.requests)},
-            slo={"e2e_s": float(slo_e2e_s), "ttft_s": slo_ttft_s, "tpot_s": slo_tpot_s},
+            slo=slo.to_dict(),
             merge_duration_s=d, horizon_s=h, corridor=corridor, oracle=oracle,
             settings={"requested": {"source": report.name, "benchmark": b.index,
                                     "incomplete": incomplete, "merge_clock": merge_clock},

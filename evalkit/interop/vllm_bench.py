@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.interop._meta import check_identity, default_run_id, import_meta
+from evalkit.interop._meta import check_identity, check_slo, default_run_id, import_meta
 from evalkit.runlog.io import write_run
 
 PER_REQUEST_REQUIRED = ("input_lens", "output_lens", "ttfts", "start_times", "errors")
@@ -251,9 +251,7 @@ def import_vllm_bench(result_json, runs_dir, *, policy: str, seed: int,
     """Write one run (backend ``import``) from a vLLM detailed result; return its directory."""
     result_json = Path(result_json)
     check_identity(role, draw, matched_to, where=str(result_json))
-    if slo_e2e_s is None or not slo_e2e_s > 0:
-        raise InputError("an end-to-end SLO is required", column="slo_e2e_s",
-                         fix="pass --slo-e2e SECONDS (V is the share of requests over it)")
+    slo = check_slo(slo_e2e_s, slo_ttft_s, slo_tpot_s, where=str(result_json))
     requests, scalars = parse_vllm_result(result_json)
     if merge_clock not in ("relative", "absolute"):
         raise InputError(f"unknown merge clock {merge_clock!r}", column="merge_clock",
@@ -300,7 +298,7 @@ def import_vllm_bench(result_json, runs_dir, *, policy: str, seed: int,
     meta = import_meta(
         run_id=run_id, policy=policy, role=role, seed=seed, draw=draw, matched_to=matched_to,
         regime=regime, trace={"name": name, "sha256": sha},
-        slo={"e2e_s": float(slo_e2e_s), "ttft_s": slo_ttft_s, "tpot_s": slo_tpot_s},
+        slo=slo.to_dict(),
         merge_duration_s=merge_duration_s, horizon_s=horizon_s, corridor=corridor,
         oracle=oracle, settings={"requested": requested, "effective": effective},
         rng_seeds={"seed": int(seed)}, notes=notes)
