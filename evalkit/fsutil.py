@@ -16,6 +16,8 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from evalkit.errors import from_os_error
+
 
 def fsync_file(path: str | os.PathLike) -> None:
     """Flush one file's data to stable storage."""
@@ -77,8 +79,6 @@ def atomic_write(path: str | os.PathLike, write) -> Path:
         except OSError:
             pass
         if isinstance(exc, OSError) and not exc.filename:    # e.g. a full disk mid-write
-            from evalkit.errors import from_os_error
-
             raise from_os_error(exc, path=str(path), action=f"cannot write {path.name}") \
                 from exc
         raise

@@ -9,6 +9,8 @@ importing into it, and the CLI and the composition (``evalkit``, ``evalkit.compo
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from tests.support.imports import PACKAGE, cycles, import_graph
@@ -91,3 +93,40 @@ def test_the_layer_check_finds_an_upward_import(tmp_path):
 def test_layers_of_modules(module, expected):
     assert layer(module) == expected
     assert PACKAGE.name == "evalkit"
+
+
+def uncommented_local_imports(root=PACKAGE) -> list[str]:
+    """Function-local imports of the package's own modules with no comment saying why, outside
+    the CLI (whose commands import their implementation when run, so `evalkit --help` stays
+    fast): with no cycle left to hide, a local import is only for start-up time, and says so."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent)
+        if rel.parts[1:2] == ("cli",):
+            continue
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for sub in ast.walk(node):
+                if not isinstance(sub, ast.ImportFrom) or not (sub.module or "").startswith(
+                        root.name) or sub.level:
+                    continue
+                text = lines[sub.lineno - 2:sub.end_lineno]
+                if not any("#" in line for line in text):
+                    out.append(f"{rel}:{sub.lineno}: {lines[sub.lineno - 1].strip()}")
+    return sorted(set(out))
+
+
+def test_local_imports_of_the_package_say_why():
+    bad = uncommented_local_imports()
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_local_import_rule_finds_an_uncommented_one(tmp_path):
+    pkg = tmp_path / "evalkit"
+    (pkg / "cli").mkdir(parents=True)
+    (pkg / "a.py").write_text("def f():\n    from evalkit.b import x\n\n\n"
+                              "def g():\n    from evalkit.b import y  # scipy: start-up time\n")
+    (pkg / "cli" / "c.py").write_text("def h():\n    from evalkit.b import z\n")
+    assert uncommented_local_imports(pkg) == ["evalkit/a.py:2: from evalkit.b import x"]

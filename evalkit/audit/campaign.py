@@ -24,8 +24,9 @@ from evalkit.audit.draws import distinct_draws
 from evalkit.errors import InputError
 from evalkit.names import normalise_name
 from evalkit.runlog.design import DESIGN_COLUMNS
-from evalkit.runlog.io import read_columns
 from evalkit.runlog.table import SYNTH_NOTE, is_summary_table, read_summary_table
+from evalkit.runlog.io import UnreadableRun, list_runs, read_columns, read_meta, refused_error
+from evalkit.runlog.summary import summarize_runs
 
 RUN_COLUMNS = (
     "run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend", "oracle",
@@ -92,8 +93,6 @@ class Campaign:
         """A complete run's run.json, as parsed when the campaign was loaded."""
         key = ("meta", run_id)
         if key not in self._cache:
-            from evalkit.runlog.io import read_meta
-
             self._cache[key] = read_meta(self._dirs[run_id])
         return self._cache[key]
 
@@ -150,9 +149,6 @@ def _nfkc(value):
 
 
 def _from_runs_dir(path: Path) -> Campaign:
-    from evalkit.runlog.io import UnreadableRun, list_runs, read_meta, refused_error
-    from evalkit.runlog.summary import summarize_runs
-
     listing = list_runs(path)
     if listing.refused:                 # never audit a store with runs left out
         raise refused_error(listing.refused)

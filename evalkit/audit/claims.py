@@ -22,6 +22,7 @@ from evalkit.audit.plan_checks import campaign_plan
 from evalkit.audit.protocol import Protocol
 from evalkit.audit.slo_breakdown import slo_breakdown
 from evalkit.errors import InputError
+from evalkit.stats import holm
 
 # kept importable from here: the tier walk's old name
 _tier_walk = T.tier_walk
@@ -192,8 +193,6 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
     if testable:
         pvals = np.array([p for _, p in testable])
         if protocol.multiplicity == "holm" and len(pvals) > 1:
-            from evalkit.stats import holm
-
             adjusted = holm(pvals, alpha=protocol.alpha)[1]
         else:
             adjusted = pvals

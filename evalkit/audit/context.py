@@ -13,6 +13,13 @@ from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import Protocol
 from evalkit.audit.transfer_evidence import TransferEvidence
+from evalkit.audit.plan_checks import campaign_plan
+from evalkit.runlog.design import run_corridor_violations
+from evalkit.runlog.io import read_meta
+from evalkit.stats import load_match, sign_flip_test
+from evalkit.stats.loadmatch import CHECK_KEYS
+from evalkit.stats.randomisation import (MAX_EXACT_N, exact_enumerable, min_attainable_p,
+                                         seeds_needed, within_seed_permutation_test)
 
 
 class ClaimContext:
@@ -116,15 +123,11 @@ class ClaimContext:
 
     @cached_property
     def seeds_needed(self) -> int:
-        from evalkit.stats.randomisation import seeds_needed
-
         m = int(self.draws_per_seed.min()) if self.draws_per_seed.size else 1
         return int(seeds_needed(self.alpha, self.alternative, m=max(m, 1)))
 
     @property
     def design_min_p(self) -> float:
-        from evalkit.stats.randomisation import min_attainable_p
-
         if not self.draws_per_seed.size:
             return 1.0
         return min_attainable_p(self.draws_per_seed, self.alternative)
@@ -139,9 +142,6 @@ class ClaimContext:
         (mean/se: equal means, the claim users make) when any seed averages >= 2 draws (the
         sign-flip test assumes a symmetric d, which averaged draws break), else the exact
         sign-flip test (the same test, same p, when every seed has one draw)."""
-        from evalkit.stats import sign_flip_test
-        from evalkit.stats.randomisation import MAX_EXACT_N, within_seed_permutation_test
-
         rng = self.rng()
         if self.averaged_draws:
             return within_seed_permutation_test(
@@ -157,13 +157,9 @@ class ClaimContext:
     @property
     def _exact_ok(self) -> bool:
         """The permutation test enumerates this design exactly (else protocol.n_resamples)."""
-        from evalkit.stats.randomisation import exact_enumerable
-
         return exact_enumerable(self.draws_per_seed)
 
     def _meta(self, run_id: str) -> dict:
-        from evalkit.runlog.io import read_meta
-
         cache = self.campaign._cache
         if ("meta", run_id) not in cache:
             cache[("meta", run_id)] = read_meta(self.campaign._dirs[run_id])
@@ -179,10 +175,6 @@ class ClaimContext:
 
     def corridor_violations(self, run_id: str, base_tolerance: float) -> list[str]:
         """Why a run's merges are not in F_K with its edges (runs directories)."""
-        from evalkit.runlog.design import run_corridor_violations
-
-        from evalkit.audit.plan_checks import campaign_plan
-
         merges = self.campaign.columns(run_id, "merges", ("start_s", "end_s"))
         meta = self._meta(run_id)
         # the seed's step time jointly (the smallest): one run's steps file cannot widen
@@ -207,9 +199,6 @@ class ClaimContext:
         return self._load_match[key]
 
     def _compute_load_match(self, tolerances) -> pd.DataFrame | str:
-        from evalkit.stats import load_match
-        from evalkit.stats.loadmatch import CHECK_KEYS
-
         # a summary table written by `evalkit summarize` carries the same load columns
         summary = self.campaign.summary if self.campaign.has_logs else self.campaign.runs
         if not self.campaign.has_logs and not any(

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
+from evalkit.stats import sign_flip_test
 
 LOAD_MEASURES = (("step_rate", "trainer step rate", "load_rel_tol"),
                  ("probe_s", "host probe latency", "probe_rel_tol"))
@@ -159,8 +160,6 @@ def _gain(df: pd.DataFrame) -> float:
 
 
 def _sign_flip_p(r: np.ndarray) -> float:
-    from evalkit.stats import sign_flip_test
-
     return float(sign_flip_test(r, alternative="two-sided",
                                 n_resamples=None if r.size <= 20 else 20000,
                                 rng=np.random.default_rng(0)).p_value)

@@ -13,6 +13,8 @@ import pandas as pd
 from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.transfer_evidence import TransferEvidence  # noqa: F401 - part of this API
 from evalkit.errors import InputError, NotEstimable
+from evalkit.stats import RequestIndex, exposure_regression, fit_psi, overlap_cost
+from evalkit.stats.explained import explained_gain
 
 BASELINE = "matched_random"
 
@@ -36,8 +38,6 @@ class RegimeEvidence:
         if not self.campaign.has_logs:
             return None, None, ("not evaluable: a summary table has no request/merge logs to "
                                 "compute overlap Phi")
-        from evalkit.stats import RequestIndex, fit_psi, overlap_cost
-
         ns_runs = self.runs[self.runs.role == "no_sync"]
         ns = {}                 # seed -> (run_id, horizon_s, V) of its no-sync run
         for run_id, seed, horizon, v in zip(ns_runs.run_id.tolist(), ns_runs.seed.tolist(),
@@ -104,7 +104,6 @@ class RegimeEvidence:
         table = self.phi_table
         if self.psi is None or table is None:
             return None, self.psi_reason
-        from evalkit.stats.explained import explained_gain
 
         row_of = {r: i for i, r in enumerate(table.run_id.tolist())}
         seeds, left_out = [], []
@@ -145,7 +144,6 @@ class RegimeEvidence:
         runs = runs[np.isfinite(runs.exposure_requests.astype(float))]
         if len(runs) < 3:
             return None, "not evaluable: exposure needs >= 3 runs with exposure recorded"
-        from evalkit.stats import exposure_regression
 
         try:
             res = exposure_regression(runs.violation_rate.to_numpy(float),

@@ -19,7 +19,10 @@ import datetime as _dt
 import numpy as np
 
 from evalkit.audit.checks.core import Outcome, _listing, check, not_evaluable
-from evalkit.audit.like_for_like import seed_runs
+from evalkit.audit.like_for_like import run_facts, seed_runs
+from evalkit.errors import InputError
+from evalkit.runlog.plan import plan_sha256, read_plan
+from evalkit.stats import RequestIndex, overlap_cost, sample_schedules
 
 _IDENTITY = ("regime", "policy", "role", "seed", "draw", "matched_to")
 # clocks of the machines of one distributed sweep may disagree by this much; the order that
@@ -35,8 +38,6 @@ def campaign_plan(campaign) -> dict | None:
     if cache is None:                  # a stand-in campaign without a runs directory
         return None
     if "plan" not in cache:
-        from evalkit.runlog.plan import read_plan
-
         runs_dir = getattr(campaign, "runs_dir", None)
         cache["plan"] = (read_plan(runs_dir)
                          if getattr(campaign, "has_logs", False) and runs_dir else None)
@@ -45,8 +46,6 @@ def campaign_plan(campaign) -> dict | None:
 
 def _plan_sha(campaign) -> str:
     if "plan_sha" not in campaign._cache:
-        from evalkit.runlog.plan import plan_sha256
-
         campaign._cache["plan_sha"] = plan_sha256(campaign_plan(campaign))
     return campaign._cache["plan_sha"]
 
@@ -152,8 +151,6 @@ def merge_lag_bounds(ctx, pair, spec) -> tuple[float, float]:
     ``-tolerance_s`` .. ``tolerance_s`` + 1.5 of the seed's smallest inner step +
     ``start_lag_s`` (a real backend merges at the first step boundary after the planned
     start, then starts the all-reduce)."""
-    from evalkit.audit.like_for_like import run_facts
-
     steps = [run_facts(ctx, r)["step_median_s"] for r, _ in seed_runs(pair)]
     steps = [s for s in steps if np.isfinite(s)]
     step = min(steps) if steps else 0.0
@@ -164,8 +161,6 @@ def merge_lag_bounds(ctx, pair, spec) -> tuple[float, float]:
 def regenerate(plan_corridor: dict, k: int, arrival, rng_seed: int) -> np.ndarray:
     """(k,) the schedule the sweep draws for a matched-random run: uniform on F_K with edges
     over the observed span of the trace's arrivals (``evalkit.replay.policies.planned``)."""
-    from evalkit.stats import sample_schedules
-
     if k == 0:
         return np.empty(0)
     d = float(plan_corridor["merge_duration_s"])
@@ -184,8 +179,6 @@ def regenerate(plan_corridor: dict, k: int, arrival, rng_seed: int) -> np.ndarra
        tier="matched_budget")
 def draws_as_planned(ctx, spec) -> Outcome:
     """Each draw's logged merges are the schedule its planned RNG seed regenerates."""
-    from evalkit.errors import InputError
-
     expected = ("each draw's schedule is the one its planned RNG seed regenerates from F_K at "
                 "the policy run's K: its recorded planned starts exactly, its logged merges "
                 f"from {-float(spec['tolerance_s']):g} s to {float(spec['tolerance_s']):g} s "
@@ -309,8 +302,6 @@ def pre_registered(ctx, spec) -> Outcome:
 
 def phi_ranks(ctx, pair, n_reference: int, rng) -> list[tuple[str, float]]:
     """(draw run, randomised rank of its Phi in a fresh sample of F_K, in (0, 1))."""
-    from evalkit.stats import RequestIndex, overlap_cost, sample_schedules
-
     k = pair.k_policy
     if not len(pair.draws) or not np.isfinite(k) or int(k) == 0:
         return []

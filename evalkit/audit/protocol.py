@@ -23,6 +23,7 @@ from evalkit.errors import InputError
 from evalkit.fileread import read_text_bounded
 from evalkit.limits import MAX_CONFIG_BYTES, RESAMPLES_RANGE, range_fix
 from evalkit.stats._result import check_alpha
+from evalkit.audit.protocol_rules import content_sha256
 
 BUILTIN_PACKAGE = "evalkit.audit.protocols"
 DEFAULT_PROTOCOL = "diloco-slo"
@@ -94,8 +95,6 @@ class Protocol:
     def content_sha256(self) -> str:
         """Hash of the rules alone (:mod:`evalkit.audit.protocol_rules`): a changed check,
         threshold, alpha or ``accept_vouched`` changes it, a changed comment or name does not."""
-        from evalkit.audit.protocol_rules import content_sha256
-
         return content_sha256(self._as_dict())
 
     def to_dict(self) -> dict:

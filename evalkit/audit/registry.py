@@ -7,6 +7,8 @@ The class is named in run.json's settings (``settings.effective.policy.name``, e
 """
 
 from __future__ import annotations
+from evalkit.errors import InputError
+from evalkit.replay.policies import POLICIES, resolve_policy
 
 
 def policy_classes(meta: dict) -> list[str]:
@@ -26,9 +28,6 @@ def registered_class(name: str):
     """The policy class registered under ``name``: a built-in or an installed
     ``evalkit.policies`` entry point; None otherwise.  A ``module:Class`` name is never
     imported here: an audit must not run code that a run log names."""
-    from evalkit.errors import InputError
-    from evalkit.replay.policies import POLICIES, resolve_policy
-
     if name in POLICIES:
         return POLICIES[name]
     if ":" in name:

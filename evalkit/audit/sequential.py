@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass, field
 
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK
+from evalkit.runlog.plan import read_plan
+from evalkit.stats.sequential import anytime_test
 
 # the fixed-n checks the e-process replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
@@ -91,7 +93,6 @@ def planned_design(campaign) -> tuple[dict | None, list[int], str]:
     """(design, planned seed order, why not) from the runs directory's plan."""
     if not campaign.has_logs or campaign.runs_dir is None:
         return None, [], "a summary table has no plan"
-    from evalkit.runlog.plan import read_plan
 
     plan = read_plan(campaign.runs_dir)
     if plan is None:
@@ -116,8 +117,6 @@ def _claim_data(claim, order: list[int]):
 
 def verdict_for(claim, protocol, tier: str, design, order, n_claims: int,
                 min_effect: float) -> SequentialVerdict:
-    from evalkit.stats.sequential import anytime_test
-
     alpha = float(design["alpha"])
     max_seeds = design.get("max_seeds")
     base = dict(regime=claim.regime, policy=claim.policy, alpha=alpha, claims=n_claims,

@@ -37,6 +37,7 @@ import pandas as pd
 from evalkit.errors import InputError
 from evalkit.interop._meta import check_identity, check_slo, default_run_id, import_meta
 from evalkit.runlog.io import write_run
+from evalkit.fileread import check_regular
 
 PER_REQUEST_REQUIRED = ("input_lens", "output_lens", "ttfts", "start_times", "errors")
 LATENCY_KEYS = ("latencies", "e2els")
@@ -50,8 +51,6 @@ def _load_json(path: Path, fix: str = SAVE_FIX):
     """The JSON at ``path``; ``fix`` names the flag of the tool that writes it."""
     if not path.exists():
         raise InputError("file does not exist", file=str(path), fix="check the path")
-    from evalkit.fileread import check_regular
-
     check_regular(path, "the benchmark file")       # a FIFO or device: refused, no hang
     try:
         return json.loads(path.read_text())

@@ -33,8 +33,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.errors import InputError
 from evalkit.fsutil import fsync_dir
+from evalkit.errors import InputError, from_os_error
 
 MANIFEST = ".evalkit-manifest.json"
 REPORT_FILES = ("report.html", "report.md", "audit.json")
@@ -273,7 +273,6 @@ def publish(out_dir, files: dict[str, bytes]) -> Published:
     except OSError as exc:
         if exc.filename:
             raise
-        from evalkit.errors import from_os_error
 
         raise from_os_error(exc, path=str(out_dir), action="cannot write the report") \
             from exc

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.fileread import check_regular
 from evalkit.names import normalise_name
 
 # the first note of a run that `evalkit import table` synthesised from such a table
@@ -60,8 +61,6 @@ def is_summary_table(path: Path) -> bool:
 
 def _read(path: Path) -> tuple[pd.DataFrame, int]:
     """The table and the offset from a 0-based row index to the line/row number users see."""
-    from evalkit.fileread import check_regular
-
     check_regular(path, "the summary table")        # a FIFO would block pandas
     try:
         if path.suffix.lower() == ".csv":

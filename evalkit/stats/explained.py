@@ -37,6 +37,7 @@ import numpy as np
 from evalkit.errors import InputError, NotEstimable
 from evalkit.stats._result import ResultMixin, as_generator
 from evalkit.stats.psi import _interp, _isotonic
+from evalkit.stats.bootstrap import percentile_t_ci
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,6 @@ class ExplainedGain(ResultMixin):
 
 
 def _ci(values, n_boot, gen, confidence_level):
-    from evalkit.stats.bootstrap import percentile_t_ci
-
     res = percentile_t_ci(values, n_resamples=n_boot, confidence_level=confidence_level,
                           rng=gen)
     return [float(res.ci_low), float(res.ci_high)]

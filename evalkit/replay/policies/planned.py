@@ -139,10 +139,7 @@ class MatchedRandom(_Planned):
 
     def reset(self, ctx: RunContext) -> None:
         super().reset(ctx)
-        try:                  # evalkit.stats pulls in scipy: loaded when a draw is planned
-            from evalkit.stats import sample_schedules
-        except ImportError:
-            from evalkit.stats.fk import sample_schedules
+        from evalkit.stats.fk import sample_schedules  # scipy: loaded when a draw is planned
 
         k = self._k(ctx)
         self.k = k
