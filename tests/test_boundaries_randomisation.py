@@ -23,7 +23,7 @@ from evalkit.stats import fk as se
 from evalkit.stats import randomisation as sf
 
 # These tests pin the raw-mean engine, kept as statistic="mean"; the studentized default
-# is checked against its own brute force in test_stats_permutation.py.
+# is checked against its own brute force in tests/stats/test_randomisation_permutation.py.
 _raw_perm = partial(pm.within_seed_permutation_test, statistic="mean")
 
 

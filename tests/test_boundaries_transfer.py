@@ -27,7 +27,7 @@ from evalkit.stats.transfer import weighted_quantile
 @pytest.fixture(autouse=True)
 def _bootstrap_arithmetic_at_few_seeds(monkeypatch):
     """These tests check the two-stage bootstrap's arithmetic against a brute force at 2-4
-    seeds, below the "too few seeds" floor (tested in test_stats_transfer.py)."""
+    seeds, below the "too few seeds" floor (tested in tests/stats/test_transfer.py)."""
     monkeypatch.setattr(tp, "MIN_SEEDS", 1)
 
 
