@@ -15,7 +15,7 @@ import pytest
 from evalkit.runlog.schema import REQUIRED_META
 from evalkit.runlog.validate.meta import _check_meta
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "runs"
 POLICY = "fixture-s0-fixed_h"
 DRAW = "fixture-s0-matched_random-d0"
 

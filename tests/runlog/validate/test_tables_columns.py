@@ -18,7 +18,7 @@ import pytest
 from evalkit.runlog.schema import TABLES
 from evalkit.runlog.validate import validate_run
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "fixture-s0-fixed_h"
+FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "runs" / "fixture-s0-fixed_h"
 PRESENT = ("requests", "merges", "steps")
 
 
