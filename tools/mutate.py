@@ -40,6 +40,14 @@ PACKAGES = ("evalkit/stats", "evalkit/audit", "evalkit/runlog")
 
 TESTS = REPO / "tests"
 
+# The few modules whose behaviour is mostly seen from the tests of another package (their
+# words and fields reach the reader through the report); run those too.
+EXTRA_TESTS = {
+    "evalkit/audit/wording.py": ["tests/report/test_render_sentences.py"],
+    "evalkit/audit/provenance.py": ["tests/report/test_render.py",
+                                    "tests/project/test_readme_setup.py"],
+}
+
 # ------------------------------------------------------------------------ the catalogue
 
 _CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
@@ -186,7 +194,7 @@ def catalogue(modules: list[str]) -> list[dict]:
 
 def _owner(test_file: str, stems: list[str]) -> str | None:
     """The module a test file is named after: ``test_<mod>.py`` or ``test_<mod>_<aspect>.py``
-    (the longest such name, so ``test_protocol_rules.py`` belongs to ``protocol_rules``)."""
+    (the longest such name, so ``test_protocol_rules_gate.py`` belongs to ``protocol_rules``)."""
     name = test_file.removesuffix(".py")
     owners = [s for s in stems if name == f"test_{s}" or name.startswith(f"test_{s}_")]
     return max(owners, key=len) if owners else None
@@ -201,7 +209,8 @@ def tests_for(module: str) -> list[str]:
     """The test files of ``evalkit/<path>/<mod>.py``: the tests tree mirrors the package, so
     they are ``tests/<path>/test_<mod>.py`` and ``tests/<path>/test_<mod>_*.py``, plus the
     package-wide files ``test_package*.py`` of ``tests/<path>`` and of every folder above it up
-    to ``tests/<pkg>``.  A package's ``__init__.py`` gets only the package-wide files."""
+    to ``tests/<pkg>``.  A package's ``__init__.py`` gets only the package-wide files.
+    :data:`EXTRA_TESTS` adds the files of another package for the few modules it names."""
     rel = Path(module).relative_to("evalkit")
     folder = TESTS / rel.parent
     files = []
@@ -211,7 +220,7 @@ def tests_for(module: str) -> list[str]:
     for level in [rel.parent, *rel.parent.parents][:-1]:       # up to tests/<pkg>, not tests/
         files += [p for p in sorted((TESTS / level).glob("test_package*.py"))
                   if is_package_wide(p.name)]
-    return [str(p.relative_to(REPO)) for p in files]
+    return [str(p.relative_to(REPO)) for p in files] + EXTRA_TESTS.get(module, [])
 
 
 # --------------------------------------------------------------------------------- running

@@ -50,10 +50,11 @@ def test_every_module_of_the_three_packages_is_mapped_to_existing_test_files(mut
             assert rel in reached, (f"{rel} is named after no module of {pkg} (nor test_package*):"
                                     " the mutation tool would never run it")
     assert mutate.tests_for("evalkit/audit/protocol.py")[0] == "tests/audit/test_protocol.py"
-    assert "tests/audit/test_protocol_rules.py" not in mutate.tests_for("evalkit/audit/protocol.py")
-    assert "tests/audit/test_protocol_rules.py" in mutate.tests_for("evalkit/audit/protocol_rules.py")
+    assert "tests/audit/test_protocol_rules_gate.py" not in mutate.tests_for("evalkit/audit/protocol.py")
+    assert "tests/audit/test_protocol_rules_gate.py" in mutate.tests_for("evalkit/audit/protocol_rules.py")
     nested = mutate.tests_for("evalkit/audit/checks/design.py")
-    assert "tests/audit/checks/test_package_decisions.py" in nested      # its own package
+    assert nested[0] == "tests/audit/checks/test_design.py"               # its own tests
+    assert "tests/audit/checks/test_package_registry.py" in nested      # its own package
     assert "tests/audit/test_package_soundness.py" in nested             # the package above
     assert all(f.startswith("tests/stats/test_package")
                for f in mutate.tests_for("evalkit/stats/__init__.py"))
