@@ -1,16 +1,12 @@
-"""Run-log validation rule by rule, on in-memory tables and small run directories.
-
-Every check of :mod:`evalkit.runlog.validate` is called with values at, just inside and just
-outside its threshold, and the problems it reports are compared in full (column, message,
-severity): a rule that stops firing, fires on a valid neighbour, names the wrong row or
-counts wrongly fails here.  The design facts of :mod:`evalkit.runlog.design` are compared
-with independent computations (hashlib, brute force).
-"""
+"""``map_ordered``: every result in order, and queued work cancelled when the consumer
+stops."""
 
 from __future__ import annotations
 
 import threading
 import time
+
+import pytest
 
 from evalkit.fsutil import map_ordered
 
@@ -32,3 +28,12 @@ def test_map_ordered_cancels_queued_work_when_the_consumer_stops():
     # 1..3 were submitted; the two workers can only have started 1 and 2 (each sleeps),
     # so 3 was still queued and is cancelled; 4 and 5 were never submitted
     assert 0 in started and max(started) <= 2
+
+
+@pytest.mark.parametrize("threads, window", [(1, None), (2, 1), (3, 4), (4, None)])
+def test_map_ordered_yields_every_result_in_order(threads, window):
+    from evalkit.fsutil import map_ordered
+
+    out = list(map_ordered(lambda x: x * x, range(11), threads=threads, window=window))
+    assert out == [x * x for x in range(11)]
+    assert list(map_ordered(lambda x: x, [], threads=threads)) == []

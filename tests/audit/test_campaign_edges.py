@@ -1,5 +1,5 @@
-"""Boundary values of load matching, F_K (min = max, zero slack, corridor edges) and claim
-assembly (duplicate runs of one seed)."""
+"""Claim assembly refuses duplicate runs of one seed; campaign tables of known and unknown
+runs; harness baselines with and without their own draws."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Every audit check's decision on a small stub context, at and on both sides of its threshold.
-
-End-to-end audits pass or fail their claims by wide margins; here each rule is pinned where
-it flips, so a changed comparison, a dropped condition or the wrong p-value fails a test.
-"""
+"""``ClaimResult``: the sign-flip line from the effective seeds and the oracle claim's bound
+note."""
 
 from __future__ import annotations
 

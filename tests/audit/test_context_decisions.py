@@ -1,8 +1,5 @@
-"""Every audit check's decision on a small stub context, at and on both sides of its threshold.
-
-End-to-end audits pass or fail their claims by wide margins; here each rule is pinned where
-it flips, so a changed comparison, a dropped condition or the wrong p-value fails a test.
-"""
+"""``ClaimContext``: the exact permutation limit, seeds needed from the fewest draws, arrival
+fingerprints, units and informative seeds."""
 
 from __future__ import annotations
 

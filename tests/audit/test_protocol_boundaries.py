@@ -1,10 +1,5 @@
-"""Boundaries of the audit's input layer: protocol files, summary tables, campaign assembly
-and the audit result's JSON.
-
-Each validation error is raised with its message at the value where it flips, every default
-is pinned against the shipped protocol, and every field the campaign and audit result report
-is compared with values written into a small input by hand.
-"""
+"""Boundaries of protocol files: every default pinned against the shipped protocol, every
+validation error at the value where it flips."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""Adversarial campaigns against the rules the audit judges by (issue 21, part B).
-
-Each attack starts from an honest fixture campaign that passes the gate (asserted first, or
-by an honest control beside it) and passed the gate before the rule it tests:
-
-* V counts every configured SLO (e2e, TTFT, TPOT; failed requests included);
-* regime and policy names cannot be bent (NFKC, no invisible or mixed-script characters);
-* the regression gate compares the protocol's content, not its name;
-* the words of the verdict match the numbers (which rule blocks, direction, practical size);
-* a summary table's design columns are the table's word (vouched, never verified).
-
-Campaigns: ``python fixtures/make_campaigns.py``.
-"""
+"""The gate compares the protocol's rules, not its name: content hash in audit.json, edited or
+loosened rules, a shopped audit seed, older baselines."""
 
 from __future__ import annotations
 

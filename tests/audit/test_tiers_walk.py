@@ -1,8 +1,5 @@
-"""Every audit check's decision on a small stub context, at and on both sides of its threshold.
-
-End-to-end audits pass or fail their claims by wide margins; here each rule is pinned where
-it flips, so a changed comparison, a dropped condition or the wrong p-value fails a test.
-"""
+"""The tier walk: where it stops, which blocker it names, and when a not-evaluable or vouched
+check blocks."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Boundary values and brute-force references of effect-size transfer: the exposure
-regression, the paired and the guard-band estimators, and the campaign-level request tables of the transfer evidence.
-
-The bootstrap references redraw the same resampling from the same seed and compute every
-replicate by expanding the resampled requests and calling ``numpy.quantile``, so intervals,
-not only point estimates, are compared exactly."""
+"""Campaign-level transfer evidence: lifetimes and lags, pairing requests by id and arrival
+tolerance, the paired estimator and its fallback, contamination."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""Adversarial campaigns against the rules the audit judges by (issue 21, part B).
-
-Each attack starts from an honest fixture campaign that passes the gate (asserted first, or
-by an honest control beside it) and passed the gate before the rule it tests:
-
-* V counts every configured SLO (e2e, TTFT, TPOT; failed requests included);
-* regime and policy names cannot be bent (NFKC, no invisible or mixed-script characters);
-* the regression gate compares the protocol's content, not its name;
-* the words of the verdict match the numbers (which rule blocks, direction, practical size);
-* a summary table's design columns are the table's word (vouched, never verified).
-
-Campaigns: ``python fixtures/make_campaigns.py``.
-"""
+"""The words of the verdict match the numbers: negligible gains below the smallest effect of
+interest, the protocol's min_effect, underpowered claims."""
 
 from __future__ import annotations
 
@@ -26,7 +15,7 @@ from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
 
 from tests.support.rule_attacks import (BASE, CAMPAIGNS, PROTOCOL, _paired_table, _vouched,
-                                        _worse_policy, base, check, gate, run_dirs, runs)
+                                        _worse_policy, check, gate, run_dirs, runs)
 
 
 @pytest.mark.parametrize("gain, passed", [(0.005, True), (0.0049, False), (0.0051, True)])

@@ -1,16 +1,9 @@
-"""Run-log validation rule by rule, on in-memory tables and small run directories.
-
-Every check of :mod:`evalkit.runlog.validate` is called with values at, just inside and just
-outside its threshold, and the problems it reports are compared in full (column, message,
-severity): a rule that stops firing, fires on a valid neighbour, names the wrong row or
-counts wrongly fails here.  The design facts of :mod:`evalkit.runlog.design` are compared
-with independent computations (hashlib, brute force).
-"""
+"""Design facts of a run (``evalkit.runlog.design``) against independent computations: arrival
+fingerprints (hashlib), tied and identical shares, corridor tolerance and violations."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 
 import numpy as np

@@ -1,5 +1,5 @@
-"""Boundary values of load matching, F_K (min = max, zero slack, corridor edges) and claim
-assembly (duplicate runs of one seed)."""
+"""Corridor violations at their edges: gaps of exactly min_gap / max_gap / D, no merges,
+windows past the run's end."""
 
 from __future__ import annotations
 

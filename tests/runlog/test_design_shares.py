@@ -1,14 +1,11 @@
-"""Boundary values of run-log validation and metrics: equal times, zero tokens, exactly at the
-SLO, a fixed-cadence corridor (min = max), windows reaching past the observed span."""
+"""Design facts: corridor tolerance, the completion-tied window and share, shares against brute
+force, arrival fingerprints and a run's design facts."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
-
-from tests.support.fixture_run import run
 
 
 def test_corridor_tolerance_adds_one_and_a_half_steps():

@@ -1,10 +1,5 @@
-"""Boundaries of the run-log layer: writing and listing runs (io, schema), the summary row
-(summary), the cluster-robust V interval (vinterval) and the summary on edge runs.
-
-Each test pins one rule at its edge against an independent reference (plain loops, scipy's
-beta / t quantiles, closed forms), so that a wrong boundary, constant, dropped step or
-inverted condition in these modules fails a test.
-"""
+"""Boundaries of run-log I/O (``evalkit.runlog.io``): JSON layout, run ids, atomic publication,
+table columns and nulls, size limits, listing runs, orphans and leftovers."""
 
 from __future__ import annotations
 

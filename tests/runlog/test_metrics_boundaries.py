@@ -1,5 +1,5 @@
-"""Boundary values of run-log validation and metrics: equal times, zero tokens, exactly at the
-SLO, a fixed-cadence corridor (min = max), windows reaching past the observed span."""
+"""Boundary values of the run metrics: exactly at the SLO, zero-token and failed requests,
+exposure clipped to the span, quantiles, step rate, Clopper-Pearson."""
 
 from __future__ import annotations
 

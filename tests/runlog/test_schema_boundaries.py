@@ -1,11 +1,4 @@
-"""Run-log validation rule by rule, on in-memory tables and small run directories.
-
-Every check of :mod:`evalkit.runlog.validate` is called with values at, just inside and just
-outside its threshold, and the problems it reports are compared in full (column, message,
-severity): a rule that stops firing, fires on a valid neighbour, names the wrong row or
-counts wrongly fails here.  The design facts of :mod:`evalkit.runlog.design` are compared
-with independent computations (hashlib, brute force).
-"""
+"""``short_repr``: values cut at sixty characters and huge integers described, not printed."""
 
 from __future__ import annotations
 
@@ -22,3 +15,13 @@ def test_short_cuts_at_sixty_characters_and_describes_huge_integers():
     assert vproblem._short(-(10 ** 30) - 1) == "a 31-digit integer"
     assert vproblem._short(-(10 ** 30)) == str(-(10 ** 30))
     assert vproblem._short(True) == "True" and vproblem._short("x") == "'x'" and vproblem._short(2.5) == "2.5"
+
+
+def test_huge_integers_are_described_not_printed_from_just_above_ten_to_the_thirty():
+    from evalkit.runlog.schema import short_repr as _short
+    assert _short(10 ** 30) == repr(10 ** 30)
+    assert _short(-(10 ** 30)) == repr(-(10 ** 30))
+    assert _short(10 ** 30 + 1) == "a 31-digit integer"
+    assert _short(True) == "True"
+    assert _short("x" * 61) == repr("x" * 61)[:60] + "... (63 characters)"
+    assert _short("x" * 58) == repr("x" * 58)

@@ -1,10 +1,5 @@
-"""Boundaries of the run-log layer: writing and listing runs (io, schema), the summary row
-(summary), the cluster-robust V interval (vinterval) and the summary on edge runs.
-
-Each test pins one rule at its edge against an independent reference (plain loops, scipy's
-beta / t quantiles, closed forms), so that a wrong boundary, constant, dropped step or
-inverted condition in these modules fails a test.
-"""
+"""Boundaries of the run summary (``evalkit.runlog.summary``) against a brute-force loop, and
+``summarize_runs`` on invalid, unreadable and edge runs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Boundary values and reported fields of the envelope-side statistics: result plumbing
-(json_safe, input checks), the seed bootstrap, load matching, psi, overlap cost, the explained gain and the uniform F_K sampler without edges."""
+"""The shared result plumbing (``evalkit.stats._result``): ``json_safe``, ``ResultMixin``,
+input conversion and argument checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Load matching, bootstrap and Holm."""
+"""The seed bootstrap against scipy, and Holm against statsmodels."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Boundary values of load matching, F_K (min = max, zero slack, corridor edges) and claim
-assembly (duplicate runs of one seed)."""
+"""F_K at its edges: min = max, zero slack, a minimum gap below the duration, edge classes at K
+= 0 and 1."""
 
 from __future__ import annotations
 

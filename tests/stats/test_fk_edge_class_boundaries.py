@@ -1,10 +1,5 @@
-"""Boundary tests of the randomisation tests, the corridor with edges and the run metrics.
-
-Every expected value comes from an independent reference: brute-force enumeration with
-``itertools`` (sign patterns, label sets, order statistics), closed forms, or a loop over
-requests.  The tables sit at and on both sides of each rule's threshold: the exact /
-Monte Carlo switch, the tie tolerance, the CI's order-statistic index, the corridor's edges.
-"""
+"""Edge classes of F_K: fields, feasibility at each bound, acceptance as the box share, sampled
+schedules respecting every edge."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Boundary values and reported fields of the envelope-side statistics: result plumbing
-(json_safe, input checks), the seed bootstrap, load matching, psi, overlap cost, the explained gain and the uniform F_K sampler without edges."""
+"""F_K without edges: acceptance rates against quadrature, reported fields, the closed form for
+two windows, the sequential sampler against the exact inverse CDF."""
 
 from __future__ import annotations
 

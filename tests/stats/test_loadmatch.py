@@ -1,4 +1,4 @@
-"""Load matching, bootstrap and Holm."""
+"""Load matching: checks, vex and bad input."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Boundary values and reported fields of the envelope-side statistics: result plumbing
-(json_safe, input checks), the seed bootstrap, load matching, psi, overlap cost, the explained gain and the uniform F_K sampler without edges."""
+"""Load matching of series and one-row frames, seed checks, a difference exactly at the
+tolerance, not-evaluable runs."""
 
 from __future__ import annotations
 

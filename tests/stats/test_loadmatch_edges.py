@@ -1,5 +1,5 @@
-"""Boundary values of load matching, F_K (min = max, zero slack, corridor edges) and claim
-assembly (duplicate runs of one seed)."""
+"""Load matching at the tolerance edges, zero tolerance and counts, NaN inputs, and the
+defaults of the shipped protocol."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Overlap cost vs brute force; isotonic psi vs a brute-force PAVA; eps_cal."""
+"""Overlap cost against brute force, and bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Overlap cost vs brute force; isotonic psi vs a brute-force PAVA; eps_cal."""
+"""Isotonic psi against a brute-force PAVA, eps_cal, leave one seed out, a constant phi."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Boundary tests of the randomisation tests, the corridor with edges and the run metrics.
-
-Every expected value comes from an independent reference: brute-force enumeration with
-``itertools`` (sign patterns, label sets, order statistics), closed forms, or a loop over
-requests.  The tables sit at and on both sides of each rule's threshold: the exact /
-Monte Carlo switch, the tie tolerance, the CI's order-statistic index, the corridor's edges.
-"""
+"""The sign-flip test against brute force: every field, ties at atol, min attainable p, seeds
+needed, exact and Monte Carlo paths, null distribution."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Every audit check's decision on a small stub context, at and on both sides of its threshold.
-
-End-to-end audits pass or fail their claims by wide margins; here each rule is pinned where
-it flips, so a changed comparison, a dropped condition or the wrong p-value fails a test.
-"""
+"""Decisions of the calibrated checks (``psi_fit``, ``gain_explained_by_overlap``) on a stub
+context, at and on both sides of each threshold."""
 
 from __future__ import annotations
 

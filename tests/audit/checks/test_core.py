@@ -1,8 +1,4 @@
-"""Every audit check's decision on a small stub context, at and on both sides of its threshold.
-
-End-to-end audits pass or fail their claims by wide margins; here each rule is pinned where
-it flips, so a changed comparison, a dropped condition or the wrong p-value fails a test.
-"""
+"""``run_check``: when a not-evaluable check counts as vouched."""
 
 from __future__ import annotations
 

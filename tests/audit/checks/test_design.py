@@ -1,8 +1,6 @@
-"""Every audit check's decision on a small stub context, at and on both sides of its threshold.
-
-End-to-end audits pass or fail their claims by wide margins; here each rule is pinned where
-it flips, so a changed comparison, a dropped condition or the wrong p-value fails a test.
-"""
+"""Decisions of the design checks (matched draws, K, pairing, complete policy runs, corridor,
+merge durations, open-loop sending) on a stub context, at and on both sides of each
+threshold."""
 
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ import pytest
 
 from evalkit.audit import checks as C
 
-from tests.support.decision_stubs import ctx, draws, pair, spec
+from tests.support.decision_stubs import ctx, pair, spec
 
 
 # ------------------------------------------------------------------------ matched budget

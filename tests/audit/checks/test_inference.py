@@ -1,8 +1,5 @@
-"""Every audit check's decision on a small stub context, at and on both sides of its threshold.
-
-End-to-end audits pass or fail their claims by wide margins; here each rule is pinned where
-it flips, so a changed comparison, a dropped condition or the wrong p-value fails a test.
-"""
+"""Decisions of the inference checks (``enough_seeds``, ``gain_significant``) on a stub
+context, at and on both sides of each threshold."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ import pytest
 
 from evalkit.audit import checks as C
 
-from tests.support.decision_stubs import ctx, draws, spec
+from tests.support.decision_stubs import ctx, spec
 
 
 def _seeds_ctx(n, needed, dup=(), tied=0):

@@ -1,11 +1,5 @@
-"""Run-log validation rule by rule, on in-memory tables and small run directories.
-
-Every check of :mod:`evalkit.runlog.validate` is called with values at, just inside and just
-outside its threshold, and the problems it reports are compared in full (column, message,
-severity): a rule that stops firing, fires on a valid neighbour, names the wrong row or
-counts wrongly fails here.  The design facts of :mod:`evalkit.runlog.design` are compared
-with independent computations (hashlib, brute force).
-"""
+"""Driving run-log validation: ``inspect_run`` on missing, unreadable and partial runs, the
+schema-version gate, ``validate_run(s)`` and ``RunCheck``."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ import pytest
 from evalkit.runlog import validate as v
 from evalkit.runlog.validate import Problem, RunCheck
 
-from tests.support.run_tables import POLICY, copy_run, merges, requests
+from tests.support.run_tables import POLICY, copy_run
 
 
 def edit_meta(run: Path, **changes) -> None:

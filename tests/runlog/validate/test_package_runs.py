@@ -1,5 +1,5 @@
-"""Boundary values of run-log validation and metrics: equal times, zero tokens, exactly at the
-SLO, a fixed-cadence corridor (min = max), windows reaching past the observed span."""
+"""Run-log validation of a damaged copy of a fixture run, one change at a time: times, tokens,
+corridor, run.json values and roles, merges and steps."""
 
 from __future__ import annotations
 

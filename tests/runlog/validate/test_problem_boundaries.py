@@ -1,15 +1,7 @@
-"""Run-log validation rule by rule, on in-memory tables and small run directories.
-
-Every check of :mod:`evalkit.runlog.validate` is called with values at, just inside and just
-outside its threshold, and the problems it reports are compared in full (column, message,
-severity): a rule that stops firing, fires on a valid neighbour, names the wrong row or
-counts wrongly fails here.  The design facts of :mod:`evalkit.runlog.design` are compared
-with independent computations (hashlib, brute force).
-"""
+"""The validation problem: number and string predicates, and how a problem is formatted."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -50,3 +42,15 @@ def test_problem_format_labels_and_locations():
     assert x.format() == "EXCLUDED run=r file=run.json: gone (fix: rerun)"
     e = p.as_error()
     assert e.message == "run r: bad" and e.fix == "fix it"
+
+
+def test_problem_format_names_run_file_and_column():
+    from evalkit.runlog.validate import Problem
+
+    p = Problem("r1", "runs/r1/requests.parquet", "end_s", "NaN time", "fix it")
+    assert p.format() == ("ERROR    run=r1 file=runs/r1/requests.parquet column=end_s: "
+                          "NaN time (fix: fix it)")
+    w = Problem("r1", None, None, "odd", "look", severity="warning")
+    assert w.format() == "WARNING  run=r1: odd (fix: look)"
+    x = Problem("r1", None, None, "stopped", "rerun", kind="incomplete")
+    assert x.format().startswith("EXCLUDED run=r1: stopped")

@@ -1,15 +1,8 @@
-"""Run-log validation rule by rule, on in-memory tables and small run directories.
-
-Every check of :mod:`evalkit.runlog.validate` is called with values at, just inside and just
-outside its threshold, and the problems it reports are compared in full (column, message,
-severity): a rule that stops firing, fires on a valid neighbour, names the wrong row or
-counts wrongly fails here.  The design facts of :mod:`evalkit.runlog.design` are compared
-with independent computations (hashlib, brute force).
-"""
+"""Store-level validation rules: duplicates and schema versions across runs, the layout of a
+runs directory, orphans, leftovers and the report."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -20,8 +13,7 @@ from evalkit.runlog.validate import store as vstore
 from evalkit.runlog.validate import tables as vtables
 from evalkit.runlog.validate import Problem, ValidationReport
 
-from tests.support.run_tables import (FIXTURES, POLICY, copy_run, err, found, merges,
-                                                 requests)
+from tests.support.run_tables import FIXTURES, POLICY, copy_run, err, found
 
 
 # ----------------------------------------------------------------------------- across runs

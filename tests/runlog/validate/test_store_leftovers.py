@@ -1,5 +1,5 @@
-"""Boundary values of run-log validation and metrics: equal times, zero tokens, exactly at the
-SLO, a fixed-cadence corridor (min = max), windows reaching past the observed span."""
+"""Store-level validation on a copy of the fixture runs: mixed schema versions, errors and
+warnings, each kind of leftover."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""Run-log validation rule by rule, on in-memory tables and small run directories.
-
-Every check of :mod:`evalkit.runlog.validate` is called with values at, just inside and just
-outside its threshold, and the problems it reports are compared in full (column, message,
-severity): a rule that stops firing, fires on a valid neighbour, names the wrong row or
-counts wrongly fails here.  The design facts of :mod:`evalkit.runlog.design` are compared
-with independent computations (hashlib, brute force).
-"""
+"""Table rules of run-log validation on in-memory tables: types, times, request order and
+counts, scale heuristics, merges, steps and reading tables."""
 
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -439,3 +432,14 @@ def test_read_table_nullable_columns_may_hold_nulls(tmp_path):
     got = vtables._read_table("r", run, "requests", out)
     assert out == []
     assert "first_token_s" in got.column_names and "end_s" in got.column_names
+
+
+def test_milliseconds_heuristic_bounds():
+    from evalkit.runlog.validate.tables import MS_FACTOR, MS_PLAUSIBLE, _looks_ms
+
+    assert (MS_FACTOR, MS_PLAUSIBLE) == (100.0, 100.0)
+    d = 8.0
+    # over 100x the plausible value, and value / 1000 within 100x of it
+    assert not _looks_ms(800.0, d) and _looks_ms(800.001, d)
+    assert _looks_ms(800_000.0, d) and not _looks_ms(800_001.0, d)
+    assert _looks_ms(80_000.0, d, slack=10.0) and not _looks_ms(80_001.0, d, slack=10.0)
