@@ -247,7 +247,8 @@ def _workspace() -> Path:
     shutil.copytree(REPO / "evalkit", ws / "evalkit", ignore=ignore)
     shutil.copytree(REPO / "tests", ws / "tests", ignore=ignore)
     shutil.copy2(REPO / "pyproject.toml", ws / "pyproject.toml")
-    for name in ("fixtures", "examples", "protocols"):
+    # README.md: tests/project/test_readme_setup.py runs for audit/provenance.py
+    for name in ("fixtures", "examples", "protocols", "README.md"):
         if (REPO / name).exists():
             os.symlink(REPO / name, ws / name)
     return ws
