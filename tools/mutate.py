@@ -1,8 +1,8 @@
 """Deterministic mutation testing for evalkit.stats, evalkit.audit and evalkit.runlog.
 
 Each mutant is one small, realistic bug from a fixed catalogue (:data:`OPERATORS`), applied
-to one module of a private copy of the package; the test files that cover that module
-(:data:`TEST_MAP`) run against it with ``pytest -x -q -p no:cacheprovider -m "not slow"``.
+to one module of a private copy of the package; the test files of that module, found by
+the layout of ``tests/`` (:func:`tests_for`), run against it with ``pytest -x -q -p no:cacheprovider -m "not slow"``.
 A failing run (or a timeout) kills the mutant; a passing run lets it survive.  The checkout
 itself is never modified, so other work in the tree is unaffected.
 
@@ -38,97 +38,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("evalkit/stats", "evalkit/audit", "evalkit/runlog")
 
-# module glob -> test files that cover it (fast ones; slow tests are deselected anyway)
-TEST_MAP = {
-    "evalkit/stats/randomisation.py": ["test_stats_signflip", "test_stats_permutation",
-                                       "test_stats_randomisation", "test_mc_paths",
-                                       "test_intervals", "test_boundaries_randomisation",
-                                       "test_stats_recorded"],
-    "evalkit/stats/inversion.py": ["test_intervals", "test_mc_paths",
-                                   "test_boundaries_randomisation", "test_stats_recorded"],
-    "evalkit/stats/_result.py": ["test_stats_signflip", "test_mc_paths",
-                                 "test_boundaries_envelope"],
-    "evalkit/stats/bootstrap.py": ["test_intervals", "test_stats_explained",
-                                   "test_stats_loadmatch_bootstrap", "test_boundaries_envelope"],
-    "evalkit/stats/loadmatch.py": ["test_boundaries_stats", "test_audit_fast_paths",
-                                  "test_boundaries_envelope"],
-    "evalkit/stats/fk.py": ["test_stats_schedules", "test_stats_schedules_edges",
-                            "test_stats_recorded", "test_boundaries_stats",
-                            "test_boundaries_envelope", "test_boundaries_randomisation"],
-    "evalkit/stats/exposure.py": ["test_stats_exposure", "test_boundaries_transfer"],
-    "evalkit/stats/transfer.py": ["test_stats_transfer", "test_intervals",
-                                  "test_boundaries_transfer"],
-    "evalkit/stats/block_bootstrap.py": ["test_stats_transfer", "test_boundaries_transfer"],
-    "evalkit/stats/psi.py": ["test_stats_overlap_psi", "test_stats_explained",
-                              "test_boundaries_envelope"],
-    "evalkit/stats/overlap.py": ["test_stats_overlap_psi", "test_boundaries_envelope"],
-    "evalkit/stats/explained.py": ["test_stats_explained", "test_stats_explained_equivalence",
-                                   "test_boundaries_envelope"],
-    "evalkit/stats/__init__.py": ["test_stats_lazy_imports"],
-    "evalkit/stats/sequential.py": ["test_stats_sequential", "test_gate_sequential"],
-    "evalkit/stats/power.py": ["test_stats_power"],
-    "evalkit/audit/drift.py": ["test_audit_drift"],
-    "evalkit/audit/sequential.py": ["test_gate_sequential"],
-    "evalkit/audit/checks/*.py": ["test_checks_decisions", "test_audit_soundness",
-                                  "test_claims_context", "test_audit_check_registry"],
-    "evalkit/audit/claims.py": ["test_checks_decisions", "test_audit_soundness",
-                                "test_audit_fast_paths", "test_audit_campaigns",
-                                "test_claims_context", "test_audit_tiers"],
-    "evalkit/audit/context.py": ["test_claims_context", "test_checks_decisions",
-                                 "test_audit_soundness"],
-    "evalkit/audit/evidence.py": ["test_claims_context", "test_audit_fast_paths",
-                                  "test_audit_calibrated"],
-    "evalkit/audit/tiers.py": ["test_audit_tiers", "test_checks_decisions", "test_diff_audits",
-                               "test_report_headline"],
-    "evalkit/audit/gate.py": ["test_audit_tiers", "test_cli_gate_tiers", "test_gate_sequential"],
-    "evalkit/audit/campaign.py": ["test_boundaries_stats", "test_audit_campaigns",
-                                  "test_audit_soundness", "test_boundaries_audit"],
-    "evalkit/runlog/table.py": ["test_audit_campaigns", "test_boundaries_stats",
-                                       "test_boundaries_audit"],
-    "evalkit/audit/protocol.py": ["test_audit_protocol", "test_checks_decisions",
-                                  "test_boundaries_audit"],
-    "evalkit/audit/transfer_evidence.py": ["test_audit_transfer_paired",
-                                           "test_audit_transfer", "test_boundaries_transfer"],
-    "evalkit/audit/__init__.py": ["test_audit_fast_paths", "test_audit_campaigns",
-                                  "test_boundaries_audit"],
-    "evalkit/audit/result.py": ["test_boundaries_audit", "test_report_document",
-                                "test_audit_campaigns"],
-    "evalkit/audit/figure_data.py": ["test_report_document", "test_report_null_figure"],
-    "evalkit/audit/provenance.py": ["test_report_render", "test_readme_setup"],
-    "evalkit/audit/protocol_rules.py": ["test_audit_rules", "test_diff_audits"],
-    "evalkit/audit/slo_breakdown.py": ["test_audit_rules"],
-    "evalkit/audit/table_word.py": ["test_audit_rules", "test_audit_soundness"],
-    "evalkit/audit/verdict_words.py": ["test_claims_context", "test_checks_decisions",
-                                       "test_audit_rules"],
-    "evalkit/runlog/validate/__init__.py": ["test_runlog_validate", "test_boundaries_runlog",
-        "test_boundaries_run_json", "test_boundaries_run_tables", "test_boundaries_validation"],
-    "evalkit/runlog/validate/meta.py": ["test_runlog_validate", "test_boundaries_runlog",
-        "test_boundaries_run_json", "test_boundaries_run_tables", "test_boundaries_validation"],
-    "evalkit/runlog/validate/tables.py": ["test_runlog_validate", "test_boundaries_runlog",
-        "test_boundaries_run_json", "test_boundaries_run_tables", "test_boundaries_validation"],
-    "evalkit/runlog/validate/store.py": ["test_runlog_validate", "test_boundaries_runlog",
-        "test_boundaries_run_json", "test_boundaries_run_tables", "test_boundaries_validation"],
-    "evalkit/runlog/validate/problem.py": ["test_runlog_validate", "test_boundaries_runlog",
-        "test_boundaries_run_json", "test_boundaries_run_tables", "test_boundaries_validation"],
-    "evalkit/runlog/metrics.py": ["test_runlog_metrics", "test_boundaries_runlog",
-                                  "test_boundaries_randomisation"],
-    "evalkit/runlog/design.py": ["test_boundaries_runlog", "test_runlog_summary",
-                                 "test_audit_soundness", "test_boundaries_validation"],
-    "evalkit/audit/like_for_like.py": ["test_audit_soundness_ii", "test_plan_audit"],
-    "evalkit/audit/plan_checks.py": ["test_plan_audit", "test_audit_soundness_ii"],
-    "evalkit/audit/draws.py": ["test_audit_soundness_ii"],
-    "evalkit/audit/registry.py": ["test_checks_decisions", "test_audit_soundness_ii"],
-    "evalkit/runlog/plan.py": ["test_plan", "test_plan_audit"],
-    "evalkit/runlog/io.py": ["test_runlog_io", "test_boundaries_io", "test_reliability_links",
-                             "test_runlog_schema_rules"],
-    "evalkit/runlog/schema.py": ["test_runlog_io", "test_boundaries_io", "test_runlog_schema_rules",
-                                 "test_boundaries_runlog"],
-    "evalkit/runlog/summary.py": ["test_runlog_summary", "test_boundaries_io"],
-    "evalkit/runlog/vinterval.py": ["test_runlog_vinterval", "test_boundaries_io"],
-    "evalkit/runlog/codes.py": ["test_runlog_spec"],
-    "evalkit/runlog/export.py": ["test_runlog_spec"],
-    "evalkit/stats/studentized.py": ["test_stats_studentized", "test_stats_permutation"],
-    "evalkit/audit/wording.py": ["test_report_sentences", "test_checks_decisions"],
+TESTS = REPO / "tests"
+
+# The few modules whose behaviour is mostly seen from the tests of another package (their
+# words and fields reach the reader through the report); run those too.
+EXTRA_TESTS = {
+    "evalkit/audit/wording.py": ["tests/report/test_render_sentences.py"],
+    "evalkit/audit/provenance.py": ["tests/report/test_render.py",
+                                    "tests/project/test_readme_setup.py"],
 }
 
 # ------------------------------------------------------------------------ the catalogue
@@ -275,11 +192,35 @@ def catalogue(modules: list[str]) -> list[dict]:
     return muts
 
 
+def _owner(test_file: str, stems: list[str]) -> str | None:
+    """The module a test file is named after: ``test_<mod>.py`` or ``test_<mod>_<aspect>.py``
+    (the longest such name, so ``test_protocol_rules_gate.py`` belongs to ``protocol_rules``)."""
+    name = test_file.removesuffix(".py")
+    owners = [s for s in stems if name == f"test_{s}" or name.startswith(f"test_{s}_")]
+    return max(owners, key=len) if owners else None
+
+
+def is_package_wide(test_file: str) -> bool:
+    """``test_package.py`` / ``test_package_<aspect>.py``: tests of a package as a whole."""
+    return _owner(test_file, ["package"]) == "package"
+
+
 def tests_for(module: str) -> list[str]:
-    for pattern, files in TEST_MAP.items():
-        if fnmatch.fnmatch(module, pattern):
-            return [f"tests/{f}.py" for f in files]
-    return []
+    """The test files of ``evalkit/<path>/<mod>.py``: the tests tree mirrors the package, so
+    they are ``tests/<path>/test_<mod>.py`` and ``tests/<path>/test_<mod>_*.py``, plus the
+    package-wide files ``test_package*.py`` of ``tests/<path>`` and of every folder above it up
+    to ``tests/<pkg>``.  A package's ``__init__.py`` gets only the package-wide files.
+    :data:`EXTRA_TESTS` adds the files of another package for the few modules it names."""
+    rel = Path(module).relative_to("evalkit")
+    folder = TESTS / rel.parent
+    files = []
+    if rel.stem != "__init__" and folder.is_dir():
+        stems = [p.stem for p in (REPO / module).parent.glob("*.py")]
+        files += [p for p in sorted(folder.glob("test_*.py")) if _owner(p.name, stems) == rel.stem]
+    for level in [rel.parent, *rel.parent.parents][:-1]:       # up to tests/<pkg>, not tests/
+        files += [p for p in sorted((TESTS / level).glob("test_package*.py"))
+                  if is_package_wide(p.name)]
+    return [str(p.relative_to(REPO)) for p in files] + EXTRA_TESTS.get(module, [])
 
 
 # --------------------------------------------------------------------------------- running
@@ -306,7 +247,8 @@ def _workspace() -> Path:
     shutil.copytree(REPO / "evalkit", ws / "evalkit", ignore=ignore)
     shutil.copytree(REPO / "tests", ws / "tests", ignore=ignore)
     shutil.copy2(REPO / "pyproject.toml", ws / "pyproject.toml")
-    for name in ("fixtures", "examples", "protocols"):
+    # README.md: tests/project/test_readme_setup.py runs for audit/provenance.py
+    for name in ("fixtures", "examples", "protocols", "README.md"):
         if (REPO / name).exists():
             os.symlink(REPO / name, ws / name)
     return ws

@@ -141,7 +141,7 @@ def unique_inverse(values) -> tuple[np.ndarray, np.ndarray]:
 
     Run logs list requests in arrival order, so a non-decreasing array is the rule: its
     unique values and inverse come from one pass over neighbours, no sort (the same
-    arrays; ``tests/test_runlog_metrics.py`` compares them with ``np.unique``).
+    arrays; ``tests/runlog/test_metrics.py`` compares them with ``np.unique``).
     """
     v = np.asarray(values)
     if v.ndim != 1 or v.size < 2 or not is_sorted(v):

@@ -140,8 +140,8 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
     Arrays as in :func:`summarize_arrays` (token counts may be int64); ``slo = {"e2e_s",
     "ttft_s", "tpot_s"}`` (None where unused).  The definitions are those of
     :mod:`evalkit.runlog.metrics`, evaluated with each intermediate array computed once
-    (this is the hot loop of every scan); ``tests/test_runlog_summary.py`` checks them
-    against brute force and ``tests/test_runlog_summary_fused.py`` against the metrics functions.
+    (this is the hot loop of every scan); ``tests/runlog/test_summary.py`` checks them
+    against brute force and ``tests/runlog/test_summary_fused.py`` against the metrics functions.
     """
     D, horizon = float(merge_duration_s), float(horizon_s)
     arrival, sent = m._f(req["arrival_s"]), m._f(req["sent_s"])

@@ -1,4 +1,4 @@
-"""Record the audit documents that tests/test_audit_golden.py holds the audit to.
+"""Record the audit documents that tests/e2e/test_audit_golden.py holds the audit to.
 
     python tests/golden/make_golden.py            # fixture campaigns and the demo
 

@@ -2,7 +2,7 @@
 
 ``python tests/recorded/stats_cases.py`` rewrites ``stats_outputs.json`` from the current code
 (it was recorded from the code before the samplers and the tests were merged into one
-module each); ``tests/test_stats_recorded.py`` compares the code against it.  Arrays are
+module each); ``tests/stats/test_package_recorded.py`` compares the code against it.  Arrays are
 stored as the sha256 of their float64 bytes (bit-identity), scalars as ``repr``.
 """
 

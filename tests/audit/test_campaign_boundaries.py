@@ -1,0 +1,285 @@
+"""Boundaries of campaign assembly: seed pairs and their draws, regimes, generic draws,
+duplicates, and campaigns read from a runs directory."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalkit.audit.campaign import (ClaimData, SeedPair, assemble_claims, load_campaign)
+from evalkit.errors import InputError
+
+from tests.support.summary_csv import write_csv
+
+
+# ================================================================================ campaigns
+
+def campaign_of(tmp_path, text, name="t.csv"):
+    return load_campaign(write_csv(tmp_path, text, name))
+
+
+TWO_POLICIES = ("policy,seed,violation_rate,matched_to,oracle,draw\n"
+                "wa,0,0.10,,,\newma,0,0.12,,false,\n"
+                "matched_random,0,0.20,wa,,0\nmatched_random,0,0.30,wa,,1\n"
+                "matched_random,0,0.40,ewma,,0\nno_sync,0,0.05,,,\n"
+                "wa,1,0.11,,,\newma,1,0.13,,true,\n"
+                "matched_random,1,0.31,wa,,1\nmatched_random,1,0.21,wa,,0\n"
+                "matched_random,1,0.41,ewma,,0\nno_sync,1,0.06,,,\n")
+
+
+def test_claims_pair_each_seed_with_its_own_draws_and_no_sync(tmp_path):
+    campaign = campaign_of(tmp_path, TWO_POLICIES)
+    assert campaign.source == "summary" and not campaign.has_logs and campaign.runs_dir is None
+    ewma, wa = assemble_claims(campaign)
+    assert (wa.regime, wa.policy, ewma.policy) == ("default", "wa", "ewma")
+    assert wa.seeds == [0, 1] and not wa.generic_draws and not wa.oracle and ewma.oracle
+    assert [p.draws.violation_rate.tolist() for p in wa.pairs] == [[0.2, 0.3], [0.21, 0.31]]
+    assert [p.draws.violation_rate.tolist() for p in ewma.pairs] == [[0.4], [0.41]]
+    assert [p.policy_run for p in wa.pairs] == ["t.csv:row2", "t.csv:row8"]
+    assert [float(p.no_sync.violation_rate) for p in wa.pairs] == [0.05, 0.06]
+    assert wa.pairs[0].d == pytest.approx(0.25 - 0.10)
+    assert wa.pairs[1].v_mr == pytest.approx(0.26) and len(wa.paired) == 2
+    table = wa.per_seed_table()
+    assert table.seed.tolist() == [0, 1] and table.n_draws.tolist() == [2, 2]
+    assert table.v_mr_min.tolist() == [0.2, 0.21] and table.v_mr_max.tolist() == [0.3, 0.31]
+    assert table.v_no_sync.tolist() == [0.05, 0.06] and table.v_policy.tolist() == [0.1, 0.11]
+    assert table.k_policy.isna().all()
+    assert table.d.tolist() == pytest.approx([0.15, 0.15])
+    assert campaign.row("t.csv:row4").violation_rate == 0.2
+    assert campaign.row("t.csv:row5").violation_rate == 0.3
+    assert campaign.row("t.csv:row8").policy == "wa"
+
+
+def test_seed_pair_without_draws_or_no_sync():
+    pair = SeedPair(seed=0, policy_run="p", v_policy=0.1, k_policy=2.0, realisation=None,
+                    draws=pd.DataFrame({"violation_rate": []}), no_sync=None)
+    assert math.isnan(pair.v_mr) and math.isnan(pair.d)
+    claim = ClaimData(regime="r", policy="wa", policy_runs=pd.DataFrame({"oracle": [False]}),
+                      pairs=[pair], generic_draws=False)
+    row = claim.per_seed_table().iloc[0]
+    assert claim.paired == [] and row.n_draws == 0 and row.k_policy == 2.0
+    assert np.isnan(row.v_mr_min) and np.isnan(row.v_mr_max) and np.isnan(row.v_no_sync)
+
+
+def test_claims_regimes_are_separate(tmp_path):
+    campaign = campaign_of(tmp_path, "policy,seed,regime,violation_rate,matched_to\n"
+                           "wa,0,r1,0.1,\nmatched_random,0,r1,0.2,\nno_sync,0,r1,0.01,\n"
+                           "wa,0,r2,0.3,\newma,0,r2,0.3,\nmatched_random,0,r2,0.4,wa\n"
+                           "matched_random,0,r2,0.5,ewma\nno_sync,0,r2,0.02,\n")
+    claims = assemble_claims(campaign)
+    assert [(c.regime, c.policy) for c in claims] == [("r1", "wa"), ("r2", "ewma"), ("r2", "wa")]
+    r1, r2_ewma, r2_wa = claims
+    assert r1.generic_draws and not r2_wa.generic_draws
+    assert r1.pairs[0].draws.violation_rate.tolist() == [0.2]
+    assert r2_wa.pairs[0].draws.violation_rate.tolist() == [0.4]
+    assert r2_ewma.pairs[0].draws.violation_rate.tolist() == [0.5]
+    assert float(r1.pairs[0].no_sync.violation_rate) == 0.01
+    assert float(r2_wa.pairs[0].no_sync.violation_rate) == 0.02
+
+
+def test_generic_draws_serve_one_policy_only(tmp_path):
+    one = "policy,seed,violation_rate\nwa,0,0.1\nmatched_random,0,0.2\n"
+    assert len(assemble_claims(campaign_of(tmp_path, one))[0].paired) == 1
+    with pytest.raises(InputError, match="1 matched-random rows without matched_to, but the "
+                       r"regime has 2 policies \(ewma, wa\)") as info:
+        assemble_claims(campaign_of(tmp_path, one + "ewma,0,0.15\n"))
+    assert info.value.column == "matched_to"
+    # a harness baseline without draws of its own is not served by them
+    campaign = campaign_of(tmp_path, one + "fixed_h,0,0.15\n")
+    claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
+    assert [c.policy for c in claims] == ["wa"] and claims[0].generic_draws
+    assert campaign.notes[-1] == ("regime default: fixed_h is a harness baseline with no "
+                                  "matched-random draws of its own; audited as a baseline, "
+                                  "not as a claim")
+
+
+def test_generic_draws_flag_with_some_matched_draws(tmp_path):
+    campaign = campaign_of(tmp_path, "policy,seed,violation_rate,matched_to\n"
+                           "wa,0,0.1,\nmatched_random,0,0.2,wa\nwa,1,0.1,\nmatched_random,1,0.3,\n")
+    (claim,) = assemble_claims(campaign)
+    assert claim.generic_draws and len(claim.paired) == 2
+
+
+def test_claims_duplicates_and_only_baselines(tmp_path):
+    text = "policy,seed,violation_rate\nwa,0,0.1\nwa,1,0.1\nwa,1,0.2\nwa,2,0.1\nwa,2,0.2\n"
+    with pytest.raises(InputError, match="several policy runs for seed 1 "
+                       r"\(t.csv:row3, t.csv:row4\)"):
+        assemble_claims(campaign_of(tmp_path, text))
+    text = "policy,seed,violation_rate\nwa,0,0.1\nno_sync,0,0.01\nno_sync,1,0.01\n"
+    assert [p.no_sync is not None for p in assemble_claims(
+        campaign_of(tmp_path, text))[0].pairs] == [True]
+    with pytest.raises(InputError, match="several no-sync runs for seed 0"):
+        assemble_claims(campaign_of(tmp_path, text + "no_sync,0,0.02\n"))
+    # a policy run exists, its draws are missing: the error says so, not "every run is a
+    # baseline"
+    with pytest.raises(InputError, match="no claim to audit: the policy runs fixed_h "
+                       r"\(regime default, 1 run\) have no matched-random draws") as info:
+        assemble_claims(campaign_of(tmp_path, "policy,seed,violation_rate\nfixed_h,0,0.1\n"),
+                        baseline_policies=("fixed_h",))
+    assert info.value.column == "matched_to" and "--matched-to POLICY" in info.value.fix
+    assert "every run is a baseline" not in str(info.value)
+    with pytest.raises(InputError, match=r"no policy runs to audit \(every run is a "
+                       r"baseline\)") as info:
+        assemble_claims(campaign_of(tmp_path, "policy,seed,violation_rate\nno_sync,0,0.1\n"))
+    assert info.value.column == "role"
+
+
+def test_load_campaign_input_kinds(tmp_path):
+    with pytest.raises(InputError, match="input does not exist"):
+        load_campaign(tmp_path / "nothing")
+    (tmp_path / "notes.txt").write_text("policy,seed,violation_rate\n")
+    with pytest.raises(InputError, match="neither a runs directory nor a summary table"):
+        load_campaign(tmp_path / "notes.txt")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no runs found") as info:
+        load_campaign(tmp_path / "empty")
+    # named by its base name: no absolute path in what the audit reports
+    assert info.value.message == "no runs found (no run.json below this directory)"
+    assert info.value.file == "empty"
+
+
+def _edit_run(run_dir: Path, **changes):
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta.update(changes)
+    (run_dir / "run.json").write_text(json.dumps(meta))
+
+
+def test_runs_campaign_lists_incomplete_runs_once_with_owner(copy_fixture):
+    runs_dir = copy_fixture("runs")
+    _edit_run(runs_dir / "fixture-s1-fixed_h", complete=False, error="boom")
+    campaign = load_campaign(runs_dir)
+    assert campaign.source == "runs" and campaign.has_logs and campaign.runs_dir == runs_dir
+    assert campaign.excluded == [{"run_id": "fixture-s1-fixed_h", "reason": "incomplete run: boom",
+                                  "regime": "fixture", "seed": 1, "role": "policy",
+                                  "policy": "fixed_h", "matched_to": None, "draw": None}]
+    assert len(campaign.runs) == 11 and "fixture-s1-fixed_h" not in set(campaign.runs.run_id)
+    for run_dir in runs_dir.iterdir():
+        _edit_run(run_dir, complete=False)
+    with pytest.raises(InputError, match="no complete runs"):
+        load_campaign(runs_dir)
+
+
+def test_runs_campaign_of_a_single_run(copy_fixture):
+    runs_dir = copy_fixture("runs")
+    for run_dir in runs_dir.iterdir():
+        if run_dir.name != "fixture-s0-fixed_h":
+            shutil.rmtree(run_dir)
+    campaign = load_campaign(runs_dir)
+    assert campaign.runs.run_id.tolist() == ["fixture-s0-fixed_h"] and campaign.excluded == []
+
+
+def test_runs_campaign_notes_draws_of_policies_without_runs(copy_fixture):
+    runs_dir = copy_fixture("runs")
+    assert load_campaign(runs_dir).notes == []
+    _edit_run(runs_dir / "fixture-s0-matched_random-d0", matched_to="ghost")
+    notes = load_campaign(runs_dir).notes
+    assert notes[-1] == ("matched-random draws matched to policies with no policy runs (not "
+                         "audited): ghost")
+
+
+def _patched_summary(monkeypatch, edit):
+    import evalkit.runlog.summary as summary_module
+
+    real = summary_module.summarize_runs
+
+    def fake(path):
+        summary = real(path)
+        attrs = dict(summary.attrs)
+        summary = edit(summary.copy(), attrs)
+        summary.attrs = attrs
+        return summary
+
+    monkeypatch.setattr(summary_module, "summarize_runs", fake)
+
+
+def test_runs_campaign_k_observed_is_not_k_total(monkeypatch, fixtures_dir):
+    def more_total(summary, attrs):
+        summary["k_total"] = summary["k_observed"] + 3
+        return summary
+
+    truth = load_campaign(fixtures_dir / "runs").runs.set_index("run_id").k_observed
+    _patched_summary(monkeypatch, more_total)
+    got = load_campaign(fixtures_dir / "runs").runs.set_index("run_id").k_observed
+    assert got.to_dict() == truth.to_dict()
+
+
+def test_runs_campaign_k_total_fallback(monkeypatch, fixtures_dir):
+    def no_observed(summary, attrs):
+        summary["k_total"] = summary["k_observed"] + 1
+        return summary.drop(columns=["k_observed"])
+
+    truth = load_campaign(fixtures_dir / "runs").runs.set_index("run_id").k_observed
+    _patched_summary(monkeypatch, no_observed)
+    got = load_campaign(fixtures_dir / "runs").runs.set_index("run_id").k_observed
+    assert got.to_dict() == (truth + 1).to_dict()
+
+
+def test_runs_campaign_drops_incomplete_summary_rows(monkeypatch, fixtures_dir):
+    def one_incomplete(summary, attrs):
+        summary.loc[summary.run_id == "fixture-s2-no_sync", "complete"] = False
+        return summary
+
+    _patched_summary(monkeypatch, one_incomplete)
+    runs = load_campaign(fixtures_dir / "runs").runs
+    assert len(runs) == 11 and "fixture-s2-no_sync" not in set(runs.run_id)
+
+
+def test_runs_campaign_excluded_and_unreadable_from_the_summary(monkeypatch, copy_fixture):
+    runs_dir = copy_fixture("runs")
+    _edit_run(runs_dir / "fixture-s1-fixed_h", complete=False, error="boom")
+
+    def extra(summary, attrs):
+        attrs["excluded"] = list(attrs.get("excluded", [])) + ["other-run"]
+        attrs["unreadable"] = [{"run_id": "locked-run", "reason": "cannot read: denied"},
+                               {"run_id": "fixture-s1-fixed_h", "reason": "cannot read"}]
+        attrs["warnings"] = ["odd spacing"]
+        return summary
+
+    _patched_summary(monkeypatch, extra)
+    campaign = load_campaign(runs_dir)
+    assert [(e["run_id"], e["reason"]) for e in campaign.excluded] == [
+        ("fixture-s1-fixed_h", "incomplete run: boom"), ("locked-run", "cannot read: denied"),
+        ("other-run", "incomplete run")]
+    assert campaign.notes == ["validation warning: odd spacing"]
+
+
+def test_runs_campaign_rejects_summary_rows_without_a_run(monkeypatch, fixtures_dir):
+    def ghost(summary, attrs):
+        row = summary.iloc[[0]].copy()
+        row["run_id"] = "ghost-run"
+        return pd.concat([summary, row], ignore_index=True)
+
+    _patched_summary(monkeypatch, ghost)
+    with pytest.raises(InputError, match="summary lists run ghost-run without a complete run"):
+        load_campaign(fixtures_dir / "runs")
+
+
+def test_runs_campaign_columns_before_the_table(fixtures_dir):
+    campaign = load_campaign(fixtures_dir / "runs")
+    run_id = "fixture-s0-no_sync"
+    reference = pd.read_parquet(fixtures_dir / "runs" / run_id / "requests.parquet")
+    got = campaign.columns(run_id, "requests", ("arrival_s", "end_s"))
+    assert np.array_equal(got["arrival_s"], reference.arrival_s.to_numpy(float))
+    assert np.array_equal(got["end_s"], reference.end_s.to_numpy(float), equal_nan=True)
+    assert campaign.columns(run_id, "requests", ("arrival_s", "end_s")) is got
+    full = campaign.table(run_id, "requests")
+    assert len(full) == len(reference)
+    again = campaign.columns(run_id, "requests", ("end_s",))
+    assert np.array_equal(again["end_s"], reference.end_s.to_numpy(float), equal_nan=True)
+
+
+def test_runs_campaign_corrupt_log_is_an_input_error(copy_fixture):
+    runs_dir = copy_fixture("runs")
+    campaign = load_campaign(runs_dir)
+    run_id = "fixture-s0-no_sync"
+    (runs_dir / run_id / "requests.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(InputError, match="cannot read Parquet"):
+        campaign.columns(run_id, "requests", ("arrival_s",))
+    with pytest.raises(InputError, match="cannot read Parquet"):
+        campaign.table(run_id, "requests")

@@ -1,0 +1,43 @@
+"""The audit's numbers do not move under a refactor: each fixture campaign's audit.json and
+examples/cpu_real's keep every recorded field (new fields may be added).  The demo's document
+is compared in tests/e2e/test_report_demo.py, which runs the demo once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from evalkit.cli.main import cli
+from tests.conftest import REPO
+from tests.golden.compare import FIXTURE_CAMPAIGNS, changed_fields, golden_path
+
+
+def _audit(target, out):
+    res = CliRunner().invoke(cli, ["audit", str(target), "--out", str(out)])
+    assert res.exit_code in (0, 1), res.output
+    return json.loads((out / "audit.json").read_text())
+
+
+@pytest.mark.parametrize("name", FIXTURE_CAMPAIGNS)
+def test_fixture_campaign_audit_is_unchanged(name, tmp_path):
+    old = json.loads(golden_path(name).read_text())
+    new = _audit(REPO / "fixtures" / "campaigns" / name, tmp_path / "out")
+    diff = changed_fields(old, new)
+    assert not diff, "\n".join(diff[:20])
+
+
+def test_cpu_real_audit_is_the_committed_one(tmp_path):
+    old = json.loads((REPO / "examples" / "cpu_real" / "audit_real.json").read_text())
+    new = _audit(REPO / "examples" / "cpu_real" / "runs", tmp_path / "out")
+    diff = changed_fields(old, new)
+    assert not diff, "\n".join(diff[:20])
+
+
+def test_the_comparison_sees_a_changed_a_missing_and_a_shortened_field():
+    old = {"a": 1, "b": [1, 2], "c": {"d": 0.5}}
+    assert changed_fields(old, dict(old, z=3)) == []
+    assert changed_fields(old, {"a": 2, "b": [1, 2], "c": {"d": 0.5}}) == ["$.a: 1 -> 2"]
+    assert changed_fields(old, {"a": 1, "b": [1], "c": {}}) == [
+        "$.b: list of 2 became 1", "$.c.d: missing"]
