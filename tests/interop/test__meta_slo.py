@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
-from tests.test_interop_vllm_bench import _files, _result
+from tests.interop.test_vllm_bench import _files, _result
 
 
 @pytest.mark.parametrize("flags, option", [
