@@ -239,11 +239,25 @@ def summarize_run(run: Run | str | os.PathLike) -> dict:
                             _from_frame(run.steps, ("start_s", "end_s")))
 
 
+def _checked_columns(check: RunCheck, name: str, cols) -> dict | None:
+    """The columns of table ``name`` as :func:`_from_arrow` gives them, reusing the arrays
+    the checks converted (the same values: float64 times with NaN, ``ok`` bool)."""
+    table = check.tables.get(name)
+    if table is None:
+        return None
+    done = check.arrays.get(name, {})
+    out = {c: done[c] for c in cols if done.get(c) is not None}
+    rest = [c for c in cols if c not in out]
+    if rest:
+        out.update(_from_arrow(table, rest))
+    return {c: out[c] for c in cols}
+
+
 def _summarize_check(check: RunCheck, design: bool = True) -> dict:
-    t = check.tables
-    return summarize_arrays(check.meta, _from_arrow(t["requests"], REQUEST_COLUMNS),
-                            _from_arrow(t["merges"], ("start_s", "end_s")),
-                            _from_arrow(t.get("steps"), ("start_s", "end_s")), design=design)
+    return summarize_arrays(check.meta, _checked_columns(check, "requests", REQUEST_COLUMNS),
+                            _checked_columns(check, "merges", ("start_s", "end_s")),
+                            _checked_columns(check, "steps", ("start_s", "end_s")),
+                            design=design)
 
 
 def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False,
