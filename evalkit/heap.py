@@ -18,15 +18,18 @@ M_MMAP_THRESHOLD = -3
 MMAP_BYTES = 32 << 20          # glibc's largest mmap threshold on 64-bit machines
 TRIM_BYTES = 256 << 20
 
-_done = False
+_taken: bool | None = None     # the answer of the first call
 
 
 def keep_freed_memory() -> bool:
     """Set the thresholds once per process; True when glibc took them."""
-    global _done
-    if _done:
-        return True
-    _done = True
+    global _taken
+    if _taken is None:
+        _taken = _set_thresholds()
+    return _taken
+
+
+def _set_thresholds() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:

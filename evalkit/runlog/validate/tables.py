@@ -162,6 +162,8 @@ def _order(run, path, ids, a, b, col, message, fix, out, severity="error", tol=T
     if a is None or b is None:
         return
     with np.errstate(invalid="ignore"):
+        if tol >= 0 and not np.any(b < a):     # then none is below a - tol either
+            return
         wrong = b < a - tol
     if wrong.any():
         out.append(Problem(run, path, col, f"{message}: {_first_ids(ids, wrong)}", fix, severity))
