@@ -272,6 +272,7 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     Each run's files are read once, for the checks and the row; ``threads`` runs at a time
     (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`.  This is the
     one scan of a store: ``evalkit summarize`` and the audit both read runs through it.
+    The first call sets the process's heap to keep freed memory (:mod:`evalkit.heap`).
     """
     keep_freed_memory()
     rows: list[dict] = []
