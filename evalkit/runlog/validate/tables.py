@@ -63,8 +63,9 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
         out.append(Problem(run, str(path), None, exc.message, exc.fix))
         return None
     usable = {}
+    in_file, read = set(schema.names), set(table.column_names)
     for col in TABLES[name]:
-        if col.name not in schema.names:
+        if col.name not in in_file:
             out.append(Problem(run, str(path), col.name, f"column is missing from {name}.parquet",
                                f"write '{col.name}' ({_EXPECTED[col.kind]}"
                                f"{', null where unknown' if col.nullable else ''})"))
@@ -75,7 +76,7 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
                                f"has type {dtype}, expected {_EXPECTED[col.kind]}",
                                f"write '{col.name}' as {_EXPECTED[col.kind]}"))
             continue
-        nulls = table.column(col.name).null_count if col.name in table.column_names else 0
+        nulls = table.column(col.name).null_count if col.name in read else 0
         if nulls and not col.nullable:
             out.append(Problem(run, str(path), col.name,
                                f"{nulls} null value(s) in a required column",
