@@ -25,15 +25,22 @@ TIED_WINDOW_S = 1e-3                # a send this soon after a completion is tie
 CORRIDOR_TOLERANCE_S = 0.05         # default slack; real backends add 1.5 inner steps
 
 
-def arrival_fingerprint(arrival_s) -> str:
-    """sha256 (first 32 hex digits) of the request count and sorted arrivals in microseconds."""
+def arrival_ticks(arrival_s) -> np.ndarray:
+    """The finite arrivals in microseconds (int64), sorted: what the fingerprint hashes."""
     a = np.asarray(arrival_s, dtype=float)
     if not is_sorted(a):                   # writers log requests in arrival order
         a = np.sort(a)
     a = a[np.isfinite(a)]
-    ticks = np.round(a / FINGERPRINT_RESOLUTION_S).astype(np.int64)
+    return np.round(a / FINGERPRINT_RESOLUTION_S).astype(np.int64)
+
+
+def arrival_fingerprint(arrival_s, ticks: np.ndarray | None = None) -> str:
+    """sha256 (first 32 hex digits) of the request count and sorted arrivals in microseconds
+    (``ticks``: their :func:`arrival_ticks`, when already computed)."""
+    if ticks is None:
+        ticks = arrival_ticks(arrival_s)
     h = hashlib.sha256()
-    h.update(str(int(a.size)).encode())
+    h.update(str(int(ticks.size)).encode())
     h.update(ticks.tobytes())
     return h.hexdigest()[:32]
 
@@ -45,25 +52,62 @@ def completion_tied_share(sent_s, end_s, window_s: float = TIED_WINDOW_S) -> flo
     chance (about rate x window).  A closed-loop client sends when a request returns.
     """
     sent = np.asarray(sent_s, dtype=float)
-    end = np.sort(np.asarray(end_s, dtype=float)[np.isfinite(end_s)])
+    end = np.asarray(end_s, dtype=float)
+    end = end[np.isfinite(end)]
     ok = np.isfinite(sent)
     if not ok.any() or end.size == 0:
         return 0.0
     s = sent[ok]
-    i = np.searchsorted(end, s, side="right") - 1          # last completion at or before s
-    prev = np.where(i >= 0, end[np.maximum(i, 0)], -np.inf)
+    if s.min() >= 0 and end.min() >= 0:
+        s, prev = _last_completions_merged(s, end)
+    else:
+        end = np.sort(end)
+        i = np.searchsorted(end, s, side="right") - 1          # last completion at or before s
+        prev = np.where(i >= 0, end[np.maximum(i, 0)], -np.inf)
     return float(np.count_nonzero(s - prev <= window_s) / s.size)
 
 
-def identical_arrival_share(arrival_s) -> float:
-    """Share of requests whose scheduled arrival equals another request's (to 1 us)."""
-    a = np.asarray(arrival_s, dtype=float)
-    a = a[np.isfinite(a)]
-    if a.size < 2:
+def _last_completions_merged(s: np.ndarray, end: np.ndarray):
+    """``(s sorted, prev)``: each send time with the last completion at or before it
+    (``-inf`` for none), the completion ``searchsorted`` on the sorted ``end`` finds.
+
+    For finite times >= 0 the float64 bit patterns sort as the values do, so one sort of
+    both, tagged in the lowest bit (a completion sorts before a send at the same time),
+    replaces a sort and a binary search per send.  The send times come back sorted and
+    with the same values; a share counted over them does not depend on their order.
+    """
+    one = np.uint64(1)
+    keys = np.empty(end.size + s.size, dtype=np.uint64)
+    np.left_shift(end.view(np.uint64), one, out=keys[:end.size])
+    np.left_shift(s.view(np.uint64), one, out=keys[end.size:])
+    keys[end.size:] |= one
+    keys.sort()
+    is_send = (keys & one).astype(bool)
+    values = (keys >> one).view(np.float64)
+    sends = np.flatnonzero(is_send)
+    before = sends - np.arange(sends.size) - 1          # index of that completion, sorted
+    ends = values[np.flatnonzero(~is_send)]
+    prev = np.where(before >= 0, ends[np.maximum(before, 0)], -np.inf)
+    return values[sends], prev
+
+
+def identical_arrival_share(arrival_s, ticks: np.ndarray | None = None) -> float:
+    """Share of requests whose scheduled arrival equals another request's (to 1 us)
+    (``ticks``: their :func:`arrival_ticks`, when already computed)."""
+    if ticks is None:
+        a = np.asarray(arrival_s, dtype=float)
+        ticks = np.round(a[np.isfinite(a)] / FINGERPRINT_RESOLUTION_S).astype(np.int64)
+    if ticks.size < 2:
         return 0.0
-    _, inverse = unique_inverse(np.round(a / FINGERPRINT_RESOLUTION_S).astype(np.int64))
+    if is_sorted(ticks):       # a tick is shared when a neighbour holds the same one
+        same = ticks[1:] == ticks[:-1]
+        shared = np.zeros(ticks.size, dtype=bool)
+        shared[1:] = same
+        shared[:-1] |= same
+        return float(np.count_nonzero(shared) / ticks.size)
+    _, inverse = unique_inverse(ticks)
     counts = np.bincount(inverse)
-    return float(np.count_nonzero(counts[inverse] > 1) / a.size)
+    return float(np.count_nonzero(counts[inverse] > 1) / ticks.size)
 
 
 def corridor_tolerance(inner_step_s: float, base: float = CORRIDOR_TOLERANCE_S) -> float:
@@ -145,12 +189,13 @@ def design_facts(meta: dict, req: dict, merges: dict, steps: dict | None) -> dic
                                - np.asarray(steps["start_s"], float)))
     bad = [] if meta.get("role") == "no_sync" else run_corridor_violations(
         meta, starts, ends, step)
+    ticks = arrival_ticks(req["arrival_s"])
     return {
-        "arrival_fingerprint": arrival_fingerprint(req["arrival_s"]),
+        "arrival_fingerprint": arrival_fingerprint(None, ticks),
         "merge_duration_median_s": float(np.median(dur)) if dur.size else float("nan"),
         "corridor_violations": len(bad),
         "corridor_note": "; ".join(bad),
         "completion_tied_share": completion_tied_share(req["sent_s"], req["end_s"]),
-        "identical_arrival_share": identical_arrival_share(req["arrival_s"]),
+        "identical_arrival_share": identical_arrival_share(None, ticks),
         "inner_step_median_s": step,
     }

@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from evalkit.errors import InputError
+from evalkit.heap import keep_freed_memory
 from evalkit.runlog import metrics as m
 from evalkit.runlog.design import DESIGN_COLUMNS, design_facts
 from evalkit.runlog.io import Run
@@ -239,11 +240,25 @@ def summarize_run(run: Run | str | os.PathLike) -> dict:
                             _from_frame(run.steps, ("start_s", "end_s")))
 
 
+def _checked_columns(check: RunCheck, name: str, cols) -> dict | None:
+    """The columns of table ``name`` as :func:`_from_arrow` gives them, reusing the arrays
+    the checks converted (the same values: float64 times with NaN, ``ok`` bool)."""
+    table = check.tables.get(name)
+    if table is None:
+        return None
+    done = check.arrays.get(name, {})
+    out = {c: done[c] for c in cols if done.get(c) is not None}
+    rest = [c for c in cols if c not in out]
+    if rest:
+        out.update(_from_arrow(table, rest))
+    return {c: out[c] for c in cols}
+
+
 def _summarize_check(check: RunCheck, design: bool = True) -> dict:
-    t = check.tables
-    return summarize_arrays(check.meta, _from_arrow(t["requests"], REQUEST_COLUMNS),
-                            _from_arrow(t["merges"], ("start_s", "end_s")),
-                            _from_arrow(t.get("steps"), ("start_s", "end_s")), design=design)
+    return summarize_arrays(check.meta, _checked_columns(check, "requests", REQUEST_COLUMNS),
+                            _checked_columns(check, "merges", ("start_s", "end_s")),
+                            _checked_columns(check, "steps", ("start_s", "end_s")),
+                            design=design)
 
 
 def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False,
@@ -257,7 +272,9 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     Each run's files are read once, for the checks and the row; ``threads`` runs at a time
     (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`.  This is the
     one scan of a store: ``evalkit summarize`` and the audit both read runs through it.
+    The first call sets the process's heap to keep freed memory (:mod:`evalkit.heap`).
     """
+    keep_freed_memory()
     rows: list[dict] = []
 
     def on_run(check: RunCheck) -> None:     # in a worker thread

@@ -39,7 +39,7 @@ import math
 import numpy as np
 from scipy import special
 
-from evalkit.runlog.metrics import unique_inverse
+from evalkit.runlog.metrics import is_sorted, unique_inverse
 
 FINE_BLOCK_S = 5.0   # time-block length (s) the counts are taken at
 FINE_BLOCKS = 60     # short runs get shorter blocks so that the autocorrelation has >= this many
@@ -71,6 +71,10 @@ def cluster_counts(arrival, violated) -> tuple[np.ndarray, np.ndarray, str]:
     violated = np.asarray(violated, dtype=bool)
     if arrival.size == 0:
         return np.zeros(0), np.zeros(0), BLOCKS
+    if arrival.size >= 2 and is_sorted(arrival):
+        sorted_counts = _sorted_cluster_counts(arrival, violated)
+        if sorted_counts is not None:
+            return sorted_counts
     times, inverse = unique_inverse(arrival)
     if uses_bursts(arrival.size, times.size):
         kind, key = BURSTS, inverse
@@ -83,6 +87,40 @@ def cluster_counts(arrival, violated) -> tuple[np.ndarray, np.ndarray, str]:
         key = unique_inverse(key)[1]
     n_b = np.bincount(key).astype(float)
     v_b = np.bincount(key, weights=violated.astype(float))
+    return n_b, v_b, kind
+
+
+def _run_starts(key: np.ndarray) -> np.ndarray:
+    """(n,) non-decreasing -> indices where a new value starts (the first is 0)."""
+    new = np.empty(key.size, dtype=bool)
+    new[0] = True
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    return np.flatnonzero(new)
+
+
+def _sorted_cluster_counts(arrival: np.ndarray, violated: np.ndarray):
+    """:func:`cluster_counts` of arrivals in time order (how writers log them), None when
+    it does not apply (a NaN arrival).
+
+    Clusters are then runs of equal keys: their sizes and violation counts come from the
+    run starts, with no sort and no inverse.  The counts are integers, so they equal the
+    ``bincount`` sums exactly.
+    """
+    first, last = float(arrival[0]), float(arrival[-1])
+    if not (np.isfinite(first) and np.isfinite(last)):
+        return None
+    starts = _run_starts(arrival)
+    if uses_bursts(arrival.size, starts.size):
+        kind = BURSTS
+    else:
+        kind = BLOCKS
+        length = block_length(first, last)
+        if length > 0:
+            starts = _run_starts(np.floor((arrival - first) / length).astype(np.int64))
+        else:
+            starts = np.zeros(1, dtype=np.intp)
+    n_b = np.diff(starts, append=arrival.size).astype(float)
+    v_b = np.add.reduceat(violated.view(np.uint8), starts, dtype=np.int64).astype(float)
     return n_b, v_b, kind
 
 
@@ -127,6 +165,10 @@ def segments(n_b, v_b) -> list[tuple[int, int]]:
     n_b = np.asarray(n_b, dtype=float)
     v_b = np.asarray(v_b, dtype=float)
     threshold = SEGMENT_PENALTY * math.log(max(n_b.size, 2))
+    if _whole_counts(n_b, v_b):
+        found = _segments_by_level(n_b, v_b, threshold)
+        if found is not None:
+            return found
     out, todo = [], [(0, n_b.size)]
     while todo:
         a, z = todo.pop()
@@ -141,6 +183,62 @@ def segments(n_b, v_b) -> list[tuple[int, int]]:
                 todo += [(a, a + best + 1), (a + best + 1, z)]
                 continue
         out.append((a, z))
+    return sorted(out)
+
+
+EXACT_SUM = 2.0 ** 53      # integer-valued float sums below this are exact in any order
+
+
+def _whole_counts(n_b: np.ndarray, v_b: np.ndarray) -> bool:
+    """Counts that are non-negative whole numbers with exact sums (what clusters hold)."""
+    if n_b.size != v_b.size or n_b.ndim != 1:
+        return False
+    with np.errstate(invalid="ignore"):
+        whole = (np.all(np.floor(n_b) == n_b) and np.all(np.floor(v_b) == v_b)
+                 and np.all(n_b >= 0) and np.all(v_b >= 0))
+    return bool(whole) and float(n_b.sum()) < EXACT_SUM and float(v_b.sum()) < EXACT_SUM
+
+
+def _segments_by_level(n_b: np.ndarray, v_b: np.ndarray, threshold: float):
+    """:func:`segments` of whole counts, every range of one level of the binary split in
+    one vectorised pass; None when a likelihood ratio is NaN (the loop decides then).
+
+    With whole counts the cumulative sums of any range are differences of the global ones,
+    exactly, and each likelihood is the same elementwise expression on the same numbers:
+    the ratios, hence the cuts, are those of the range-by-range loop, bit for bit.
+    """
+    cn = np.concatenate(([0.0], np.cumsum(n_b)))
+    cv = np.concatenate(([0.0], np.cumsum(v_b)))
+    out, level = [], [(0, n_b.size)]
+    while level:
+        split = [(a, z) for a, z in level if z - a >= 2]
+        out += [(a, z) for a, z in level if z - a < 2]
+        if not split:
+            break
+        a = np.array([r[0] for r in split])
+        z = np.array([r[1] for r in split])
+        sizes = z - a - 1                                  # candidate cuts per range
+        offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        rng_of = np.repeat(np.arange(len(split)), sizes)
+        cut = np.arange(sizes.sum()) - offsets[rng_of] + a[rng_of] + 1
+        base_n, base_v = cn[a][rng_of], cv[a][rng_of]
+        top_n, top_v = cn[z][rng_of], cv[z][rng_of]
+        left_n, left_v = cn[cut] - base_n, cv[cut] - base_v
+        m = cut.size
+        ll = _binomial_ll(np.concatenate((left_v, top_v - cv[cut], cv[z] - cv[a])),
+                          np.concatenate((left_n, top_n - cn[cut], cn[z] - cn[a])))
+        lr = 2.0 * (ll[:m] + ll[m:2 * m] - ll[2 * m:][rng_of])
+        if np.isnan(lr).any():
+            return None
+        best_val = np.maximum.reduceat(lr, offsets)
+        at_best = np.flatnonzero(lr == best_val[rng_of])
+        best = at_best[np.searchsorted(rng_of[at_best], np.arange(len(split)))] - offsets
+        level = []
+        for (lo, hi), b, val in zip(split, best.tolist(), best_val.tolist()):
+            if val > threshold:
+                level += [(lo, lo + b + 1), (lo + b + 1, hi)]
+            else:
+                out.append((lo, hi))
     return sorted(out)
 
 

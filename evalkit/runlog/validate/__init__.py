@@ -34,13 +34,16 @@ __all__ = ["Problem", "RunCheck", "ValidationReport", "default_threads", "inspec
 
 @dataclass
 class RunCheck:
-    """The outcome of checking one run, with the tables that were read (Arrow)."""
+    """The outcome of checking one run, with the tables that were read (Arrow) and the
+    columns the checks converted to numpy (``arrays[table][column]``; times float64 with
+    NaN for nulls, ``ok`` bool), so that the summary converts nothing twice."""
 
     run_dir: Path
     run: str
     meta: dict | None
     problems: list[Problem]
     tables: dict[str, pa.Table] = field(default_factory=dict, repr=False)
+    arrays: dict[str, dict] = field(default_factory=dict, repr=False)
 
     @property
     def incomplete(self) -> bool:
@@ -96,13 +99,15 @@ def inspect_run(run_dir: str | os.PathLike, *, include_incomplete: bool = False)
         table = _read_table(run, run_dir, name, out)
         if table is not None:
             tables[name] = table
+    arrays = {}
     if "requests" in tables:
-        _check_requests(run, run_dir, tables["requests"], meta, out)
+        arrays["requests"] = _check_requests(run, run_dir, tables["requests"], meta, out)
     if "merges" in tables:
-        _check_merges(run, run_dir, tables["merges"], meta, out)
+        arrays["merges"] = _check_merges(run, run_dir, tables["merges"], meta, out)
     if "steps" in tables:
-        _check_steps(run, run_dir, tables["steps"], out)
-    return RunCheck(run_dir, run, meta, out, tables)
+        arrays["steps"] = _check_steps(run, run_dir, tables["steps"], out)
+    return RunCheck(run_dir, run, meta, out, tables,
+                    {name: got for name, got in arrays.items() if got is not None})
 
 
 def validate_run(run_dir: str | os.PathLike, *, include_incomplete: bool = False) -> list[Problem]:
@@ -133,7 +138,7 @@ def validate_runs(runs_dir: str | os.PathLike, *, include_incomplete: bool = Fal
         check = inspect_run(run_dir, include_incomplete=include_incomplete)
         if on_run is not None:
             on_run(check)
-        check.tables = {}     # the caller has used them; keep memory flat over many runs
+        check.tables = check.arrays = {}    # used by the caller; keep memory flat
         return check
 
     seen = []

@@ -63,8 +63,9 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
         out.append(Problem(run, str(path), None, exc.message, exc.fix))
         return None
     usable = {}
+    in_file, read = set(schema.names), set(table.column_names)
     for col in TABLES[name]:
-        if col.name not in schema.names:
+        if col.name not in in_file:
             out.append(Problem(run, str(path), col.name, f"column is missing from {name}.parquet",
                                f"write '{col.name}' ({_EXPECTED[col.kind]}"
                                f"{', null where unknown' if col.nullable else ''})"))
@@ -75,7 +76,7 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
                                f"has type {dtype}, expected {_EXPECTED[col.kind]}",
                                f"write '{col.name}' as {_EXPECTED[col.kind]}"))
             continue
-        nulls = table.column(col.name).null_count if col.name in table.column_names else 0
+        nulls = table.column(col.name).null_count if col.name in read else 0
         if nulls and not col.nullable:
             out.append(Problem(run, str(path), col.name,
                                f"{nulls} null value(s) in a required column",
@@ -109,11 +110,34 @@ def _first_ids(ids: np.ndarray | None, mask: np.ndarray, limit: int = 3) -> str:
     return f"{int(mask.sum())} row(s), e.g. {shown}{more}"
 
 
+def _times_clean(t: np.ndarray, nullable: bool) -> bool:
+    """No rule of :func:`_check_times` can fire: every value (every non-null one, for a
+    nullable column) lies in ``[0, MAX_LOG_TIME_S]``; two reductions instead of a pass per
+    rule.  A NaN where none may be, or no value at all, leaves it to the rules."""
+    if t.size == 0:
+        return True
+    lo, hi = (np.fmin.reduce(t), np.fmax.reduce(t)) if nullable else (t.min(), t.max())
+    return bool(lo >= 0 and hi <= MAX_LOG_TIME_S)
+
+
+def _finite_max(values: np.ndarray) -> float | None:
+    """The largest finite value, None when there is none."""
+    if values.size == 0:
+        return None
+    top = float(np.fmax.reduce(values))
+    if np.isfinite(top):
+        return top
+    if np.isnan(top):                       # every value NaN
+        return None
+    finite = values[np.isfinite(values)]    # an infinity is there
+    return float(finite.max()) if finite.size else None
+
+
 def _check_times(run, path, table, cols, nullable, ids, out, arrays=None):
     """``arrays``: the columns already converted by :func:`_floats` (name -> array or None)."""
     for name in cols:
         t = arrays[name] if arrays is not None else _floats(table, name)
-        if t is None:
+        if t is None or _times_clean(t, name in nullable):
             continue
         if name not in nullable and np.isnan(t).any():
             out.append(Problem(run, path, name, f"NaN time: {_first_ids(ids, np.isnan(t))}",
@@ -139,6 +163,8 @@ def _order(run, path, ids, a, b, col, message, fix, out, severity="error", tol=T
     if a is None or b is None:
         return
     with np.errstate(invalid="ignore"):
+        if tol >= 0 and not np.any(b < a):     # then none is below a - tol either
+            return
         wrong = b < a - tol
     if wrong.any():
         out.append(Problem(run, path, col, f"{message}: {_first_ids(ids, wrong)}", fix, severity))
@@ -178,8 +204,11 @@ def _check_requests(run, run_dir, table, meta, out):
     _order(run, path, ids, arrival, sent, "sent_s", "sent_s earlier than the scheduled arrival_s",
            "an open-loop client sends at or after the scheduled arrival; check clocks",
            out, severity="warning", tol=EARLY_SEND_TOL_S)
+    arrays = dict(times)
+    if "ok" in table.column_names:
+        arrays["ok"] = ok = np.asarray(table.column("ok").to_numpy(zero_copy_only=False),
+                                       dtype=bool)
     if "ok" in table.column_names and end is not None:
-        ok = np.asarray(table.column("ok").to_numpy(zero_copy_only=False), dtype=bool)
         missing = ok & ~np.isfinite(end)
         if missing.any():
             out.append(Problem(run, path, "end_s",
@@ -191,12 +220,15 @@ def _check_requests(run, run_dir, table, meta, out):
                           ids, out, MAX_TOKENS, "token counts are per request, >= 0",
                           "token count")
     _check_request_scale(run, path, meta, arrival, end, out)
+    return arrays
 
 
 def _check_counts(run, path, col, vals: np.ndarray, ids, out, limit: int | None,
                   fix: str, what: str | None = None) -> None:
     """(n,) integers (any width, signed or not; NaN for nulls) in [0, limit]."""
     what = what or col
+    if vals.size == 0 or (vals.min() >= 0 and (limit is None or vals.max() <= limit)):
+        return                      # (a NaN fails both tests: the rules below decide)
     with np.errstate(invalid="ignore"):
         neg = vals < 0
         huge = vals > limit if limit is not None else np.zeros(len(vals), dtype=bool)
@@ -215,22 +247,24 @@ def _looks_ms(value: float, plausible: float, slack: float = MS_PLAUSIBLE) -> bo
 def _check_request_scale(run, path, meta, arrival, end, out):
     horizon = meta.get("horizon_s") if meta else None
     if arrival is not None and _is_number(horizon) and horizon > 0:
-        finite = arrival[np.isfinite(arrival)]
-        if finite.size and _looks_ms(float(finite.max()), horizon, slack=10.0):
+        top = _finite_max(arrival)
+        if top is not None and _looks_ms(top, horizon, slack=10.0):
             out.append(Problem(run, path, "arrival_s",
-                               f"arrivals reach {finite.max():.6g} but horizon_s is {horizon:g} s",
+                               f"arrivals reach {top:.6g} but horizon_s is {horizon:g} s",
                                MS_FIX, kind="scale"))
     slo = (meta or {}).get("slo")
     e2e = slo.get("e2e_s") if isinstance(slo, dict) else None
     if arrival is not None and end is not None and _is_number(e2e) and e2e > 0:
         lat = end - arrival
-        lat = lat[np.isfinite(lat)]
+        top = _finite_max(lat)
         # the median cannot exceed the maximum: skip the partial sort when it cannot look like ms
-        if lat.size and float(lat.max()) > MS_FACTOR * e2e and \
-                _looks_ms(float(np.median(lat)), e2e):
-            out.append(Problem(run, path, "end_s",
-                               f"median latency {np.median(lat):.6g} is over {MS_FACTOR:g}x the "
-                               f"e2e SLO of {e2e:g} s", MS_FIX, kind="scale"))
+        if top is not None and top > MS_FACTOR * e2e:
+            lat = lat[np.isfinite(lat)]
+            if _looks_ms(float(np.median(lat)), e2e):
+                out.append(Problem(run, path, "end_s",
+                                   f"median latency {np.median(lat):.6g} is over "
+                                   f"{MS_FACTOR:g}x the e2e SLO of {e2e:g} s", MS_FIX,
+                                   kind="scale"))
 
 
 def _check_merges(run, run_dir, table, meta, out):
@@ -238,13 +272,14 @@ def _check_merges(run, run_dir, table, meta, out):
     idx = None
     if "merge_idx" in table.column_names:
         idx = table.column("merge_idx").to_numpy(zero_copy_only=False)
-    _check_times(run, path, table, ("start_s", "end_s"), set(), idx, out)
+    arrays = {c: _floats(table, c) for c in ("start_s", "end_s")}
+    _check_times(run, path, table, ("start_s", "end_s"), set(), idx, out, arrays)
     for col in ("inner_step", "bytes"):     # nullable: NaN where unknown
         if col in table.column_names:
             _check_counts(run, path, col, _floats(table, col), idx, out, None,
                           f"{col} counts from 0; null where unknown")
     if len(table) == 0:
-        return
+        return arrays
     if meta and meta.get("role") == "no_sync":
         out.append(Problem(run, path, None, f"a no_sync run has {len(table)} merge(s)",
                            "a no_sync baseline must not merge; check role/policy or merges"))
@@ -254,9 +289,9 @@ def _check_merges(run, run_dir, table, meta, out):
             out.append(Problem(run, path, "merge_idx",
                                f"duplicate merge_idx {uniq[counts > 1][:3].tolist()}",
                                "merge_idx must be unique"))
-    start, end = _floats(table, "start_s"), _floats(table, "end_s")
+    start, end = arrays["start_s"], arrays["end_s"]
     if start is None or end is None:
-        return
+        return arrays
     with np.errstate(invalid="ignore"):
         reversed_ = ~(end > start) & np.isfinite(start) & np.isfinite(end)
     if reversed_.any():
@@ -282,11 +317,14 @@ def _check_merges(run, run_dir, table, meta, out):
         out.append(Problem(run, path, "end_s",
                            f"median merge duration {np.median(dur):.6g} is over "
                            f"{MS_FACTOR:g}x merge_duration_s = {D:g} s", MS_FIX, kind="scale"))
+    return arrays
 
 
 def _check_steps(run, run_dir, table, out):
     path = str(run_dir / "steps.parquet")
-    _check_times(run, path, table, ("start_s", "end_s"), set(), None, out)
-    _order(run, path, None, _floats(table, "start_s"), _floats(table, "end_s"), "end_s",
+    arrays = {c: _floats(table, c) for c in ("start_s", "end_s")}
+    _check_times(run, path, table, ("start_s", "end_s"), set(), None, out, arrays)
+    _order(run, path, None, arrays["start_s"], arrays["end_s"], "end_s",
            "step end_s before start_s", "a step ends after it starts", out)
+    return arrays
 
