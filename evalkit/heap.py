@@ -6,6 +6,8 @@ freed, so every new array pays its page faults again: on the benchmark store tha
 about 280,000 faults and a quarter of the scan's time.  Raising the two thresholds once
 keeps freed memory in the process for the next run's arrays; the process then holds up
 to :data:`TRIM_BYTES` of free heap per allocation arena that it would have returned.
+Only the ``evalkit`` command sets it (its process is its own); the library never changes
+the heap of a process that imports it.
 """
 
 from __future__ import annotations

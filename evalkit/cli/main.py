@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from evalkit.heap import keep_freed_memory
 from evalkit.version import __version__
 from evalkit.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
                             InputError, from_os_error)
@@ -149,6 +150,9 @@ for _name in COMMAND_MODULES:
 
 
 def main(argv=None):
+    # the evalkit process owns its heap: a scan's run-sized arrays reuse freed memory
+    # instead of faulting it in again (evalkit.heap); a library caller's process is left alone
+    keep_freed_memory()
     cli.main(args=argv, prog_name="evalkit")
 
 

@@ -23,7 +23,6 @@ import pandas as pd
 import pyarrow as pa
 
 from evalkit.errors import InputError
-from evalkit.heap import keep_freed_memory
 from evalkit.runlog import metrics as m
 from evalkit.runlog.design import DESIGN_COLUMNS, design_facts
 from evalkit.runlog.io import Run
@@ -272,9 +271,7 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     Each run's files are read once, for the checks and the row; ``threads`` runs at a time
     (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`.  This is the
     one scan of a store: ``evalkit summarize`` and the audit both read runs through it.
-    The first call sets the process's heap to keep freed memory (:mod:`evalkit.heap`).
     """
-    keep_freed_memory()
     rows: list[dict] = []
 
     def on_run(check: RunCheck) -> None:     # in a worker thread
