@@ -86,10 +86,6 @@ def atomic_write(path: str | os.PathLike, write) -> Path:
     return path
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
-
-
 def default_threads() -> int:
     """Worker threads for per-run work: every core (Parquet decoding and numpy release the GIL)."""
     return max(1, min(8, os.cpu_count() or 1))

@@ -54,14 +54,6 @@ def range_fix(lo, hi) -> str:
     return f"use a value in [{lo:,}, {hi:,}]"
 
 
-def check_range(value, lo, hi, *, what: str, file=None) -> None:
-    """``lo <= value <= hi`` or an InputError naming ``what`` and the allowed range."""
-    if not (lo <= value <= hi):
-        shown = value if abs(value) < 10 ** 30 else f"a {len(str(abs(int(value))))}-digit number"
-        raise InputError(f"{what} = {shown} is out of range", file=file, column=what,
-                         fix=range_fix(lo, hi))
-
-
 def capped_name(name: str, max_bytes: int = MAX_RUN_ID_BYTES) -> str:
     """``name`` if it fits ``max_bytes`` (UTF-8), else a prefix + ``~`` + 16 hex of its sha256.
 

@@ -42,10 +42,6 @@ from evalkit.replay.policies.context import make_context, policy_seed
 from evalkit.replay.spec import RunOutput
 
 
-class RunAborted(Exception):
-    pass
-
-
 class LiveState:
     """Signals shared between the asyncio side (client, scraper) and the policy thread."""
 
