@@ -18,31 +18,9 @@ from evalkit.replay.run_order import (BlockWindow, execution_order, order_seed,
 from evalkit.replay.sweep import JobOutcome, execute_job, run_campaign
 from evalkit.runlog.schema import RUN_ORDER_KEYS
 from tests.support.reliability_tools import run_fingerprints
+from tests.support.tiny_campaign import TINY_SQUARE_WAVE
 
-CAMPAIGN = """
-regime = "tiny"
-seeds = 4
-matched_random_draws = 2
-horizon_s = 160.0
-inner_step_s = 0.5
-h_min = 40
-h_max = 120
-[slo]
-e2e_s = 8.0
-[trace]
-generator = "square_wave"
-period_s = 40.0
-burst_s = 10.0
-quiet_rate = 1.0
-busy_rate = 4.0
-prompt_tokens = "lognormal:128,0.5"
-output_tokens = "lognormal:32,0.5"
-[[policies]]
-name = "wa"
-[[policies]]
-name = "calibrated_offline"
-params = { k_from = "wa" }
-"""
+CAMPAIGN = TINY_SQUARE_WAVE.replace("seeds = 2", "seeds = 4")
 
 
 def _camp(tmp_path, text=CAMPAIGN):
