@@ -184,9 +184,9 @@ def test_runs_campaign_notes_draws_of_policies_without_runs(copy_fixture):
 
 
 def _patched_summary(monkeypatch, edit):
-    import evalkit.runlog.summary as summary_module
+    import evalkit.audit.campaign as campaign_module
 
-    real = summary_module.summarize_runs
+    real = campaign_module.summarize_runs
 
     def fake(path):
         summary = real(path)
@@ -195,7 +195,7 @@ def _patched_summary(monkeypatch, edit):
         summary.attrs = attrs
         return summary
 
-    monkeypatch.setattr(summary_module, "summarize_runs", fake)
+    monkeypatch.setattr(campaign_module, "summarize_runs", fake)
 
 
 def test_runs_campaign_k_observed_is_not_k_total(monkeypatch, fixtures_dir):
