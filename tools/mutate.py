@@ -205,12 +205,16 @@ def is_package_wide(test_file: str) -> bool:
     return _owner(test_file, ["package"]) == "package"
 
 
-def tests_for(module: str) -> list[str]:
-    """The test files of ``evalkit/<path>/<mod>.py``: the tests tree mirrors the package, so
-    they are ``tests/<path>/test_<mod>.py`` and ``tests/<path>/test_<mod>_*.py``, plus the
-    package-wide files ``test_package*.py`` of ``tests/<path>`` and of every folder above it up
-    to ``tests/<pkg>``.  A package's ``__init__.py`` gets only the package-wide files.
-    :data:`EXTRA_TESTS` adds the files of another package for the few modules it names."""
+# The recorded audit documents: every number and sentence the audit writes, for the fixture
+# campaigns and cpu_real (a mutant of stats, audit or runlog that changes any is caught here).
+GOLDEN_TESTS = ["tests/e2e/test_audit_golden.py"]
+
+
+def own_tests_for(module: str) -> list[str]:
+    """The test files named after ``evalkit/<path>/<mod>.py``: the tests tree mirrors the
+    package, so they are ``tests/<path>/test_<mod>.py`` and ``tests/<path>/test_<mod>_*.py``,
+    then the package-wide files ``test_package*.py`` of ``tests/<path>`` and of every folder
+    above it up to ``tests/<pkg>``.  A package's ``__init__.py`` has only the latter."""
     rel = Path(module).relative_to("evalkit")
     folder = TESTS / rel.parent
     files = []
@@ -220,7 +224,20 @@ def tests_for(module: str) -> list[str]:
     for level in [rel.parent, *rel.parent.parents][:-1]:       # up to tests/<pkg>, not tests/
         files += [p for p in sorted((TESTS / level).glob("test_package*.py"))
                   if is_package_wide(p.name)]
-    return [str(p.relative_to(REPO)) for p in files] + EXTRA_TESTS.get(module, [])
+    return [str(p.relative_to(REPO)) for p in files]
+
+
+def tests_for(module: str) -> list[str]:
+    """The test files that run against a mutant of ``module``, the most specific first
+    (pytest stops at the first failure): its own files (:func:`own_tests_for`), then
+    :data:`GOLDEN_TESTS` and :data:`EXTRA_TESTS`, then every other test file of its package
+    (``tests/<pkg>/``): a module is also exercised through the modules that call it."""
+    out = own_tests_for(module)
+    out += [f for f in GOLDEN_TESTS + EXTRA_TESTS.get(module, []) if f not in out]
+    package = TESTS / Path(module).relative_to("evalkit").parts[0]
+    out += [str(p.relative_to(REPO)) for p in sorted(package.rglob("test_*.py"))
+            if str(p.relative_to(REPO)) not in out]
+    return out
 
 
 # --------------------------------------------------------------------------------- running

@@ -41,8 +41,9 @@ def test_every_module_of_the_three_packages_is_mapped_to_existing_test_files(mut
         assert files, f"{module} has no test file in the mirrored tests/: its mutants never run"
         missing = [f for f in files if not (REPO / f).exists()]
         assert not missing, f"{module}: tests_for names test files that do not exist: {missing}"
-    # and the other way round: every test file of the three packages is reached
-    reached = {f for module in _modules(mutate) for f in mutate.tests_for(module)}
+    # and the other way round: every test file of the three packages is named after a module
+    # (or is package-wide), so the layout says what it tests
+    reached = {f for module in _modules(mutate) for f in mutate.own_tests_for(module)}
     for pkg in mutate.PACKAGES:
         tests = REPO / "tests" / Path(pkg).relative_to("evalkit")
         for path in sorted(tests.rglob("test_*.py")):
@@ -50,14 +51,23 @@ def test_every_module_of_the_three_packages_is_mapped_to_existing_test_files(mut
             assert rel in reached, (f"{rel} is named after no module of {pkg} (nor test_package*):"
                                     " the mutation tool would never run it")
     assert mutate.tests_for("evalkit/audit/protocol.py")[0] == "tests/audit/test_protocol.py"
-    assert "tests/audit/test_protocol_rules_gate.py" not in mutate.tests_for("evalkit/audit/protocol.py")
-    assert "tests/audit/test_protocol_rules_gate.py" in mutate.tests_for("evalkit/audit/protocol_rules.py")
+    assert "tests/audit/test_protocol_rules_gate.py" not in mutate.own_tests_for(
+        "evalkit/audit/protocol.py")
+    assert "tests/audit/test_protocol_rules_gate.py" in mutate.own_tests_for(
+        "evalkit/audit/protocol_rules.py")
     nested = mutate.tests_for("evalkit/audit/checks/design.py")
     assert nested[0] == "tests/audit/checks/test_design.py"               # its own tests
     assert "tests/audit/checks/test_package_registry.py" in nested      # its own package
     assert "tests/audit/test_package_soundness.py" in nested             # the package above
-    assert all(f.startswith("tests/stats/test_package")
-               for f in mutate.tests_for("evalkit/stats/__init__.py"))
+    init = mutate.tests_for("evalkit/stats/__init__.py")
+    wide = [f for f in init if f.startswith("tests/stats/test_package")]
+    assert wide and init[:len(wide)] == wide                   # no module files of its own
+    # then the recorded documents, then the rest of the package's tests, each once
+    assert init[len(wide)] == "tests/e2e/test_audit_golden.py"
+    assert "tests/stats/test_fk.py" in init and len(init) == len(set(init))
+    assert not any(f.startswith("tests/audit/") for f in init)
+    assert nested.index("tests/e2e/test_audit_golden.py") < nested.index(
+        "tests/audit/test_campaign.py")
 
 
 def test_catalogue_is_deterministic_with_unique_ids(mutate):
