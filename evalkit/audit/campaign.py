@@ -25,7 +25,7 @@ from evalkit.errors import InputError
 from evalkit.names import normalise_name
 from evalkit.runlog.design import DESIGN_COLUMNS
 from evalkit.runlog.table import SYNTH_NOTE, is_summary_table, read_summary_table
-from evalkit.runlog.io import UnreadableRun, list_runs, read_columns, read_meta, refused_error
+from evalkit.runlog.io import list_runs, read_columns, read_meta, refused_error
 from evalkit.runlog.summary import summarize_runs
 
 RUN_COLUMNS = (
@@ -156,11 +156,12 @@ def _from_runs_dir(path: Path) -> Campaign:
     if not dirs and not listing.unreadable:
         raise InputError("no runs found (no run.json below this directory)", file=path.name,
                          fix="pass the directory that holds the run directories")
+    parsed: dict = {}                   # run.json of each run, parsed once by the scan
+    summary = summarize_runs(path, metas=parsed)
     excluded, run_dirs, table_word, metas = [], {}, set(), {}
     for run_dir in dirs:
-        try:
-            meta = read_meta(run_dir)
-        except UnreadableRun:           # listed with its reason from the summary below
+        meta = parsed.get(Path(run_dir))
+        if meta is None:                # unreadable: listed with its reason by the summary
             continue
         run_id = str(meta.get("run_id", run_dir.name))
         if _synthesised(meta):
@@ -172,8 +173,7 @@ def _from_runs_dir(path: Path) -> Campaign:
                              **{k: _nfkc(meta.get(k)) for k in _OWNER_KEYS}})
         else:
             run_dirs[run_id] = run_dir
-            metas[("meta", run_id)] = meta     # each run.json is parsed once here
-    summary = summarize_runs(path)
+            metas[("meta", run_id)] = meta
     if summary is None or len(summary) == 0:
         raise InputError("no complete runs to audit", file=path.name,
                          fix="rerun the incomplete runs listed by 'evalkit validate'")

@@ -261,7 +261,8 @@ def _summarize_check(check: RunCheck, design: bool = True) -> dict:
 
 
 def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False,
-                   threads: int | None = None, design: bool = True) -> pd.DataFrame:
+                   threads: int | None = None, design: bool = True,
+                   metas: dict | None = None) -> pd.DataFrame:
     """One row per run under ``runs_dir``, sorted by run_id.
 
     Every run is validated first; any error raises :class:`InputError` (nothing is
@@ -271,10 +272,14 @@ def summarize_runs(runs_dir: str | os.PathLike, include_incomplete: bool = False
     Each run's files are read once, for the checks and the row; ``threads`` runs at a time
     (None: every core).  ``design`` (default) appends :data:`DESIGN_COLUMNS`.  This is the
     one scan of a store: ``evalkit summarize`` and the audit both read runs through it.
+    ``metas``, when given, receives the parsed run.json of every run whose run.json could be
+    read (complete or not), keyed by the run directory, so a caller need not parse it again.
     """
     rows: list[dict] = []
 
     def on_run(check: RunCheck) -> None:     # in a worker thread
+        if metas is not None and check.meta is not None:
+            metas[Path(check.run_dir)] = check.meta
         if not check.errors:
             rows.append(_summarize_check(check, design))
 

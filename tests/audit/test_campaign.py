@@ -301,3 +301,26 @@ def test_gate_prints_underpowered_reason(campaigns):
     res = CliRunner().invoke(cli, ["gate", str(campaigns / "sim_underpowered"), "--policy", "wa"])
     assert res.exit_code == 1
     assert "underpowered" in res.output and "needs >= 6 seeds" in res.output
+
+
+def test_an_audit_parses_each_run_json_once(monkeypatch, tmp_path):
+    """The validating scan hands every run.json it parsed to the campaign and the claims."""
+    import collections
+
+    import evalkit.runlog.io as runlog_io
+
+    parsed = collections.Counter()
+    real = runlog_io.loads_json
+
+    def counting(raw, file=None, **kwargs):
+        if file is not None and str(file).endswith("run.json"):
+            parsed[str(file)] += 1
+        return real(raw, file=file, **kwargs)
+
+    monkeypatch.setattr(runlog_io, "loads_json", counting)
+    from tests.conftest import REPO
+
+    res = CliRunner().invoke(cli, ["audit", str(REPO / "fixtures" / "campaigns" / "sim_bursty"),
+                                   "--out", str(tmp_path / "out")])
+    assert res.exit_code in (0, 1), res.output
+    assert len(parsed) > 50 and set(parsed.values()) == {1}, parsed.most_common(3)

@@ -188,8 +188,8 @@ def _patched_summary(monkeypatch, edit):
 
     real = campaign_module.summarize_runs
 
-    def fake(path):
-        summary = real(path)
+    def fake(path, **kwargs):
+        summary = real(path, **kwargs)
         attrs = dict(summary.attrs)
         summary = edit(summary.copy(), attrs)
         summary.attrs = attrs
