@@ -204,7 +204,7 @@ def _loso_check(runs_dir):
 @pytest.mark.slow
 def test_fitted_twin_on_twin_made_campaign_is_calibrated(tmp_path):
     """The whole method: fit leave-one-seed-out to runs the engine made, then judge."""
-    from test_sim_fit import real_like
+    from tests.replay.backends.sim.test_fit import real_like
 
     rep = _loso_check(real_like(tmp_path / "runs", merge_slowdown=1.0, seeds=6))
     for v in rep["variants"].values():
@@ -220,7 +220,7 @@ def test_a_mechanism_that_changes_between_seeds_fails_the_check(tmp_path):
     import json
     import shutil
 
-    from test_sim_fit import real_like
+    from tests.replay.backends.sim.test_fit import real_like
 
     a = real_like(tmp_path / "a", merge_slowdown=1.0, seeds=6)
     b = real_like(tmp_path / "b", merge_slowdown=3.0, seeds=6)
