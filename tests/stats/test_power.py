@@ -187,3 +187,13 @@ def test_one_seed_is_never_significant():
     p = permutation_p_batch(label_values_equal_m(v[..., 0], v[..., 1:]), 100,
                             np.random.default_rng(1), "two-sided")
     assert np.all(p >= 0.5 - 1e-12)
+
+
+@pytest.mark.parametrize("key, value", [("alpha", 0.0), ("alpha", 1.0), ("alpha", 1.5),
+                                        ("target", 1.0), ("target", 1.2), ("target", -0.1)])
+def test_alpha_and_target_power_outside_zero_one_are_input_errors(key, value):
+    from evalkit.errors import InputError
+
+    model = pilot_model([0.05, 0.06, 0.04, 0.07], [[0.06], [0.065], [0.05], [0.08]])
+    with pytest.raises(InputError, match=f"{key} must lie in"):
+        power_plan(model, 0.01, max_seeds=4, reps=10, n_resamples=10, rng=0, **{key: value})
