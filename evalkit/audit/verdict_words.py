@@ -169,9 +169,6 @@ def tier_sentence(tier, ctx) -> str:
     if not beats(sf):
         return (f"reached {tier.name} under this protocol, but {g}: no win over matched "
                 "random is shown")
-    try:
-        res = explained_result(ctx)
-    except AttributeError:        # a context without regime evidence
-        res = None
+    res = explained_result(ctx)
     pred = f"; {prediction_text(res)}" if res is not None else ""
     return f"{tier.name}: {tier.claim}; {g}{pred}"

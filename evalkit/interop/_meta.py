@@ -25,13 +25,13 @@ def check_slo(e2e_s, ttft_s, tpot_s, *, where: str) -> Slo:
     if e2e_s is None:
         raise InputError("an end-to-end SLO is required", file=where, column="slo_e2e_s",
                          fix="pass --slo-e2e SECONDS (V is the share of requests over it)")
-    problems = Slo.check({"e2e_s": e2e_s, "ttft_s": ttft_s, "tpot_s": tpot_s})
+    value = {"e2e_s": e2e_s, "ttft_s": ttft_s, "tpot_s": tpot_s}
+    problems = Slo.check(value)
     if problems:
         key = problems[0].key.split(".")[-1]
         raise InputError(problems[0].message, file=where, column=f"slo_{key}",
                          fix=f"pass --slo-{key.split('_')[0]} SECONDS (a positive number)")
-    return Slo(float(e2e_s), None if ttft_s is None else float(ttft_s),
-               None if tpot_s is None else float(tpot_s))
+    return Slo.from_dict(value)
 
 
 def import_meta(*, run_id: str, policy: str, role: str, seed: int, draw, matched_to,

@@ -19,20 +19,7 @@ from click.testing import CliRunner
 from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
-
-CAMPAIGNS = Path(__file__).resolve().parents[2] / "fixtures" / "campaigns"
-BASE = "sim_missing_no_sync"     # wa = good on 7 seeds, 2 draws each: reaches matched_budget
-
-
-@pytest.fixture()
-def runs(tmp_path):
-    out = tmp_path / "runs"
-    shutil.copytree(CAMPAIGNS / BASE, out)
-    return out
-
-
-def gate(path, *extra):
-    return CliRunner().invoke(cli, ["gate", str(path), "--policy", "wa", *extra])
+from tests.support.rule_attacks import BASE, CAMPAIGNS, gate, runs  # noqa: F401 (fixture)
 
 
 def check(claim, name):
