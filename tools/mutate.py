@@ -354,7 +354,7 @@ def main(argv=None) -> int:
                     help="module globs relative to the repo (default: the three packages)")
     ap.add_argument("--sample", type=int, default=0, help="run a random sample of N mutants")
     ap.add_argument("--seed", type=int, default=16, help="seed of the sample")
-    ap.add_argument("--only", nargs="*", default=None, help="mutant ids to run")
+    ap.add_argument("--only", nargs="*", default=None, help="mutant ids to run, in this order")
     ap.add_argument("--timeout", type=float, default=0.0,
                     help="seconds per mutant (default: 3 x the module's baseline + 30)")
     ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
@@ -380,9 +380,12 @@ def main(argv=None) -> int:
         for m in muts:
             print(f"{m['id']}\t{m['op']}\t{m['label']}\t{m['code']}")
         return 0
-    if args.only:
-        wanted = set(args.only)
-        muts = [m for m in muts if m["id"] in wanted]
+    if args.only:                                 # in the order given
+        by_id = {m["id"]: m for m in muts}
+        unknown = [i for i in args.only if i not in by_id]
+        if unknown:
+            ap.error(f"unknown mutant id(s): {' '.join(unknown[:5])} (see --list)")
+        muts = [by_id[i] for i in dict.fromkeys(args.only)]
     elif args.sample:
         # kept in sampled order: a run stopped early is still a random sample
         muts = random.Random(args.seed).sample(muts, min(args.sample, len(muts)))

@@ -274,3 +274,29 @@ def test_probe_imbalance_blocks_only_when_v_depends_on_the_probe():
     loud = execution_drift(_probe_ctx(20.0), SPEC)
     assert loud.passed is False and "host probe latency differs" in loud.found
     assert "V depends on it" in loud.found
+
+
+def _exact_fit_frame(v_of, z_of=lambda z: z):
+    """Three seeds of one policy row and three draws, with dyadic values so that the seed
+    fixed-effects fit of ``v_of(policy, z, seed)`` on z is exact to the last bit."""
+    rows = [dict(seed=s, is_policy=bool(pol), v=v_of(pol, z + s, s), probe=z_of(z + s))
+            for s in range(3) for pol, z in [(1, 0.0), (0, 1.0), (0, 2.0), (0, 5.0)]]
+    return pd.DataFrame(rows)
+
+
+def test_an_exact_fit_has_slope_p_zero_when_the_slope_is_not_zero_and_one_when_it_is():
+    sloped = drift_adjusted_gain(_exact_fit_frame(lambda pol, z, s: 2 * z + 0.5 * s), "probe")
+    assert sloped["beta"] == 2.0 and sloped["beta_p"] == 0.0 and sloped["gain_adj"] == 0.0
+    flat = drift_adjusted_gain(_exact_fit_frame(lambda pol, z, s: -0.25 * pol + 0.5 * s),
+                               "probe")
+    assert flat["beta"] == 0.0 and flat["beta_p"] == 1.0 and flat["gain_adj"] == 0.25
+
+
+@pytest.mark.parametrize("rel, fitted", [(1e-8, True), (1e-11, False)])
+def test_a_covariate_is_degenerate_below_a_part_in_1e9_of_its_level(rel, fitted):
+    # the tolerance compares the within-seed sum of squares with the raw one: a probe
+    # at level 1e4 varying by 1e-8 of it is a covariate; by 1e-11 it is rounding noise
+    frame = _exact_fit_frame(lambda pol, z, s: 0.01 * z - 0.001 * pol,
+                             z_of=lambda z: 1e4 * (1.0 + rel * z))
+    fit = drift_adjusted_gain(frame, "probe")
+    assert (fit is not None) is fitted

@@ -293,3 +293,19 @@ def test_unlistable_root_is_an_error(tmp_path, monkeypatch):
     _scandir_in_order(monkeypatch, [], {tmp_path})
     with pytest.raises(InputError, match="cannot list the runs directory: Permission denied"):
         io.list_runs(tmp_path)
+
+
+def test_two_links_to_one_run_count_the_first_in_link_name_order(tmp_path):
+    # the links' own paths decide, not their folders': runs/a/b/l sorts before runs/a/zz
+    # although its folder runs/a/b sorts after runs/a
+    runs = tmp_path / "runs"
+    store = runs / ".store" / "run1"      # a hidden folder is not walked: only the links lead in
+    store.mkdir(parents=True)
+    (store / "run.json").write_text("{}")
+    (runs / "a" / "b").mkdir(parents=True)
+    (runs / "a" / "zz").symlink_to(store, target_is_directory=True)
+    (runs / "a" / "b" / "l").symlink_to(store, target_is_directory=True)
+    got = io.list_runs(runs)
+    assert got.run_dirs == [runs / "a" / "b" / "l"]
+    assert [link for link, _ in got.refused] == [runs / "a" / "zz"]
+    assert "a second path to" in got.refused[0][1]

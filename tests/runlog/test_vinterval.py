@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import special, stats
 
 from evalkit.runlog.io import write_run
+from evalkit.runlog import vinterval
 from evalkit.runlog.metrics import clopper_pearson
 from evalkit.runlog.summary import summarize_runs
 from evalkit.runlog.vinterval import (BLOCKS, BURSTS, cluster_counts, robust_v_ci,
@@ -159,3 +161,14 @@ def test_summary_gives_the_robust_interval(tmp_path):
     # time blocks: the effective number of clusters, fewer than the 60 blocks counted
     assert 2 <= by_id.loc["episodes", "v_ci_clusters"] < cluster_counts(t, v)[0].size
     assert (by_id.v_ci_low <= by_id.v_cp_low + 1e-12).all()
+
+
+def test_segment_likelihood_is_the_binomial_log_likelihood_at_the_mle():
+    # every corner: no requests, none or all violating, one violating or one not
+    n = np.array([0, 1, 1, 2, 4, 4, 4, 7, 100], dtype=float)
+    k = np.array([0, 0, 1, 1, 1, 3, 4, 0, 37], dtype=float)
+    got = vinterval._binomial_ll(k, n)
+    p = np.divide(k, n, out=np.zeros_like(n), where=n > 0)
+    want = stats.binom.logpmf(k, n, p) - np.log(special.comb(n, k))
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert got[5] == pytest.approx(3 * np.log(0.75) + np.log(0.25))

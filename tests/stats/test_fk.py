@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy import stats
 
 from evalkit.errors import InputError
 from evalkit.stats import feasible_class, sample_schedules
+from evalkit.stats.fk import _rejection
 
 METHODS = ("reject-box", "reject-simplex", "sequential")
 
@@ -125,3 +128,19 @@ def test_edge_cases_and_determinism():
 def test_infeasible_constraints_raise(args, match):
     with pytest.raises(InputError, match=match):
         sample_schedules(*args, 10, rng=0, edges=False)
+
+
+def test_the_rejection_sampler_asks_for_at_most_two_million_candidates_at_a_time():
+    # memory stays bounded (2 M x k floats) however rare acceptance is; below the cap a
+    # batch is the expected need with 10% and 64 candidates to spare
+    asked = []
+
+    def draw(batch):
+        asked.append(batch)
+        return np.zeros((batch // 50, 2))             # 2% of the candidates are accepted
+    out = _rejection(draw, 100_000, 0.02)
+    assert out.shape == (100_000, 2)
+    assert asked == [2_000_000, 2_000_000, 1_100_064]
+    asked.clear()
+    _rejection(draw, 1_000, 0.02)
+    assert asked == [math.ceil(1_000 / 0.02 * 1.1) + 64]

@@ -19,6 +19,7 @@ from scipy import stats
 from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test
 from evalkit.stats.randomisation import within_seed_permutation_test
+from evalkit.stats.studentized import EXACT_CI_MAX, inversion_ci
 
 
 def _t(d):
@@ -300,3 +301,13 @@ def test_a_t_test_floor_fixes_the_small_sample_excess_but_is_conservative_when_e
         stud, floor = _with_t_floor(n, m, reps, seed, exchangeable=True)
         assert abs(stud - 0.05) <= 2 * _se(0.05, reps)
         assert floor < 0.05 - 2 * _se(0.05, reps)
+
+
+def test_the_ci_enumerates_exactly_up_to_its_cap_and_samples_beyond():
+    rng = np.random.default_rng(1)
+    for m, exact in (([7] * 5, True), ([7, 7, 7, 7, 15], False)):     # 8^5 = 2^15 label sets
+        vals = [rng.normal(0.0, 1.0, k + 1) for k in m]
+        low, high, how = inversion_ci(vals, m, "two-sided", 0.95, np.random.default_rng(0))
+        assert low < high
+        assert (f"all {EXACT_CI_MAX} label sets" in how) is exact
+        assert ("Monte Carlo" in how) is not exact

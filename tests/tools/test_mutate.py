@@ -164,3 +164,11 @@ def test_score_counts_equivalent_survivors_out_and_rejects_killed_ones(mutate, t
     eq.write_text("evalkit/audit/b.py:1:0\tclaimed equivalent\n")
     with pytest.raises(SystemExit, match="listed as equivalent but killed"):
         mutate.score_report(results, eq)
+
+
+def test_only_refuses_an_unknown_mutant_id(mutate, capsys):
+    with pytest.raises(SystemExit) as exc:
+        mutate.main(["--only", "evalkit/stats/exposure.py:1:0", "evalkit/stats/nope.py:9:9"])
+    assert exc.value.code == 2
+    assert "unknown mutant id(s): evalkit/stats/exposure.py:1:0 evalkit/stats/nope.py:9:9" \
+        in capsys.readouterr().err

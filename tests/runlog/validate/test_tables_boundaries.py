@@ -443,3 +443,16 @@ def test_milliseconds_heuristic_bounds():
     assert not _looks_ms(800.0, d) and _looks_ms(800.001, d)
     assert _looks_ms(800_000.0, d) and not _looks_ms(800_001.0, d)
     assert _looks_ms(80_000.0, d, slack=10.0) and not _looks_ms(80_001.0, d, slack=10.0)
+
+
+@pytest.mark.parametrize("col", ["prompt_tokens", "output_tokens"])
+def test_a_token_count_at_its_limit_is_valid_beside_a_bad_row(col):
+    # one negative row leaves the fast path; the row exactly at the cap is still valid
+    base = requests(3).column(col).to_pylist()
+    base[0], base[2] = -1, vtables.MAX_TOKENS
+    got = check_requests(requests(3, **{col: base}))
+    assert got == [err(col, "negative token count: 1 row(s), e.g. 0")]
+    base[2] = vtables.MAX_TOKENS + 1
+    assert check_requests(requests(3, **{col: base})) == [
+        err(col, "negative token count: 1 row(s), e.g. 0"),
+        err(col, f"token count above {vtables.MAX_TOKENS:,}: 1 row(s), e.g. 2")]

@@ -1,0 +1,51 @@
+"""like_for_like: the trainer facts of a run over its observed span."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from evalkit.audit.like_for_like import run_facts, training_facts
+
+
+def _ctx(tmp_path, arrival, end, steps, horizon=100.0):
+    (tmp_path / "steps.parquet").touch()
+    tables = {
+        "requests": {"arrival_s": np.asarray(arrival, float), "end_s": np.asarray(end, float),
+                     "request_id": np.arange(len(arrival)),
+                     "prompt_tokens": np.full(len(arrival), 8),
+                     "output_tokens": np.full(len(arrival), 4)},
+        "merges": {"start_s": np.array([]), "end_s": np.array([]), "bytes": np.array([])},
+        "steps": {"start_s": np.asarray([s for s, _ in steps], float),
+                  "end_s": np.asarray([e for _, e in steps], float)}}
+    camp = SimpleNamespace(_cache={}, _dirs={"r": tmp_path},
+                           columns=lambda run, table, cols: {c: tables[table][c] for c in cols})
+    return SimpleNamespace(campaign=camp, _meta=lambda run: {"horizon_s": horizon})
+
+
+def test_the_span_ends_at_the_last_request_end_not_the_last_arrival(tmp_path):
+    # arrivals stop at 10 s, the last request ends at 50 s; the trainer stepped over [0, 30]
+    steps = [(0.0, 10.0), (10.0, 20.0), (20.0, 30.0)]
+    facts = run_facts(_ctx(tmp_path, [0.0, 10.0], [1.0, 50.0], steps), "r")
+    assert facts["coverage"] == pytest.approx(30.0 / 50.0)
+
+
+def test_the_span_is_capped_at_the_horizon_and_an_unfinished_request_ends_there(tmp_path):
+    steps = [(0.0, 40.0)]
+    facts = run_facts(_ctx(tmp_path, [0.0, 10.0], [1.0, float("nan")], steps, horizon=80.0), "r")
+    assert facts["coverage"] == pytest.approx(40.0 / 80.0)
+    capped = run_facts(_ctx(tmp_path, [0.0, 10.0], [1.0, 120.0], steps, horizon=80.0), "r")
+    assert capped["coverage"] == pytest.approx(40.0 / 80.0)
+
+
+def test_training_facts_coverage_idle_and_overlaps():
+    steps = {"start_s": [0.0, 4.0, 3.5, 20.0], "end_s": [3.0, 6.0, 5.0, 25.0]}
+    merges = {"start_s": [8.0], "end_s": [12.0]}
+    f = training_facts(steps, merges, (0.0, 50.0))
+    assert f["logged"] and f["coverage"] == pytest.approx(25.0 / 50.0)
+    assert f["overlaps"] == 1 and f["idle_s"] == pytest.approx(8.0)     # 12 s to 20 s
+    assert f["step_median_s"] == pytest.approx(2.5)          # of 3, 2, 1.5 and 5 s
+    none = training_facts(None, merges, (0.0, 50.0))
+    assert not none["logged"] and np.isnan(none["coverage"])
