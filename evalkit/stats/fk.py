@@ -109,9 +109,21 @@ def _f(j: int, p: int, v, exact: bool = False):
                 tot += (-1) ** l * math.comb(j, l) * z ** deg
         return tot / math.factorial(deg)
     v = np.asarray(v, dtype=float)
-    z = np.clip(v[..., None] - np.arange(j + 1), 0.0, None)
-    coeff = np.array([(-1) ** l * math.comb(j, l) for l in range(j + 1)], dtype=float)
-    return (z ** deg) @ coeff / math.factorial(deg)
+    tot = np.zeros(v.shape)
+    for l in range(j + 1):          # a fixed order: a BLAS dot product's order varies by CPU
+        tot += float((-1) ** l * math.comb(j, l)) * _int_power(np.clip(v - l, 0.0, None), deg)
+    return tot / math.factorial(deg)
+
+
+def _int_power(z: np.ndarray, k: int) -> np.ndarray:
+    """``z ** k`` by squaring: IEEE products round alike on every CPU, while ``np.power``
+    takes SIMD paths (AVX-512 against AVX2) that differ in the last bit."""
+    out, base = np.ones_like(z), z
+    while k:
+        if k & 1:
+            out = out * base
+        base, k = base * base, k >> 1
+    return out
 
 
 def _g(j: int, c, v, p: int, exact: bool = False):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from scipy import stats
 
 from evalkit.errors import InputError
 from evalkit.stats import feasible_class, sample_schedules
-from evalkit.stats.fk import _rejection
+from evalkit.stats.fk import _f, _int_power, _rejection
 
 METHODS = ("reject-box", "reject-simplex", "sequential")
 
@@ -144,3 +145,18 @@ def test_the_rejection_sampler_asks_for_at_most_two_million_candidates_at_a_time
     asked.clear()
     _rejection(draw, 1_000, 0.02)
     assert asked == [math.ceil(1_000 / 0.02 * 1.1) + 64]
+
+
+def test_integer_powers_by_squaring_are_within_a_few_ulps_of_the_exact_power():
+    z = np.array([0.0, 1e-3, 0.37, 1.0, 1.5, 2.75, 9.999])
+    for k in (0, 1, 2, 3, 7, 16, 33, 61):
+        got = _int_power(z, k)
+        exact = np.array([float(Fraction(x) ** k) for x in z])
+        assert np.allclose(got, exact, rtol=16 * np.finfo(float).eps, atol=0.0), k
+
+
+@pytest.mark.parametrize("j, p", [(1, 1), (3, 1), (4, 2), (8, 3)])
+def test_the_float_volume_function_agrees_with_the_exact_one(j, p):
+    v = np.linspace(-0.5, j + 0.5, 23)
+    exact = np.array([float(_f(j, p, Fraction(x), exact=True)) for x in v])
+    assert np.allclose(_f(j, p, v), exact, rtol=1e-10, atol=1e-12)
