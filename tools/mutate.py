@@ -27,6 +27,7 @@ import fnmatch
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -321,14 +322,26 @@ def score_report(results: Path, equivalent: Path | None = None) -> str:
 
     ``equivalent``: lines ``ID<TAB>reason`` (``#`` comments allowed) naming survivors whose
     change no test can observe; a listed id that was killed is an error (it was not
-    equivalent after all)."""
+    equivalent after all).  An id names a source line, so a line ``# Commit SHA`` scopes the
+    entries below it to the records of that commit: after a line moves, its old id names
+    another mutant."""
     recs = [json.loads(ln) for ln in results.read_text().splitlines() if ln.strip()]
-    eq = {}
+    listed: dict[tuple[str | None, str], str] = {}
     if equivalent is not None:
+        scope = None
         for ln in equivalent.read_text().splitlines():
-            if ln.strip() and not ln.lstrip().startswith("#"):
+            header = re.match(r"#\s*Commit\s+([0-9a-f]{7,40})\b", ln.strip())
+            if header:
+                scope = header.group(1)
+            elif ln.strip() and not ln.lstrip().startswith("#"):
                 mid, _, why = ln.partition("\t")
-                eq[mid.strip()] = why.strip()
+                listed[(scope, mid.strip())] = why.strip()
+
+    def applies(scope, commit):
+        return scope is None or bool(commit) and (commit.startswith(scope)
+                                                  or scope.startswith(commit))
+    eq = {r["id"] for r in recs for scope, mid in listed
+          if mid == r["id"] and applies(scope, r.get("commit") or "")}
     wrong = [r["id"] for r in recs if r["id"] in eq and r["verdict"] == "killed"]
     if wrong:
         raise SystemExit(f"listed as equivalent but killed: {', '.join(wrong)}")

@@ -166,6 +166,24 @@ def test_score_counts_equivalent_survivors_out_and_rejects_killed_ones(mutate, t
         mutate.score_report(results, eq)
 
 
+
+def test_an_equivalence_listed_under_a_commit_holds_for_that_commits_results_only(mutate,
+                                                                                  tmp_path):
+    # after the code moves, the same id names another mutant: an old call must not excuse it
+    def rec(commit):
+        return json.dumps({"id": "evalkit/stats/a.py:2:0", "module": "evalkit/stats/a.py",
+                           "verdict": "survived", "op": "cmp", "label": "Lt -> LtE",
+                           "code": "a < b", "commit": commit})
+    eq = tmp_path / "eq.tsv"
+    eq.write_text("# Commit abc1234\nevalkit/stats/a.py:2:0\tspeed only\n")
+    results = tmp_path / "r.jsonl"
+    results.write_text(rec("abc1234") + "\n")
+    assert "score 0/0 = n/a" in mutate.score_report(results, eq)
+    results.write_text(rec("def5678") + "\n")
+    text = mutate.score_report(results, eq)
+    assert "score 0/1 = 0.0%" in text and "survived, not equivalent" in text
+
+
 def test_only_refuses_an_unknown_mutant_id(mutate, capsys):
     with pytest.raises(SystemExit) as exc:
         mutate.main(["--only", "evalkit/stats/exposure.py:1:0", "evalkit/stats/nope.py:9:9"])
