@@ -39,6 +39,7 @@ from pathlib import Path
 
 from evalkit.errors import InputError, StoreLocked
 from evalkit.fileread import not_regular, read_bounded
+from evalkit.pids import pid_alive
 
 try:
     import fcntl
@@ -145,20 +146,6 @@ def read_holder(path: Path) -> Holder:
     return holder
 
 
-def _pid_alive(pid: int | None) -> bool:
-    if pid is None or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:          # exists, owned by someone else
-        return True
-    except OSError:
-        return False
-    return True
-
-
 def _content_says_held(holder: Holder) -> bool:
     """Without a kernel lock to ask: is the process named in the file still there?
 
@@ -166,7 +153,7 @@ def _content_says_held(holder: Holder) -> bool:
     breaks it (:func:`break_locks`); see the module docstring.
     """
     if not holder.remote:
-        return holder.pid != os.getpid() and _pid_alive(holder.pid)
+        return holder.pid != os.getpid() and pid_alive(holder.pid)
     return True
 
 
@@ -383,7 +370,7 @@ def break_locks(runs_dir, shard=None) -> list[str]:
                 got = _try_flock(fd)
                 holder = read_holder(path)
                 alive = not holder.remote and holder.pid != os.getpid() \
-                    and _pid_alive(holder.pid)
+                    and pid_alive(holder.pid)
                 if got is False or (got is None and alive):
                     raise StoreLocked(
                         f"cannot break the lock: {holder.describe()} still holds it",

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from evalkit.fsutil import fsync_dir
 from evalkit.errors import InputError, from_os_error
+from evalkit.pids import pid_alive
 
 MANIFEST = ".evalkit-manifest.json"
 REPORT_FILES = ("report.html", "report.md", "audit.json")
@@ -116,16 +117,6 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _walk_files(root: Path):
     """(path, relative path) of every file below ``root``; a symbolic link to a directory
     counts as a file (it is never followed)."""
@@ -190,7 +181,7 @@ def clean_leftovers(out: Path) -> None:
             cand_host, cand_pid = "-".join(parts[:-2]), parts[-2]
             if cand_host != host or not cand_pid.isdigit():
                 continue        # another machine's: cannot tell whether it is still running
-            if int(cand_pid) != os.getpid() and _pid_alive(int(cand_pid)):
+            if int(cand_pid) != os.getpid() and pid_alive(int(cand_pid)):
                 continue        # another audit into the same --out is running
             discard_tree(cand, out)
 

@@ -90,20 +90,6 @@ class Managed:
         return self.proc.returncode
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie counts as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @atexit.register
 def _stop_all() -> None:
     for m in list(_LIVE):
