@@ -107,6 +107,11 @@ class Holder:
     def remote(self) -> bool:
         return self.host not in (None, socket.gethostname())
 
+    @property
+    def alive_here(self) -> bool:
+        """The file names a process of this host, other than this one, that still runs."""
+        return not self.remote and self.pid != os.getpid() and pid_alive(self.pid)
+
     def freshness(self) -> str:
         """How recently the holder refreshed the file, by this host's clock."""
         if self.age_s is None:
@@ -152,9 +157,7 @@ def _content_says_held(holder: Holder) -> bool:
     Of another host nobody can tell from here: its lock counts as held until an operator
     breaks it (:func:`break_locks`); see the module docstring.
     """
-    if not holder.remote:
-        return holder.pid != os.getpid() and pid_alive(holder.pid)
-    return True
+    return holder.remote or holder.alive_here
 
 
 def _try_flock(fd: int, shared: bool = False) -> bool | None:
@@ -204,7 +207,7 @@ def held_by(path: Path) -> Holder | None:
         holder = read_holder(path)
         if got is False:
             return holder
-        if got is True and holder.host in (None, socket.gethostname()):
+        if got is True and not holder.remote:
             return None              # the kernel says nobody holds it
         return holder if _content_says_held(holder) else None
     finally:
@@ -277,7 +280,7 @@ class StoreLock:
                 previous = read_holder(self.path)
                 if got is False:
                     raise self._refuse(previous)
-                if got is None or previous.host not in (None, socket.gethostname()):
+                if got is None or previous.remote:
                     if _content_says_held(previous):
                         raise self._refuse(previous)
                 if previous.pid is not None and previous.pid != os.getpid():
@@ -369,9 +372,7 @@ def break_locks(runs_dir, shard=None) -> list[str]:
             try:
                 got = _try_flock(fd)
                 holder = read_holder(path)
-                alive = not holder.remote and holder.pid != os.getpid() \
-                    and pid_alive(holder.pid)
-                if got is False or (got is None and alive):
+                if got is False or (got is None and holder.alive_here):
                     raise StoreLocked(
                         f"cannot break the lock: {holder.describe()} still holds it",
                         file=str(path), fix="stop that sweep first; --break-lock is only for "
