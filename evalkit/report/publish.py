@@ -86,6 +86,10 @@ def read_manifest(directory: Path) -> set[str]:
     return owned
 
 
+def _manifest(files) -> bytes:
+    return json.dumps({"written_by": "evalkit", "files": sorted(files)}, indent=1).encode() + b"\n"
+
+
 def _safe_rel(rel: str) -> bool:
     parts = Path(rel).parts
     return bool(parts) and not Path(rel).is_absolute() and ".." not in parts
@@ -277,8 +281,7 @@ def _publish(out_dir, files: dict[str, bytes]) -> Published:
             raise ValueError(f"not a report-relative path: {rel!r}")
     clean_leftovers(out)
     owned = read_manifest(out) if out.is_dir() else set()
-    manifest = json.dumps({"written_by": "evalkit", "files": sorted(new_names)},
-                          indent=1).encode() + b"\n"
+    manifest = _manifest(new_names)
     try:
         user = _user_files(out, new_names, owned) if out.is_dir() else []
     except _CannotSwap as why:
@@ -347,9 +350,7 @@ def _publish_in_place(out: Path, files: dict[str, bytes], manifest: bytes,
     try:
         # first record every file this replacement may leave behind, old and new: a kill
         # half-way leaves a --out whose evalkit files are all known
-        union = json.dumps({"written_by": "evalkit", "files": sorted(owned | set(files))},
-                           indent=1).encode() + b"\n"
-        _write(staging / MANIFEST, union)
+        _write(staging / MANIFEST, _manifest(owned | set(files)))
         os.replace(staging / MANIFEST, out / MANIFEST)
         fsync_dir(out)
         _write(staging / MANIFEST, manifest)
