@@ -24,6 +24,7 @@ per-scope locks.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import json
@@ -61,10 +62,8 @@ _HELD_FDS: set[int] = set()
 
 def _close_held_in_child() -> None:
     for fd in list(_HELD_FDS):
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     _HELD_FDS.clear()
 
 
@@ -186,10 +185,8 @@ class _Master:
     def __enter__(self):
         self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         if fcntl is not None:
-            try:
+            with contextlib.suppress(OSError):  # no flock here: the scope files alone decide
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
-            except OSError:
-                pass                 # no flock here: the scope files alone decide
         return self
 
     def __exit__(self, *exc):
@@ -311,10 +308,8 @@ class StoreLock:
 
         def beat():
             while not stop.wait(HEARTBEAT_S):
-                try:
+                with contextlib.suppress(OSError):
                     os.utime(path)
-                except OSError:
-                    pass
 
         self._beat = threading.Thread(target=beat, name="evalkit-lock-heartbeat", daemon=True)
         self._beat.start()

@@ -21,6 +21,7 @@ the same way on the next audit into the same ``--out``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -163,10 +164,8 @@ def discard_tree(tree: Path, live: Path) -> list[str]:
                 pass
         left.append(rel)
     for dirpath, _, _ in sorted(os.walk(tree), key=lambda t: -len(t[0])):
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(dirpath)
-        except OSError:
-            pass
     return left
 
 
@@ -366,10 +365,8 @@ def _publish_in_place(out: Path, files: dict[str, bytes], manifest: bytes,
             os.replace(staging / rel, out / rel)
             fsync_dir((out / rel).parent)
         for rel in sorted(owned - set(files) - {MANIFEST}):
-            try:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 (out / rel).unlink()
-            except (FileNotFoundError, IsADirectoryError):
-                pass
         os.replace(staging / MANIFEST, out / MANIFEST)
         fsync_dir(out)
     finally:

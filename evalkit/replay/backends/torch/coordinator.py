@@ -22,6 +22,7 @@ information); ``RunContext.inner_step_s`` is the warm-up measurement taken befor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
@@ -210,10 +211,8 @@ class Trainer:
                 self._fail(f"trainer rank 0 connection lost ({type(exc).__name__})")
         except Exception as exc:
             self._fail(f"policy loop failed: {type(exc).__name__}: {exc}")
-            try:
+            with contextlib.suppress(Exception):
                 self.conn.send({"action": STOP})
-            except Exception:
-                pass
         finally:
             self.finished.set()
 
@@ -284,10 +283,8 @@ def _run(spec, trace, policy, cfg, rig, warm, progress) -> RunOutput:
         failure.setdefault("error", text)
         loop, ev = loop_box.get("loop"), loop_box.get("event")
         if loop is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the run already ended
                 loop.call_soon_threadsafe(ev.set)
-            except RuntimeError:      # the run already ended
-                pass
 
     t_reset = time.monotonic()
     say(progress, "resetting the rig" if warm else "learners ready; first run on this rig")
