@@ -172,11 +172,10 @@ class Trainer:
                         plan_i += 1
                 elif self.no_sync or t + self.ctx.merge_duration_s > self.ctx.horizon_s:
                     pass
-                elif t - (0.0 if last_start is None else last_start) < lo:
+                elif t - (last_start or 0.0) < lo:
                     # corridor in seconds, counted from training start before the first merge
                     pass
-                elif since >= self.ctx.corridor.h_max or (
-                        t - (0.0 if last_start is None else last_start) >= hi):
+                elif since >= self.ctx.corridor.h_max or t - (last_start or 0.0) >= hi:
                     action, label = MERGE, "forced"
                 elif since >= self.ctx.corridor.h_min:
                     state = DecisionState(
@@ -440,9 +439,7 @@ def _output(spec, cfg, requests, recs, trainer, signal_rows, effective, notes, e
                      f"{float(cfg['max_send_lag_p99_s']) * 1e3:.0f} ms")
         if error is None and p99 > float(cfg["send_lag_fail_s"]):
             error = f"client fell behind the trace: p99 send lag {p99:.2f} s"
-    step_s = None
-    if len(steps):
-        step_s = float(np.median(steps["end_s"] - steps["start_s"]))
+    step_s = float(np.median(steps["end_s"] - steps["start_s"])) if len(steps) else None
     return RunOutput(requests=req, merges=merges, steps=steps, signals=signals,
                      decisions=decisions, effective=effective,
                      rng_seeds={"trainer": int(spec.seed), "policy": policy_seed(spec),
