@@ -193,29 +193,27 @@ class _Simulation:
         self.rows_merges: list = []
 
     # ------------------------------------------------------------------ results
+    def _in_input_order(self, values, dtype=float):
+        """Per-request ``values`` (kept in send order) back in the order of the input."""
+        out = np.empty(self.n, dtype=dtype)
+        out[self.order] = values
+        return out
+
     @property
     def first_token(self):
-        out = np.empty(self.n)
-        out[self.order] = self._first + self.cfg.response_overhead_s
-        return out
+        return self._in_input_order(self._first + self.cfg.response_overhead_s)
 
     @property
     def end(self):
-        out = np.empty(self.n)
-        out[self.order] = self._end + self.cfg.response_overhead_s
-        return out
+        return self._in_input_order(self._end + self.cfg.response_overhead_s)
 
     @property
     def ok(self):
-        out = np.empty(self.n, dtype=bool)
-        out[self.order] = ~np.isnan(self._end)
-        return out
+        return self._in_input_order(~np.isnan(self._end), bool)
 
     @property
     def error(self):
-        out = np.empty(self.n, dtype=object)
-        out[self.order] = np.array(self._error, dtype=object)
-        return out
+        return self._in_input_order(np.array(self._error, dtype=object), object)
 
     @staticmethod
     def _columns(rows, dtypes):
