@@ -13,7 +13,7 @@ def pid_alive(pid: int | None) -> bool:
     try:
         os.kill(pid, 0)
     except PermissionError:            # exists, owned by someone else
-        pass
+        return True
     except (OSError, OverflowError):   # ProcessLookupError: no such process
         return False
     try:
