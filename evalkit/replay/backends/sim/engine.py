@@ -295,9 +295,7 @@ class _Simulation:
 
         while done < n:
             if t > t_stop:
-                for _, pos in running:
-                    err[pos] = "not completed within the drain limit"
-                for pos in range(head, n):
+                for pos in [p for _, p in running] + list(range(head, n)):
                     err[pos] = "not completed within the drain limit"
                 self.n_failed += len(running) + (n - head)
                 break
