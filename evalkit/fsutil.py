@@ -10,6 +10,7 @@ other tool writes in the same shell.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections import deque
@@ -74,10 +75,8 @@ def atomic_write(path: str | os.PathLike, write) -> Path:
         fsync_file(tmp)
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
         if isinstance(exc, OSError) and not exc.filename:    # e.g. a full disk mid-write
             raise from_os_error(exc, path=str(path), action=f"cannot write {path.name}") \
                 from exc

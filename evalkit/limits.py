@@ -47,7 +47,6 @@ MAX_LOG_TIME_S = 10 * MAX_HORIZON_S  # any time in a run log (seconds from the r
 MAX_TOKENS = 1 << 32                # tokens of one request: totals of any run fit int64
 MAX_JSON_NESTING = 64
 MAX_RUN_ID_BYTES = 200              # + ".<id>.tmp-xxxxxxxx" must fit a 255-byte file name
-MAX_FILE_NAME_BYTES = 255
 
 
 def range_fix(lo, hi) -> str:

@@ -8,6 +8,11 @@ import sys
 
 import click
 
+_accept_vouched = click.option(
+    "--accept-vouched", is_flag=True, default=False,
+    help="checks the input cannot evaluate (a summary table without K, pairing, corridor, "
+    "merge-length or open-loop evidence) do not block; the report marks the claim as vouched")
+
 
 @click.command("audit")
 @click.argument("input_path", metavar="INPUT", type=click.Path())
@@ -18,10 +23,7 @@ import click
 @click.option("--alpha", type=float, default=None, help="override the protocol's alpha")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="seed for Monte Carlo and bootstrap parts (same seed, same audit.json)")
-@click.option("--accept-vouched", is_flag=True, default=False,
-              help="checks the input cannot evaluate (a summary table without K, pairing, "
-              "corridor, merge-length or open-loop evidence) do not block; the report marks "
-              "the claim as vouched")
+@_accept_vouched
 def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
     """Audit a runs directory or per-run summary table (CSV/Parquet) and write
     report.html, report.md, audit.json and figures into --out."""
@@ -59,10 +61,7 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
 @click.option("--protocol", "protocol", default=None, metavar="NAME|PATH")
 @click.option("--alpha", type=float, default=None, help="override the protocol's alpha")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--accept-vouched", is_flag=True, default=False,
-              help="checks the input cannot evaluate (a summary table without K, pairing, "
-              "corridor, merge-length or open-loop evidence) do not block; the report marks "
-              "the claim as vouched")
+@_accept_vouched
 @click.option("--sequential", is_flag=True, default=False,
               help="decide from the anytime-valid e-process (campaigns planned as sequential "
               "only): exit 0 pass, 1 fail / futile / max seeds reached, 4 continue")

@@ -8,6 +8,7 @@ the path and the fix), 3 internal error (traceback in a log file, not on the ter
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import importlib
 import os
@@ -72,19 +73,15 @@ def write_crash_log(exc: BaseException, argv) -> Path | None:
 
 
 def _echo_err(text: str) -> None:
-    try:
+    with contextlib.suppress(OSError):  # stderr itself is gone: nothing more to say
         click.echo(text, err=True)
-    except OSError:          # stderr itself is gone: nothing more to say
-        pass
 
 
 def _silence_stdout() -> None:
     """After a broken pipe: send further output (and the final flush) to /dev/null."""
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def exit_code_for(exc: BaseException, argv=None) -> int:

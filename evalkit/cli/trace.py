@@ -16,7 +16,9 @@ def _traces():
     return traces
 
 
-def _report_written(trace, out, digest):
+def _write(trace, out):
+    """Write ``trace`` to ``out`` and say what was written."""
+    digest = trace.write(out)
     click.echo(f"wrote {out}: {trace.n} requests over {trace.duration_s:.1f} s "
                f"({trace.rate:.3g} req/s)")
     click.echo(f"sha256 {digest}")
@@ -65,8 +67,7 @@ def import_cmd(file, fmt, out, no_jitter, seed, sort):
                        f"{j['bucket_s']:g} s: the data may not be quantised on one grid")
     for r in meta.get("repairs", []):
         click.echo(f"repair: {r}")
-    digest = trace.write(out)
-    _report_written(trace, out, digest)
+    _write(trace, out)
 
 
 _GEN_PARAMS = {
@@ -122,8 +123,7 @@ def generate_cmd(kind, out, seed, name, prompt_len, output_len, lengths_from, **
                 exc.message = exc.message.replace(f"'{py}'", flag)
                 exc.fix = exc.fix and re.sub(rf"\b{py}\b", flag, exc.fix)
         raise
-    digest = trace.write(out)
-    _report_written(trace, out, digest)
+    _write(trace, out)
 
 
 @trace_group.command("describe")
@@ -158,8 +158,7 @@ def slice_cmd(trace_path, start, end, out, no_rebase, sort):
     t = _traces()
     trace = t.slice_window(t.read_trace(trace_path, sort=sort), start, end,
                            rebase=not no_rebase)
-    digest = trace.write(out)
-    _report_written(trace, out, digest)
+    _write(trace, out)
 
 
 @trace_group.command("scale")
@@ -177,8 +176,7 @@ def scale_cmd(trace_path, factor, rate, out, sort):
                          fix="e.g. --rate 8 or --factor 0.5")
     trace = t.read_trace(trace_path, sort=sort)
     trace = t.time_scale(trace, factor) if factor is not None else t.rescale_rate(trace, rate)
-    digest = trace.write(out)
-    _report_written(trace, out, digest)
+    _write(trace, out)
 
 
 def register(cli):

@@ -127,8 +127,6 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
         verdicts = sequential_verdicts(result, proto, tier, min_effect)
         summary.batches.append(BatchRecord(order[:start + step], verdicts, done.count("ran"),
                                            done.count("skipped")))
-        if any(v.decision == "refused" for v in verdicts):
-            break
-        if all(v.decided for v in verdicts):
+        if any(v.decision == "refused" for v in verdicts) or all(v.decided for v in verdicts):
             break
     return summary

@@ -45,6 +45,7 @@ from evalkit.interop._meta import check_identity, check_slo, default_run_id, imp
 from evalkit.interop.merge_spans import (CLOCK_FLAG, Span, clock_hint, describe_outside,
                                          describe_spans, outside_every_span)
 from evalkit.interop.vllm_bench import _load_json, _trace_identity, read_merge_windows
+from evalkit.limits import finite
 from evalkit.runlog.metrics import observed_span, windows_observed
 from evalkit.runlog.io import write_run
 
@@ -79,9 +80,7 @@ def strategy_label(strategy: dict) -> str:
 
 
 def _num(v) -> float:
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-        return float("nan")
-    return float(v) if math.isfinite(v) else float("nan")
+    return float(v) if finite(v) else float("nan")
 
 
 def _requested_tokens(req: dict) -> int | None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +54,6 @@ DESIGN_KINDS = ("fixed", "sequential")
 SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
 TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort",
                    "seed_stride_s"}
-TRACE_GEN_KEYS = {"generator", "prompt_tokens", "output_tokens", "name"}
 BACKEND_KEYS = {"name", "config", "sim_params"}
 POLICY_KEYS = {"name", "label", "params", "draws"}
 _LABEL = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -353,9 +351,7 @@ def _parse_trace(top: ConfigTable, tt: ConfigTable, horizon) -> dict:
 def _check_trace_size(spec: dict, tt: ConfigTable) -> None:
     """Reject generator settings whose trace could not fit in memory (before generating)."""
     def num(key):
-        v = spec.get(key)
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        return float(v) if ok else None
+        return float(spec[key]) if L.finite(spec.get(key)) else None
 
     duration = num("duration_s")
     if duration is None or duration <= 0:

@@ -18,6 +18,7 @@ jobs the scheduler keeps submitted at once.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import importlib
 import multiprocessing as mp
@@ -77,12 +78,10 @@ def _die_with_parent(parent_pid: int, pdeathsig: bool) -> None:
     has changed (re-parented to init or a subreaper).
     """
     if pdeathsig and sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
     if os.getppid() != parent_pid:          # the parent died before prctl took effect
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -108,10 +107,8 @@ def _note_running(run_id: str) -> None:
     """Record which run this worker is on, for the message when it dies under it."""
     if _WORKER_STATUS is None:
         return
-    try:
+    with contextlib.suppress(OSError):
         Path(_WORKER_STATUS, str(os.getpid())).write_text(run_id)
-    except OSError:
-        pass
 
 
 def _worker_job(job, runs_dir: str):
@@ -232,10 +229,8 @@ def warm_imports(camp) -> None:
     load_backend(camp.backend)
     for pe in camp.policies:
         get_policy(pe.name, **pe.params)
-    try:                                    # planned policies import it lazily in reset()
+    with contextlib.suppress(ImportError):  # planned policies import it lazily in reset()
         importlib.import_module("evalkit.stats")
-    except ImportError:
-        pass
 
 
 # ----------------------------------------------------------------------------- Ray
@@ -347,10 +342,8 @@ class RayExecutor:
         ray = self._ray
         if ray.is_initialized():
             for ref in self._refs:          # after an interrupt: stop what is still queued
-                try:
+                with contextlib.suppress(Exception):  # noqa: BLE001 - finished or already gone
                     ray.cancel(ref)
-                except Exception:           # noqa: BLE001 - finished or already gone
-                    pass
         self._refs = []
         if self._owns and ray.is_initialized():
             ray.shutdown()

@@ -21,15 +21,13 @@ import datetime as _dt
 import hashlib
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 WINDOW = 2                  # blocks open at once
 PROBE_ITERATIONS = 200_000  # the probe: a fixed pure-Python loop (~10 ms on an idle core)
-
-# run.json fields that hold wall-clock measurements (they differ between identical sweeps)
-WALL_CLOCK_FIELDS = ("started_at", "host_load")
 
 
 @dataclass(frozen=True)
@@ -89,9 +87,7 @@ class BlockWindow:
 
     def __init__(self, slots: dict[str, Slot], window: int = WINDOW):
         self._block = {rid: s.block for rid, s in slots.items()}
-        self._left: dict[int, int] = {}
-        for b in self._block.values():
-            self._left[b] = self._left.get(b, 0) + 1
+        self._left = Counter(self._block.values())
         self._window = window
 
     def _open_blocks(self) -> list[int]:

@@ -24,6 +24,7 @@ per-scope locks.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import json
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from evalkit.errors import InputError, StoreLocked
 from evalkit.fileread import not_regular, read_bounded
+from evalkit.pids import pid_alive
 
 try:
     import fcntl
@@ -60,10 +62,8 @@ _HELD_FDS: set[int] = set()
 
 def _close_held_in_child() -> None:
     for fd in list(_HELD_FDS):
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     _HELD_FDS.clear()
 
 
@@ -106,6 +106,11 @@ class Holder:
     def remote(self) -> bool:
         return self.host not in (None, socket.gethostname())
 
+    @property
+    def alive_here(self) -> bool:
+        """The file names a process of this host, other than this one, that still runs."""
+        return not self.remote and self.pid != os.getpid() and pid_alive(self.pid)
+
     def freshness(self) -> str:
         """How recently the holder refreshed the file, by this host's clock."""
         if self.age_s is None:
@@ -145,29 +150,13 @@ def read_holder(path: Path) -> Holder:
     return holder
 
 
-def _pid_alive(pid: int | None) -> bool:
-    if pid is None or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:          # exists, owned by someone else
-        return True
-    except OSError:
-        return False
-    return True
-
-
 def _content_says_held(holder: Holder) -> bool:
     """Without a kernel lock to ask: is the process named in the file still there?
 
     Of another host nobody can tell from here: its lock counts as held until an operator
     breaks it (:func:`break_locks`); see the module docstring.
     """
-    if not holder.remote:
-        return holder.pid != os.getpid() and _pid_alive(holder.pid)
-    return True
+    return holder.remote or holder.alive_here
 
 
 def _try_flock(fd: int, shared: bool = False) -> bool | None:
@@ -196,10 +185,8 @@ class _Master:
     def __enter__(self):
         self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         if fcntl is not None:
-            try:
+            with contextlib.suppress(OSError):  # no flock here: the scope files alone decide
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
-            except OSError:
-                pass                 # no flock here: the scope files alone decide
         return self
 
     def __exit__(self, *exc):
@@ -217,7 +204,7 @@ def held_by(path: Path) -> Holder | None:
         holder = read_holder(path)
         if got is False:
             return holder
-        if got is True and holder.host in (None, socket.gethostname()):
+        if got is True and not holder.remote:
             return None              # the kernel says nobody holds it
         return holder if _content_says_held(holder) else None
     finally:
@@ -290,7 +277,7 @@ class StoreLock:
                 previous = read_holder(self.path)
                 if got is False:
                     raise self._refuse(previous)
-                if got is None or previous.host not in (None, socket.gethostname()):
+                if got is None or previous.remote:
                     if _content_says_held(previous):
                         raise self._refuse(previous)
                 if previous.pid is not None and previous.pid != os.getpid():
@@ -321,10 +308,8 @@ class StoreLock:
 
         def beat():
             while not stop.wait(HEARTBEAT_S):
-                try:
+                with contextlib.suppress(OSError):
                     os.utime(path)
-                except OSError:
-                    pass
 
         self._beat = threading.Thread(target=beat, name="evalkit-lock-heartbeat", daemon=True)
         self._beat.start()
@@ -382,9 +367,7 @@ def break_locks(runs_dir, shard=None) -> list[str]:
             try:
                 got = _try_flock(fd)
                 holder = read_holder(path)
-                alive = not holder.remote and holder.pid != os.getpid() \
-                    and _pid_alive(holder.pid)
-                if got is False or (got is None and alive):
+                if got is False or (got is None and holder.alive_here):
                     raise StoreLocked(
                         f"cannot break the lock: {holder.describe()} still holds it",
                         file=str(path), fix="stop that sweep first; --break-lock is only for "

@@ -21,6 +21,7 @@ the same way on the next audit into the same ``--out``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from evalkit.fsutil import fsync_dir
 from evalkit.errors import InputError, from_os_error
+from evalkit.pids import pid_alive
 
 MANIFEST = ".evalkit-manifest.json"
 REPORT_FILES = ("report.html", "report.md", "audit.json")
@@ -85,6 +87,10 @@ def read_manifest(directory: Path) -> set[str]:
     return owned
 
 
+def _manifest(files) -> bytes:
+    return json.dumps({"written_by": "evalkit", "files": sorted(files)}, indent=1).encode() + b"\n"
+
+
 def _safe_rel(rel: str) -> bool:
     parts = Path(rel).parts
     return bool(parts) and not Path(rel).is_absolute() and ".." not in parts
@@ -114,16 +120,6 @@ def _exchange(a: Path, b: Path) -> bool:
                errno.EBUSY):
         return False
     raise OSError(err, os.strerror(err), str(b))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _walk_files(root: Path):
@@ -168,10 +164,8 @@ def discard_tree(tree: Path, live: Path) -> list[str]:
                 pass
         left.append(rel)
     for dirpath, _, _ in sorted(os.walk(tree), key=lambda t: -len(t[0])):
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(dirpath)
-        except OSError:
-            pass
     return left
 
 
@@ -190,7 +184,7 @@ def clean_leftovers(out: Path) -> None:
             cand_host, cand_pid = "-".join(parts[:-2]), parts[-2]
             if cand_host != host or not cand_pid.isdigit():
                 continue        # another machine's: cannot tell whether it is still running
-            if int(cand_pid) != os.getpid() and _pid_alive(int(cand_pid)):
+            if int(cand_pid) != os.getpid() and pid_alive(int(cand_pid)):
                 continue        # another audit into the same --out is running
             discard_tree(cand, out)
 
@@ -286,8 +280,7 @@ def _publish(out_dir, files: dict[str, bytes]) -> Published:
             raise ValueError(f"not a report-relative path: {rel!r}")
     clean_leftovers(out)
     owned = read_manifest(out) if out.is_dir() else set()
-    manifest = json.dumps({"written_by": "evalkit", "files": sorted(new_names)},
-                          indent=1).encode() + b"\n"
+    manifest = _manifest(new_names)
     try:
         user = _user_files(out, new_names, owned) if out.is_dir() else []
     except _CannotSwap as why:
@@ -356,9 +349,7 @@ def _publish_in_place(out: Path, files: dict[str, bytes], manifest: bytes,
     try:
         # first record every file this replacement may leave behind, old and new: a kill
         # half-way leaves a --out whose evalkit files are all known
-        union = json.dumps({"written_by": "evalkit", "files": sorted(owned | set(files))},
-                           indent=1).encode() + b"\n"
-        _write(staging / MANIFEST, union)
+        _write(staging / MANIFEST, _manifest(owned | set(files)))
         os.replace(staging / MANIFEST, out / MANIFEST)
         fsync_dir(out)
         _write(staging / MANIFEST, manifest)
@@ -374,10 +365,8 @@ def _publish_in_place(out: Path, files: dict[str, bytes], manifest: bytes,
             os.replace(staging / rel, out / rel)
             fsync_dir((out / rel).parent)
         for rel in sorted(owned - set(files) - {MANIFEST}):
-            try:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 (out / rel).unlink()
-            except (FileNotFoundError, IsADirectoryError):
-                pass
         os.replace(staging / MANIFEST, out / MANIFEST)
         fsync_dir(out)
     finally:

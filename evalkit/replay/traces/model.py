@@ -226,14 +226,12 @@ def read_trace(path, *, sort: bool = False) -> Trace:
     meta = dict(payload.get("meta", {}))
     arrival, prompt, output, repairs = validate_columns(
         df["arrival_s"], df["prompt_tokens"], df["output_tokens"], source=str(path), sort=sort)
-    if not repairs:
-        if "request_id" in names:
-            ids = df["request_id"].to_numpy()
-            if not np.array_equal(ids, np.arange(len(ids))):
-                raise InputError("request_id must be 0..n-1 in arrival order", file=path,
-                                 column="request_id", fix="drop the column to renumber")
-    else:
+    if repairs:
         meta.setdefault("repairs", []).extend(repairs)
+    elif "request_id" in names and not np.array_equal(df["request_id"].to_numpy(),
+                                                      np.arange(len(df))):
+        raise InputError("request_id must be 0..n-1 in arrival order", file=path,
+                         column="request_id", fix="drop the column to renumber")
     trace = Trace.from_arrays(arrival, prompt, output, name=payload.get("name", path.stem),
                               meta=meta, source=str(path))
     stored = payload.get("sha256")

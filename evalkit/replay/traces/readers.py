@@ -61,9 +61,8 @@ def _build(arrival, prompt, output, *, path: Path, fmt: str, sort: bool, meta: d
     meta = {"source": str(path.name), "format": fmt, "t0": t0, **meta}
     if repairs:
         meta.setdefault("repairs", []).extend(repairs)
-    trace = Trace.from_arrays(arrival - t0, prompt, output, name=path.stem, meta=meta,
-                              source=str(path))
-    return trace
+    return Trace.from_arrays(arrival - t0, prompt, output, name=path.stem, meta=meta,
+                             source=str(path))
 
 
 _DATETIME = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?"

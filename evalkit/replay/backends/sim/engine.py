@@ -193,55 +193,50 @@ class _Simulation:
         self.rows_merges: list = []
 
     # ------------------------------------------------------------------ results
+    def _in_input_order(self, values, dtype=float):
+        """Per-request ``values`` (kept in send order) back in the order of the input."""
+        out = np.empty(self.n, dtype=dtype)
+        out[self.order] = values
+        return out
+
     @property
     def first_token(self):
-        out = np.empty(self.n)
-        out[self.order] = self._first + self.cfg.response_overhead_s
-        return out
+        return self._in_input_order(self._first + self.cfg.response_overhead_s)
 
     @property
     def end(self):
-        out = np.empty(self.n)
-        out[self.order] = self._end + self.cfg.response_overhead_s
-        return out
+        return self._in_input_order(self._end + self.cfg.response_overhead_s)
 
     @property
     def ok(self):
-        out = np.empty(self.n, dtype=bool)
-        out[self.order] = ~np.isnan(self._end)
-        return out
+        return self._in_input_order(~np.isnan(self._end), bool)
 
     @property
     def error(self):
-        out = np.empty(self.n, dtype=object)
-        out[self.order] = np.array(self._error, dtype=object)
-        return out
+        return self._in_input_order(np.array(self._error, dtype=object), object)
 
     @staticmethod
-    def _columns(rows, cols, dtypes):
+    def _columns(rows, dtypes):
+        """A frame of ``rows`` (tuples in the order of ``dtypes``' columns)."""
         if not rows:
-            return pd.DataFrame({c: np.empty(0, dtype=dtypes[c]) for c in cols})
-        return pd.DataFrame({c: np.asarray(v, dtype=dtypes[c])
-                             for c, v in zip(cols, zip(*rows))})
+            return pd.DataFrame({c: np.empty(0, dtype=t) for c, t in dtypes.items()})
+        return pd.DataFrame({c: np.asarray(v, dtype=t)
+                             for (c, t), v in zip(dtypes.items(), zip(*rows))})
 
     def steps_frame(self):
-        return self._columns(self.rows_steps, ["step", "start_s", "end_s", "loss", "tokens"],
-                             {"step": np.int64, "start_s": float, "end_s": float,
-                              "loss": float, "tokens": np.int64})
+        return self._columns(self.rows_steps, {"step": np.int64, "start_s": float,
+                                               "end_s": float, "loss": float,
+                                               "tokens": np.int64})
 
     def merges_frame(self):
-        return self._columns(self.rows_merges,
-                             ["merge_idx", "start_s", "end_s", "inner_step", "bytes", "forced"],
-                             {"merge_idx": np.int64, "start_s": float, "end_s": float,
-                              "inner_step": np.int64, "bytes": np.int64, "forced": bool})
+        return self._columns(self.rows_merges, {
+            "merge_idx": np.int64, "start_s": float, "end_s": float, "inner_step": np.int64,
+            "bytes": np.int64, "forced": bool})
 
     def signals_frame(self):
-        return self._columns(self.rows_signals,
-                             ["t_s", "queue_waiting", "queue_running", "pressure",
-                              "kv_used_frac"],
-                             {"t_s": float, "queue_waiting": np.int64,
-                              "queue_running": np.int64, "pressure": float,
-                              "kv_used_frac": float})
+        return self._columns(self.rows_signals, {
+            "t_s": float, "queue_waiting": np.int64, "queue_running": np.int64,
+            "pressure": float, "kv_used_frac": float})
 
     def decisions_frame(self):
         rows = self.rows_decisions
@@ -270,7 +265,7 @@ class _Simulation:
         # iteration and their second at its end (a separate prefill forward, then the decode)
         split = 1 if cfg.prefill_pass else 0
         first, end, err = self._first, self._end, self._error
-        sent_list = sent.tolist()
+        sent_list = self.sent_list = sent.tolist()
         t_stop = spec.horizon_s + cfg.drain_limit_s
 
         # trainer state
@@ -287,7 +282,6 @@ class _Simulation:
         self.plan_i = 0
         self.next_step_end = self.step_dur[0]
         self.tr_next = self._next_trainer_event()
-        self.sent_list = sent.tolist()
 
         t, G = 0.0, 0
         head = 0                          # next request to admit (FIFO); waiting = [head, na)
@@ -301,9 +295,7 @@ class _Simulation:
 
         while done < n:
             if t > t_stop:
-                for _, pos in running:
-                    err[pos] = "not completed within the drain limit"
-                for pos in range(head, n):
+                for pos in [p for _, p in running] + list(range(head, n)):
                     err[pos] = "not completed within the drain limit"
                 self.n_failed += len(running) + (n - head)
                 break
@@ -334,7 +326,7 @@ class _Simulation:
                     G += m
                     t_first = t + slow * (per_admit + per_tok * tokens) if split else t_new
                     if t_new >= tr_next:
-                        self._trainer_until(t_new, head, na, n_run, kv_used, t)
+                        self._trainer_until(t_new, head, n_run, kv_used)
                         slow, tr_next = self.slow, self.tr_next
                     t = t_new
                     for pos in range(first_pos, head):
@@ -370,7 +362,7 @@ class _Simulation:
                 t_new = t + k * tau
                 G += k
                 if t_new >= tr_next:
-                    self._trainer_until(t_new, head, na, n_run, kv_used, t)
+                    self._trainer_until(t_new, head, n_run, kv_used)
                     slow, tr_next = self.slow, self.tr_next
                 t = t_new
                 while running and running[0][0] <= G:
@@ -385,14 +377,14 @@ class _Simulation:
                 if t_new < t:
                     t_new = t
                 if t_new >= tr_next:
-                    self._trainer_until(t_new, head, na, 0, kv_used, t)
+                    self._trainer_until(t_new, head, 0, kv_used)
                     slow, tr_next = self.slow, self.tr_next
                 t = t_new
             while next_arr <= t:
                 na += 1
                 next_arr = sent_list[na] if na < n else _INF
         # trainer steps until the horizon even if serving drained early
-        self._trainer_until(self.horizon, head, na, 0, kv_used, t)
+        self._trainer_until(self.horizon, head, 0, kv_used)
 
     # ------------------------------------------------------------------ trainer
     def _next_trainer_event(self) -> float:
@@ -411,10 +403,11 @@ class _Simulation:
         t = self._corridor_ref() + self.max_gap
         return t if t + self.D <= self.horizon else _INF
 
-    def _trainer_until(self, t_limit, head, na, n_running, kv_used, t_boundary):
+    def _trainer_until(self, t_limit, head, n_running, kv_used):
         """Process every trainer event at or before ``t_limit``.
 
-        Queue state seen by the policy is that of the boundary ``t_boundary`` (<= event).
+        ``head``, ``n_running``, ``kv_used``: the queue as of the last iteration boundary
+        (at or before every event), which is what the policy sees.
         """
         while True:
             te = self.tr_next = self._next_trainer_event()
@@ -451,8 +444,7 @@ class _Simulation:
             self.seg_t = te
             self.next_step_end = te + self.step_dur[self.g]
             n_arr = bisect.bisect_right(self.sent_list, te)
-            waiting = n_arr - head
-            waiting = max(0, waiting)
+            waiting = max(0, n_arr - head)
             cfg = self.cfg
             pressure = min(1.0, max(kv_used / cfg.kv_capacity_tokens,
                                     (n_running + waiting) / cfg.max_batch))

@@ -22,6 +22,7 @@ information); ``RunContext.inner_step_s`` is the warm-up measurement taken befor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
@@ -171,11 +172,10 @@ class Trainer:
                         plan_i += 1
                 elif self.no_sync or t + self.ctx.merge_duration_s > self.ctx.horizon_s:
                     pass
-                elif t - (0.0 if last_start is None else last_start) < lo:
+                elif t - (last_start or 0.0) < lo:
                     # corridor in seconds, counted from training start before the first merge
                     pass
-                elif since >= self.ctx.corridor.h_max or (
-                        t - (0.0 if last_start is None else last_start) >= hi):
+                elif since >= self.ctx.corridor.h_max or t - (last_start or 0.0) >= hi:
                     action, label = MERGE, "forced"
                 elif since >= self.ctx.corridor.h_min:
                     state = DecisionState(
@@ -210,10 +210,8 @@ class Trainer:
                 self._fail(f"trainer rank 0 connection lost ({type(exc).__name__})")
         except Exception as exc:
             self._fail(f"policy loop failed: {type(exc).__name__}: {exc}")
-            try:
+            with contextlib.suppress(Exception):
                 self.conn.send({"action": STOP})
-            except Exception:
-                pass
         finally:
             self.finished.set()
 
@@ -284,10 +282,8 @@ def _run(spec, trace, policy, cfg, rig, warm, progress) -> RunOutput:
         failure.setdefault("error", text)
         loop, ev = loop_box.get("loop"), loop_box.get("event")
         if loop is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the run already ended
                 loop.call_soon_threadsafe(ev.set)
-            except RuntimeError:      # the run already ended
-                pass
 
     t_reset = time.monotonic()
     say(progress, "resetting the rig" if warm else "learners ready; first run on this rig")
@@ -443,9 +439,7 @@ def _output(spec, cfg, requests, recs, trainer, signal_rows, effective, notes, e
                      f"{float(cfg['max_send_lag_p99_s']) * 1e3:.0f} ms")
         if error is None and p99 > float(cfg["send_lag_fail_s"]):
             error = f"client fell behind the trace: p99 send lag {p99:.2f} s"
-    step_s = None
-    if len(steps):
-        step_s = float(np.median(steps["end_s"] - steps["start_s"]))
+    step_s = float(np.median(steps["end_s"] - steps["start_s"])) if len(steps) else None
     return RunOutput(requests=req, merges=merges, steps=steps, signals=signals,
                      decisions=decisions, effective=effective,
                      rng_seeds={"trainer": int(spec.seed), "policy": policy_seed(spec),

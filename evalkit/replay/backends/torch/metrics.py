@@ -88,8 +88,7 @@ class ServingMetrics:
               "KV-cache usage (older name of vllm:kv_cache_usage_perc).", kv)
 
         def counter(metric, doc, extra=()):
-            c = Counter(metric, doc, lab + list(extra), registry=reg)
-            return c
+            return Counter(metric, doc, lab + list(extra), registry=reg)
 
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens",
@@ -111,8 +110,7 @@ class ServingMetrics:
             c.labels(name)
 
         def hist(metric, doc, buckets):
-            h = Histogram(metric, doc, lab, buckets=buckets, registry=reg)
-            return h.labels(name)
+            return Histogram(metric, doc, lab, buckets=buckets, registry=reg).labels(name)
 
         self.ttft = hist("vllm:time_to_first_token_seconds",
                          "Histogram of time to first token in seconds.", TTFT_BUCKETS)

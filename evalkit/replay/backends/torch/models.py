@@ -131,6 +131,3 @@ def cache_kwarg(model) -> str:
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
-
-def n_params(model) -> int:
-    return int(sum(p.numel() for p in model.parameters()))

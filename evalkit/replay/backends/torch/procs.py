@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import signal
 import socket
 import subprocess
 import time
+
+from evalkit.pids import pid_alive  # noqa: F401 - re-exported (it lived here)
 
 _LIVE: list["Managed"] = []
 
@@ -31,11 +34,9 @@ def port_in_use(port: int) -> bool:
 
 def die_with_parent() -> None:
     """In a child: get SIGKILL when the parent dies (Linux), so nothing is orphaned."""
-    try:
+    with contextlib.suppress(OSError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 class Managed:
@@ -67,10 +68,8 @@ class Managed:
             return ""
 
     def kill(self, sig=signal.SIGKILL) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def stop(self, grace_s: float = 3.0) -> int | None:
         if self.proc.poll() is None:
@@ -79,29 +78,13 @@ class Managed:
             while self.proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
         self.kill(signal.SIGKILL)       # the group: any grandchildren too
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
         if self._log is not subprocess.DEVNULL:
             self._log.close()
         if self in _LIVE:
             _LIVE.remove(self)
         return self.proc.returncode
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie counts as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @atexit.register

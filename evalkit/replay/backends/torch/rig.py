@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import os
 import secrets
@@ -142,21 +143,15 @@ class LearnerGroup:
 
     def close(self) -> None:
         for conn in self.conns.values():
-            try:
+            with contextlib.suppress(Exception):
                 conn.send({"type": "exit"})
-            except Exception:
-                pass
         for p in self.procs:
             p.stop(grace_s=1.0)
-        try:
+        with contextlib.suppress(OSError):
             self.listener.close()
-        except OSError:
-            pass
         for conn in self.conns.values():
-            try:
+            with contextlib.suppress(OSError):
                 conn.close()
-            except OSError:
-                pass
 
 
 class Rig:
