@@ -300,3 +300,17 @@ def test_a_covariate_is_degenerate_below_a_part_in_1e9_of_its_level(rel, fitted)
                              z_of=lambda z: 1e4 * (1.0 + rel * z))
     fit = drift_adjusted_gain(frame, "probe")
     assert (fit is not None) is fitted
+
+
+@pytest.mark.parametrize("slope, shown", [(7e-5, "1%"), (4e-5, "0%")])
+def test_a_small_drift_share_is_shown_to_the_percent_and_below_half_a_percent_as_zero(slope,
+                                                                                     shown):
+    # G = 0.05 + slope x mean gap; the drift explains slope x mean gap of it: 0.69% or 0.40%
+    n = 12
+    gap = np.linspace(3.0, 7.0, n)
+    t_pol = np.arange(n) * 10.0
+    base = np.linspace(0.2, 0.3, n)
+    v_draw = base + 0.05 + slope * gap
+    rate = np.full(n, 10.0)
+    out = execution_drift(_ctx(base, v_draw, rate, rate, t_pol, t_pol + gap), SPEC)
+    assert f", {shown} of G explained by drift" in out.found
