@@ -309,3 +309,15 @@ def test_two_links_to_one_run_count_the_first_in_link_name_order(tmp_path):
     assert got.run_dirs == [runs / "a" / "b" / "l"]
     assert [link for link, _ in got.refused] == [runs / "a" / "zz"]
     assert "a second path to" in got.refused[0][1]
+
+
+def test_a_link_to_a_folder_above_it_is_refused_as_a_loop(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "a" / "b").mkdir(parents=True)
+    (runs / "r").mkdir()
+    (runs / "r" / "run.json").write_text("{}")
+    (runs / "a" / "b" / "up").symlink_to(runs / "a", target_is_directory=True)
+    got = io.list_runs(runs)
+    assert got.run_dirs == [runs / "r"]
+    assert got.refused == [(runs / "a" / "b" / "up", "symbolic link loops back to a directory "
+                            f"above it (-> {os.path.realpath(runs / 'a')})")]

@@ -190,3 +190,14 @@ def test_bad_design_is_an_input_error():
         anytime_test([0.05], [[0.06]], alternative="bigger")
     with pytest.raises(InputError, match="draws"):
         anytime_e_process(np.zeros((2, 3)), np.zeros((2, 4, 1)))
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+def test_the_simulation_e_process_is_the_tests_e_process_campaign_by_campaign(alternative):
+    rng = np.random.default_rng(11)
+    pol = rng.normal(0.0, 1.0, (3, 9))
+    dr = rng.normal(0.3, 1.0, (3, 9, 2))
+    many = anytime_e_process(pol, dr, alternative)
+    for r in range(3):
+        one = anytime_test(pol[r], list(dr[r]), alternative, 0.05, confidence_sequence=False)
+        assert np.allclose(many[r], one.e_process, rtol=1e-12, atol=0.0)
