@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from evalkit.audit import audit_campaign
+from evalkit.audit import audit_campaign, plan_checks
 from evalkit.audit.protocol import load_protocol, parse_protocol
 from evalkit.cli.main import cli
 from evalkit.replay.sweep import run_campaign
@@ -274,3 +274,14 @@ def test_sequential_design_requires_every_seed_up_to_the_last_run(runs):
         shutil.rmtree(d)
     c = checks(gap)[0]["plan_complete"]
     assert c.passed is False and "tiny__wa__s0 missing" in c.found
+
+
+def test_a_planned_merge_may_start_late_by_one_and_a_half_of_the_seeds_smallest_step(
+        monkeypatch):
+    steps = {"p": 2.0, "d": 0.5, "n": float("nan")}
+    monkeypatch.setattr(plan_checks, "seed_runs", lambda pair: [(r, "x") for r in steps])
+    monkeypatch.setattr(plan_checks, "run_facts", lambda ctx, r: {"step_median_s": steps[r]})
+    spec = {"tolerance_s": 0.05, "start_lag_s": 0.2}
+    assert plan_checks.merge_lag_bounds(None, None, spec) == pytest.approx((-0.05, 1.0))
+    steps.update(p=float("nan"), d=float("nan"))
+    assert plan_checks.merge_lag_bounds(None, None, spec) == pytest.approx((-0.05, 0.25))

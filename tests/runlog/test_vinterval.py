@@ -172,3 +172,11 @@ def test_segment_likelihood_is_the_binomial_log_likelihood_at_the_mle():
     want = stats.binom.logpmf(k, n, p) - np.log(special.comb(n, k))
     assert np.allclose(got, want, rtol=1e-12, atol=1e-12)
     assert got[5] == pytest.approx(3 * np.log(0.75) + np.log(0.25))
+
+
+@pytest.mark.parametrize("arrival", [[np.nan, 1.0, 2.0], [0.0, 1.0, np.nan],
+                                     [np.nan, 1.0, np.nan]])
+def test_the_time_ordered_shortcut_declines_a_nan_arrival_at_either_end(arrival):
+    assert vinterval._sorted_cluster_counts(np.array(arrival), np.zeros(3, bool)) is None
+    assert vinterval._sorted_cluster_counts(np.array([0.0, 1.0, 2.0]),
+                                            np.zeros(3, bool)) is not None

@@ -197,3 +197,10 @@ def test_alpha_and_target_power_outside_zero_one_are_input_errors(key, value):
     model = pilot_model([0.05, 0.06, 0.04, 0.07], [[0.06], [0.065], [0.05], [0.08]])
     with pytest.raises(InputError, match=f"{key} must lie in"):
         power_plan(model, 0.01, max_seeds=4, reps=10, n_resamples=10, rng=0, **{key: value})
+
+
+def test_a_sampled_campaign_gives_the_policy_the_gain_in_v_below_its_draws():
+    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08]])
+    pol, dr = model.sample(np.random.default_rng(1), 4000, 3, 2, gain=0.01)
+    assert pol.shape == (4000, 3) and dr.shape == (4000, 3, 2)
+    assert float(np.mean(dr.mean(axis=-1) - pol)) == pytest.approx(0.01, abs=1e-3)
