@@ -97,3 +97,10 @@ def test_explained_gain_input_checks():
     one_phi[groups == 1] = 2.0
     with pytest.raises(NotEstimable, match="holding out seed 0 leaves a constant"):
         explained_gain(one_phi, vex, groups, seeds)
+
+
+@pytest.mark.parametrize("level", [0.5, 1.0, 1.5, float("nan")])
+def test_explained_gain_refuses_a_confidence_level_outside_one_half_to_one(level):
+    phi, vex, groups, seeds = _flat_campaign([-0.1, -0.12, -0.09])
+    with pytest.raises(InputError, match=f"confidence_level = {level}"):
+        explained_gain(phi, vex, groups, seeds, confidence_level=level)

@@ -204,3 +204,9 @@ def test_a_sampled_campaign_gives_the_policy_the_gain_in_v_below_its_draws():
     pol, dr = model.sample(np.random.default_rng(1), 4000, 3, 2, gain=0.01)
     assert pol.shape == (4000, 3) and dr.shape == (4000, 3, 2)
     assert float(np.mean(dr.mean(axis=-1) - pol)) == pytest.approx(0.01, abs=1e-3)
+
+
+def test_plan_power_searches_up_to_40_seeds_by_default():
+    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08]])
+    plan = power_plan(model, 0.02, draws=(1,), reps=10, n_resamples=10, rng=0)
+    assert plan.rows[0].seeds == tuple(range(2, 41))
