@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from evalkit.errors import InputError
-from evalkit.stats.bootstrap import bootstrap_ci, holm
+from evalkit.stats.bootstrap import bootstrap_ci, holm, percentile_t_ci
 
 
 # ------------------------------------------------------------------------- bootstrap
@@ -136,6 +136,15 @@ def test_bootstrap_defaults_and_argument_checks():
     with pytest.raises(InputError, match="unknown bootstrap method"):
         bootstrap_ci([1.0, 2.0, 4.0], method="basic")
 
+
+
+def test_the_percentile_t_ci_has_the_same_input_checks():
+    with pytest.raises(InputError, match="too few"):
+        percentile_t_ci([1.0, 2.0, 4.0], n_resamples=99)
+    for level in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(InputError, match=r"confidence_level must lie in \(0, 1\)"):
+            percentile_t_ci([1.0, 2.0, 4.0], confidence_level=level)
+    assert percentile_t_ci([1.0, 2.0, 4.0], n_resamples=100, rng=0).n_resamples == 100
 
 def test_holm_default_alpha_and_p_value_range():
     reject, adjusted = holm([0.04, 0.2])
