@@ -38,7 +38,7 @@ from pathlib import Path
 
 from evalkit import limits as L
 from evalkit.config import ConfigDoc, ConfigTable, read_config
-from evalkit.errors import InputError, from_os_error
+from evalkit.errors import InputError
 from evalkit.replay.backends.sim.model import SimConfig
 from evalkit.replay.backends.sim.twin import twin_backend_config
 from evalkit.replay.policies import RESERVED, get_policy, resolve_policy
@@ -130,16 +130,7 @@ def _unknown(table: ConfigTable, valid: set) -> None:
 
 def load_campaign(path) -> Campaign:
     path = Path(path)
-    if not path.exists():
-        raise InputError("campaign file not found", file=str(path), fix="check the path")
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise from_os_error(exc, path=str(path), action="cannot read the campaign") from None
-    if size > L.MAX_CONFIG_BYTES:
-        raise InputError(f"campaign file is {size:,} bytes", file=str(path),
-                         fix=f"campaign files are limited to {L.MAX_CONFIG_BYTES:,} bytes")
-    # a FIFO or device is refused; the bound is on bytes read, not the size stat reports
+    # the one reader refuses a FIFO or device and bounds the bytes read
     doc = read_config(path, what="campaign file", action="cannot read the campaign",
                       missing_fix="check the path", syntax_message="malformed TOML",
                       syntax_fix="fix the syntax at the line given")
