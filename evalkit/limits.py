@@ -12,7 +12,6 @@ directory name (a file name is at most 255 bytes on common file systems).
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import tomllib
 
@@ -118,25 +117,6 @@ def loads_toml(text: str, *, file: str | None) -> dict:
         raise InputError(f"cannot parse TOML: {exc}", file=file,   # e.g. a 5,000-digit integer
                          fix="TOML integers are 64-bit; shorten the value") from None
     check_structure(data, file=file)
-    return data
-
-
-def loads_json(raw: bytes | str, *, file: str | None, max_depth: int = MAX_JSON_NESTING):
-    """``json.loads`` that turns deep nesting and oversized numbers into InputError.
-
-    ``json.JSONDecodeError`` propagates (callers report line and column).
-    """
-    try:
-        data = json.loads(raw)
-    except RecursionError:
-        raise InputError("JSON nested too deeply to parse", file=file,
-                         fix=f"at most {max_depth} levels of nesting") from None
-    except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError):
-            raise
-        raise InputError(f"cannot parse JSON: {exc}", file=file,
-                         fix="shorten the oversized number") from None
-    check_structure(data, file=file, max_depth=max_depth, max_string=None, int64=False)
     return data
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import platform
 import shutil
@@ -21,7 +20,9 @@ from evalkit.version import __version__
 from evalkit.errors import InputError, from_os_error
 from evalkit.fileread import check_regular, read_bounded
 from evalkit.fsutil import fsync_dir, fsync_tree
-from evalkit.limits import MAX_RUN_ID_BYTES, MAX_RUN_JSON_BYTES, loads_json
+from evalkit.jsonio import loads_json
+from evalkit.limits import MAX_RUN_ID_BYTES, MAX_RUN_JSON_BYTES
+from evalkit.names import reserved_name_problem, reserved_names_text
 from evalkit.runlog.schema import REQUIRED_TABLES, SCHEMA_VERSION, TABLES
 
 _ARROW = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "string": pa.string()}
@@ -75,10 +76,13 @@ def dump_json(obj, path: Path) -> None:
 
 def check_run_id(run_id: str) -> str:
     """A run id usable as a directory name, or an InputError saying why not."""
-    if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith(".") \
-            or "\0" in run_id:
+    if not run_id or "/" in run_id or "\\" in run_id or "\0" in run_id:
         raise InputError(f"invalid run_id {run_id!r}", column="run_id",
                          fix="use a plain directory name")
+    reserved = reserved_name_problem(run_id)
+    if reserved is not None:
+        raise InputError(f"invalid run_id: {reserved}", column="run_id",
+                         fix=reserved_names_text())
     if len(run_id.encode()) > MAX_RUN_ID_BYTES:
         raise InputError(f"run_id is {len(run_id.encode())} bytes long", column="run_id",
                          fix=f"use a run id of at most {MAX_RUN_ID_BYTES} bytes (it names a "
@@ -187,13 +191,8 @@ def read_meta(run_dir: str | os.PathLike) -> dict:
         raise UnreadableRun.from_os_error(exc, path) from None
     except OSError as exc:
         raise from_os_error(exc, path=str(path), action="cannot read run.json") from None
-    try:
-        meta = loads_json(raw, file=str(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        what = (f"{exc.msg} at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError)
-                else "not UTF-8")
-        raise InputError(f"run.json is not valid JSON ({what})",
-                         file=str(path), fix="rewrite the run or repair the JSON") from None
+    meta = loads_json(raw, file=str(path), what="run.json",
+                      fix="rewrite the run or repair the JSON")
     if not isinstance(meta, dict):
         raise InputError("run.json must hold a JSON object", file=str(path),
                          fix="rewrite the run")
