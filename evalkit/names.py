@@ -124,3 +124,30 @@ def file_part(name: str, limit: int = FILE_PART_LIMIT) -> str:
         return slug
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{slug[:limit].rstrip('-.')}-{digest}"
+
+
+# Names a runs directory keeps for itself: a run directory of such a name would displace the
+# store's own file (``--run-id plan.json`` moved the frozen plan aside) or be taken for one
+# (a directory named run.json makes the store look like a single run).  Hidden names (".x":
+# sweep locks, unfinished writes, copies moved aside) are refused as a class.
+RESERVED_STORE_NAMES = ("plan.json", "run.json", ".", "..")
+RESERVED_STORE_PREFIX = "."
+
+
+def reserved_name_problem(name: str) -> str | None:
+    """Why ``name`` may not name a directory in a runs directory, or None."""
+    if name in RESERVED_STORE_NAMES or name.lower() in RESERVED_STORE_NAMES:
+        return f"{name!r} is one of the runs directory's own names"
+    if name.startswith(RESERVED_STORE_PREFIX):
+        return (f"{name!r} starts with '.': hidden names belong to the store (lock files, "
+                "unfinished writes, runs moved aside) and are never read as runs")
+    if name.lower().endswith(".lock"):
+        return f"{name!r} ends in '.lock': lock files belong to the store"
+    return None
+
+
+def reserved_names_text() -> str:
+    """The reserved names, as an error's fix lists them."""
+    listed = ", ".join(n for n in RESERVED_STORE_NAMES if n not in (".", ".."))
+    return (f"reserved in a runs directory: {listed}, any name ending in '.lock' and any "
+            f"name starting with '{RESERVED_STORE_PREFIX}'; choose another name")
