@@ -18,8 +18,13 @@ def test_this_process_and_init_are_alive():
     assert pid_alive(1)               # another user's (or our own) pid 1: alive either way
 
 
-@pytest.mark.parametrize("pid", [None, 0, -1, -os.getpid(), 2 ** 70])
+@pytest.mark.parametrize(
+    "pid", [None, 0, -1, "minus this process", 2 ** 70],
+    ids=["none", "zero", "minus-one", "minus-own-pid", "too-large"])
 def test_pids_that_name_no_single_process_are_not_alive(pid):
+    # a negative pid names a process group to kill(2), never one process
+    if pid == "minus this process":
+        pid = -os.getpid()
     assert pid_alive(pid) is False
 
 
