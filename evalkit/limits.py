@@ -45,6 +45,9 @@ MAX_RUN_JSON_BYTES = 16 << 20       # 16 MiB
 MAX_LOG_TIME_S = 10 * MAX_HORIZON_S  # any time in a run log (seconds from the run's origin)
 MAX_TOKENS = 1 << 32                # tokens of one request: totals of any run fit int64
 MAX_JSON_NESTING = 64
+MAX_PLAN_BYTES = 256 << 20          # plan.json: 200,000 planned runs fit many times over
+MAX_DOCUMENT_BYTES = 256 << 20      # audit.json read by report, diff and gate --baseline
+MAX_IMPORT_JSON_BYTES = 1 << 30     # a GuideLLM report or vLLM bench result being imported
 MAX_RUN_ID_BYTES = 200              # + ".<id>.tmp-xxxxxxxx" must fit a 255-byte file name
 
 

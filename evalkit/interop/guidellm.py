@@ -32,7 +32,6 @@ import says so in the notes (V is then a sample estimate).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from evalkit.errors import InputError
 from evalkit.interop._meta import check_identity, check_slo, default_run_id, import_meta
 from evalkit.interop.merge_spans import (CLOCK_FLAG, Span, clock_hint, describe_outside,
                                          describe_spans, outside_every_span)
+from evalkit.jsonio import loads_json
 from evalkit.interop.vllm_bench import _load_json, _trace_identity, read_merge_windows
 from evalkit.limits import finite
 from evalkit.runlog.metrics import observed_span, windows_observed
@@ -87,8 +87,8 @@ def _requested_tokens(req: dict) -> int | None:
     args = req.get("request_args")
     if isinstance(args, str):
         try:
-            args = json.loads(args)
-        except ValueError:
+            args = loads_json(args, nonfinite=True)     # bounded depth: may be hostile
+        except InputError:
             return None
     if isinstance(args, dict):
         body = args.get("body") if isinstance(args.get("body"), dict) else args

@@ -26,7 +26,6 @@ naming the file and key, and leaves the run store untouched.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from pathlib import Path
@@ -38,6 +37,8 @@ from evalkit.errors import InputError
 from evalkit.interop._meta import check_identity, check_slo, default_run_id, import_meta
 from evalkit.runlog.io import write_run
 from evalkit.fileread import check_regular
+from evalkit.jsonio import read_json
+from evalkit.limits import MAX_IMPORT_JSON_BYTES
 
 PER_REQUEST_REQUIRED = ("input_lens", "output_lens", "ttfts", "start_times", "errors")
 LATENCY_KEYS = ("latencies", "e2els")
@@ -48,17 +49,14 @@ SAVE_FIX = "pass the JSON file written by --save-result"
 
 
 def _load_json(path: Path, fix: str = SAVE_FIX):
-    """The JSON at ``path``; ``fix`` names the flag of the tool that writes it."""
+    """The JSON at ``path``; ``fix`` names the flag of the tool that writes it.  Read through
+    the one JSON front door: a FIFO or device, an oversized or too deeply nested file and a
+    duplicated key are refused (NaN and Infinity are let through: Python's json writes them,
+    and the per-request checks refuse them where a value must be finite)."""
     if not path.exists():
         raise InputError("file does not exist", file=str(path), fix="check the path")
-    check_regular(path, "the benchmark file")       # a FIFO or device: refused, no hang
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=str(path),
-                         fix=fix) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError("not a text file", file=str(path), fix=fix) from exc
+    return read_json(path, limit=MAX_IMPORT_JSON_BYTES, what="the file", fix=fix,
+                     nonfinite=True)
 
 
 def _numeric(values, key: str, path: Path, *, integer: bool = False,
@@ -195,6 +193,7 @@ def read_merge_windows(path: str | os.PathLike, *, offset_s: float = 0.0) -> pd.
             raise InputError(f"cannot read merge windows ({exc})", file=str(path),
                              fix='use [{"start_s": .., "end_s": ..}, ...]') from exc
     else:
+        check_regular(path, "the merge-window file")      # a FIFO would block pandas
         try:
             df = pd.read_csv(path)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

@@ -9,13 +9,14 @@ and is reported as such (``gate --baseline`` then refuses with exit 2).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.audit.protocol_rules import protocol_change
 from evalkit.audit.tiers import tier_drops, tier_rank  # noqa: F401 - tier_drops: part of this API
 from evalkit.errors import InputError
+from evalkit.jsonio import read_json
+from evalkit.limits import MAX_DOCUMENT_BYTES
 from evalkit.report.text import md, md_name, p_value, pp, shorten
 
 UP, DOWN, SAME, NEW, GONE, UNRANKED = "up", "down", "same", "new", "gone", "unranked"
@@ -26,20 +27,13 @@ def load_audit(path) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "audit.json"
-    try:
-        text = p.read_text("utf-8")
-    except FileNotFoundError as exc:
+    if not p.exists():
         raise InputError("no such audit file", file=str(p),
                          fix="pass the audit.json an 'evalkit audit --out DIR' wrote "
-                             "(or DIR itself)") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the audit: {exc}", file=str(p),
-                         fix="check the path and its permissions") from exc
-    try:
-        audit = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=str(p),
-                         fix="pass the audit.json written by 'evalkit audit'") from exc
+                             "(or DIR itself)")
+    # the one JSON front door: a FIFO or /dev/zero is refused, size and depth are bounded
+    audit = read_json(p, limit=MAX_DOCUMENT_BYTES, what="the audit",
+                      fix="pass the audit.json written by 'evalkit audit'")
     if not isinstance(audit, dict) or not isinstance(audit.get("claims"), list) \
             or not isinstance(audit.get("protocol"), dict):
         raise InputError("not an evalkit audit (no 'claims' list or 'protocol')", file=str(p),

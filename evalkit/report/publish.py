@@ -36,6 +36,8 @@ from pathlib import Path
 
 from evalkit.fsutil import fsync_dir
 from evalkit.errors import InputError, from_os_error
+from evalkit.jsonio import read_json
+from evalkit.limits import MAX_DOCUMENT_BYTES
 from evalkit.pids import pid_alive
 
 MANIFEST = ".evalkit-manifest.json"
@@ -67,13 +69,14 @@ def _write(path: Path, data: bytes) -> None:
 def read_manifest(directory: Path) -> set[str]:
     """Relative paths of the files evalkit wrote in ``directory`` (empty if none known)."""
     try:
-        data = json.loads((directory / MANIFEST).read_text("utf-8"))
+        data = read_json(directory / MANIFEST, limit=MAX_DOCUMENT_BYTES, what=MANIFEST)
         files = data.get("files", []) if isinstance(data, dict) else []
         return {str(f) for f in files if isinstance(f, str) and _safe_rel(f)}
     except (OSError, ValueError):
         pass
     try:  # a report written before manifests: its audit.json names its figures
-        audit = json.loads((directory / "audit.json").read_text("utf-8"))
+        audit = read_json(directory / "audit.json", limit=MAX_DOCUMENT_BYTES,
+                          what="audit.json")
     except (OSError, ValueError):
         return set()
     if not isinstance(audit, dict) or "evalkit_version" not in audit:

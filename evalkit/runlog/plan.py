@@ -29,6 +29,8 @@ from pathlib import Path
 
 from evalkit.errors import InputError, from_os_error
 from evalkit.fsutil import atomic_write, fsync_dir, temp_sibling
+from evalkit.jsonio import read_json
+from evalkit.limits import MAX_PLAN_BYTES
 
 PLAN_FILE = "plan.json"
 SCHEMA = "evalkit-plan/1"
@@ -87,13 +89,8 @@ def write_plan_once(plan: dict, path) -> tuple[dict, bool]:
 def load_plan(path) -> dict:
     """Read and check a plan file; InputError names the file and what is wrong."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise from_os_error(exc, path=str(path), action="cannot read the plan") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"plan is not valid JSON ({exc})", file=path.name,
-                         fix="restore the plan.json the sweep wrote; never edit it") from None
+    doc = read_json(path, limit=MAX_PLAN_BYTES, what="the plan", nonfinite=True,  # json.dumps
+                    fix="restore the plan.json the sweep wrote; never edit it")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         schema = doc.get("schema") if isinstance(doc, dict) else None
         raise InputError(f"not an evalkit plan (schema {schema!r})",
