@@ -6,6 +6,11 @@ shows it at that physical size, so fonts read at their point size at 100% zoom),
 alt text.  Legends sit below the axes, never over the data.  V and its differences are shares
 of requests; axes show them in percent / percentage points.
 
+Every string reaches matplotlib as plain text: :func:`_png`, the one point where a figure is
+drawn, turns mathtext and TeX off on every text artist (and for artists the drawing itself
+creates, such as tick labels), so a policy named ``$\\foo$`` is drawn as those characters and
+never parsed.  The page shows a figure at its native pixel width (:attr:`Figure.css_width`).
+
 Cost (``tools/bench/bench_scale.py``): figures are built on ``matplotlib.figure.Figure``
 with an Agg canvas (no pyplot state, nothing to close) and margins fixed in inches instead of
 the constrained layout, which measured the text extents of every artist.
@@ -16,10 +21,12 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
 from evalkit.report.text import shorten
@@ -29,6 +36,8 @@ WIDTH_IN = 4.4              # three figures side by side on a 1,400 px wide scre
 HEIGHT_IN = 3.5
 LABEL_LIMIT = 28            # characters of a policy name in a legend or title
 _PNG_META = {"Software": None}
+_PLAIN_TEXT = {"text.usetex": False, "text.parse_math": False}
+_TITLE_PAD_IN = 0.08        # free space beside a title, each side
 _FONT = {"title": 10.5, "label": 9.5, "tick": 8.5, "legend": 8.5}
 # margins in inches: left (tick + axis labels), right, top (title), bottom (ticks, axis label,
 # legend rows below the axes)
@@ -49,12 +58,13 @@ class Figure:
 
     @property
     def css_width(self) -> int:
-        """Width on the page in CSS pixels (96 per inch): the figure's physical size."""
-        return int(round(self.width_in * 96))
+        """Width on the page in CSS pixels: the PNG's own width (one image pixel per CSS
+        pixel), so its text reads at the report's width; narrower screens scale it down."""
+        return int(round(self.width_in * self.dpi))
 
     @property
     def css_height(self) -> int:
-        return int(round(self.height_in * 96))
+        return int(round(self.height_in * self.dpi))
 
 
 def _canvas(title: str, legend_rows: int, width: float = WIDTH_IN, height: float = HEIGHT_IN,
@@ -65,12 +75,46 @@ def _canvas(title: str, legend_rows: int, width: float = WIDTH_IN, height: float
     fig.subplots_adjust(left=_LEFT / width, right=1 - _RIGHT / width,
                         top=1 - _TOP / height, bottom=bottom / height,
                         wspace=0.45 if ncols > 1 else 0.2)
-    fig.suptitle(title, fontsize=_FONT["title"], x=0.5, y=1 - 0.08 / height, va="top")
+    _fitted_title(fig, title, width, height)
     axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
     for ax in axes:
         ax.tick_params(labelsize=_FONT["tick"])
         ax.grid(alpha=0.3)
     return fig, axes if ncols > 1 else axes[0]
+
+
+def _fitted_title(fig, title: str, width: float, height: float) -> None:
+    """The figure's title, on one line where it fits inside the figure with
+    ``_TITLE_PAD_IN`` beside it, else broken at the space nearest its middle (the top margin
+    grows by the second line), else in a smaller font: never cut at the figure's edges."""
+    room = (width - 2 * _TITLE_PAD_IN) * DPI
+    text = fig.suptitle(title, fontsize=_FONT["title"], x=0.5, y=1 - 0.08 / height, va="top")
+    renderer = fig.canvas.get_renderer()
+    if _plain_width(text, renderer) <= room:
+        return
+    spaces = [i for i, ch in enumerate(title) if ch == " "]
+    if spaces:
+        cut = min(spaces, key=lambda i: abs(i - len(title) / 2))
+        text.set_text(title[:cut] + "\n" + title[cut + 1:])
+        grow = _FONT["title"] * 1.25 / 72
+        fig.subplots_adjust(top=fig.subplotpars.top - grow / height)
+    size = _FONT["title"]
+    while _plain_width(text, renderer) > room and size > 6:
+        size -= 0.5
+        text.set_fontsize(size)
+
+
+def _as_plain_text(artist) -> None:
+    """Every text in ``artist`` drawn as its characters: no mathtext, no TeX."""
+    for text in artist.findobj(Text):
+        text.set_parse_math(False)
+        text.set_usetex(False)
+
+
+def _plain_width(artist, renderer) -> float:
+    """The drawn width of a title or legend in pixels, its texts measured as plain text."""
+    _as_plain_text(artist)
+    return artist.get_window_extent(renderer).width
 
 
 def _legend_below(fig, handles_from, ncol: int = 2) -> None:
@@ -79,10 +123,23 @@ def _legend_below(fig, handles_from, ncol: int = 2) -> None:
         h, lab = ax.get_legend_handles_labels()
         handles += h
         labels += lab
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=ncol, frameon=False,
-                   fontsize=_FONT["legend"], bbox_to_anchor=(0.5, 0.02 / fig.get_figheight()),
-                   handlelength=1.6, columnspacing=1.2)
+    if not handles:
+        return
+    renderer = fig.canvas.get_renderer()
+    room = fig.get_figwidth() * DPI
+    while True:
+        legend = fig.legend(handles, labels, loc="lower center", ncol=ncol, frameon=False,
+                            fontsize=_FONT["legend"],
+                            bbox_to_anchor=(0.5, 0.02 / fig.get_figheight()),
+                            handlelength=1.6, columnspacing=1.2)
+        if ncol == 1 or _plain_width(legend, renderer) <= room:
+            return
+        # too wide for the figure: fewer columns, the axes give up the extra rows' height
+        legend.remove()
+        extra = _rows(len(handles), ncol - 1) - _rows(len(handles), ncol)
+        fig.subplots_adjust(bottom=fig.subplotpars.bottom
+                            + extra * _LEGEND_ROW / fig.get_figheight())
+        ncol -= 1
 
 
 def _rows(n_entries: int, ncol: int = 2) -> int:
@@ -90,8 +147,12 @@ def _rows(n_entries: int, ncol: int = 2) -> int:
 
 
 def _png(fig) -> bytes:
+    """The figure drawn as PNG bytes, every text in it as plain characters (no mathtext, no
+    TeX): labels, titles and legends carry policy names and other input strings."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata=_PNG_META)
+    with mpl.rc_context(_PLAIN_TEXT):          # also for tick labels created while drawing
+        _as_plain_text(fig)
+        fig.savefig(buf, format="png", dpi=DPI, metadata=_PNG_META)
     return buf.getvalue()
 
 
@@ -153,7 +214,7 @@ def null_distribution(hist: dict) -> Figure:
     student = hist.get("statistic") == "studentized"
     name = "t = G / se(G)" if student else "G"
     title = f"Null distribution of {name} ({test} test)"
-    fig, ax = _canvas(title, 1)
+    fig, ax = _canvas(title, 2)
     share = counts / max(1, size)
     # one filled outline instead of a patch per bar: the same picture, less drawing
     ax.stairs(share, edges, fill=True, color=DRAWS_COLOR, alpha=0.6,
@@ -161,7 +222,8 @@ def null_distribution(hist: dict) -> Figure:
     value = f"{observed:+.3g}" if student else f"{100 * observed:+.3g} pp"
     if np.isfinite(observed):
         ax.axvline(observed, color=OBSERVED_COLOR, lw=2,
-                   label=f"observed {name.split(' ')[0]} = {value} (p = {p_value:.2g})")
+                   label=f"observed {name.split(' ')[0]} = {value} "
+                         f"(unadjusted {alternative} p = {p_value:.2g})")
     if student:
         ax.set_xlabel("t = G / se(G), studentized (the statistic the p-value uses)",
                       fontsize=_FONT["label"])
@@ -170,12 +232,12 @@ def null_distribution(hist: dict) -> Figure:
                       fontsize=_FONT["label"])
         ax.xaxis.set_major_formatter(_PP)
     ax.set_ylabel("share of the null", fontsize=_FONT["label"])
-    _legend_below(fig, ax, ncol=2)
+    _legend_below(fig, ax, ncol=1)
     infinite = size - int(counts.sum())
     alt = (f"{title}: histogram of {name} under the null hypothesis over {size} label "
            f"sets, with the observed {name.split(' ')[0]} = "
-           f"{value.replace('pp', 'percentage points')} marked ({alternative} p = "
-           f"{p_value:.3g})"
+           f"{value.replace('pp', 'percentage points')} marked (unadjusted {alternative} p = "
+           f"{p_value:.3g}, before any multiplicity adjustment)"
            + (f"; {infinite} label sets with se = 0 (t infinite) are not drawn" if infinite
               else "") + ".")
     return _finish(fig, title, alt)

@@ -4,8 +4,8 @@ figures, a pure function of the document (:func:`render`); it reads no run.
 Templates are Jinja files shipped as package data in ``evalkit/report/templates/`` (the one
 copy; nothing generates or duplicates them).  The HTML environment autoescapes everything:
 run ids, policy names and error texts come from run logs; the Markdown environment escapes
-every input string with :func:`evalkit.report.text.md`.  Figures are embedded in the HTML as
-base64 PNG data URIs (the page needs no network) and written to ``figures/`` for report.md.
+every printed value with :func:`evalkit.report.text.md_output`.  Figures are embedded in the
+HTML as base64 PNG data URIs (the page needs no network) and written to ``figures/`` for report.md.
 The files are published into ``--out`` atomically by :mod:`evalkit.report.publish`.
 """
 
@@ -23,7 +23,7 @@ import pandas as pd
 from evalkit.jsonio import canonical_json
 from evalkit.report import figures as figs
 from evalkit.report.headline import STATES, headlines
-from evalkit.report.text import md, md_line, md_name, num, p_value, pct, pp, shorten
+from evalkit.report.text import md, md_line, md_name, md_output, num, p_value, pct, pp, shorten
 
 TEMPLATE_PACKAGE = "evalkit.report"
 MD_LIMIT = 60_000      # GitHub comments hold 65,536 characters; job summaries 1 MiB
@@ -40,7 +40,9 @@ TRANSFER_COLUMNS = (("rho_harness", "\u03c1 harness"), ("rho_real", "\u03c1 real
 def template_env(autoescape: bool, template_dir: str | Path | None = None) -> jinja2.Environment:
     path = Path(template_dir) if template_dir else Path(
         str(resources.files(TEMPLATE_PACKAGE).joinpath("templates")))
+    # HTML: Jinja's autoescape; Markdown: md_output escapes every printed value
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path)), autoescape=autoescape,
+                             finalize=None if autoescape else md_output,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(num=num, pct=pct, pp=pp, p=p_value, md=md, mdname=md_name, mdline=md_line,

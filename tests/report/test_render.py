@@ -266,7 +266,7 @@ def _png_dpi(path: Path) -> tuple[float, int]:
         return float(img.info.get("dpi", (0, 0))[0]), img.size[0]
 
 
-def test_every_figure_is_at_least_150_dpi_and_shown_at_its_size(bursty_report):
+def test_every_figure_is_at_least_150_dpi_and_shown_at_its_native_width(bursty_report):
     _, out = bursty_report
     for png in (out / "figures").glob("*.png"):
         dpi, width = _png_dpi(png)
@@ -280,11 +280,13 @@ def test_every_figure_is_at_least_150_dpi_and_shown_at_its_size(bursty_report):
 
     from PIL import Image
 
-    for data, css_w, _, alt in imgs:
+    for data, css_w, css_h, alt in imgs:
         with Image.open(io.BytesIO(base64.b64decode(data))) as img:
-            # pixels per CSS inch (96 CSS px) where the page shows the figure
-            assert img.size[0] / int(css_w) * 96 >= MIN_DPI - 1
+            # one image pixel per CSS pixel: the figure's text reads at the report's width
+            # (424 px wide, its physical size, was too small to read)
+            assert (int(css_w), int(css_h)) == img.size
         assert len(html.unescape(alt)) > 40                    # alt text says what it shows
+    assert "figure img { max-width: 100%; height: auto;" in page   # narrow screens scale down
 
 
 def test_per_seed_figure_draws_the_draws_spread():
@@ -400,14 +402,15 @@ def measure_page(report: Path, tmp: Path, size=FIRST_SCREEN) -> dict:
 
 
 def check_layout(m: dict) -> None:
-    """The reviewer's first screen holds the headline; figures are shown at >= 150 dpi."""
+    """The reviewer's first screen holds the headline; figures are shown at their native
+    width (one image pixel per CSS pixel) where the page is wide enough for it."""
     assert m["width"] <= m["viewport"][0]                          # no horizontal scrolling
     assert m["headline"]["top"] < m["viewport"][1]
     assert m["headline"]["bottom"] <= m["viewport"][1], m["headline"]
     for img in m["imgs"]:
         assert img["nw"] > 0, "an image did not load"
-        assert img["nw"] / img["width"] * 96 >= MIN_DPI - 1, img
-        assert img["width"] >= 380 and img["alt"]
+        assert img["width"] >= min(img["nw"], m["viewport"][0] - 100) - 1, img
+        assert img["alt"]
 
 
 @pytest.mark.chromium
