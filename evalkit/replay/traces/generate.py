@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalkit.errors import InputError
+from evalkit.replay import portable_math
 from evalkit.replay.traces.model import Trace
 
 
@@ -174,7 +175,8 @@ class Fixed:
 
 @dataclass(frozen=True)
 class LogNormal:
-    """round(exp(N(log median, sigma))), clipped to [min, max]."""
+    """round(median * exp(N(0, sigma))), clipped to [min, max] (the exponential is
+    :func:`evalkit.replay.portable_math.exp`, the same on every CPU)."""
     median: float
     sigma: float
     min: int = 1
@@ -182,7 +184,7 @@ class LogNormal:
 
     def sample(self, n: int, rng) -> np.ndarray:
         rng = as_rng(rng)
-        x = np.rint(np.exp(rng.normal(np.log(self.median), self.sigma, size=n)))
+        x = np.rint(self.median * portable_math.exp(rng.normal(0.0, self.sigma, size=n)))
         hi = np.inf if self.max is None else self.max
         return np.clip(x, self.min, hi).astype(np.int64)
 

@@ -34,6 +34,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from evalkit.replay import portable_math
 from evalkit.replay.backends.sim.model import SimConfig, inverse_cdf
 from evalkit.replay.policies.base import DecisionState, Policy
 from evalkit.replay.policies.context import derived_seed, make_context, policy_seed
@@ -178,9 +179,12 @@ class _Simulation:
         step_s = float(cfg.step_s) if cfg.step_s is not None else spec.inner_step_s
         n_steps = int(spec.horizon_s / step_s * 1.2) + spec.h_max + 16
         sigma = cfg.step_jitter_cv
-        self.step_dur = (step_s * np.exp(rng.normal(-sigma**2 / 2, sigma, n_steps))).tolist()
+        # portable exp and 1/sqrt, not np.exp and ** -0.5: these times and losses are
+        # recorded, and numpy's transcendental loops differ in the last bit by CPU
+        self.step_dur = (step_s * portable_math.exp(rng.normal(-sigma * sigma / 2, sigma,
+                                                               n_steps))).tolist()
         g = np.arange(n_steps + 1)
-        self.loss = (2.2 + 2.8 * (1.0 + g / 300.0) ** -0.5
+        self.loss = (2.2 + 2.8 / np.sqrt(1.0 + g / 300.0)
                      + rng.normal(0.0, 0.01, n_steps + 1)).tolist()
         self.planned = policy.planned_starts is not None
         self.plan = ([] if not self.planned else
