@@ -244,6 +244,14 @@ class TableFile:
             raise
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise _corrupt(self.path, exc) from None
+        names = self.schema.names
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:                   # which of the two a reader takes is arbitrary: refused
+            self._handle.close()
+            raise InputError(f"{name}.parquet has the column {twice[0]!r} "
+                             f"{names.count(twice[0])} times", file=str(self.path),
+                             column=twice[0], fix="write each column once (rerun or "
+                                                  "re-import the run)")
 
     def read(self, columns=None) -> pa.Table:
         """``columns`` (every column when None) as an Arrow table, in the order asked."""

@@ -81,10 +81,12 @@ def inspect_run(run_dir: str | os.PathLike, *, include_incomplete: bool = False)
     if _nonempty_str(meta.get("run_id")):
         run = meta["run_id"]
     version = meta.get("schema_version")
-    if "schema_version" in meta and version not in SUPPORTED_SCHEMA_VERSIONS:
+    # type() and not `in`: true == 1 in Python, and a boolean is no version
+    if "schema_version" in meta and (type(version) is not int
+                                     or version not in SUPPORTED_SCHEMA_VERSIONS):
         out.append(Problem(run, str(meta_path), "schema_version",
                            f"unknown schema_version {version!r}; this evalkit reads "
-                           f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}",
+                           f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))} (an integer)",
                            "upgrade evalkit, or rewrite the run in a supported version"))
         return RunCheck(run_dir, run, meta, out)
     if meta.get("complete") is False and not include_incomplete:
