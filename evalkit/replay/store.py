@@ -23,7 +23,8 @@ from evalkit.replay.campaign import Campaign, Job
 from evalkit.replay.job import job_fingerprint
 from evalkit.replay.storelock import (StoreLock, break_locks,  # noqa: F401 - re-exported
                                       current_holders)
-from evalkit.runlog.io import LINK_FIX, UnreadableRun, leftover_kind, read_meta, run_link_trouble
+from evalkit.runlog.io import (LINK_FIX, EnvironmentFailure, UnreadableRun, leftover_kind,
+                                read_meta, run_link_trouble)
 from evalkit.runlog.validate import map_ordered, validate_run
 
 
@@ -125,6 +126,8 @@ def run_state(camp: Campaign, job: Job, runs_dir: Path, *, deep: bool = True,
         return RunState(job.run_id, "missing")
     try:
         meta = read_meta(d)
+    except EnvironmentFailure:      # not judged: the sweep stops rather than redo a valid run
+        raise
     except UnreadableRun as exc:
         return RunState(job.run_id, "unreadable", exc.message)
     except InputError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import os
 import platform
 import shutil
@@ -189,10 +190,14 @@ def read_meta(run_dir: str | os.PathLike) -> dict:
                              "directory") from None
     except PermissionError as exc:
         raise UnreadableRun.from_os_error(exc, path) from None
-    except OSError as exc:
-        raise from_os_error(exc, path=str(path), action="cannot read run.json") from None
-    meta = loads_json(raw, file=str(path), what="run.json",
-                      fix="rewrite the run or repair the JSON")
+    except (OSError, MemoryError) as exc:
+        raise (environment_failure(exc, path) or from_os_error(
+            exc, path=str(path), action="cannot read run.json")) from None
+    try:
+        meta = loads_json(raw, file=str(path), what="run.json",
+                          fix="rewrite the run or repair the JSON")
+    except MemoryError as exc:
+        raise environment_failure(exc, path) from None
     if not isinstance(meta, dict):
         raise InputError("run.json must hold a JSON object", file=str(path),
                          fix="rewrite the run")
@@ -212,8 +217,49 @@ class UnreadableRun(InputError):
 
 CORRUPT_FIX = "rerun this run (or re-import it); the file is damaged"
 
+# Failures of the machine reading a run, not of the run: the same file reads fine with more
+# memory, fewer open files or a working disk.  Such a run was not judged; calling it damaged
+# would make a sweep move a valid run aside and record another in its place.
+ENVIRONMENT_ERRNOS = {
+    errno.ENOMEM: ("out of memory", "free memory or raise the memory limit (ulimit -v)"),
+    errno.ENOBUFS: ("out of buffer space", "free memory"),
+    errno.EMFILE: ("too many open files", "raise the open-file limit (ulimit -n)"),
+    errno.ENFILE: ("too many open files system-wide", "close other programs' files"),
+    errno.EIO: ("an I/O error from the device", "check the disk and its connection"),
+}
+
+
+class EnvironmentFailure(InputError):
+    """A run file could not be read because of the environment (memory, open files, the
+    device): the run was not judged -- neither valid nor damaged.  Exit code 2."""
+
+
+def environment_failure(exc: BaseException, path,
+                        subject: str = "the run") -> EnvironmentFailure | None:
+    """An :class:`EnvironmentFailure` for ``exc`` when it is one (MemoryError, or an OSError
+    whose errno -- or, from Arrow, whose message -- is in :data:`ENVIRONMENT_ERRNOS`)."""
+    if isinstance(exc, MemoryError):
+        code = errno.ENOMEM
+    elif isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS:
+        code = exc.errno
+    else:
+        text = str(exc)
+        code = next((c for c in ENVIRONMENT_ERRNOS if os.strerror(c) in text), None)
+        if code is None or not isinstance(exc, (OSError, pa.ArrowException)):
+            return None
+    what, fix = ENVIRONMENT_ERRNOS[code]
+    err = EnvironmentFailure(f"could not read {Path(path).name}: {what}; this is the "
+                             f"environment, {subject} was not judged", file=str(path),
+                             fix=f"{fix}, then run the command again (nothing was moved or "
+                                 "rewritten)")
+    err.__cause__ = exc
+    return err
+
 
 def _corrupt(path: Path, exc: BaseException) -> InputError:
+    env = environment_failure(exc, path)
+    if env is not None:
+        return env
     return InputError("cannot read Parquet: corrupt or truncated "
                       f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})",
                       file=str(path), fix=CORRUPT_FIX)
@@ -242,7 +288,7 @@ class TableFile:
             raise UnreadableRun.from_os_error(exc, self.path) from None
         except InputError:
             raise
-        except (pa.ArrowException, OSError, ValueError) as exc:
+        except (pa.ArrowException, OSError, ValueError, MemoryError) as exc:
             raise _corrupt(self.path, exc) from None
         names = self.schema.names
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -266,7 +312,7 @@ class TableFile:
             return self._handle.read(columns=columns, use_threads=False)
         except PermissionError as exc:
             raise UnreadableRun.from_os_error(exc, self.path) from None
-        except (pa.ArrowException, OSError, ValueError) as exc:
+        except (pa.ArrowException, OSError, ValueError, MemoryError) as exc:
             raise _corrupt(self.path, exc) from None
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ import pandas as pd
 
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular
+from evalkit.runlog.io import environment_failure
 from evalkit.names import normalise_name
 
 # the first note of a run that `evalkit import table` synthesised from such a table
@@ -66,7 +67,10 @@ def _read(path: Path) -> tuple[pd.DataFrame, int]:
         if path.suffix.lower() == ".csv":
             return pd.read_csv(path, dtype=str, keep_default_na=False), 2
         return pd.read_parquet(path), 1
-    except (ValueError, OSError, pd.errors.ParserError) as exc:
+    except (ValueError, OSError, pd.errors.ParserError, MemoryError) as exc:
+        env = environment_failure(exc, path, "the table")
+        if env is not None:             # the machine, not the table: never "cannot read it"
+            raise env from None
         raise InputError(f"cannot read the summary table ({exc})", file=path.name,
                          fix="pass a CSV with a header row or a Parquet file") from exc
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -334,3 +336,136 @@ def test_run_files_and_directory_are_fsynced_before_the_publishing_rename(tmp_pa
         files = {str(Path(tmp) / p.name) for p in final.iterdir()}
         assert files | {tmp} <= synced, files | {tmp} - synced       # data and directory
         assert ("fsync", str(tmp_path)) in events[publish[0]:]     # and the parent after
+
+
+# ----------------------------------------------------------------------------- environment
+
+ENV_WORDS = "this is the environment, the run was not judged"
+
+
+def _fail_reading(monkeypatch, exc):
+    """Make Arrow's read of D0's requests table raise ``exc`` (below evalkit's handling)."""
+    from evalkit.runlog.io import TableFile
+
+    class Failing:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def read(self, **kw):
+            raise exc
+
+        def close(self):
+            self.handle.close()
+
+    opened = TableFile.__init__
+
+    def init(self, run_dir, name):
+        opened(self, run_dir, name)
+        if name == "requests" and Path(run_dir).name == D0:
+            self._handle = Failing(self._handle)
+
+    monkeypatch.setattr(TableFile, "__init__", init)
+
+
+@pytest.mark.parametrize("exc", [
+    MemoryError(),
+    pa.ArrowMemoryError("malloc of size 4194304 failed"),
+    OSError(errno.ENOMEM, "Cannot allocate memory"),
+    OSError(errno.EMFILE, "Too many open files"),
+    OSError(errno.EIO, "Input/output error"),
+    OSError("Memory mapping file failed: Cannot allocate memory"),    # Arrow: no errno
+], ids=["MemoryError", "ArrowMemoryError", "ENOMEM", "EMFILE", "EIO", "arrow-mmap-text"])
+def test_an_environment_failure_is_never_damage_and_the_sweep_keeps_the_run(store, monkeypatch,
+                                                                            exc):
+    camp, runs = store
+    before = run_fingerprints(runs)
+    _fail_reading(monkeypatch, exc)
+    res = invoke(["validate", runs])
+    assert res.exit_code == 2, res.output
+    assert ENV_WORDS in res.output and f"{D0}/requests.parquet" in res.output
+    assert "rerun this run" not in res.output and "corrupt" not in res.output
+    assert "INVALID" not in res.output                # not judged: neither valid nor invalid
+    res = invoke(["sweep", camp, "--out", runs, "--check"])
+    assert res.exit_code == 2 and ENV_WORDS in res.output and "damaged" not in res.output
+    res = invoke(["sweep", camp, "--out", runs])
+    assert res.exit_code == 2 and ENV_WORDS in res.output
+    assert "moved aside" not in res.output and " ran" not in res.output
+    assert not [p for p in runs.iterdir() if ".damaged-" in p.name]
+    assert run_fingerprints(runs) == before                       # nothing moved or re-run
+
+
+@pytest.mark.parametrize("exc", [MemoryError(), OSError(errno.ENOMEM, "Cannot allocate memory")],
+                         ids=["MemoryError", "ENOMEM"])
+def test_run_json_that_cannot_be_read_for_memory_is_not_damage(store, monkeypatch, exc):
+    import evalkit.runlog.io as io
+
+    camp, runs = store
+    before = run_fingerprints(runs)
+    bounded = io.read_bounded
+
+    def read_bounded(path, *args, **kw):
+        if Path(path).parent.name == WA:
+            raise exc
+        return bounded(path, *args, **kw)
+
+    monkeypatch.setattr(io, "read_bounded", read_bounded)
+    res = invoke(["validate", runs])
+    assert res.exit_code == 2 and ENV_WORDS in res.output and f"{WA}/run.json" in res.output
+    assert "INVALID" not in res.output and "rewrite the run" not in res.output
+    res = invoke(["sweep", camp, "--out", runs])
+    assert res.exit_code == 2 and ENV_WORDS in res.output and "moved aside" not in res.output
+    assert run_fingerprints(runs) == before
+
+
+def test_a_damaged_table_is_still_damage(store, monkeypatch):
+    """The environment check does not swallow real damage: Arrow's own complaint stays one."""
+    camp, runs = store
+    _fail_reading(monkeypatch, pa.ArrowInvalid("Parquet magic bytes not found in footer"))
+    res = invoke(["validate", runs])
+    assert res.exit_code == 2 and "corrupt or truncated" in res.output
+    assert ENV_WORDS not in res.output
+
+
+_UNDER_A_MEMORY_LIMIT = """
+import resource, sys
+from evalkit.cli.main import main
+import evalkit.cli.runs, evalkit.runlog.validate, pyarrow.parquet  # noqa: F401 - loaded first
+size = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + (4 << 20), size + (4 << 20)))
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux)")
+def test_a_real_memory_limit_is_reported_as_the_environment(tmp_path):
+    """``ulimit -v``: the 9 MB requests table of a valid run cannot be mapped with 4 MiB to
+    spare; validate says out of memory (exit 2), never corrupt, and the run reads fine after."""
+    import numpy as np
+    import pandas as pd
+
+    from evalkit.runlog.io import write_run
+
+    n = 400_000
+    t = np.arange(n) * 1e-3
+    requests = pd.DataFrame({
+        "request_id": np.arange(n), "arrival_s": t, "sent_s": t, "first_token_s": t + 0.01,
+        "end_s": t + 0.1, "prompt_tokens": np.ones(n, np.int64),
+        "output_tokens": np.ones(n, np.int64), "ok": np.ones(n, bool),
+        "error": pd.array([None] * n, dtype="string")})
+    merges = pd.DataFrame({"merge_idx": pd.Series([], dtype=np.int64),
+                           "start_s": pd.Series([], dtype=float),
+                           "end_s": pd.Series([], dtype=float)})
+    meta = {"run_id": "big", "policy": "no_sync", "role": "no_sync", "seed": 0, "draw": None,
+            "matched_to": None, "regime": "r", "trace": {"name": "t", "sha256": "0" * 64},
+            "backend": "import", "slo": {"e2e_s": 1.0, "ttft_s": None, "tpot_s": None},
+            "merge_duration_s": 1.0, "horizon_s": float(t[-1] + 1),
+            "corridor": {"min_gap_s": 0.0, "max_gap_s": 1.0}, "oracle": False,
+            "settings": {}, "rng_seeds": {"seed": 0}, "notes": []}
+    runs = tmp_path / "runs"
+    write_run(runs, meta, requests, merges)
+    res = subprocess.run([sys.executable, "-c", _UNDER_A_MEMORY_LIMIT, "validate", str(runs)],
+                         env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "out of memory; " + ENV_WORDS in res.stderr
+    assert "corrupt" not in res.stdout + res.stderr and "rerun" not in res.stdout + res.stderr
+    assert invoke(["validate", runs]).exit_code == 0

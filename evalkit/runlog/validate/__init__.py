@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from evalkit.errors import InputError
 from evalkit.fsutil import default_threads, map_ordered
-from evalkit.runlog.io import Run, UnreadableRun, read_meta, read_run
+from evalkit.runlog.io import EnvironmentFailure, Run, UnreadableRun, read_meta, read_run
 from evalkit.runlog.schema import SUPPORTED_SCHEMA_VERSIONS, TABLES
 from evalkit.runlog.validate.meta import _check_meta
 from evalkit.runlog.validate.problem import Problem, _nonempty_str
@@ -72,6 +72,8 @@ def inspect_run(run_dir: str | os.PathLike, *, include_incomplete: bool = False)
     meta_path = run_dir / "run.json"
     try:
         meta = read_meta(run_dir)
+    except EnvironmentFailure:          # the run was not judged: never a problem of the run
+        raise
     except UnreadableRun as exc:
         out.append(Problem(run, str(meta_path), None, exc.message, exc.fix, kind="unreadable"))
         return RunCheck(run_dir, run, None, out)

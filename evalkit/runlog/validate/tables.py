@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from evalkit.errors import InputError
 from evalkit.limits import MAX_LOG_TIME_S, MAX_TOKENS
-from evalkit.runlog.io import TableFile, UnreadableRun
+from evalkit.runlog.io import EnvironmentFailure, TableFile, UnreadableRun
 from evalkit.runlog.schema import REQUIRED_TABLES, TABLES
 from evalkit.runlog.validate.problem import Problem, _is_number
 
@@ -57,6 +57,8 @@ def _read_table(run: str, run_dir: Path, name: str, out: list[Problem]) -> pa.Ta
             wanted = [c.name for c in TABLES[name] if c.name in schema.names
                       and not (c.kind == "string" and c.nullable)]
             table = handle.read(wanted)
+    except EnvironmentFailure:          # the run was not judged: never a problem of the run
+        raise
     except UnreadableRun as exc:
         out.append(Problem(run, str(path), None, exc.message, exc.fix, kind="unreadable"))
         return None
