@@ -10,12 +10,23 @@ e-process instead (:mod:`evalkit.audit.sequential`; exit 4 while undecided).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
+
+from evalkit.audit.checks.core import Check, Status
 from evalkit.audit.protocol_rules import protocol_change
+from evalkit.audit.result import find_claim
 from evalkit.audit.sequential import planned_design, protocol_min_effect, sequential_verdicts
 from evalkit.audit.tiers import filled_status, reaches, tier_drops
 from evalkit.errors import EXIT_NOT_REACHED, EXIT_OK, InputError
+from evalkit.jsonio import AUDIT_SCHEMA
+from evalkit.version import __version__
+
+SUMMARY_CHECKS = 5       # blocking checks the default (one-screen) output lists
 
 
 @dataclass(frozen=True)
@@ -49,23 +60,102 @@ def baseline_for(audit: dict, label: str, protocol, seed: int) -> Baseline:
     return Baseline(audit, label, changed)
 
 
-def check_lines(claim, tier: str, protocol) -> list[str]:
+def _decisive(claim, tier: str, protocol) -> list:
     """The checks that decide whether ``claim`` reaches ``tier``: its tier and below."""
     order = protocol.tier_names
     upto = order[:order.index(tier) + 1]
+    return [c for c in claim.checks if c.tier in upto]
+
+
+def _state(check) -> str:
+    state = "pass" if check.passed else ("not evaluable" if check.passed is None else "FAIL")
+    if check.passed is None and not check.blocking:
+        state += " (noted)"
+    return state
+
+
+def check_lines(claim, tier: str, protocol) -> list[str]:
+    """Every check that decides whether ``claim`` reaches ``tier``, with what it expected and
+    found (``gate --verbose``)."""
     out = []
-    for check in claim.checks:
-        if check.tier not in upto:
-            continue
-        state = "pass" if check.passed else ("not evaluable" if check.passed is None else "FAIL")
-        if check.passed is None and not check.blocking:
-            state += " (noted)"
-        out += [f"  [{state}] {check.tier}/{check.name}",
+    for check in _decisive(claim, tier, protocol):
+        out += [f"  [{_state(check)}] {check.tier}/{check.name}",
                 f"      expected: {check.expected}",
                 f"      found:    {check.found}"]
         if check.blocking and check.recommendation:
             out.append(f"      fix:      {check.recommendation}")
+        out += [f"      {line}" for line in campaign_lines(check)]
     return out
+
+
+def campaign_lines(check) -> list[str]:
+    """The campaign-file lines that would add the runs a not-evaluable check is missing."""
+    toml = (check.values or {}).get("campaign_toml") if check.blocking else None
+    return ["add to the campaign file, then sweep again:", *toml.splitlines()] if toml else []
+
+
+def summary_lines(claim, tier: str, protocol, max_checks: int = SUMMARY_CHECKS) -> list[str]:
+    """The blocking checks (failed or not evaluable) that decide ``tier``, one line each with
+    the fix, then the campaign lines a not-evaluable one needs; and what --verbose adds."""
+    decisive = _decisive(claim, tier, protocol)
+    blocking = [c for c in decisive if c.blocking]
+    out = []
+    for check in blocking[:max_checks]:
+        line = f"  [{_state(check)}] {check.tier}/{check.name}: {check.found}"
+        if check.recommendation:
+            line += f"; fix: {check.recommendation}"
+        out.append(line)
+    if len(blocking) > max_checks:
+        out.append(f"  (+{len(blocking) - max_checks} more blocking checks)")
+    shown = set()
+    for check in blocking:
+        lines = campaign_lines(check)
+        if lines and lines[1:] and tuple(lines[1:]) not in shown:
+            shown.add(tuple(lines[1:]))
+            out += [f"  {line}" for line in lines]
+    passed = sum(1 for c in decisive if c.passed)
+    out.append(f"  checks up to {tier}: {passed} passed, {len(blocking)} blocking, "
+               f"{len(decisive) - passed - len(blocking)} not evaluable and not blocking")
+    return out
+
+
+def effect_line(claim, multiplicity: str, n_tested: int) -> str:
+    """G in percentage points with its 95% CI, the p the decision used (adjusted or not) and
+    how many seeds favour the policy, from the audit's numbers for the claim."""
+    g, ci, p = claim.get("mean_diff"), claim.get("ci"), claim.get("p_adjusted")
+    if g is None:
+        return "  G: no paired gain (fewer than 2 paired seeds)"
+    text = f"  G = {100 * g:+.2f} pp"
+    if ci and None not in ci:
+        text += f" [{100 * ci[0]:+.2f}, {100 * ci[1]:+.2f}] (95% CI)"
+    if _finite(p):
+        adjusted = multiplicity == "holm" and n_tested > 1
+        text += (f"; p = {p:.3g} " + (f"(Holm-adjusted over {n_tested} claims)" if adjusted
+                                      else "(unadjusted: one claim)"))
+    wins, n = claim.get("wins"), claim.get("n_seeds")
+    if wins is not None and n:
+        text += f"; {wins} of {n} seeds favour the policy"
+    return text
+
+
+def _finite(x) -> bool:
+    return x is not None and math.isfinite(float(x))
+
+
+def claim_numbers(claim) -> dict:
+    """``mean_diff``, ``ci``, ``p_adjusted``, ``wins``, ``n_seeds`` of a claim: an audit.json
+    claim has them; a live ClaimResult computes them as its ``to_dict`` does."""
+    if isinstance(getattr(claim, "numbers", None), dict):
+        return claim.numbers
+    ctx = getattr(claim, "ctx", None)
+    if ctx is None:
+        return {}
+    sf = claim.sign_flip
+    d = ctx.d if ctx.effective_n >= 2 else np.array([])
+    return {"mean_diff": float(np.mean(d)) if d.size else None,
+            "ci": [sf.ci_low, sf.ci_high] if sf is not None else None,
+            "p_adjusted": ctx.p_adjusted if sf is not None else None,
+            "wins": int((d > 0).sum()), "n_seeds": len(claim.data.paired)}
 
 
 def fixed_design_note(result) -> str | None:
@@ -79,9 +169,11 @@ def fixed_design_note(result) -> str | None:
 
 def decide(result, claim, protocol, tier: str, baseline: Baseline | None = None,
            accept_protocol_change: bool = False, sequential: bool = False,
-           min_effect: float | None = None) -> GateDecision:
+           min_effect: float | None = None, verbose: bool = False) -> GateDecision:
     """The gate's decision on ``claim`` of the audit ``result`` (an
-    :class:`evalkit.audit.AuditResult` evaluated with ``walk_above=tier``)."""
+    :class:`evalkit.audit.AuditResult` evaluated with ``walk_above=tier``, or an audit.json
+    read by :func:`document_audit`).  Its lines: a one-screen summary (verdict, G with its
+    CI and p, the blocking checks and what to add), every check with ``verbose``."""
     # the walk above the required tier stops where the claim does: the tiers it never
     # evaluated are "not run", never missing
     claim.tier_status = filled_status(protocol.tiers, claim.tier_status)
@@ -97,11 +189,22 @@ def decide(result, claim, protocol, tier: str, baseline: Baseline | None = None,
     lines = [f"gate {'PASS' if ok else 'FAIL'}{flag}: {claim.regime}/{claim.policy} reached "
              f"{claim.tier or 'no tier'}; required {tier} (alpha = {protocol.alpha:g})",
              f"  {claim.verdict}"]
+    numbers = claim_numbers(claim)
+    if numbers:
+        tested = [c for c in result.claims
+                  if _finite(claim_numbers(c).get("p_adjusted"))]
+        lines.append(effect_line(numbers, protocol.multiplicity, len(tested)))
     if not ok:
         lines.append(f"  {claim.stop_reason}")
-    lines += [f"  note: {n}" for n in claim.notes]
-    lines += [f"  excluded {e['run_id']}: {e['reason']}" for e in result.campaign.excluded]
-    lines += check_lines(claim, tier, protocol)
+    if verbose:
+        lines += [f"  note: {n}" for n in claim.notes]
+        lines += [f"  excluded {e['run_id']}: {e['reason']}" for e in result.campaign.excluded]
+        lines += check_lines(claim, tier, protocol)
+    else:
+        lines += summary_lines(claim, tier, protocol)
+        lines.append(f"  {len(claim.notes)} note(s), {len(result.campaign.excluded)} "
+                     "excluded run(s); --verbose: each check's expected and found, the notes "
+                     "and the excluded runs")
     drops: list[str] = []
     if baseline is not None:
         drops = tier_drops(baseline.audit, {(c.regime, c.policy): c.tier
@@ -117,6 +220,55 @@ def decide(result, claim, protocol, tier: str, baseline: Baseline | None = None,
         if changed and accept_protocol_change:
             lines.append(f"  note: {changed} (accepted: --accept-protocol-change)")
     return GateDecision(EXIT_OK if ok and not drops else EXIT_NOT_REACHED, lines)
+
+
+def is_audit_document(path) -> bool:
+    """Whether the gate's INPUT is an audit.json (or a report directory holding one)."""
+    p = Path(path)
+    return (p.is_file() and p.suffix.lower() == ".json") or (p / "audit.json").is_file()
+
+
+def document_audit(doc: dict, path, protocol, seed: int) -> SimpleNamespace:
+    """An audit.json as the gate's audit: refused (InputError) unless it is fresh, i.e.
+    written by this evalkit under the protocol rules and seed the gate is given, so its tiers
+    are the ones a new audit of the same runs would reach."""
+    where = str(Path(path) / "audit.json" if Path(path).is_dir() else path)
+    redo = "re-run 'evalkit audit RUNS --out DIR' and gate DIR/audit.json, or gate the runs"
+    if doc.get("schema") != AUDIT_SCHEMA:
+        raise InputError(f"audit document of layout {doc.get('schema')!r}; this evalkit "
+                         f"reads {AUDIT_SCHEMA!r}", file=where, column="schema", fix=redo)
+    if doc.get("evalkit_version") != __version__:
+        raise InputError(f"written by evalkit {doc.get('evalkit_version')}, this is "
+                         f"{__version__}: its checks may differ", file=where,
+                         column="evalkit_version", fix=redo)
+    changed = protocol_change(doc["protocol"], protocol.to_dict())
+    if changed:
+        raise InputError(f"audited under other rules than the gate's: {changed}", file=where,
+                         column="protocol", fix="give the gate the --protocol, --alpha and "
+                         f"--accept-vouched the audit used, or {redo}")
+    if doc.get("seed") != seed:
+        raise InputError(f"audited with --seed {doc.get('seed')}, the gate has --seed {seed}",
+                         file=where, column="seed", fix=f"gate with --seed {doc.get('seed')}")
+    claims = [_document_claim(c) for c in doc["claims"]]
+    excluded = list((doc.get("input") or {}).get("excluded") or [])
+    return SimpleNamespace(claims=claims, campaign=SimpleNamespace(
+        excluded=excluded, has_logs=False, runs_dir=None),
+        claim=lambda policy, regime=None: find_claim(claims, policy, regime))
+
+
+def _document_claim(c: dict) -> SimpleNamespace:
+    checks = [Check(name=k["name"], tier=k["tier"], passed=k["passed"],
+                    evaluable=k["evaluable"], expected=k["expected"], found=k["found"],
+                    recommendation=k.get("recommendation", ""), blocking=k["blocking"],
+                    vouched=k.get("vouched", False), status=Status(k["status"]),
+                    values=dict(k.get("values") or {}))
+              for k in c.get("checks", [])]
+    return SimpleNamespace(
+        regime=c["regime"], policy=c["policy"], tier=c.get("tier"),
+        tier_status=dict(c.get("tier_status") or {}), verdict=c.get("verdict", ""),
+        stop_reason=c.get("stop_reason", ""), notes=list(c.get("notes") or []),
+        checks=checks, numbers={k: c.get(k) for k in ("mean_diff", "ci", "p_adjusted",
+                                                     "wins", "n_seeds")})
 
 
 def _sequential(result, claim, protocol, tier: str, min_effect: float | None,
@@ -137,5 +289,6 @@ def _sequential(result, claim, protocol, tier: str, min_effect: float | None,
     return GateDecision(mine.exit_code, lines)
 
 
-__all__ = ["Baseline", "GateDecision", "baseline_for", "check_lines", "decide",
-           "fixed_design_note"]
+__all__ = ["Baseline", "GateDecision", "baseline_for", "campaign_lines", "check_lines",
+           "claim_numbers", "decide", "document_audit", "effect_line", "fixed_design_note",
+           "is_audit_document", "summary_lines"]

@@ -24,9 +24,11 @@ from evalkit.audit.protocol import Protocol, load_protocol
 from evalkit.audit.provenance import provenance
 from evalkit.errors import InputError
 from evalkit.jsonio import AUDIT_SCHEMA, FLOAT_DIGITS, canonical_json, to_jsonable
+from evalkit.progress import step
 from evalkit.runlog.plan import plan_sha256
 
-__all__ = ["SCHEMA", "AuditResult", "audit_campaign", "document_files"]
+__all__ = ["SCHEMA", "AuditResult", "audit_campaign", "document_files", "find_claim",
+           "read_claims"]
 
 SCHEMA = AUDIT_SCHEMA     # the document's layout; `evalkit report` reads only this one
 
@@ -51,18 +53,7 @@ class AuditResult:
         return "; ".join(f"{c.regime}/{c.policy}: {c.tier or 'no tier'}" for c in self.claims)
 
     def claim(self, policy: str, regime: str | None = None) -> ClaimResult:
-        found = [c for c in self.claims if c.policy == policy
-                 and (regime is None or c.regime == regime)]
-        if not found:
-            have = ", ".join(f"{c.regime}/{c.policy}" for c in self.claims)
-            raise InputError(f"no claim for policy {policy!r}"
-                             + (f" in regime {regime!r}" if regime else ""),
-                             column="policy", fix=f"claims in this campaign: {have}")
-        if len(found) > 1:
-            raise InputError(f"policy {policy!r} has claims in several regimes ("
-                             + ", ".join(c.regime for c in found) + ")", column="regime",
-                             fix="pick one with --regime")
-        return found[0]
+        return find_claim(self.claims, policy, regime)
 
     def _scrub(self, text: str) -> str:
         root = self.campaign.runs_dir
@@ -136,6 +127,26 @@ class AuditResult:
         return document_files(self.document if self.document is not None else self.to_dict())
 
 
+def find_claim(claims, policy: str, regime: str | None = None):
+    """The one claim of ``claims`` (objects or audit.json dictionaries with ``policy`` and
+    ``regime``) for ``policy``; InputError listing the claims there are when none or several
+    match."""
+    def field(c, key):
+        return c[key] if isinstance(c, dict) else getattr(c, key)
+    found = [c for c in claims if field(c, "policy") == policy
+             and (regime is None or field(c, "regime") == regime)]
+    if not found:
+        have = ", ".join(f"{field(c, 'regime')}/{field(c, 'policy')}" for c in claims)
+        raise InputError(f"no claim for policy {policy!r}"
+                         + (f" in regime {regime!r}" if regime else ""),
+                         column="policy", fix=f"claims in this campaign: {have or 'none'}")
+    if len(found) > 1:
+        raise InputError(f"policy {policy!r} has claims in several regimes ("
+                         + ", ".join(field(c, "regime") for c in found) + ")",
+                         column="regime", fix="pick one with --regime")
+    return found[0]
+
+
 def document_files(doc: dict) -> dict:
     """The files a report of the document consists of, relative to its directory."""
     figures = {p for c in doc["claims"] for p in c["figures"].values()}
@@ -182,17 +193,31 @@ def _pre_registration(campaign) -> dict:
             "text": f"pre-registered (plan {sha[:12]}, created {plan['created_at']})"}
 
 
+def harness_baselines(protocol: Protocol) -> list[str]:
+    """The policies the protocol's harness checks replay as baselines (not claims)."""
+    return sorted({pol for spec in protocol.checks.values()
+                   if spec.name in ("fixed_cadence_baseline", "deferral_baseline")
+                   for pol in spec["policies"]})
+
+
+def read_claims(input_path, protocol: Protocol) -> tuple[Campaign, list]:
+    """The campaign and its claims (ClaimData), before any evidence is computed."""
+    with step(f"audit: reading {Path(str(input_path)).name}"):
+        campaign = load_campaign(input_path)
+    return campaign, assemble_claims(campaign, baseline_policies=harness_baselines(protocol))
+
+
 def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
-                   max_tier: str | None = None, walk_above: str | None = None) -> AuditResult:
+                   max_tier: str | None = None, walk_above: str | None = None,
+                   claims_read: tuple[Campaign, list] | None = None) -> AuditResult:
     """Evaluate a campaign without writing anything (``max_tier``, ``walk_above``: see
-    evaluate_claims)."""
+    evaluate_claims; ``claims_read``: what :func:`read_claims` returned for the same input
+    and protocol, not read again)."""
     proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
     proto = proto.with_alpha(alpha)
-    campaign = load_campaign(input_path)
-    baselines = sorted({pol for spec in proto.checks.values()
-                        if spec.name in ("fixed_cadence_baseline", "deferral_baseline")
-                        for pol in spec["policies"]})
-    claims = assemble_claims(campaign, baseline_policies=baselines)
-    return AuditResult(protocol=proto, seed=int(seed), campaign=campaign,
-                       claims=evaluate_claims(campaign, claims, proto, seed=int(seed),
-                                              max_tier=max_tier, walk_above=walk_above))
+    campaign, claims = claims_read if claims_read is not None else read_claims(input_path,
+                                                                                proto)
+    with step(f"audit: checking {len(claims)} claim(s) against protocol {proto.name}"):
+        evaluated = evaluate_claims(campaign, claims, proto, seed=int(seed),
+                                    max_tier=max_tier, walk_above=walk_above)
+    return AuditResult(protocol=proto, seed=int(seed), campaign=campaign, claims=evaluated)

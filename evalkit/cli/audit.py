@@ -47,7 +47,7 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
 
 
 @click.command("gate")
-@click.argument("input_path", metavar="INPUT", type=click.Path())
+@click.argument("input_path", metavar="INPUT|AUDIT.json", type=click.Path())
 @click.option("--policy", required=True, help="the policy whose claim gates the build")
 @click.option("--regime", default=None, help="regime of the claim (needed if several)")
 @click.option("--tier", default="matched_budget", show_default=True,
@@ -69,15 +69,22 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
               help="--sequential: smallest gain (V units) of interest; futile when the "
               "confidence sequence's upper bound falls below it (default: the protocol's "
               "gain_significant.min_effect)")
+@click.option("--verbose", is_flag=True, default=False,
+              help="every check up to TIER with what it expected and found, the notes and "
+              "the excluded runs (default: a one-screen summary)")
 def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change, protocol,
-             alpha, seed, accept_vouched, sequential, min_effect):
+             alpha, seed, accept_vouched, sequential, min_effect, verbose):
     """Exit 0 when POLICY reaches TIER (and, with --baseline, no claim fell below the
     baseline's tier and the protocol's rules are the baseline's), 1 when it does not
     (underpowered included), 2 on bad input.
-    With --sequential: 4 when the e-process has not decided yet (run more seeds)."""
-    from evalkit.audit import audit_campaign
-    from evalkit.audit.gate import baseline_for, decide
+    With --sequential: 4 when the e-process has not decided yet (run more seeds).
+    INPUT is a runs directory or summary table (audited here), or the audit.json of
+    'evalkit audit' (or its --out directory) under the same rules and seed: read, not
+    audited again."""
+    from evalkit.audit.gate import baseline_for, decide, document_audit, is_audit_document
     from evalkit.audit.protocol import load_protocol
+    from evalkit.audit.result import audit_campaign, find_claim, read_claims
+    from evalkit.errors import InputError
     from evalkit.report.diff import load_audit
 
     proto = load_protocol(protocol).with_alpha(alpha).with_accept_vouched(accept_vouched)
@@ -88,10 +95,20 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     # walk would call a calibrated claim "not placement gain"); tiers above the required one
     # are evaluated only while the walk goes on, so a claim that stops below calibrated
     # never fits psi (nor imports isotonic regression)
-    result = audit_campaign(input_path, protocol=proto, seed=seed, walk_above=tier)
+    if is_audit_document(input_path):
+        if sequential:
+            raise InputError("--sequential decides from the runs' e-process, which an "
+                             "audit.json does not hold", file=str(input_path),
+                             column="--sequential", fix="gate the runs directory")
+        result = document_audit(load_audit(input_path), input_path, proto, seed)
+    else:
+        read = read_claims(input_path, proto)
+        find_claim(read[1], policy, regime)      # an unknown policy: exit 2 before the audit
+        result = audit_campaign(input_path, protocol=proto, seed=seed, walk_above=tier,
+                                claims_read=read)
     decision = decide(result, result.claim(policy, regime), proto, tier, base,
                       accept_protocol_change=accept_protocol_change, sequential=sequential,
-                      min_effect=min_effect)
+                      min_effect=min_effect, verbose=verbose)
     for line in decision.lines:
         click.echo(line)
     sys.exit(decision.exit_code)

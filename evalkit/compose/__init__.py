@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.audit.result import AuditResult, audit_campaign
+from evalkit.progress import step
 from evalkit.report.publish import publish
 from evalkit.report.render import render
 
@@ -18,8 +19,10 @@ def run_audit(input_path, out_dir, protocol=None, alpha=None, seed: int = 0) -> 
     """Audit ``input_path`` and publish report.html, report.md, audit.json and figures into
     ``out_dir`` atomically, leaving files evalkit did not write in place."""
     result = audit_campaign(input_path, protocol=protocol, alpha=alpha, seed=seed)
-    result.document = result.to_dict()
+    with step("audit: writing audit.json"):
+        result.document = result.to_dict()
     # built in a temporary directory beside out_dir, then swapped in (report/publish.py)
-    result.published = publish(Path(out_dir), render(result.document))
+    with step("report: drawing the figures and writing the report"):
+        result.published = publish(Path(out_dir), render(result.document))
     result.out_dir = Path(out_dir)
     return result

@@ -290,7 +290,7 @@ def test_summary_table_input_errors(tmp_path):
     (["does_not_exist", "--policy", "wa"], 2),
 ])
 def test_gate_exit_codes(campaigns, args, code):
-    res = CliRunner().invoke(cli, ["gate", str(campaigns / args[0]), *args[1:]])
+    res = CliRunner().invoke(cli, ["gate", str(campaigns / args[0]), *args[1:], "--verbose"])
     assert res.exit_code == code, res.output
     if code in (0, 1):
         assert ("gate PASS" if code == 0 else "gate FAIL") in res.output
