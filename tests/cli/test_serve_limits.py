@@ -1,6 +1,7 @@
 """`evalkit serve` under hostile or unlucky clients (loopback, tiny preset, CPU): the API key,
 bounded fan-out and sequences in flight, KV-pressure preemption, body limits enforced before
-reading, deeply nested JSON, disconnects that abort (streaming or not) with one log line."""
+reading, bytes in flight reserved as they arrive, deeply nested JSON, disconnects that abort
+(streaming or not) with one log line, a restart on a port in TIME-WAIT."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def _disconnect_lines(server) -> list:
 
 # -- auth ---------------------------------------------------------------------------------------
 
-def test_api_key_guards_the_openai_routes_only(server, client):
+def test_api_key_guards_the_openai_routes_and_every_body_route(server, client):
     assert [m.id for m in client.models.list()] == ["lim"]
     for key in ("wrong", ""):
         bad = openai.OpenAI(base_url=server.base_url + "/v1", api_key=key or "x", max_retries=0)
@@ -130,6 +131,9 @@ def test_api_key_guards_the_openai_routes_only(server, client):
     for path in ("/health", "/ping", "/metrics", "/version"):
         assert _get(server, path)[0] == 200, path           # probes need no key, as vLLM
     assert _get(server, "/v1/models")[0] == 401
+    for path in ("/tokenize", "/detokenize"):          # they read a body: keyed as /v1
+        code, _, body = _post(server, path, b'{"prompt": "x"}', {"Authorization": ""})
+        assert code == 401 and body["error"]["type"] == "Unauthorized", path
     # the admin route does not exist on evalkit serve, key or not
     code, _, body = _post(server, "/admin/reset", b"{}")
     assert code == 404 and body["error"]["code"] == 404
@@ -283,20 +287,19 @@ def test_a_chunked_body_over_the_limit_is_413(server):
 
 
 def test_bodies_in_flight_are_capped_by_bytes(server, client):
-    held = [_raw_request(server, _head("/v1/completions", 1_000_000), b'{"prompt": "')
-            for _ in range(2)]                        # 2 x 1e6 reserved of 2 MiB
+    """Bytes are reserved as they arrive: two bodies 900,000 bytes in hold 1.8 MB of the
+    2 MiB budget, a third that pushes past it is 429, small requests still fit."""
+    part = _tokenize_body(1_000_000)[:900_000]
+    held = [_raw_request(server, _head("/tokenize", 1_000_000), part) for _ in range(2)]
     try:
         time.sleep(0.5)
-        sock = _raw_request(server, _head("/v1/completions", 1_000_000), b'{"prompt": "')
+        sock = _raw_request(server, _head("/tokenize", 1_000_000), part[:400_000])
         try:
             status, headers, body = _read_response(sock)
         finally:
             sock.close()
         assert status == 429 and headers["retry-after"] == "1"
         assert "being read" in json.loads(body)["error"]["message"]
-        room = LIMITS["max_request_bytes_in_flight"] - 2 * 1_000_000
-        assert _post(server, "/tokenize", _tokenize_body(room))[0] == 200       # fills it
-        assert _post(server, "/tokenize", _tokenize_body(room + 1))[0] == 429   # one over
         small = client.completions.create(model="lim", prompt="x", max_tokens=1)  # still served
         assert small.choices
     finally:
@@ -311,6 +314,21 @@ def test_bodies_in_flight_are_capped_by_bytes(server, client):
         assert time.monotonic() < deadline, "abandoned bodies never released their bytes"
         time.sleep(0.2)
     assert status == 200 and out["count"] == 900_000
+
+
+def test_declared_lengths_reserve_nothing_until_the_bytes_arrive(server, client):
+    """Four clients declaring the largest body and sending one byte (issue 34, item 1) leave
+    the budget to everyone else."""
+    held = [_raw_request(server, _head(path, LIMITS["max_request_bytes"]), b"{")
+            for path in ("/v1/completions", "/v1/chat/completions", "/tokenize", "/tokenize")]
+    try:
+        time.sleep(0.3)
+        assert client.completions.create(model="lim", prompt="x", max_tokens=1).choices
+        status, _, out = _post(server, "/tokenize", _tokenize_body(LIMITS["max_request_bytes"]))
+        assert status == 200, out
+    finally:
+        for s in held:
+            s.close()
 
 
 def test_deeply_nested_json_is_400_not_500(server):
@@ -352,3 +370,30 @@ def test_a_disconnected_request_is_aborted_with_one_log_line(server, stream):
         assert aborted() == before + 1
         assert _wait(lambda: len(_disconnect_lines(server)) == lines + 1, 5)
     assert "Traceback" not in server.log_path.read_text()
+
+
+# -- restarts -------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_serve_restarts_at_once_on_a_port_in_time_wait(tmp_path):
+    from tests.support.sidecar_server import free_port
+    port = free_port()
+    first = start_server("r1", port=port, log_path=tmp_path / "first.log")
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        stop_server(first)                # the server closes the connection: TIME-WAIT
+    finally:
+        sock.close()
+    plain = socket.socket()               # the precondition: a bind without SO_REUSEADDR fails
+    with pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))
+    plain.close()
+    second = start_server("r2", port=port, log_path=tmp_path / "second.log", timeout_s=120)
+    try:
+        assert _get(second, "/health")[0] == 200
+    finally:
+        stop_server(second)
+    text = (tmp_path / "second.log").read_text()
+    assert "loading torch" in text and f"ready on http://127.0.0.1:{port}" in text

@@ -29,9 +29,10 @@ def free_port() -> int:
 
 
 def start_server(model: str = "tiny-test", *extra: str, timeout_s: float = 180.0,
-                 log_path=None) -> RunningServer:
-    """``log_path``: the server's stdout and stderr go to this file instead of a pipe."""
-    port = free_port()
+                 log_path=None, port: int | None = None) -> RunningServer:
+    """``log_path``: the server's stdout and stderr go to this file instead of a pipe;
+    ``port``: this one instead of a free one."""
+    port = port or free_port()
     cmd = [sys.executable, "-m", "evalkit.cli.main", "serve", "--preset", "tiny",
            "--device", "cpu", "--port", str(port), "--served-model-name", model,
            "--max-batch", "8", *extra]

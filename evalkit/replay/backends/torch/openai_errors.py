@@ -11,8 +11,10 @@ from __future__ import annotations
 
 # vLLM's error ``type`` per status (its ErrorInfo: message, type, param, code = the status)
 ERROR_TYPES = {400: "BadRequestError", 401: "Unauthorized", 404: "NotFoundError",
-               405: "MethodNotAllowed", 413: "RequestEntityTooLarge", 429: "TooManyRequests",
-               500: "InternalServerError", 503: "ServiceUnavailable"}
+               405: "MethodNotAllowed", 408: "RequestTimeout", 413: "RequestEntityTooLarge",
+               414: "RequestURITooLong", 429: "TooManyRequests",
+               431: "RequestHeaderFieldsTooLarge", 500: "InternalServerError",
+               501: "NotImplemented", 503: "ServiceUnavailable"}
 
 
 class APIError(Exception):

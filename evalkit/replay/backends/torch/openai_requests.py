@@ -14,7 +14,7 @@ from __future__ import annotations
 from .openai_errors import APIError, schema_error, unsupported, value_error
 from .openai_fields import check_ids, int_in, json_object, typed
 from .openai_prompts import chat_messages, completion_prompts, too_many_seqs
-from .openai_sampling import parse_sampling
+from .openai_sampling import MAX_STOP_BYTES, MAX_STOP_STRINGS, parse_sampling
 from .openai_types import GenerationRequest
 from .tokenizer import SidecarTokenizer
 
@@ -53,7 +53,8 @@ def _refuse_unsupported(body: dict, table: dict) -> None:
 
 def _common(body, kind: str, prompts: list, tok: SidecarTokenizer, *, model_name: str,
             max_model_len: int, max_tokens_key: tuple, default_max_tokens: int | None,
-            n: int, echo: tuple = ()) -> GenerationRequest:
+            n: int, echo: tuple = (), max_stop_strings: int = MAX_STOP_STRINGS,
+            max_stop_bytes: int = MAX_STOP_BYTES) -> GenerationRequest:
     for p in prompts:
         if not p:
             raise value_error("prompt" if kind == "completion" else "messages",
@@ -85,7 +86,8 @@ def _common(body, kind: str, prompts: list, tok: SidecarTokenizer, *, model_name
     continuous = bool(typed(opts, "continuous_usage_stats", bool, "a valid boolean", False))
     return GenerationRequest(kind=kind, model=model_name, prompts=prompts, n=n,
                              sampling=parse_sampling(body, max_tokens, prompts, max_model_len,
-                                                     kind),
+                                                     kind, max_stop_strings=max_stop_strings,
+                                                     max_stop_bytes=max_stop_bytes),
                              stream=stream, include_usage=include_usage, echo=echo,
                              continuous_usage=include_usage and continuous)
 
@@ -101,7 +103,8 @@ def _model_and_n(body: dict, model_name: str, max_n: int = 128) -> int:
 
 
 def parse_completion(body, tok: SidecarTokenizer, *, model_name: str, max_model_len: int,
-                     max_seqs: int | None = None) -> GenerationRequest:
+                     max_seqs: int | None = None, max_stop_strings: int = MAX_STOP_STRINGS,
+                     max_stop_bytes: int = MAX_STOP_BYTES) -> GenerationRequest:
     body = json_object(body)
     _refuse_unsupported(body, _REFUSED_COMMON)
     _refuse_unsupported(body, _REFUSED_COMPLETION)
@@ -126,11 +129,14 @@ def parse_completion(body, tok: SidecarTokenizer, *, model_name: str, max_model_
             texts = tuple(tok.decode(p) for p in prompts)
     return _common(body, "completion", prompts, tok, model_name=model_name,
                    max_model_len=max_model_len, max_tokens_key=("max_tokens",),
-                   default_max_tokens=16, n=n, echo=texts)
+                   default_max_tokens=16, n=n, echo=texts,
+                   max_stop_strings=max_stop_strings, max_stop_bytes=max_stop_bytes)
 
 
 def parse_chat(body, tok: SidecarTokenizer, *, model_name: str, max_model_len: int,
-               default_max_tokens: int, max_seqs: int | None = None) -> GenerationRequest:
+               default_max_tokens: int, max_seqs: int | None = None,
+               max_stop_strings: int = MAX_STOP_STRINGS,
+               max_stop_bytes: int = MAX_STOP_BYTES) -> GenerationRequest:
     body = json_object(body)
     _refuse_unsupported(body, _REFUSED_COMMON)
     _refuse_unsupported(body, _REFUSED_CHAT)
@@ -144,7 +150,8 @@ def parse_chat(body, tok: SidecarTokenizer, *, model_name: str, max_model_len: i
     return _common(body, "chat", prompts, tok, model_name=model_name,
                    max_model_len=max_model_len,
                    max_tokens_key=("max_completion_tokens", "max_tokens"),
-                   default_max_tokens=default_max_tokens, n=n)
+                   default_max_tokens=default_max_tokens, n=n,
+                   max_stop_strings=max_stop_strings, max_stop_bytes=max_stop_bytes)
 
 
 def tokenize_request(body, tok: SidecarTokenizer, *, model_name: str, max_model_len: int

@@ -3,7 +3,8 @@
 ``parse_sampling`` reads temperature, top-p/k, min-p, seed, penalties, stop strings and
 token ids, min tokens and logprobs into a :class:`~.openai_types.Sampling`, with vLLM's
 checks and wording (``temperature must be non-negative, got -1.0.``), and refuses a prompt
-plus ``max_tokens`` longer than the context.  Temperatures below 1e-5 sample greedily and
+plus ``max_tokens`` longer than the context, and stop strings beyond ``max_stop_strings`` or
+``max_stop_bytes``.  Temperatures below 1e-5 sample greedily and
 those below 1e-2 are raised to 1e-2, as in vLLM.
 """
 
@@ -20,6 +21,8 @@ MIN_TEMPERATURE = 1e-2            # vLLM raises smaller positive temperatures to
 
 
 MAX_LOGPROBS = 20                 # vLLM's default --max-logprobs
+MAX_STOP_STRINGS = 64             # stop strings per request (OpenAI takes 4; serve config)
+MAX_STOP_BYTES = 4096             # their UTF-8 bytes together (serve config)
 
 
 def _logprobs(body: dict, kind: str) -> int | None:
@@ -46,8 +49,31 @@ def _logprobs(body: dict, kind: str) -> int | None:
     return k
 
 
+def _stop_strings(body: dict, max_strings: int, max_bytes: int) -> list:
+    """``stop`` as a list of strings, within ``max_strings`` strings of ``max_bytes`` UTF-8
+    bytes together: each generated token is matched against them on the engine thread."""
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, list):
+        raise schema_error("stop", "must be a string or a list of strings")
+    if len(stop) > max_strings:
+        raise value_error("stop", f"stop has {len(stop)} strings; the server takes at most "
+                                  f"{max_strings} per request (max_stop_strings)")
+    if not all(isinstance(s, str) for s in stop):
+        raise schema_error("stop", "must be a string or a list of strings")
+    size = sum(len(s.encode("utf-8", "surrogatepass")) for s in stop)
+    if size > max_bytes:
+        raise value_error("stop", f"the stop strings are {size} bytes together; the server "
+                                  f"takes at most {max_bytes} (max_stop_bytes)")
+    return stop
+
+
 def parse_sampling(body: dict, max_tokens: int, prompts: list, max_model_len: int,
-                   kind: str) -> Sampling:
+                   kind: str, *, max_stop_strings: int = MAX_STOP_STRINGS,
+                   max_stop_bytes: int = MAX_STOP_BYTES) -> Sampling:
     logprobs = _logprobs(body, kind)
     temperature = number(body, "temperature", 1.0)
     if temperature < 0:
@@ -74,13 +100,7 @@ def parse_sampling(body: dict, max_tokens: int, prompts: list, max_model_len: in
     if rep <= 0:
         raise value_error("repetition_penalty",
                           f"repetition_penalty must be greater than zero, got {rep}.")
-    stop = body.get("stop")
-    if stop is None:
-        stop = []
-    elif isinstance(stop, str):
-        stop = [stop]
-    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
-        raise schema_error("stop", "must be a string or a list of strings")
+    stop = _stop_strings(body, max_stop_strings, max_stop_bytes)
     stop_ids = typed(body, "stop_token_ids", list, "a valid list", [])
     if not all(isinstance(t, int) and not isinstance(t, bool) for t in stop_ids):
         raise value_error("stop_token_ids",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,12 @@ class Sampling:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0 or self.top_k == 1
+
+    @cached_property
+    def stop_lookup(self) -> tuple:
+        """``(set of stop strings, their distinct lengths ascending)``: built once per
+        request, so matching a token costs a few set lookups whatever the number of strings."""
+        return frozenset(self.stop), tuple(sorted({len(s) for s in self.stop}))
 
 
 @dataclass

@@ -34,6 +34,7 @@ class Seq:
     stop_reason: object = None        # the stop string or stop token id that ended it
     text: str = ""
     sent: int = 0                     # characters of ``text`` already emitted
+    stop_checked: int = 0             # no stop string ends in text[:stop_checked]
     generator: object = None
     preemptions: int = 0
     ended: bool = False               # its one "done"/"error" item is out
@@ -46,6 +47,19 @@ class Seq:
         """What a prefill of this sequence feeds: the prompt, then (after a preemption)
         every token generated so far."""
         return self.prompt + self.out_ids
+
+
+def _first_stop(seq: Seq) -> tuple | None:
+    """The earliest stop string in the unreleased text that ends past ``stop_checked``, as
+    ``(start, string)``: only the new end positions are tried, each against the distinct stop
+    lengths, so a token costs (new characters x distinct lengths) set lookups."""
+    stops, lengths = seq.sampling.stop_lookup
+    text = seq.text
+    hits = [(end - n, text[end - n:end])
+            for end in range(max(seq.stop_checked, seq.sent) + 1, len(text) + 1)
+            for n in lengths if end - n >= seq.sent and text[end - n:end] in stops]
+    seq.stop_checked = len(text)
+    return min(hits) if hits else None
 
 
 def append_token(seq: Seq, tok: int, piece) -> str:
@@ -63,15 +77,15 @@ def append_token(seq: Seq, tok: int, piece) -> str:
     else:
         seq.text += piece(tok)
         if checking and sp.stop:
-            hits = [(i, s) for s in sp.stop if (i := seq.text.find(s, seq.sent)) >= 0]
-            if hits:
-                at, which = min(hits)
+            hit = _first_stop(seq)
+            if hit:
+                at, which = hit
                 seq.text = seq.text[:at + (len(which) if sp.include_stop_str_in_output
                                            else 0)]
                 seq.finished, seq.stop_reason = "stop", which
     if seq.finished is None and seq.generated >= seq.max_tokens:
         seq.finished = "length"
-    hold = 0 if seq.finished or not sp.stop else max(map(len, sp.stop)) - 1
+    hold = 0 if seq.finished or not sp.stop else sp.stop_lookup[1][-1] - 1
     end = max(seq.sent, len(seq.text) - hold)
     release, seq.sent = seq.text[seq.sent:end], end
     return release

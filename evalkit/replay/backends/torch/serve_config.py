@@ -14,6 +14,7 @@ from pathlib import Path
 from evalkit.config import read_config
 from evalkit.errors import InputError
 from evalkit.replay.backends.torch.models import resolve_config
+from evalkit.replay.backends.torch.openai_sampling import MAX_STOP_BYTES, MAX_STOP_STRINGS
 
 SERVE_DEFAULTS = {
     "model": "tiny",              # preset name or {preset = NAME, <config field> = value}
@@ -31,7 +32,16 @@ SERVE_DEFAULTS = {
     "max_request_bytes_in_flight": 64 * 2**20,  # bodies being read/parsed at once: 429 beyond
     "max_seqs_per_request": 256,  # prompts x n of one request: 400 beyond
     "max_seqs_in_flight": 4096,   # sequences queued or running: 429 with Retry-After beyond
+    "max_stop_strings": MAX_STOP_STRINGS,   # stop strings of one request: 400 beyond
+    "max_stop_bytes": MAX_STOP_BYTES,       # their UTF-8 bytes together: 400 beyond
+    "body_read_timeout_s": 30.0,  # a whole request body: 408 beyond, its bytes released
+    "body_idle_timeout_s": 10.0,  # the wait for a body's next bytes: 408 beyond
+    "idle_connection_timeout_s": 5.0,   # a connection without a whole request head: closed
+    "stream_write_timeout_s": 30.0,     # a streamed chunk the client does not take: aborted
 }
+TIMEOUT_KEYS = ("body_read_timeout_s", "body_idle_timeout_s", "idle_connection_timeout_s",
+                "stream_write_timeout_s")
+MAX_TIMEOUT_S = 86_400.0
 DTYPES = ("float32", "float16", "bfloat16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -42,6 +52,16 @@ def _int(cfg: dict, key: str, lo: int, where: str) -> int:
         raise InputError(f"{key} must be an integer >= {lo}, got {v!r}", file=where,
                          column=key, fix=f"set {key} to a whole number >= {lo}")
     return v
+
+
+def _seconds(cfg: dict, key: str, where: str) -> float:
+    v = cfg[key]
+    if (isinstance(v, bool) or not isinstance(v, (int, float))
+            or not 0 < v <= MAX_TIMEOUT_S):    # NaN fails the comparison too
+        raise InputError(f"{key} must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], "
+                         f"got {v!r}", file=where, column=key,
+                         fix=f"set {key} to e.g. {SERVE_DEFAULTS[key]}")
+    return float(v)
 
 
 def resolve_serve_config(raw: dict, *, where: str = "sidecar config") -> dict:
@@ -93,8 +113,10 @@ def resolve_serve_config(raw: dict, *, where: str = "sidecar config") -> dict:
         cfg["kv_cache_tokens"] = int(cfg["max_batch"]) * min(int(cfg["max_model_len"]), 2048)
     _int(cfg, "kv_cache_tokens", 1, where)
     for key in ("max_request_bytes", "max_request_bytes_in_flight", "max_seqs_per_request",
-                "max_seqs_in_flight"):
+                "max_seqs_in_flight", "max_stop_strings", "max_stop_bytes"):
         _int(cfg, key, 1, where)
+    for key in TIMEOUT_KEYS:
+        cfg[key] = _seconds(cfg, key, where)
     if cfg["max_request_bytes_in_flight"] < cfg["max_request_bytes"]:
         raise InputError("max_request_bytes_in_flight is below max_request_bytes: no body "
                          "of the largest allowed size could ever be read", file=where,

@@ -40,9 +40,11 @@ from evalkit.version import __version__
 from .engine import Seq
 from .openai_api import (APIError, chunk, detokenize_request, logprobs_block, parse_chat,
                          parse_completion, response, tokenize_request, usage)
+from .openai_sampling import MAX_STOP_BYTES, MAX_STOP_STRINGS
 
 MiB = 2**20
 PARSE_OFF_LOOP_BYTES = 64 * 1024     # smaller bodies are parsed inline (cheaper than a hop)
+_CLOSE = {"Connection": "close"}     # a body left half read: the connection cannot go on
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,12 @@ class Limits:
     max_request_bytes_in_flight: int = 64 * MiB
     max_seqs_per_request: int = 256
     max_seqs_in_flight: int = 4096
+    max_stop_strings: int = MAX_STOP_STRINGS
+    max_stop_bytes: int = MAX_STOP_BYTES
+    body_read_timeout_s: float = 30.0        # a whole body
+    body_idle_timeout_s: float = 10.0        # the wait for the next body bytes
+    idle_connection_timeout_s: float = 5.0   # a connection without a whole request head
+    stream_write_timeout_s: float = 30.0     # a streamed chunk the client does not take
     retry_after_s: int = 1
 
 
@@ -68,10 +76,10 @@ class ServerState:
         self.seqs = 0                        # sequences queued or running for HTTP clients
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="parse")
 
-    def busy(self, what: str) -> APIError:
+    def busy(self, what: str, close: bool = False) -> APIError:
         s = self.limits.retry_after_s
         return APIError(429, f"the server is at its limit of {what}; retry in {s} s",
-                        headers={"Retry-After": str(s)})
+                        headers={"Retry-After": str(s), **(_CLOSE if close else {})})
 
 
 STATE = None       # the web.AppKey, made on first use (aiohttp is imported lazily)
@@ -85,6 +93,13 @@ def _log_line(msg: str) -> None:
     print(f"sidecar: {msg}", file=sys.stderr, flush=True)
 
 
+KEYED_ROUTES = ("/tokenize", "/detokenize")     # beside /v1: every route that reads a body
+
+
+def _needs_key(path: str) -> bool:
+    return path.startswith("/v1") or path in KEYED_ROUTES
+
+
 def _bearer_ok(request, key: str) -> bool:
     got = request.headers.get("Authorization", "")
     return hmac.compare_digest(got.encode(), f"Bearer {key}".encode())
@@ -94,7 +109,10 @@ def _bearer_ok(request, key: str) -> bool:
 
 def _error_response(exc: APIError):
     from aiohttp import web
-    return web.json_response(exc.body(), status=exc.status, headers=exc.headers)
+    resp = web.json_response(exc.body(), status=exc.status, headers=exc.headers)
+    if exc.headers.get("Connection") == "close":
+        resp.force_close()
+    return resp
 
 
 def _middlewares():
@@ -104,8 +122,7 @@ def _middlewares():
     async def openai_errors(request, handler):
         try:
             st = _state(request)
-            if st.api_key and request.path.startswith("/v1") and not _bearer_ok(request,
-                                                                                 st.api_key):
+            if st.api_key and _needs_key(request.path) and not _bearer_ok(request, st.api_key):
                 raise APIError(401, "Unauthorized: send the API key as 'Authorization: "
                                     "Bearer <key>'")
             return await handler(request)
@@ -136,25 +153,52 @@ def _decode_json(raw: bytes):
         raise APIError(400, f"the request body is not valid JSON ({exc})") from None
 
 
+async def _read_body(request, reserved: list) -> bytes:
+    """The body, read chunk by chunk within ``max_request_bytes`` (413), the in-flight byte
+    budget (429; each chunk is reserved as it arrives and added to ``reserved[0]``, which the
+    caller releases), ``body_idle_timeout_s`` between chunks and ``body_read_timeout_s`` in
+    all (408)."""
+    st, lim = _state(request), _state(request).limits
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + lim.body_read_timeout_s
+    parts, size = [], 0
+    while True:
+        left = deadline - loop.time()
+        wait = min(left, lim.body_idle_timeout_s)
+        try:
+            async with asyncio.timeout(max(wait, 0)):
+                data = await request.content.readany()
+        except TimeoutError:
+            what = (f"within {lim.body_read_timeout_s:g} s (body_read_timeout_s)"
+                    if wait >= left else
+                    f"for {lim.body_idle_timeout_s:g} s (body_idle_timeout_s)")
+            raise APIError(408, f"the request body did not arrive {what}; "
+                                "send the whole body at once", headers=_CLOSE) from None
+        if not data:
+            return b"".join(parts)
+        size += len(data)
+        if size > lim.max_request_bytes:
+            raise APIError(413, f"the request body is over {lim.max_request_bytes} bytes "
+                                "(max_request_bytes)", headers=_CLOSE)
+        if st.body_bytes + len(data) > lim.max_request_bytes_in_flight:
+            raise st.busy(f"{lim.max_request_bytes_in_flight} request bytes being read "
+                          "(max_request_bytes_in_flight)", close=True)
+        st.body_bytes += len(data)
+        reserved[0] += len(data)
+        parts.append(data)
+
+
 async def _parsed_body(request, parse):
-    """Read the body within the byte limits and return ``parse(json)``, off the event loop
-    for large bodies."""
-    from aiohttp import web
+    """Read the body within the byte and time limits and return ``parse(json)``, off the
+    event loop for large bodies."""
     st, lim = _state(request), _state(request).limits
     length = request.content_length
     if length is not None and length > lim.max_request_bytes:
         raise APIError(413, f"the request body is {length} bytes; the server takes at most "
                             f"{lim.max_request_bytes} (max_request_bytes)")
-    reserve = lim.max_request_bytes if length is None else length
-    if st.body_bytes + reserve > lim.max_request_bytes_in_flight and st.body_bytes:
-        raise st.busy(f"{lim.max_request_bytes_in_flight} request bytes being read")
-    st.body_bytes += reserve
+    reserved = [0]
     try:
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise APIError(413, f"the request body is over {lim.max_request_bytes} bytes "
-                                "(max_request_bytes)") from None
+        raw = await _read_body(request, reserved)
 
         def work():
             return parse(_decode_json(raw))
@@ -162,7 +206,7 @@ async def _parsed_body(request, parse):
             return work()
         return await asyncio.get_running_loop().run_in_executor(st.pool, work)
     finally:
-        st.body_bytes -= reserve
+        st.body_bytes -= reserved[0]
 
 
 def _check_serving(st: ServerState) -> None:
@@ -188,14 +232,14 @@ async def _generate(request, kind: str):
     st = _state(request)
     _check_serving(st)
     lim = st.limits
+    common = dict(model_name=st.model_name, max_model_len=st.max_model_len,
+                  max_seqs=lim.max_seqs_per_request, max_stop_strings=lim.max_stop_strings,
+                  max_stop_bytes=lim.max_stop_bytes)
     if kind == "chat":
         req = await _parsed_body(request, lambda b: parse_chat(
-            b, st.tok, model_name=st.model_name, max_model_len=st.max_model_len,
-            default_max_tokens=st.default_max_tokens, max_seqs=lim.max_seqs_per_request))
+            b, st.tok, default_max_tokens=st.default_max_tokens, **common))
     else:
-        req = await _parsed_body(request, lambda b: parse_completion(
-            b, st.tok, model_name=st.model_name, max_model_len=st.max_model_len,
-            max_seqs=lim.max_seqs_per_request))
+        req = await _parsed_body(request, lambda b: parse_completion(b, st.tok, **common))
     n_seqs = len(req.prompts) * req.n
     if st.seqs + n_seqs > lim.max_seqs_in_flight:
         raise st.busy(f"{lim.max_seqs_in_flight} sequences in flight (max_seqs_in_flight)")
@@ -289,6 +333,18 @@ async def _collect(request, req, q, prompt_tokens, echo, ended):
 
 async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
     await resp.prepare(request)
+    timeout_s = _state(request).limits.stream_write_timeout_s
+
+    async def send(data: bytes):
+        """One write; a client that takes none of it for ``stream_write_timeout_s`` is gone."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await resp.write(data)
+        except TimeoutError:
+            if request.transport is not None:
+                request.transport.abort()
+            raise _Abandoned() from None
+
     generated = [0] * len(ended)
     offsets = [len(e) for e in echo]        # characters streamed per choice (text_offset)
 
@@ -296,30 +352,29 @@ async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
         return usage(prompt_tokens, sum(generated)) if req.continuous_usage else None
     for i in range(len(ended)):
         if req.kind == "chat":
-            await resp.write(_sse(chunk(req, i, "", first=True, use=so_far())))
+            await send(_sse(chunk(req, i, "", first=True, use=so_far())))
         elif echo[i]:
-            await resp.write(_sse(chunk(req, i, echo[i], use=so_far())))
+            await send(_sse(chunk(req, i, echo[i], use=so_far())))
     while not all(ended):
         item = await _next(request, q)
         if item[0] == "error":
-            await resp.write(_sse(_failure(item[1]).body()))
+            await send(_sse(_failure(item[1]).body()))
             break
         if item[0] == "token":
             _, _, i, text, lp = item
             generated[i] += 1
             block = None if lp is None else logprobs_block(req, [lp], offsets[i])
             offsets[i] += len(lp[0]) if lp is not None else 0
-            await resp.write(_sse(chunk(req, i, text, use=so_far(), logprobs=block)))
+            await send(_sse(chunk(req, i, text, use=so_far(), logprobs=block)))
         else:
             _, reason, i, why = item
             ended[i] = True
-            await resp.write(_sse(chunk(req, i, None if req.kind == "chat" else "", reason,
-                                        stop_reason=why, use=so_far())))
+            await send(_sse(chunk(req, i, None if req.kind == "chat" else "", reason,
+                                  stop_reason=why, use=so_far())))
     else:
         if req.include_usage:
-            await resp.write(_sse(chunk(req, None, None,
-                                        use=usage(prompt_tokens, sum(generated)))))
-    await resp.write(b"data: [DONE]\n\n")
+            await send(_sse(chunk(req, None, None, use=usage(prompt_tokens, sum(generated)))))
+    await send(b"data: [DONE]\n\n")
     return resp
 
 
@@ -429,3 +484,80 @@ def make_app(engine, model_name: str, *, max_model_len: int = 32768,
     if admin_key:
         app.router.add_post("/admin/reset", admin_reset)
     return app
+
+
+# -- serving ------------------------------------------------------------------------------------
+
+def _json_error_runner(app, **kwargs):
+    """An AppRunner whose connections answer a request aiohttp cannot parse (bad request line
+    or header, a head over its size limits, bad chunking) with an OpenAI error object instead
+    of aiohttp's text/plain page; the connection then closes."""
+    from http import HTTPStatus
+
+    from aiohttp import web
+    from aiohttp.web_protocol import RequestHandler
+
+    class JSONErrorHandler(RequestHandler):
+        def handle_error(self, request, status=500, exc=None, message=None):
+            if request.writer.output_size > 0:          # a response is under way: nothing to add
+                raise ConnectionError("response already started; cannot send the error")
+            try:
+                phrase = HTTPStatus(status).phrase
+            except ValueError:
+                phrase = "error"
+            detail = message or (str(exc) if exc else "") or phrase
+            _log_line(f"malformed request answered {status}: {' '.join(detail.split())[:200]}")
+            resp = _error_response(APIError(status, f"malformed HTTP request ({phrase}): "
+                                                    f"{detail}"))
+            resp.force_close()
+            return resp
+
+    class Server(web.Server):
+        def __call__(self):
+            return JSONErrorHandler(self, loop=self._loop, **self._kwargs)
+
+    class Runner(web.AppRunner):
+        async def _make_server(self):
+            plain = await super()._make_server()
+            return Server(plain.request_handler, request_factory=plain.request_factory,
+                          handler_cancellation=plain.handler_cancellation, loop=plain._loop,
+                          **plain._kwargs)
+
+    return Runner(app, **kwargs)
+
+
+async def start(app, host: str, port: int, *, handle_signals: bool = False):
+    """Listen on ``host:port`` (SO_REUSEADDR) and return the runner (``await
+    runner.cleanup()`` stops it).  A connection that has not sent a whole request head within
+    ``idle_connection_timeout_s`` (an idle keep-alive one too) is closed."""
+    from aiohttp import web
+    runner = _json_error_runner(app, handle_signals=handle_signals, access_log=None,
+                                handler_cancellation=True, shutdown_timeout=1.0,
+                                keepalive_timeout=app[STATE].limits.idle_connection_timeout_s)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, reuse_address=True).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+def run(app, *, host: str, port: int, handle_signals: bool = True, ready=None) -> None:
+    """Serve ``app`` until stopped (Ctrl-C / SIGTERM with ``handle_signals``); ``ready()`` is
+    called once the socket listens."""
+    from aiohttp import web
+
+    async def main():
+        runner = await start(app, host, port, handle_signals=handle_signals)
+        try:
+            if ready is not None:
+                ready()
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(main())
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass

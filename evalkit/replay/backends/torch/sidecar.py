@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from evalkit.errors import InputError
 from evalkit.replay.backends.torch.metrics import ServingMetrics
@@ -24,11 +25,13 @@ from evalkit.replay.backends.torch.procs import die_with_parent
 from evalkit.replay.backends.torch.serve_config import resolve_serve_config
 
 from .engine import Engine, Seq  # noqa: F401  (the sidecar's public names)
-from .server import Limits, make_app  # noqa: F401
+from .server import Limits, make_app, run  # noqa: F401
 
 ADMIN_KEY_ENV = "EVALKIT_SIDECAR_ADMIN_KEY"
 LIMIT_KEYS = ("max_request_bytes", "max_request_bytes_in_flight", "max_seqs_per_request",
-              "max_seqs_in_flight")
+              "max_seqs_in_flight", "max_stop_strings", "max_stop_bytes",
+              "body_read_timeout_s", "body_idle_timeout_s", "idle_connection_timeout_s",
+              "stream_write_timeout_s")
 
 
 def build_engine(cfg: dict) -> Engine:
@@ -49,10 +52,13 @@ def build_engine(cfg: dict) -> Engine:
 
 
 def port_free(host: str, port: int) -> str | None:
-    """None when ``host:port`` can be bound, else the reason."""
+    """None when ``host:port`` can be bound, else the reason.  With SO_REUSEADDR, as the
+    listening socket itself: a port whose old connections linger in TIME-WAIT is free (a
+    restart binds at once), one that another socket listens on is not."""
     import socket
     probe = socket.socket()
     try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind((host, port))
         return None
     except OSError as exc:
@@ -67,21 +73,30 @@ def serve(cfg: dict, *, host: str, port: int, handle_signals: bool = True,
 
     ``api_key``: the ``/v1`` routes need ``Authorization: Bearer <api_key>``; ``admin_key``:
     adds ``POST /admin/reset`` behind that bearer token."""
-    from aiohttp import web
+    t0 = time.monotonic()
+    status("loading torch and transformers ...")
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    status(f"building the {cfg['model'].get('preset')} model ({cfg['device']}, "
+           f"{cfg['dtype']}, seed {cfg['seed']}) and starting the engine ...")
     engine = build_engine(cfg)
     app = make_app(engine, cfg["model_name"], max_model_len=int(cfg["max_model_len"]),
                    default_max_tokens=int(cfg["default_max_tokens"]),
-                   limits=Limits(**{k: int(cfg[k]) for k in LIMIT_KEYS}),
+                   limits=Limits(**{k: cfg[k] for k in LIMIT_KEYS}),
                    api_key=api_key, admin_key=admin_key)
-    auth = ", API key required on /v1" if api_key else ""
-    print(f"sidecar: serving {cfg['model_name']} ({cfg['model'].get('preset')}, "
-          f"{cfg['device']}, {cfg['dtype']}) on http://{host}:{port}{auth}", flush=True)
+    auth = ", API key required" if api_key else ""
     try:
-        web.run_app(app, host=host, port=port, print=None, access_log=None,
-                    handle_signals=handle_signals, shutdown_timeout=1.0,
-                    handler_cancellation=True)
+        run(app, host=host, port=port, handle_signals=handle_signals,
+            ready=lambda: status(f"ready on http://{host}:{port} after "
+                                 f"{time.monotonic() - t0:.1f} s: serving {cfg['model_name']}"
+                                 f"{auth}"))
     finally:
         engine.stop.set()
+
+
+def status(msg: str) -> None:
+    """A start-up status line (stdout, flushed: start-up takes seconds)."""
+    print(f"sidecar: {msg}", flush=True)
 
 
 def main(argv=None) -> int:
