@@ -155,3 +155,92 @@ def test_evalkit_audit_of_a_campaign_whose_policy_is_mathtext(tmp_path):
     assert list((out / "figures").glob("*v_per_seed.png"))
     assert "\\$\\\\foo\\$" in (out / "report.md").read_text(encoding="utf-8")
     assert json.loads((out / "audit.json").read_text())["claims"][0]["policy"] == MATH
+
+
+# ---------------------------------------------------------------------------- Markdown
+
+markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py (dev extra) renders "
+                                                        "report.md")
+PAYLOAD = ("![px](https://e.example/p.png) [click](https://e.example) <b>raw</b> "
+           "&amp; `code` **bold**\n# heading\n- item | cell |")
+
+
+@pytest.fixture(scope="module")
+def forged_base():
+    """A real audit document of the small bursty campaign and its figures (drawn once)."""
+    from evalkit.compose import run_audit
+    from tests.conftest import REPO
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_audit(REPO / "fixtures" / "campaigns" / "sim_bursty", Path(tmp) / "out", seed=3)
+        doc = json.loads((Path(tmp) / "out" / "audit.json").read_text())
+    return doc, build_figures(doc)
+
+
+def _html_of(markdown: str) -> str:
+    return markdown_it.MarkdownIt("commonmark").enable("table").render(markdown)
+
+
+def _live(html_text: str) -> dict:
+    """What the rendered Markdown holds beyond text: links, images, raw HTML, headings."""
+    return {"links": html_text.count("<a "), "images": html_text.count("<img"),
+            "raw": html_text.count("<b>"), "code": html_text.count("<code>"),
+            "headings": len(re.findall(r"<h[1-6]", html_text)),
+            "strong": html_text.count("<strong>"), "cells": html_text.count("<td")}
+
+
+def _set(doc: dict, path: tuple, value) -> dict:
+    forged = copy.deepcopy(doc)
+    node = forged
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return forged
+
+
+def _leaf_paths(node, path=()):
+    """The path of every scalar of the document (the first item of each list; no figure
+    data, which only figures draw)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key != "figure_data":
+                yield from _leaf_paths(value, path + (key,))
+    elif isinstance(node, list):
+        if node:
+            yield from _leaf_paths(node[0], path + (0,))
+    else:
+        yield path
+
+
+@pytest.mark.parametrize("path", [("protocol", "version"), ("input", "n_runs"),
+                                  ("evalkit_version",), ("protocol", "sha256"),
+                                  ("protocol", "multiplicity"), ("alternative",)])
+def test_a_forged_field_cannot_add_markdown(forged_base, path):
+    """The reported fields (protocol.version and input.n_runs went into report.md raw)."""
+    doc, figures = forged_base
+    clean = _live(_html_of(render_md(doc, figures)))
+    markdown = render_md(_set(doc, path, PAYLOAD), figures)
+    assert _live(_html_of(markdown)) == clean
+    assert "\\!\\[px" in markdown                    # printed, as its characters
+
+
+@pytest.mark.slow
+def test_no_field_of_a_forged_document_adds_markdown(forged_base):
+    """Every scalar of the document in turn replaced by the payload: report.md renders it as
+    text or refuses the document; a field the report does not print changes nothing."""
+    doc, figures = forged_base
+    clean = _live(_html_of(render_md(doc, figures)))
+    shown, leaks = 0, []
+    for path in _leaf_paths(doc):
+        try:
+            markdown = render_md(_set(doc, path, PAYLOAD), figures)
+        except Exception:  # noqa: BLE001 - a shape the report cannot use: not this test's case
+            continue
+        shown += "e.example/p.png" in markdown
+        if _live(_html_of(markdown)) != clean:
+            leaks.append(path)
+    assert not leaks
+    assert shown >= 20               # the sweep reached the fields report.md prints
