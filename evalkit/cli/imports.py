@@ -23,6 +23,12 @@ class _RoleChoice(click.Choice):
         pass
 
 
+_REPLACE_OPTION = click.option(
+    "--replace", is_flag=True, default=False,
+    help="Replace a run of the same id already in --out: it is moved aside as "
+         ".<id>.replaced-<time>, never deleted.  Without it an existing run is an error.")
+
+
 def _run_options(fn):
     """The run.json options every importer takes: role, SLOs, merge window and corridor."""
     options = [
@@ -43,6 +49,7 @@ def _run_options(fn):
         click.option("--horizon", "horizon_s", type=float, default=None,
                      help="End of the observed span, s (default: last request end)."),
         click.option("--oracle/--no-oracle", default=False, show_default=True),
+        _REPLACE_OPTION,
     ]
     for option in reversed(options):       # decorators apply bottom-up: keep the listed order
         fn = option(fn)
@@ -118,11 +125,12 @@ def guidellm_cmd(report, runs_dir, benchmarks, **kwargs):
 @click.argument("summary", type=click.Path(dir_okay=False))
 @click.option("--out", "runs_dir", required=True, type=click.Path(file_okay=False),
               help="Run store to write the runs into.")
-def table_cmd(summary, runs_dir):
+@_REPLACE_OPTION
+def table_cmd(summary, runs_dir, replace):
     """Write a per-run SUMMARY table (CSV/Parquet) as runs with synthesised requests."""
     from evalkit.interop.summary_table import import_summary_table
 
-    paths = import_summary_table(summary, runs_dir)
+    paths = import_summary_table(summary, runs_dir, replace=replace)
     click.echo(f"wrote {len(paths)} runs to {runs_dir} (requests synthesised from the table)")
 
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from evalkit.errors import InputError
+from evalkit.runlog.io import (check_run_id, move_run_aside, read_meta, run_link_trouble,
+                               write_run)
 from evalkit.runlog.schema import Slo, identity_problems, role_problem, run_id
+
+REPLACE_FLAG = "--replace"
 
 
 def check_identity(role: str, draw, matched_to, *, where: str) -> None:
@@ -57,3 +64,63 @@ def default_run_id(regime: str, policy: str, role: str, seed: int, draw,
     """``regime-policy[-role][-matched_to]-sSEED[-dDRAW]`` (:func:`evalkit.runlog.schema.
     run_id`): unique over the campaign matrix."""
     return run_id(regime, policy, seed, draw, sep="-", role=role, matched_to=matched_to)
+
+
+def _existing(target: Path) -> str:
+    """What is at ``target``, in words, for the error that refuses to replace it."""
+    try:
+        meta = read_meta(target)
+    except InputError:
+        return "a directory that is not a readable run"
+    backend = meta.get("backend")
+    if backend == "import":
+        return f"a run imported earlier (policy {meta.get('policy')!r}, seed {meta.get('seed')})"
+    return (f"a run written by evalkit sweep/replay (backend {backend!r}, policy "
+            f"{meta.get('policy')!r}, seed {meta.get('seed')})")
+
+
+def check_targets(runs_dir, run_ids: list[str], *, replace: bool, where: str) -> None:
+    """Before anything is written: every run id names a directory the store allows
+    (reserved names refused), no two are alike, and none exists unless ``replace`` -- an
+    import never replaces a run the user did not name with ``--replace``."""
+    runs_dir = Path(runs_dir)
+    seen = set()
+    for rid in run_ids:
+        check_run_id(rid)
+        if rid in seen:
+            raise InputError(f"two imported runs would both be {rid}", file=where,
+                             column="run_id", fix="import them under different --regime, "
+                                                  "--seed or --run-id")
+        seen.add(rid)
+        target = runs_dir / rid
+        if not os.path.lexists(target):
+            continue
+        link = run_link_trouble(runs_dir, target)
+        if target.is_symlink() or link is not None or not target.is_dir():
+            raise InputError(f"{rid} already exists in the runs directory and is not a run "
+                             "directory (a file or symbolic link): an import never replaces "
+                             "it", file=str(target), column="run_id",
+                             fix="move it away yourself, or import under another --run-id, "
+                                 "--seed or --out")
+        if not replace:
+            raise InputError(f"run {rid} already exists ({_existing(target)}): an import never "
+                             "replaces a run", file=str(target), column=REPLACE_FLAG,
+                             fix=f"pass {REPLACE_FLAG} to move the existing run aside (kept as "
+                                 f".{rid}.replaced-<time>, never deleted), or import under "
+                                 "another --run-id, --seed or --out")
+
+
+def publish_import(runs_dir, meta: dict, requests, merges, *, replace: bool) -> Path:
+    """Write one imported run; with ``replace``, an existing run of its id is moved aside
+    first (:func:`check_targets` has refused everything else)."""
+    target = Path(runs_dir) / meta["run_id"]
+    if not (replace and os.path.lexists(target) and target.is_dir()
+            and not target.is_symlink()):
+        return write_run(runs_dir, meta, requests, merges)
+    kept = move_run_aside(target, "replaced")
+    try:
+        return write_run(runs_dir, meta, requests, merges)
+    except BaseException:
+        if not os.path.lexists(target):     # the new run never landed: the old one returns
+            kept.rename(target)
+        raise

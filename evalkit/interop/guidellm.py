@@ -40,14 +40,14 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.interop._meta import check_identity, check_slo, default_run_id, import_meta
+from evalkit.interop._meta import (check_identity, check_slo, check_targets, default_run_id,
+                                   import_meta, publish_import)
 from evalkit.interop.merge_spans import (CLOCK_FLAG, Span, clock_hint, describe_outside,
                                          describe_spans, outside_every_span)
 from evalkit.jsonio import loads_json
 from evalkit.interop.vllm_bench import _load_json, _trace_identity, read_merge_windows
 from evalkit.limits import finite
 from evalkit.runlog.metrics import observed_span, windows_observed
-from evalkit.runlog.io import write_run
 
 STATUSES = ("successful", "errored", "incomplete")
 OUTPUT_FLAG = "--output kind=json,path=benchmarks.json"
@@ -309,7 +309,7 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
                     max_gap_s: float | None = None, horizon_s: float | None = None,
                     oracle: bool = False, benchmarks: list[int] | None = None,
                     incomplete: str = "drop", trace_name: str | None = None,
-                    warn=None) -> list[Path]:
+                    warn=None, replace: bool = False) -> list[Path]:
     """Write one run per selected benchmark; returns the run directories.
 
     Merge windows (``merges``): ``merge_clock="absolute"`` gives them in Unix seconds (the
@@ -318,7 +318,8 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
     benchmark selected.  Windows outside every selected benchmark's span are named (in the
     runs' notes and through ``warn(text)``); when all are outside, or a merging run would get
     K = 0, nothing is written and the error names ``--merge-clock``.  Everything is checked
-    before anything is written.
+    before anything is written, including that no run of the same id exists (unless
+    ``replace``: each is then moved aside as ``.<id>.replaced-*``, never deleted).
     """
     report = Path(report)
     check_identity(role, draw, matched_to, where=str(report))
@@ -408,7 +409,7 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
                                  fix="pass --merge-duration SECONDS")
             d = float(np.median(m["end_s"] - m["start_s"]))
         planned.append((b, m, h, d))
-    written = []
+    metas = []
     for b, m, h, d in planned:
         reg = regime or "guidellm"
         if regime is None or len(planned) > 1:
@@ -436,5 +437,7 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
                                     "incomplete": incomplete, "merge_clock": merge_clock},
                       "effective": effective},
             rng_seeds={"seed": int(seed)}, notes=notes)
-        written.append(write_run(runs_dir, meta, b.requests, m))
-    return written
+        metas.append((meta, b.requests, m))
+    check_targets(runs_dir, [meta["run_id"] for meta, _, _ in metas], replace=replace,
+                  where=str(report))
+    return [publish_import(runs_dir, meta, req, m, replace=replace) for meta, req, m in metas]

@@ -35,8 +35,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.interop._meta import default_run_id, import_meta
-from evalkit.runlog.io import write_run
+from evalkit.interop._meta import check_targets, default_run_id, import_meta, publish_import
 from evalkit.runlog.table import SYNTH_NOTE, read_summary_table
 
 SLO_S = 1.0
@@ -173,9 +172,14 @@ def _run(path, sha, run_id, rec, role, regime, seed, draw, matched_to, n, violat
     return meta, requests, merges
 
 
-def import_summary_table(path: str | os.PathLike, runs_dir: str | os.PathLike) -> list[Path]:
+def import_summary_table(path: str | os.PathLike, runs_dir: str | os.PathLike, *,
+                         replace: bool = False) -> list[Path]:
     """Write one run per table row (plus implied no-sync baselines); return the directories.
 
-    The whole table is checked before the first run is written."""
+    The whole table is checked before the first run is written, including that none of its
+    runs exists already (unless ``replace``: each is moved aside, never deleted)."""
     planned = plan_runs(path)
-    return [write_run(runs_dir, meta, req, mer) for meta, req, mer in planned]
+    check_targets(runs_dir, [meta["run_id"] for meta, _, _ in planned], replace=replace,
+                  where=str(path))
+    return [publish_import(runs_dir, meta, req, mer, replace=replace)
+            for meta, req, mer in planned]

@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.interop._meta import check_identity, check_slo, default_run_id, import_meta
-from evalkit.runlog.io import write_run
+from evalkit.interop._meta import (check_identity, check_slo, check_targets, default_run_id,
+                                   import_meta, publish_import)
 from evalkit.fileread import check_regular
 from evalkit.jsonio import read_json
 from evalkit.limits import MAX_IMPORT_JSON_BYTES
@@ -245,8 +245,11 @@ def import_vllm_bench(result_json, runs_dir, *, policy: str, seed: int,
                       min_gap_s: float | None = None, max_gap_s: float | None = None,
                       horizon_s: float | None = None, oracle: bool = False,
                       merge_clock: str = "relative", run_id: str | None = None,
-                      trace_name: str | None = None) -> Path:
-    """Write one run (backend ``import``) from a vLLM detailed result; return its directory."""
+                      trace_name: str | None = None, replace: bool = False) -> Path:
+    """Write one run (backend ``import``) from a vLLM detailed result; return its directory.
+
+    An existing run of the same id is an InputError unless ``replace`` (then it is moved
+    aside as ``.<id>.replaced-*``, never deleted)."""
     result_json = Path(result_json)
     check_identity(role, draw, matched_to, where=str(result_json))
     slo = check_slo(slo_e2e_s, slo_ttft_s, slo_tpot_s, where=str(result_json))
@@ -300,4 +303,5 @@ def import_vllm_bench(result_json, runs_dir, *, policy: str, seed: int,
         merge_duration_s=merge_duration_s, horizon_s=horizon_s, corridor=corridor,
         oracle=oracle, settings={"requested": requested, "effective": effective},
         rng_seeds={"seed": int(seed)}, notes=notes)
-    return write_run(runs_dir, meta, requests, merges_df)
+    check_targets(runs_dir, [run_id], replace=replace, where=str(result_json))
+    return publish_import(runs_dir, meta, requests, merges_df, replace=replace)

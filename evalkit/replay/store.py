@@ -10,10 +10,8 @@ does all this is :mod:`evalkit.replay.storelock` (re-exported here).
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from evalkit.replay.job import job_fingerprint
 from evalkit.replay.storelock import (StoreLock, break_locks,  # noqa: F401 - re-exported
                                       current_holders)
 from evalkit.runlog.io import (LINK_FIX, EnvironmentFailure, UnreadableRun, leftover_kind,
-                                read_meta, run_link_trouble)
+                                move_run_aside, read_meta, run_link_trouble)
 from evalkit.runlog.validate import map_ordered, validate_run
 
 
@@ -90,11 +88,7 @@ def clean_leftovers(runs_dir: Path, run_ids) -> list[str]:
 
 def move_aside(run_dir: Path) -> Path:
     """Rename a damaged run to ``.<id>.damaged-<UTC time>-<hex>`` (hidden: never read)."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    dest = run_dir.parent / f".{run_dir.name}.damaged-{stamp}-{uuid.uuid4().hex[:4]}"
-    run_dir.rename(dest)
-    fsync_dir(run_dir.parent)
-    return dest
+    return move_run_aside(run_dir, "damaged")
 
 
 def _first_line(text: str, limit: int = 200) -> str:

@@ -380,9 +380,20 @@ class RunListing:
     leftovers: list[Path] = field(default_factory=list)
 
 
-LEFTOVER_TAGS = (".tmp-", ".old-", ".damaged-")
+LEFTOVER_TAGS = (".tmp-", ".old-", ".damaged-", ".replaced-")
 LINK_FIX = ("make it a real directory, or a symbolic link to a directory inside the runs "
             "directory (a hidden one such as .pool/<run> is not listed twice), or remove it")
+
+
+def move_run_aside(run_dir: str | os.PathLike, tag: str) -> Path:
+    """Rename a run to ``.<id>.<tag>-<UTC time>-<hex>`` (hidden: never read, never deleted);
+    ``tag``: ``damaged`` (a sweep redoes it) or ``replaced`` (an import asked to replace it)."""
+    run_dir = Path(run_dir)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    dest = run_dir.parent / f".{run_dir.name}.{tag}-{stamp}-{uuid.uuid4().hex[:4]}"
+    run_dir.rename(dest)
+    fsync_dir(run_dir.parent)
+    return dest
 
 
 def leftover_kind(name: str) -> tuple[str, str] | None:

@@ -71,6 +71,13 @@ def _leftover_problem(path: Path) -> Problem:
                        f"a damaged copy of run {run_id}, moved aside when the sweep re-ran it; "
                        "ignored", "inspect it if you wish, then delete it",
                        severity="warning", kind="layout")
+    if tag == "replaced":
+        return Problem(path.name, str(path), None,
+                       f"an earlier copy of run {run_id}, moved aside when an import replaced "
+                       "it (--replace); ignored",
+                       f"inspect it if you wish, then delete it; to bring it back: mv "
+                       f"{run_id} .{run_id}.unwanted && mv {path.name} {run_id} "
+                       f"(in {path.parent})", severity="warning", kind="layout")
     try:
         landed = target.exists()
     except OSError:
