@@ -89,8 +89,20 @@ def write_plan_once(plan: dict, path) -> tuple[dict, bool]:
 def load_plan(path) -> dict:
     """Read and check a plan file; InputError names the file and what is wrong."""
     path = Path(path)
-    doc = read_json(path, limit=MAX_PLAN_BYTES, what="the plan", nonfinite=True,  # json.dumps
-                    fix="restore the plan.json the sweep wrote; never edit it")
+    try:
+        doc = read_json(path, limit=MAX_PLAN_BYTES, what="the plan", nonfinite=True,  # json.dumps
+                        fix="restore the plan.json the sweep wrote; never edit it")
+    except InputError as exc:
+        displaced = sorted(path.parent.glob(f".{path.name}.old-*"))
+        if not displaced:
+            raise
+        # a run directory once took the plan's name (before run ids were checked against the
+        # store's reserved names) and moved the plan aside under this hidden name
+        keep = displaced[-1].name
+        raise InputError(f"cannot read the plan: {exc.message}", file=exc.file, fix=(
+            f"the frozen plan was moved aside as {keep} (in {path.parent}): move whatever now "
+            f"holds {path.name} elsewhere, then restore the plan: mv {keep} {path.name}")
+        ) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         schema = doc.get("schema") if isinstance(doc, dict) else None
         raise InputError(f"not an evalkit plan (schema {schema!r})",

@@ -147,3 +147,17 @@ def test_table_import_never_replaces(tmp_path):
     assert res.exit_code == 0, res.output
     assert len([p for p in runs.iterdir() if ".replaced-" in p.name]) == len(before)
     assert json.loads((runs / before[0] / "run.json").read_text())["backend"] == "import"
+
+
+def test_a_displaced_plan_is_named_with_how_to_restore_it(tmp_path):
+    """A store damaged before reserved names were refused: plan.json is a run directory and
+    the frozen plan lies in .plan.json.old-*; reading the plan names that file and the mv."""
+    camp = write_campaign(tmp_path)
+    runs = tmp_path / "runs"
+    (runs / "plan.json").mkdir(parents=True)
+    (runs / ".plan.json.old-1a2b3c4d").write_text("{}")
+    res = _invoke(["sweep", camp, "--out", runs, "--check"])
+    assert res.exit_code == 2, res.output
+    assert "cannot read the plan" in res.output
+    assert "moved aside as .plan.json.old-1a2b3c4d" in res.output
+    assert "mv .plan.json.old-1a2b3c4d plan.json" in res.output
