@@ -88,10 +88,13 @@ def check_lines(claim, tier: str, protocol) -> list[str]:
     return out
 
 
+ADD_LINES = "add to the campaign file, then sweep again:"
+
+
 def campaign_lines(check) -> list[str]:
     """The campaign-file lines that would add the runs a not-evaluable check is missing."""
     toml = (check.values or {}).get("campaign_toml") if check.blocking else None
-    return ["add to the campaign file, then sweep again:", *toml.splitlines()] if toml else []
+    return [ADD_LINES, *toml.splitlines()] if toml else []
 
 
 def summary_lines(claim, tier: str, protocol, max_checks: int = SUMMARY_CHECKS) -> list[str]:
@@ -99,23 +102,22 @@ def summary_lines(claim, tier: str, protocol, max_checks: int = SUMMARY_CHECKS) 
     the fix, then the campaign lines a not-evaluable one needs; and what --verbose adds."""
     decisive = _decisive(claim, tier, protocol)
     blocking = [c for c in decisive if c.blocking]
-    out = []
+    out, tables = [], []
     for check in blocking[:max_checks]:
         line = f"  [{_state(check)}] {check.tier}/{check.name}: {check.found}"
-        if check.recommendation:
+        table = tuple(campaign_lines(check)[1:])
+        if check.recommendation and not table:       # the campaign lines below are its fix
             line += f"; fix: {check.recommendation}"
         out.append(line)
+        if table and table not in tables:
+            tables.append(table)
     if len(blocking) > max_checks:
         out.append(f"  (+{len(blocking) - max_checks} more blocking checks)")
-    shown = set()
-    for check in blocking:
-        lines = campaign_lines(check)
-        if lines and lines[1:] and tuple(lines[1:]) not in shown:
-            shown.add(tuple(lines[1:]))
-            out += [f"  {line}" for line in lines]
+    if tables:
+        out += [f"  {ADD_LINES}", *(f"    {x}" for t in tables for x in t)]
     passed = sum(1 for c in decisive if c.passed)
     out.append(f"  checks up to {tier}: {passed} passed, {len(blocking)} blocking, "
-               f"{len(decisive) - passed - len(blocking)} not evaluable and not blocking")
+               f"{len(decisive) - passed - len(blocking)} not evaluable and not blocking; ")
     return out
 
 
@@ -202,9 +204,8 @@ def decide(result, claim, protocol, tier: str, baseline: Baseline | None = None,
         lines += check_lines(claim, tier, protocol)
     else:
         lines += summary_lines(claim, tier, protocol)
-        lines.append(f"  {len(claim.notes)} note(s), {len(result.campaign.excluded)} "
-                     "excluded run(s); --verbose: each check's expected and found, the notes "
-                     "and the excluded runs")
+        lines[-1] += (f"{len(claim.notes)} note(s), {len(result.campaign.excluded)} "
+                      "excluded run(s) (--verbose)")
     drops: list[str] = []
     if baseline is not None:
         drops = tier_drops(baseline.audit, {(c.regime, c.policy): c.tier

@@ -2,9 +2,12 @@
 
 Tier rule (documented in ``protocols/diloco-slo.toml``): walk the tiers in order; a tier is
 *passed* when none of its checks blocks and at least one was evaluated, *not evaluable* when
-none of its checks could be evaluated, else *failed*.  A passed tier raises the tier reached;
-a not-evaluable tier with ``skip_if_not_evaluable`` (the mechanism tiers: harness, sidecar
-transfer) is stepped over; anything else stops the walk, and its blocking checks are the
+none of its checks could be evaluated, *missing runs* (not evaluable, never "failed") when
+every check that blocks it lacks runs the campaign did not plan (a harness baseline: the
+check names the campaign lines that add them), else *failed*.  A passed tier raises the tier
+reached; a not-evaluable tier with ``skip_if_not_evaluable`` (the mechanism tiers: harness,
+sidecar transfer, when the campaign has no harness or no real runs) is stepped over;
+anything else, missing runs included, stops the walk, and its blocking checks are the
 one-line reason the claim stops there.  A tier the walk never evaluated is *not run*.
 
 The functions take tiers as :class:`~evalkit.audit.protocol.TierSpec` objects or as the
@@ -16,9 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evalkit.audit.checks.core import names_runs_to_add
 from evalkit.errors import InputError
 
 PASSED, FAILED, NOT_EVALUABLE = "passed", "failed", "not_evaluable"
+MISSING_RUNS = "missing_runs"    # not evaluable for want of runs to add; the walk stops
 SKIPPED, NOT_RUN = "skipped", "not_run"          # ladder states only
 SUPPORTED, NOT_SUPPORTED, UNDERPOWERED = "supported", "not supported", "underpowered"
 FLOOR_TIER = "matched_budget"
@@ -34,9 +39,13 @@ def _skippable(tier) -> bool:
 
 
 def tier_state(checks) -> str:
-    """passed / failed / not_evaluable for the checks of one tier."""
-    if any(c.blocking for c in checks if c.evaluable) or (
-            any(c.blocking for c in checks) and any(c.evaluable for c in checks)):
+    """passed / failed / missing_runs / not_evaluable for the checks of one tier."""
+    blocking = [c for c in checks if c.blocking]
+    if any(c.evaluable for c in blocking):
+        return FAILED
+    if blocking and all(names_runs_to_add(c) for c in blocking):
+        return MISSING_RUNS
+    if blocking and any(c.evaluable for c in checks):
         return FAILED
     if not any(c.evaluable for c in checks):
         return NOT_EVALUABLE
@@ -73,7 +82,8 @@ def stop_reason(tiers, status: dict, checks) -> str:
         return "every tier of the protocol is supported"
     name = _name(tiers[stop])
     blockers = [c for c in checks if c.tier == name and c.blocking]
-    what = "failed" if status.get(name) == FAILED else "not evaluable"
+    what = {FAILED: "failed", MISSING_RUNS: "not evaluable: the campaign has no runs of "
+            "what it needs"}.get(status.get(name), "not evaluable")
     reason = f"stops before {name} ({what})"
     if blockers:
         reason += f": {blockers[0].name}: {blockers[0].found}"

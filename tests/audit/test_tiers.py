@@ -187,3 +187,45 @@ def test_gate_fills_the_tiers_above_a_cut_walk_and_fails_below_the_required_tier
     assert [claim.tier_status[t] for t in ("placement_gain", "calibrated", "deployable")] == [
         "not_run"] * 3
     assert claim.tier_status["matched_budget"] == "failed"
+
+
+# ------------------------------------------------------ missing runs: not evaluable, not failed
+
+def _missing(name, tier):
+    return C.Check(name, tier, None, False, "e", f"no runs of {name}", "add them", True,
+                   values={"campaign_toml": f'[[policies]]\nname = "{name}"\ndraws = 0'})
+
+
+def test_a_tier_whose_blockers_only_lack_runs_is_missing_runs_and_stops_the_walk():
+    """The campaign never planned the harness baselines: the harness tier is not evaluable
+    (missing runs), never "failed", and unlike a tier the campaign cannot test at all it is
+    not stepped over: the claim reaches no tier, as when it was reported failed."""
+    tiers = [_spec("harness", True), _spec("matched_budget")]
+    checks = [_missing("fixed_cadence_baseline", "harness"),
+              _missing("deferral_baseline", "harness"),
+              _check("gain_significant", "matched_budget", True)]
+    assert T.tier_state(checks[:2]) == T.MISSING_RUNS
+    # one baseline present, one never planned: still not evaluable, not failed
+    assert T.tier_state([_check("fixed_cadence_baseline", "harness", True),
+                         checks[1]]) == T.MISSING_RUNS
+    status = {"harness": T.MISSING_RUNS, "matched_budget": T.PASSED}
+    assert not T.goes_on(T.MISSING_RUNS, tiers[0])
+    assert T.reached_tier(tiers, status) is None
+    assert [r.state for r in T.ladder(tiers, status, None)] == [T.NOT_EVALUABLE, T.PASSED]
+    assert T.stop_point(tiers, status, checks) == {
+        "tier": "harness", "state": T.NOT_EVALUABLE,
+        "checks": ["fixed_cadence_baseline", "deferral_baseline"]}
+    reason = T.stop_reason(tiers, status, checks)
+    assert reason.startswith("stops before harness (not evaluable: the campaign has no runs")
+    assert "failed" not in reason
+
+
+def test_a_real_failure_beside_missing_runs_is_failed_and_no_runs_at_all_is_still_skipped():
+    missing = _missing("deferral_baseline", "harness")
+    assert T.tier_state([_check("fixed_cadence_baseline", "harness", False),
+                         missing]) == T.FAILED
+    # no harness runs at all: the tier does not apply (no campaign lines), stepped over
+    absent = C.Check("fixed_cadence_baseline", "harness", None, False, "e", "no sim runs",
+                     "", True)
+    assert T.tier_state([absent]) == T.NOT_EVALUABLE
+    assert T.goes_on(T.NOT_EVALUABLE, _spec("harness", True))

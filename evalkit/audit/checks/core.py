@@ -90,9 +90,37 @@ def derived_status(passed: bool | None, evaluable: bool, vouched: bool,
     return failure or Status.FAILED
 
 
-def not_evaluable(expected: str, found: str, recommendation: str = "") -> Outcome:
+def not_evaluable(expected: str, found: str, recommendation: str = "",
+                  values: dict | None = None) -> Outcome:
     return Outcome(passed=None, expected=expected, found=found, recommendation=recommendation,
-                   evaluable=False)
+                   evaluable=False, values=dict(values or {}))
+
+
+def needs_runs(expected: str, found: str, policy: str, alternatives=()) -> Outcome:
+    """Not evaluable because the campaign has no runs of ``policy`` (or ``alternatives``): the
+    check's tier is *not evaluable* (the walk stops there; nothing failed), and the
+    recommendation and ``values["campaign_toml"]`` give the campaign lines that add them."""
+    toml = campaign_toml(policy, alternatives)
+    either = f" (or {' or '.join(alternatives)})" if alternatives else ""
+    return not_evaluable(expected, found, f'add a [[policies]] table with name = "{policy}"'
+                         f"{either} and draws = 0 (a baseline needs no matched-random draws) "
+                         "to the campaign file, then sweep again",
+                         values={"missing_policies": [policy, *alternatives],
+                                 "campaign_toml": toml})
+
+
+def campaign_toml(policy: str, alternatives=()) -> str:
+    """The ``[[policies]]`` table that adds ``policy`` as a baseline (no draws of its own)."""
+    name = f'name = "{policy}"'
+    if alternatives:
+        name += "    # or " + ", ".join(f'"{a}"' for a in alternatives)
+    return "\n".join(["[[policies]]", name, "draws = 0"])
+
+
+def names_runs_to_add(check) -> bool:
+    """Whether a (not evaluable) check names campaign lines that would make it evaluable."""
+    values = check.get("values") if isinstance(check, dict) else check.values
+    return bool((values or {}).get("campaign_toml"))
 
 
 # ----------------------------------------------------------------------------- registry

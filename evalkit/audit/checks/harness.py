@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.audit.checks.core import Outcome, _seeds, check, not_evaluable
+from evalkit.audit.checks.core import Outcome, _seeds, check, needs_runs, not_evaluable
 
 TIER = "harness"
 _LIST = (list,)
@@ -19,6 +19,11 @@ def _harness_baseline(ctx, spec, label: str) -> Outcome:
         return not_evaluable(expected, f"no {'/'.join(backends)} runs in regime "
                              f"{ctx.claim.regime}: the harness tier does not apply")
     have = set(harness.loc[harness.policy.isin(wanted), "seed"])
+    if not have:
+        # the campaign never planned the baseline: nothing to check, and nothing failed
+        return needs_runs(expected, f"no {' or '.join(wanted)} runs on {'/'.join(backends)} "
+                          f"in regime {ctx.claim.regime}: the harness tier needs them",
+                          wanted[0], alternatives=wanted[1:])
     missing = sorted(set(ctx.claim.seeds) - have)
     if missing:
         return Outcome(False, expected, f"missing for seeds {_seeds(missing)}",
