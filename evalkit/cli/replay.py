@@ -230,11 +230,12 @@ def demo_cmd(out, n_jobs, progress):
     except ImportError as exc:          # the audit (or a statistic it needs) is not there yet
         click.echo(f"audit not available ({exc}); writing the per-run summary instead", err=True)
     if not audited:
+        from evalkit.runlog import csv_cells
         from evalkit.runlog.summary import summarize_runs
 
         table = summarize_runs(runs)
         path = out / "summary.csv"
-        table.to_csv(path, index=False)
+        csv_cells.to_csv(table, path)
         click.echo(f"per-run summary: {path}")
     if not summary.ok:
         sys.exit(EXIT_BAD_INPUT)

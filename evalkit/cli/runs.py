@@ -26,6 +26,7 @@ def _to_json(df) -> str:
 def _write_table(df, fmt: str, out: Path) -> None:
     """Write atomically and durably (temporary file, fsync, rename); mode from the umask."""
     from evalkit.fsutil import atomic_write
+    from evalkit.runlog import csv_cells
 
     if out.is_dir():
         raise InputError("--out is a directory", file=str(out),
@@ -33,7 +34,7 @@ def _write_table(df, fmt: str, out: Path) -> None:
 
     def write(tmp: Path) -> None:
         if fmt == "csv":
-            df.to_csv(tmp, index=False)
+            csv_cells.to_csv(df, tmp)
         elif fmt == "parquet":
             df.to_parquet(tmp, index=False)
         else:
@@ -97,7 +98,9 @@ def summarize_cmd(runs_dir: Path, out: Path | None, fmt: str | None, include_inc
         _write_table(df, fmt, out)
         click.echo(f"wrote {len(df)} run(s) to {out}", err=True)
     elif fmt == "csv":
-        click.echo(df.to_csv(index=False), nl=False)
+        from evalkit.runlog import csv_cells
+
+        click.echo(csv_cells.to_csv(df), nl=False)
     elif fmt == "json":
         click.echo(_to_json(df), nl=False)
     else:

