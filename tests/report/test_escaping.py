@@ -18,7 +18,7 @@ from matplotlib.text import Text
 
 from evalkit.cli.main import cli
 from evalkit.report import figures as figs
-from evalkit.report.render import build_figures, render_md
+from evalkit.report.render import build_figures, render_html, render_md
 from tests.support import fixture_model
 
 MATH = "$\\foo$"                       # unknown mathtext command: parsing it raises
@@ -223,9 +223,12 @@ def test_a_forged_field_cannot_add_markdown(forged_base, path):
     """The reported fields (protocol.version and input.n_runs went into report.md raw)."""
     doc, figures = forged_base
     clean = _live(_html_of(render_md(doc, figures)))
-    markdown = render_md(_set(doc, path, PAYLOAD), figures)
+    forged = _set(doc, path, PAYLOAD)
+    markdown = render_md(forged, figures)
     assert _live(_html_of(markdown)) == clean
     assert "\\!\\[px" in markdown                    # printed, as its characters
+    page = render_html(forged, figures)                 # and the page: Jinja's autoescape
+    assert "<b>raw</b>" not in page and "&lt;b&gt;raw&lt;/b&gt;" in page
 
 
 @pytest.mark.slow
