@@ -1,5 +1,7 @@
-"""Same seed, same tables on every CPU: a small simulated campaign is byte-identical when the
-CPU's SIMD and FMA paths are switched off, and when the math library rounds differently.
+"""Same seed, same tables on every CPU: a small simulated campaign's Parquet tables are
+byte-identical, and the audit's input fingerprint of them (what the demo's golden record
+holds) is the same, when the CPU's SIMD and FMA paths are switched off and when the math
+library rounds differently.
 
 numpy picks transcendental loops (exp, log, power, sin, ...) by CPU — its own AVX-512 code
 where the CPU has it — and glibc picks an FMA or a plain build of ``exp``/``log``/``pow``/
@@ -77,8 +79,10 @@ RECORDING_MODULES = ("evalkit/replay/backends/sim/engine.py",
                        for p in sorted((REPO / "evalkit/replay/policies").glob("*.py"))))
 
 SWEEP = ("import sys\nfrom pathlib import Path\nfrom evalkit.replay.sweep import run_campaign\n"
+         "from tests.replay.test_cross_cpu_determinism import audit_fingerprint\n"
          "out = Path(sys.argv[1])\n"
-         "assert run_campaign(out / 'c.toml', out / 'runs', progress=False).ok\n")
+         "assert run_campaign(out / 'c.toml', out / 'runs', progress=False).ok\n"
+         "print(audit_fingerprint(out / 'runs'))\n")
 
 # numpy and math functions whose last bit depends on the CPU or the C library
 TRANSCENDENTAL = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "power",
@@ -138,26 +142,34 @@ def parquet_bytes(runs: Path) -> dict[str, bytes]:
     return {str(p.relative_to(runs)): p.read_bytes() for p in sorted(runs.rglob("*.parquet"))}
 
 
+def audit_fingerprint(runs: Path) -> str:
+    """The audit's input fingerprint (a hash of its per-run table), as the demo records it."""
+    from evalkit.audit.campaign import load_campaign
+    from evalkit.audit.provenance import input_fingerprint
+    return input_fingerprint(load_campaign(runs))
+
+
 def differing(a: dict, b: dict) -> list[str]:
     assert sorted(a) == sorted(b)
     return [name for name in a if a[name] != b[name]]
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict[str, bytes]:
-    """The campaign's tables swept in this process, with every CPU feature on."""
+def reference(tmp_path_factory) -> tuple[dict[str, bytes], str]:
+    """The campaign's tables and audit fingerprint, swept in this process with every CPU
+    feature on."""
     out = tmp_path_factory.mktemp("xcpu-reference")
     (out / "c.toml").write_text(CAMPAIGN)
     assert run_campaign(out / "c.toml", out / "runs", progress=False).ok
     tables = parquet_bytes(out / "runs")
     assert len(tables) >= 5 * 8
-    return tables
+    return tables, audit_fingerprint(out / "runs")
 
 
-def sweep_elsewhere(tmp_path: Path, *, prelude: str = "", env=None) -> dict[str, bytes]:
+def sweep_elsewhere(tmp_path: Path, *, prelude: str = "", env=None) -> tuple[dict, str]:
     (tmp_path / "c.toml").write_text(CAMPAIGN)
-    python(prelude + SWEEP, tmp_path, env=env)
-    return parquet_bytes(tmp_path / "runs")
+    fingerprint = python(prelude + SWEEP, tmp_path, env=env).strip().splitlines()[-1]
+    return parquet_bytes(tmp_path / "runs"), fingerprint
 
 
 needs_linux_x86 = pytest.mark.skipif(
@@ -174,14 +186,16 @@ def test_switching_cpu_features_off_moves_numpys_exp_so_the_lever_is_real():
 
 @needs_linux_x86
 def test_tables_are_byte_identical_with_simd_and_fma_switched_off(reference, tmp_path):
-    other = sweep_elsewhere(tmp_path, env=baseline_env())
-    assert differing(reference, other) == []
+    tables, fingerprint = sweep_elsewhere(tmp_path, env=baseline_env())
+    assert differing(reference[0], tables) == []
+    assert fingerprint == reference[1]
 
 
 def test_tables_are_byte_identical_when_the_math_library_rounds_differently(reference,
                                                                              tmp_path):
-    other = sweep_elsewhere(tmp_path, prelude=SKEWED_MATH)
-    assert differing(reference, other) == []
+    tables, fingerprint = sweep_elsewhere(tmp_path, prelude=SKEWED_MATH)
+    assert differing(reference[0], tables) == []
+    assert fingerprint == reference[1]
 
 
 def test_the_skewed_math_library_moves_what_it_wraps():
