@@ -132,6 +132,10 @@ def blocker_phrase(check: dict, claim: dict, alpha) -> str:
     claim's numbers where it is about one (the check's full finding is in the detail)."""
     name = str(check.get("name"))
     if check.get("passed") is None:
+        missing = (check.get("values") or {}).get("missing_policies")
+        if missing:         # the campaign never planned them; the detail gives its lines
+            return (f"{name} not evaluable: add {' or '.join(map(str, missing))} runs to the "
+                    "campaign")
         return f"{name} not evaluable"
     if name == "gain_significant":
         if claim.get("underpowered"):
