@@ -33,9 +33,12 @@ LIMITS = Limits(max_request_bytes=1000, max_request_bytes_in_flight=2000,
                 max_stop_strings=3, max_stop_bytes=12)
 
 
+FLOOD = [400, 401]                # a prompt the stand-in engine answers with a flood
+
+
 class StubEngine:
-    """Answers every sequence at once with one token, or, for prompts starting with "flood",
-    emits 64 KiB tokens from a thread until the sequence is cancelled (at most 400)."""
+    """Answers every sequence at once with one token, or, for the prompt ``FLOOD``, emits
+    64 KiB tokens from a thread until the sequence is cancelled (at most 400)."""
     tokenizer = SidecarTokenizer(512)
     reset_requested = threading.Event()
     metrics = None
@@ -43,6 +46,7 @@ class StubEngine:
     def __init__(self):
         self.inbox = self
         self.seqs: list = []
+        self.flooded = 0
 
     def dead(self):
         return None
@@ -51,18 +55,18 @@ class StubEngine:
 
     def put(self, seq):
         self.seqs.append(seq)
-        if self.tokenizer.decode(seq.prompt).startswith("flood"):
+        if seq.prompt == FLOOD:
             threading.Thread(target=self._flood, args=(seq,), daemon=True).start()
             return
         seq.emit(("token", 5, seq.index, " t5", None))
         seq.emit(("done", "length", seq.index, None))
 
-    @staticmethod
-    def _flood(seq):
+    def _flood(self, seq):
         for _ in range(400):
             if seq.cancelled:
                 return
             seq.emit(("token", 7, seq.index, "x" * 65536, None))
+            self.flooded += 1
             time.sleep(0.002)
 
 
@@ -251,16 +255,17 @@ def test_idle_connections_and_unfinished_heads_are_closed():
 
 def test_a_stream_the_client_never_reads_is_aborted():
     async def go(port, st):
-        body = json.dumps({"prompt": "flood", "max_tokens": 400, "stream": True}).encode()
+        body = json.dumps({"prompt": FLOOD, "max_tokens": 400, "stream": True}).encode()
         reader, writer = await send(port, head("/v1/completions", len(body)) + body)
         engine = st.engine
         assert await wait_for(lambda: engine.seqs, 2)
-        cancelled = await wait_for(lambda: engine.seqs[0].cancelled, 6)
+        cancelled = await wait_for(lambda: engine.seqs[0].cancelled, 8)
         freed = await wait_for(lambda: st.seqs == 0, 1)
         writer.close()
-        return cancelled, freed
-    cancelled, freed = serve(go)
+        return cancelled, freed, engine.flooded
+    cancelled, freed, flooded = serve(go)
     assert cancelled and freed
+    assert 20 < flooded < 400, flooded      # it streamed, then was cut before the flood ended
 
 
 def _time_wait_on(port: int) -> None:
