@@ -32,6 +32,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from evalkit.errors import InputError
+from evalkit.progress import Ticker
 from evalkit.replay import run_order
 from evalkit.replay.campaign import Campaign, Job, Shard, load_campaign, plan_campaign, shard_jobs
 from evalkit.replay.executors import (PoolExecutor, RayExecutor,  # noqa: F401 - re-exported
@@ -122,8 +123,11 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
             plan_hash = camp.plan_sha256
             summary.notes += clean_leftovers(runs_dir, [j.run_id for j in jobs])
             states = existing_states(camp, jobs, runs_dir, plan_hash=plan_hash)
-            bar = tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
-                       disable=(not sys.stderr.isatty()) if progress is None else not progress)
+            # no terminal (a CI log): a status line every few seconds instead of a bar
+            bar = (Ticker(f"sweep {camp.regime}", len(jobs), "run")
+                   if progress is None and not sys.stderr.isatty()
+                   else tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
+                             disable=progress is False))
             try:
                 _schedule(camp, jobs, runs_dir, ex, summary, bar, states, plan_hash)
             finally:
