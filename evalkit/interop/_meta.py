@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
 from pathlib import Path
 
 from evalkit.errors import InputError
+from evalkit.fsutil import fsync_dir
 from evalkit.runlog.io import (check_run_id, move_run_aside, read_meta, run_link_trouble,
                                write_run)
 from evalkit.runlog.schema import Slo, identity_problems, role_problem, run_id
+from evalkit.runlog.validate import validate_run
 
 REPLACE_FLAG = "--replace"
 
@@ -110,17 +114,54 @@ def check_targets(runs_dir, run_ids: list[str], *, replace: bool, where: str) ->
                                  "another --run-id, --seed or --out")
 
 
-def publish_import(runs_dir, meta: dict, requests, merges, *, replace: bool) -> Path:
-    """Write one imported run; with ``replace``, an existing run of its id is moved aside
-    first (:func:`check_targets` has refused everything else)."""
-    target = Path(runs_dir) / meta["run_id"]
-    if not (replace and os.path.lexists(target) and target.is_dir()
-            and not target.is_symlink()):
-        return write_run(runs_dir, meta, requests, merges)
-    kept = move_run_aside(target, "replaced")
+def publish_imports(runs_dir, planned: list[tuple[dict, object, object]], *, replace: bool,
+                    where: str) -> list[Path]:
+    """Write the imported runs ``planned`` (``(meta, requests, merges)`` each); return their
+    directories.
+
+    Nothing is published unless every run passes: its id is allowed and free
+    (:func:`check_targets`), and the run as written passes ``evalkit validate`` (each is
+    written and checked in a hidden staging directory first).  Then each is renamed into
+    place; with ``replace`` an existing run of its id is first moved aside as
+    ``.<id>.replaced-*`` (and brought back if the rename fails).  A rename never replaces a
+    run that appeared meanwhile: renaming onto a non-empty directory fails.
+    """
+    runs_dir = Path(runs_dir)
+    ids = [str(meta["run_id"]) for meta, _, _ in planned]
+    check_targets(runs_dir, ids, replace=replace, where=where)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    # named like an unfinished write of the first run: readers skip it, a sweep removes it
+    staging = runs_dir / f".{ids[0]}.tmp-import-{uuid.uuid4().hex[:8]}"
+    staging.mkdir()
     try:
-        return write_run(runs_dir, meta, requests, merges)
-    except BaseException:
-        if not os.path.lexists(target):     # the new run never landed: the old one returns
-            kept.rename(target)
-        raise
+        for meta, requests, merges in planned:
+            _check_as_validate(write_run(staging, meta, requests, merges), where)
+        check_targets(runs_dir, ids, replace=replace, where=where)
+        written = []
+        for rid in ids:
+            target = runs_dir / rid
+            kept = (move_run_aside(target, "replaced")
+                    if replace and os.path.lexists(target) else None)
+            try:
+                os.rename(staging / rid, target)
+            except BaseException:
+                if kept is not None and not os.path.lexists(target):
+                    kept.rename(target)         # the new run never landed: the old returns
+                raise
+            written.append(target)
+        fsync_dir(runs_dir)
+        return written
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_as_validate(run_dir: Path, where: str) -> None:
+    """The first error ``evalkit validate`` finds in the staged run, as an InputError on the
+    imported file (an importer writes only what validate accepts)."""
+    errors = [p for p in validate_run(run_dir) if p.severity == "error"]
+    if errors:
+        first = errors[0]
+        raise InputError(f"the imported run {run_dir.name} would not pass evalkit validate: "
+                         f"{first.message}", file=where, column=first.column,
+                         fix=f"{first.fix}; check the imported file (evalkit writes only runs "
+                             "that validate accepts)")

@@ -40,13 +40,13 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.interop._meta import (check_identity, check_slo, check_targets, default_run_id,
-                                   import_meta, publish_import)
+from evalkit.interop._meta import (check_identity, check_slo, default_run_id, import_meta,
+                                   publish_imports)
 from evalkit.interop.merge_spans import (CLOCK_FLAG, Span, clock_hint, describe_outside,
                                          describe_spans, outside_every_span)
 from evalkit.jsonio import loads_json
 from evalkit.interop.vllm_bench import _load_json, _trace_identity, read_merge_windows
-from evalkit.limits import finite
+from evalkit.limits import MAX_LOG_TIME_S, MAX_TOKENS, finite
 from evalkit.runlog.metrics import observed_span, windows_observed
 
 STATUSES = ("successful", "errored", "incomplete")
@@ -240,6 +240,7 @@ def _benchmark(b, k: int, where: str, incomplete: str) -> GuideLLMBenchmark | No
                          column=f"benchmarks[{k}].requests.successful", fix=FIX)
     order = np.lexsort((sent, arrival))
     t0 = float(arrival.min())
+    _check_ranges(df, np.column_stack([arrival, sent, first, end]) - t0, k, where)
     requests = pd.DataFrame({
         "request_id": np.arange(len(df), dtype=np.int64),
         "arrival_s": arrival[order] - t0,
@@ -267,6 +268,37 @@ def _benchmark(b, k: int, where: str, incomplete: str) -> GuideLLMBenchmark | No
     return GuideLLMBenchmark(index=k, label=label, strategy=strategy, requests=requests,
                              t0_unix=t0, layout=layout, found=found, totals=totals,
                              notes=notes)
+
+
+_TIME_FIELDS = ("targeted_start", "request_start", "first_token_iteration", "request_end")
+
+
+def _check_ranges(df: pd.DataFrame, times: np.ndarray, k: int, where: str) -> None:
+    """What ``evalkit validate`` accepts, said in the report's own terms: token counts in
+    [0, MAX_TOKENS] and times (``times``: (n, 4) seconds from the benchmark's first arrival,
+    NaN where absent) in [0, MAX_LOG_TIME_S]."""
+    for col in ("prompt_tokens", "output_tokens"):
+        values = df[col].to_numpy(dtype=float)
+        bad = np.flatnonzero((values < 0) | (values > MAX_TOKENS))
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"request {df['source_request_id'][i]} has {col} = "
+                             f"{values[i]:.6g}, outside the allowed range [0, {MAX_TOKENS:,}]",
+                             file=where, column=f"benchmarks[{k}].requests.{df['status'][i]}"
+                                                f"[].{col}",
+                             fix="token counts of one request lie in that range (what evalkit "
+                                 "validate accepts); " + FIX)
+    with np.errstate(invalid="ignore"):
+        bad = np.argwhere(times > MAX_LOG_TIME_S)
+    if bad.size:
+        i, j = (int(x) for x in bad[0])
+        raise InputError(f"request {df['source_request_id'][i]} has a time {times[i, j]:.6g} s "
+                         "after the benchmark's first arrival, beyond the allowed range [0, "
+                         f"{MAX_LOG_TIME_S:,.0f}] s", file=where,
+                         column=f"benchmarks[{k}].requests.{df['status'][i]}[].info.timings."
+                                f"{_TIME_FIELDS[j]}",
+                         fix="one run spans at most that long (what evalkit validate "
+                             "accepts); the timings of one benchmark share one clock -- " + FIX)
 
 
 def read_guidellm(path, *, incomplete: str = "drop") -> list[GuideLLMBenchmark]:
@@ -438,6 +470,4 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
                       "effective": effective},
             rng_seeds={"seed": int(seed)}, notes=notes)
         metas.append((meta, b.requests, m))
-    check_targets(runs_dir, [meta["run_id"] for meta, _, _ in metas], replace=replace,
-                  where=str(report))
-    return [publish_import(runs_dir, meta, req, m, replace=replace) for meta, req, m in metas]
+    return publish_imports(runs_dir, metas, replace=replace, where=str(report))

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.interop._meta import check_targets, default_run_id, import_meta, publish_import
+from evalkit.interop._meta import default_run_id, import_meta, publish_imports
 from evalkit.runlog.table import SYNTH_NOTE, read_summary_table
 
 SLO_S = 1.0
@@ -179,7 +179,4 @@ def import_summary_table(path: str | os.PathLike, runs_dir: str | os.PathLike, *
     The whole table is checked before the first run is written, including that none of its
     runs exists already (unless ``replace``: each is moved aside, never deleted)."""
     planned = plan_runs(path)
-    check_targets(runs_dir, [meta["run_id"] for meta, _, _ in planned], replace=replace,
-                  where=str(path))
-    return [publish_import(runs_dir, meta, req, mer, replace=replace)
-            for meta, req, mer in planned]
+    return publish_imports(runs_dir, planned, replace=replace, where=str(path))

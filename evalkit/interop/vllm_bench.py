@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
-from evalkit.interop._meta import (check_identity, check_slo, check_targets, default_run_id,
-                                   import_meta, publish_import)
+from evalkit.interop._meta import (check_identity, check_slo, default_run_id, import_meta,
+                                   publish_imports)
 from evalkit.fileread import check_regular
 from evalkit.jsonio import read_json
-from evalkit.limits import MAX_IMPORT_JSON_BYTES
+from evalkit.limits import MAX_IMPORT_JSON_BYTES, MAX_LOG_TIME_S, MAX_TOKENS
 
 PER_REQUEST_REQUIRED = ("input_lens", "output_lens", "ttfts", "start_times", "errors")
 LATENCY_KEYS = ("latencies", "e2els")
@@ -60,7 +60,12 @@ def _load_json(path: Path, fix: str = SAVE_FIX):
 
 
 def _numeric(values, key: str, path: Path, *, integer: bool = False,
-             allow_none: bool = False) -> np.ndarray:
+             allow_none: bool = False, upper: float | None = None) -> np.ndarray:
+    """(n,) float; every entry a finite number >= 0 (an integer if ``integer``), at most
+    ``upper`` (default: :data:`MAX_TOKENS` for integers, :data:`MAX_LOG_TIME_S` for seconds,
+    the bounds of ``evalkit validate``)."""
+    if upper is None:
+        upper = MAX_TOKENS if integer else MAX_LOG_TIME_S
     out = np.empty(len(values), dtype=float)
     for i, v in enumerate(values):
         if v is None and allow_none:
@@ -75,6 +80,14 @@ def _numeric(values, key: str, path: Path, *, integer: bool = False,
         if not math.isfinite(v) or v < 0:
             raise InputError(f"entry {i} is {v!r}, expected a finite value >= 0",
                              file=str(path), column=key, fix="pass an unmodified vLLM result")
+        if v > upper:
+            raise InputError(f"entry {i} is {v!r}, beyond the allowed range [0, {upper:,.0f}]"
+                             + (" tokens" if integer else " s"), file=str(path), column=key,
+                             fix="run logs hold " + ("token counts of one request up to "
+                                                     f"{upper:,}" if integer else
+                                                     f"times up to {upper:,.0f} s")
+                                 + " (what evalkit validate accepts); pass an unmodified "
+                                   "vLLM result")
         out[i] = v
     return out
 
@@ -126,7 +139,7 @@ def parse_vllm_result(path: str | os.PathLike) -> tuple[pd.DataFrame, dict]:
             raise InputError(f"entry {i} is {e!r}, expected a string or null", file=str(path),
                              column="errors", fix="pass an unmodified vLLM result")
     ok = np.array([not e for e in errors], dtype=bool)
-    start = _numeric(data["start_times"], "start_times", path)
+    start = _numeric(data["start_times"], "start_times", path, upper=math.inf)
     prompt = _numeric(data["input_lens"], "input_lens", path, integer=True)
     output = _numeric(data["output_lens"], "output_lens", path, integer=True)
     ttft = _numeric(data["ttfts"], "ttfts", path, allow_none=True)
@@ -154,6 +167,17 @@ def parse_vllm_result(path: str | os.PathLike) -> tuple[pd.DataFrame, dict]:
 
     t0 = float(start.min())
     sent = start - t0
+    late = np.flatnonzero((sent > MAX_LOG_TIME_S) | (sent + np.nan_to_num(latency)
+                                                      > MAX_LOG_TIME_S))
+    if late.size:
+        i = int(late[0])
+        raise InputError(f"request {i} ends {sent[i] + np.nan_to_num(latency[i]):.6g} s after "
+                         f"the first send (start_times[{i}] = {float(start[i])!r}), beyond the allowed "
+                         f"range [0, {MAX_LOG_TIME_S:,.0f}] s", file=str(path),
+                         column="start_times",
+                         fix="one run spans at most that long (what evalkit validate accepts); "
+                             "pass an unmodified vLLM result whose start_times share one "
+                             "perf_counter clock")
     requests = pd.DataFrame({
         "request_id": np.arange(n, dtype=np.int64),
         "arrival_s": sent,
@@ -303,5 +327,6 @@ def import_vllm_bench(result_json, runs_dir, *, policy: str, seed: int,
         merge_duration_s=merge_duration_s, horizon_s=horizon_s, corridor=corridor,
         oracle=oracle, settings={"requested": requested, "effective": effective},
         rng_seeds={"seed": int(seed)}, notes=notes)
-    check_targets(runs_dir, [run_id], replace=replace, where=str(result_json))
-    return publish_import(runs_dir, meta, requests, merges_df, replace=replace)
+    (path,) = publish_imports(runs_dir, [(meta, requests, merges_df)], replace=replace,
+                              where=str(result_json))
+    return path

@@ -4,7 +4,9 @@ deletes it; reserved names (plan.json, hidden names, lock files) are refused as 
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -66,12 +68,16 @@ def test_replace_brings_the_old_run_back_when_the_new_one_cannot_be_written(tmp_
     assert _vllm(tmp_path, runs).exit_code == 0
     first = _bytes(runs / RUN)
 
-    def full_disk(*args, **kw):
-        raise OSError(28, "No space left on device")
+    rename = os.rename
 
-    monkeypatch.setattr(meta_module, "write_run", full_disk)
+    def failing_publish(src, dst, *args, **kw):
+        if ".tmp-import-" in str(src) and ".tmp-import-" not in str(dst):   # into place
+            raise OSError(errno.EIO, "Input/output error")
+        return rename(src, dst, *args, **kw)
+
+    monkeypatch.setattr(meta_module.os, "rename", failing_publish)
     res = _vllm(tmp_path, runs, "--replace", seed=1)
-    assert res.exit_code == 2 and "No space left" in res.output
+    assert res.exit_code == 2 and "Input/output error" in res.output
     assert _bytes(runs / RUN) == first and [p.name for p in runs.iterdir()] == [RUN]
 
 
