@@ -1,0 +1,167 @@
+"""`evalkit gate`: a one-screen summary by default, the policy checked before the audit, an
+audit.json read instead of auditing again, and a campaign without the harness baselines
+told what to add (not evaluable, never failed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+
+import pytest
+from click.testing import CliRunner
+
+import evalkit.audit.result as audit_result
+from evalkit.cli.main import cli
+from evalkit.compose import run_audit
+from evalkit.replay.campaign import parse_campaign
+
+from tests.conftest import REPO
+
+BURSTY = REPO / "fixtures" / "campaigns" / "sim_bursty"
+MAX_SUMMARY_LINES = 15
+
+
+def gate(*args):
+    return CliRunner().invoke(cli, ["gate", *map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    """The fixture campaign's audit.json, as 'evalkit audit --out DIR' writes it."""
+    out = tmp_path_factory.mktemp("gate") / "report"
+    run_audit(BURSTY, out)
+    return out / "audit.json"
+
+
+@pytest.fixture(scope="module")
+def no_baselines(tmp_path_factory):
+    """The fixture campaign without its fixed_h and pressure_gate runs."""
+    runs = tmp_path_factory.mktemp("nobase") / "runs"
+    shutil.copytree(BURSTY, runs)
+    for run in runs.iterdir():
+        if run.name.startswith(("fixed_h-", "pressure_gate-")):
+            shutil.rmtree(run)
+    return runs
+
+
+@pytest.fixture
+def no_audit(monkeypatch):
+    """Fail the test if the campaign is read or any claim is evaluated."""
+    def refuse(*_a, **_k):
+        raise AssertionError("the gate audited")
+    monkeypatch.setattr(audit_result, "evaluate_claims", refuse)
+    monkeypatch.setattr(audit_result, "load_campaign", refuse)
+
+
+def test_an_unknown_policy_exits_2_listing_the_claims_before_any_claim_is_evaluated(
+        monkeypatch):
+    def refuse(*_a, **_k):
+        raise AssertionError("the gate audited")
+    monkeypatch.setattr(audit_result, "evaluate_claims", refuse)
+    res = gate(BURSTY, "--policy", "nope")
+    assert res.exit_code == 2, res.output
+    assert "no claim for policy 'nope'" in res.output
+    assert "bursty/calibrated_online, bursty/ewma, bursty/wa" in res.output
+
+
+def test_an_unknown_policy_in_an_audit_json_exits_2_without_auditing(audited, no_audit):
+    res = gate(audited, "--policy", "nope")
+    assert res.exit_code == 2 and "bursty/wa" in res.output, res.output
+
+
+@pytest.mark.parametrize("tier, code", [("matched_budget", 0), ("placement_gain", 0),
+                                        ("calibrated", 1)])
+def test_the_gate_reads_a_fresh_audit_json_instead_of_auditing(audited, no_audit, tier,
+                                                                code):
+    doc = json.loads(audited.read_text())
+    wa = next(c for c in doc["claims"] if c["policy"] == "wa")
+    for where in (audited, audited.parent):          # the file or the --out directory
+        res = gate(where, "--policy", "wa", "--tier", tier)
+        assert res.exit_code == code, res.output
+        first = res.output.splitlines()[0]
+        assert first.startswith(f"gate {'PASS' if code == 0 else 'FAIL'}: bursty/wa reached "
+                                f"{wa['tier']}; required {tier} ")
+        assert res.output.splitlines()[1].strip() == wa["verdict"]
+
+
+def test_the_gate_on_a_document_says_what_the_gate_on_the_runs_says(audited):
+    on_runs = gate(BURSTY, "--policy", "ewma", "--verbose")
+    on_doc = gate(audited, "--policy", "ewma", "--verbose")
+    assert on_runs.exit_code == on_doc.exit_code == 1
+    assert on_doc.output == on_runs.output
+
+
+@pytest.mark.parametrize("change, args, words", [
+    (lambda d: d.update(seed=7), (), "audited with --seed 7"),
+    (lambda d: d.update(evalkit_version="0.0.1"), (), "written by evalkit 0.0.1"),
+    (lambda d: d.update(schema="evalkit-audit/0"), (), "evalkit-audit/0"),
+    (None, ("--alpha", "0.1"), "audited under other rules"),
+    (None, ("--sequential",), "--sequential"),
+])
+def test_a_stale_or_mismatched_audit_json_is_refused_with_exit_2(audited, no_audit, tmp_path,
+                                                                 change, args, words):
+    doc = json.loads(audited.read_text())
+    if change is not None:
+        change(doc)
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps(doc))
+    res = gate(path, "--policy", "wa", *args)
+    assert res.exit_code == 2, res.output
+    assert words in res.output and str(path) in res.output
+
+
+@pytest.mark.parametrize("policy, tier, code", [("wa", "matched_budget", 0),
+                                                ("ewma", "matched_budget", 1),
+                                                ("wa", "calibrated", 1)])
+def test_the_default_output_fits_one_screen_and_verbose_has_every_check(audited, policy,
+                                                                        tier, code):
+    res = gate(audited, "--policy", policy, "--tier", tier)
+    assert res.exit_code == code
+    lines = res.output.splitlines()
+    assert len(lines) <= MAX_SUMMARY_LINES, res.output
+    assert lines[2].startswith("  G = ") and " pp [" in lines[2] and "p = " in lines[2]
+    assert "expected:" not in res.output and "--verbose" in lines[-1]
+    verbose = gate(audited, "--policy", policy, "--tier", tier, "--verbose")
+    assert verbose.exit_code == code
+    assert verbose.output.count("expected:") >= 10
+    if code == 1:          # the blocking check is named, with its fix, in the summary
+        blocking = [x for x in lines if x.startswith("  [FAIL] ")]
+        assert blocking and "fix: " in blocking[0]
+
+
+def test_a_campaign_without_the_harness_baselines_is_told_what_to_add(no_baselines):
+    res = gate(no_baselines, "--policy", "wa")
+    # as before: the claim stops below the harness tier (exit 1), but not evaluable, not failed
+    assert res.exit_code == 1, res.output
+    lines = res.output.splitlines()
+    assert len(lines) <= MAX_SUMMARY_LINES, res.output
+    stop = next(x for x in lines if x.startswith("  stops before harness"))
+    assert "(not evaluable: the campaign has no runs" in stop and "failed" not in stop
+    assert "  [not evaluable] harness/fixed_cadence_baseline: no fixed_h runs" in res.output
+    assert "  [not evaluable] harness/deferral_baseline: no pressure_gate or random_deferral" \
+        in res.output
+    start = lines.index("  add to the campaign file, then sweep again:")
+    toml = "\n".join(x.strip() for x in lines[start + 1:start + 7])
+    assert tomllib.loads(toml) == {"policies": [{"name": "fixed_h", "draws": 0},
+                                                {"name": "pressure_gate", "draws": 0}]}
+    # the lines make a valid campaign that plans both baselines, without draws
+    example = (REPO / "examples" / "bursty.toml").read_text()
+    trimmed = example.split("[[policies]]", 1)[0] + '[[policies]]\nname = "wa"\n'
+    camp = parse_campaign(tomllib.loads(trimmed + toml))
+    assert {(p.name, p.draws) for p in camp.policies} >= {("fixed_h", 0), ("pressure_gate", 0)}
+
+
+def test_the_audit_document_records_missing_runs_apart_from_a_failure(no_baselines, tmp_path):
+    result = run_audit(no_baselines, tmp_path / "report")
+    wa = next(c for c in result.document["claims"] if c["policy"] == "wa")
+    assert wa["tier"] is None and wa["tier_status"]["harness"] == "missing_runs"
+    assert wa["ladder"][0] == {"tier": "harness", "state": "not_evaluable", "reached": False,
+                               "beyond": False}
+    harness = {c["name"]: c for c in wa["checks"] if c["tier"] == "harness"}
+    assert {c["status"] for c in harness.values()} == {"not_evaluable"}
+    assert harness["fixed_cadence_baseline"]["values"]["missing_policies"] == ["fixed_h"]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "fixed\\_cadence\\_baseline not evaluable: add fixed\\_h runs to the campaign" in md
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert '<pre>[[policies]]\nname = &#34;fixed_h&#34;\ndraws = 0</pre>' in html
