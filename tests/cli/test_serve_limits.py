@@ -372,7 +372,42 @@ def test_a_disconnected_request_is_aborted_with_one_log_line(server, stream):
     assert "Traceback" not in server.log_path.read_text()
 
 
-# -- restarts -------------------------------------------------------------------------------------
+# -- start-up and restarts ------------------------------------------------------------------------
+
+def test_serve_says_what_it_does_until_it_is_ready(monkeypatch, capsys):
+    """Issue 35: start-up takes seconds; each step gets a status line, the last one only once
+    the socket listens."""
+    from evalkit.replay.backends.torch import sidecar
+    from evalkit.replay.backends.torch.serve_config import resolve_serve_config
+    from evalkit.replay.backends.torch.tokenizer import SidecarTokenizer
+
+    class Engine:
+        tokenizer = SidecarTokenizer(512)
+        stop = threading.Event()
+
+    steps: list = []
+
+    def build(cfg):
+        steps.append(("build", capsys.readouterr().out))
+        return Engine()
+
+    def run(app, *, host, port, handle_signals, ready):
+        steps.append(("listen", capsys.readouterr().out))
+        ready()
+    monkeypatch.setattr(sidecar, "build_engine", build)
+    monkeypatch.setattr(sidecar, "run", run)
+    sidecar.serve(resolve_serve_config({}), host="127.0.0.1", port=8123, api_key="k")
+    (_, before_build), (_, before_listen) = steps
+    assert before_build.splitlines() == [
+        "sidecar: loading torch and transformers ...",
+        "sidecar: building the tiny model (cpu, float32, seed 0) and starting the engine ..."]
+    assert before_listen == ""
+    last = capsys.readouterr().out.splitlines()
+    assert len(last) == 1 and last[0].startswith("sidecar: ready on http://127.0.0.1:8123 after ")
+    assert last[0].endswith("s: serving evalkit-sidecar, API key required")
+    assert Engine.stop.is_set()
+
+
 
 @pytest.mark.slow
 def test_serve_restarts_at_once_on_a_port_in_time_wait(tmp_path):

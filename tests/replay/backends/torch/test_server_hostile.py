@@ -18,8 +18,10 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from evalkit.replay.backends.torch.openai_api import APIError, Sampling, parse_completion  # noqa: E402
-from evalkit.replay.backends.torch.openai_sampling import MAX_STOP_BYTES, MAX_STOP_STRINGS  # noqa: E402
+from evalkit.replay.backends.torch.openai_api import (  # noqa: E402
+    APIError, Sampling, parse_completion)
+from evalkit.replay.backends.torch.openai_sampling import (  # noqa: E402
+    MAX_STOP_BYTES, MAX_STOP_STRINGS)
 from evalkit.replay.backends.torch.sequence import Seq, append_token  # noqa: E402
 from evalkit.replay.backends.torch import server  # noqa: E402
 from evalkit.replay.backends.torch.server import Limits, make_app, start  # noqa: E402
