@@ -17,12 +17,19 @@ Routes (vLLM's):
 Limits (:class:`Limits`, all settable in the serve config): a body over ``max_request_bytes``
 is refused with 413 from its ``Content-Length``, before it is read; bodies being read or
 parsed at once are capped by bytes (``max_request_bytes_in_flight``, 429 with
-``Retry-After`` beyond); large bodies are parsed off the event loop, so ``/health`` answers
-meanwhile.  A request may fan out to at most ``max_seqs_per_request`` sequences (prompts x
-``n``; 400 beyond) and the server holds at most ``max_seqs_in_flight`` (429 with
-``Retry-After`` beyond).  With an API key the ``/v1`` routes need ``Authorization: Bearer
-<key>`` (401 otherwise), as vLLM's ``--api-key``.  A client that disconnects aborts its
-sequences, streaming or not, and costs one log line.
+``Retry-After`` beyond), counted as they arrive, so a declared length reserves nothing; a
+body must keep arriving (``body_idle_timeout_s``) and arrive whole within
+``body_read_timeout_s`` (408, its bytes released); large bodies are parsed off the event
+loop, so ``/health`` answers meanwhile.  A request may fan out to at most
+``max_seqs_per_request`` sequences (prompts x ``n``; 400 beyond), carry at most
+``max_stop_strings`` stop strings of ``max_stop_bytes`` together (400), and the server holds
+at most ``max_seqs_in_flight`` (429 with ``Retry-After`` beyond).  With an API key the
+``/v1`` routes, ``/tokenize`` and ``/detokenize`` need ``Authorization: Bearer <key>`` (401
+otherwise, before any body byte is read), as vLLM's ``--api-key``.  A client that
+disconnects, or does not take a streamed chunk within ``stream_write_timeout_s``, aborts its
+sequences and costs one log line.  :func:`run` serves with SO_REUSEADDR, closes connections
+that send no whole request head within ``idle_connection_timeout_s``, and answers requests
+the HTTP parser refuses with the same JSON error objects.
 """
 
 from __future__ import annotations
