@@ -30,6 +30,7 @@ class BatchRecord:
     verdicts: list                   # SequentialVerdict per claim after this batch
     ran: int
     skipped: int
+    audited: int = 0                 # seeds the verdicts counted (the store may hold more)
 
 
 @dataclass
@@ -53,6 +54,13 @@ class UntilDecidedSummary:
     def seeds_run(self) -> int:
         return len(self.batches[-1].seeds) if self.batches else 0
 
+    @property
+    def seeds_counted(self) -> int:
+        """Seeds the last verdicts were computed over.  A re-run of a finished sweep audits a
+        store that already holds every seed the first run ran, so its first batch's verdicts
+        count them all: the decision belongs to that count, not to the batch's."""
+        return max(self.seeds_run, self.batches[-1].audited) if self.batches else 0
+
     def format(self) -> str:
         lines = []
         for i, b in enumerate(self.batches, 1):
@@ -60,13 +68,15 @@ class UntilDecidedSummary:
                 f"{v.regime}/{v.policy} {v.decision}"
                 + (f" (max e {v.result.e_max:.3g})" if v.result is not None else "")
                 for v in b.verdicts)
+            held = (f"; the runs directory holds {b.audited} seeds, the verdicts count them all"
+                    if b.audited > len(b.seeds) else "")
             lines.append(f"batch {i}: seeds {b.seeds[0]}..{b.seeds[-1]} ({len(b.seeds)} seeds, "
-                         f"{b.ran} runs ran, {b.skipped} skipped): {states}")
+                         f"{b.ran} runs ran, {b.skipped} skipped{held}): {states}")
         if self.decided:
-            lines.append(f"decided after {self.seeds_run} of at most {self.max_seeds} seeds "
+            lines.append(f"decided after {self.seeds_counted} of at most {self.max_seeds} seeds "
                          f"-> {self.runs_dir}")
         else:
-            lines.append(f"stopped after {self.seeds_run} of at most {self.max_seeds} seeds "
+            lines.append(f"stopped after {self.seeds_counted} of at most {self.max_seeds} seeds "
                          f"with claims undecided -> {self.runs_dir}")
         for v in self.verdicts:
             lines += ["  " + line for line in v.lines()]
@@ -126,7 +136,8 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
         result = audit_campaign(runs_dir, protocol=proto, seed=seed, max_tier=tier)
         verdicts = sequential_verdicts(result, proto, tier, min_effect)
         summary.batches.append(BatchRecord(order[:start + step], verdicts, done.count("ran"),
-                                           done.count("skipped")))
+                                           done.count("skipped"),
+                                           max((v.n_seeds for v in verdicts), default=0)))
         if any(v.decision == "refused" for v in verdicts) or all(v.decided for v in verdicts):
             break
     return summary

@@ -1,0 +1,48 @@
+"""A re-run of a finished ``sweep --until-decided`` prints the seed count its verdicts were
+computed over (the one the first run recorded), not the size of the first batch."""
+
+from __future__ import annotations
+
+import evalkit.compose.until_decided as until_decided
+from evalkit.audit.sequential import SequentialVerdict
+from evalkit.replay.sweep import JobOutcome, SweepSummary
+from tests.audit.test_sequential_gate import CAMPAIGN
+
+
+def _fake_store(monkeypatch, seeds_in_store: int, decision: str = "pass"):
+    """The sweep finds every run complete; the audit sees ``seeds_in_store`` seeds."""
+    def run_campaign(camp, runs_dir, *, jobs, **kw):
+        return SweepSummary([JobOutcome(j.run_id, "skipped") for j in jobs], runs_dir=runs_dir)
+
+    def verdicts(result, proto, tier, min_effect):
+        return [SequentialVerdict(regime="seqdemo", policy="calibrated_offline",
+                                  decision=decision, reason="e-process", n_seeds=seeds_in_store,
+                                  max_seeds=12, seeds=list(range(seeds_in_store)))]
+
+    monkeypatch.setattr(until_decided, "run_campaign", run_campaign)
+    monkeypatch.setattr(until_decided, "audit_campaign", lambda *a, **k: None)
+    monkeypatch.setattr(until_decided, "sequential_verdicts", verdicts)
+
+
+def test_a_rerun_of_a_finished_sweep_reports_the_seeds_the_decision_counted(tmp_path,
+                                                                             monkeypatch):
+    camp = tmp_path / "seq.toml"
+    camp.write_text(CAMPAIGN)
+    _fake_store(monkeypatch, seeds_in_store=10)
+    summary = until_decided.sweep_until_decided(camp, tmp_path / "runs", progress=False)
+    text = summary.format()
+    assert len(summary.batches) == 1 and summary.seeds_run == 2      # stopped at batch 1
+    assert "decided after 10 of at most 12 seeds" in text
+    assert "decided after 2 " not in text
+    assert "the runs directory holds 10 seeds, the verdicts count them all" in text
+
+
+def test_a_first_run_reports_its_batches(tmp_path, monkeypatch):
+    camp = tmp_path / "seq.toml"
+    camp.write_text(CAMPAIGN)
+    _fake_store(monkeypatch, seeds_in_store=2, decision="continue")
+    summary = until_decided.sweep_until_decided(camp, tmp_path / "runs", max_seeds=2,
+                                                progress=False)
+    text = summary.format()
+    assert "stopped after 2 of at most 2 seeds with claims undecided" in text
+    assert "the verdicts count them all" not in text
