@@ -82,6 +82,15 @@ def explained_fix(state: str, predicts_gain: bool) -> str:
     return f"claim no more than placement gain: {why}"
 
 
+def drift_share_words(share: float) -> str:
+    """What the drift-adjusted gain says of G, from the share of G the drift explains
+    (``(G - G_adjusted) / G`` for G > 0): "57% of G explained by drift"; a negative share is
+    a drift that hides gain, never "-91% ... explained"."""
+    if share < 0:
+        return f"drift explains none of G (adjusting for it raises G by {-share:.0%})"
+    return f"{share:.0%} of G explained by drift"
+
+
 def g_lo_hi(ci):
     if not ci:
         return None, None

@@ -22,6 +22,7 @@ from evalkit.audit.protocol import load_protocol
 from evalkit.audit.sequential import protocol_min_effect, sequential_verdicts
 from evalkit.replay.campaign import Campaign, load_campaign, plan_campaign
 from evalkit.replay.sweep import run_campaign
+from evalkit.runlog.plan import PLAN_FILE
 
 
 @dataclass
@@ -128,7 +129,9 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
         now = set(order[start:start + step])
         done = run_campaign(camp, runs_dir, jobs=[j for j in jobs if j.seed in now],
                             **sweep_kw)
-        summary.notes += [n for n in done.notes if n not in summary.notes]
+        # one plan note: the first batch's ("written"); later batches only follow that plan
+        summary.notes += [n for n in done.notes if n not in summary.notes
+                          and not (summary.batches and PLAN_FILE in n)]
         if not done.ok:
             summary.sweep_ok = False
             summary.notes.append(done.format())

@@ -20,6 +20,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
+from evalkit.audit.protocol_rules import content_sha256
 from evalkit.jsonio import canonical_json
 from evalkit.report import figures as figs
 from evalkit.report.headline import STATES, headlines
@@ -185,12 +186,21 @@ def _view(audit: dict, figures: dict, embed: bool) -> dict:
     exclusions = _exclusions(audit, heads)
     return {
         "audit": audit, "prov": audit.get("provenance", {}), "heads": heads,
+        "protocol_hash": protocol_hash(audit),
         "claims": claims, "regimes": regimes, "tiers": audit["protocol"]["tiers"],
         "states": STATES, "exclusions": exclusions, "transfer_cols": TRANSFER_COLUMNS,
         "drain_notes": figs.drain_curve_notes(_mechanisms(audit)),
         "transfer_fig": None if transfer is None else (
             transfer, transfer.data_uri if embed else transfer.path),
     }
+
+
+def protocol_hash(audit: dict) -> str:
+    """The protocol's one printed identity: the first 12 hex digits of its content sha256
+    (the hash of its rules, the one ``gate --baseline`` and ``diff`` compare and name); a
+    document written before the audit recorded it is hashed from the rules it lists."""
+    protocol = audit.get("protocol") or {}
+    return str(protocol.get("content_sha256") or content_sha256(protocol))[:12]
 
 
 def _exclusions(audit: dict, heads) -> list[dict]:

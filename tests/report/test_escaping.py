@@ -217,7 +217,7 @@ def _leaf_paths(node, path=()):
 
 
 @pytest.mark.parametrize("path", [("protocol", "version"), ("input", "n_runs"),
-                                  ("evalkit_version",), ("protocol", "sha256"),
+                                  ("evalkit_version",), ("protocol", "content_sha256"),
                                   ("protocol", "multiplicity"), ("alternative",)])
 def test_a_forged_field_cannot_add_markdown(forged_base, path):
     """The reported fields (protocol.version and input.n_runs went into report.md raw)."""
