@@ -36,7 +36,10 @@ SERVE_DEFAULTS = {
     "max_stop_bytes": MAX_STOP_BYTES,       # their UTF-8 bytes together: 400 beyond
     "body_read_timeout_s": 30.0,  # a whole request body: 408 beyond, its bytes released
     "body_idle_timeout_s": 10.0,  # the wait for a body's next bytes: 408 beyond
-    "idle_connection_timeout_s": 5.0,   # a connection without a whole request head: closed
+    # a connection without a whole request head (an idle keep-alive one too): closed; above
+    # the 15 s an aiohttp client keeps idle connections, so a client never sends on a
+    # connection the server is closing (the replay's own client is one)
+    "idle_connection_timeout_s": 20.0,
     "stream_write_timeout_s": 30.0,     # a streamed chunk the client does not take: aborted
 }
 TIMEOUT_KEYS = ("body_read_timeout_s", "body_idle_timeout_s", "idle_connection_timeout_s",

@@ -64,7 +64,7 @@ class Limits:
     max_stop_bytes: int = MAX_STOP_BYTES
     body_read_timeout_s: float = 30.0        # a whole body
     body_idle_timeout_s: float = 10.0        # the wait for the next body bytes
-    idle_connection_timeout_s: float = 5.0   # a connection without a whole request head
+    idle_connection_timeout_s: float = 20.0  # a connection without a whole request head
     stream_write_timeout_s: float = 30.0     # a streamed chunk the client does not take
     retry_after_s: int = 1
 
