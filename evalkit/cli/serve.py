@@ -32,10 +32,11 @@ _FLAGS = {"device": "device", "dtype": "dtype", "max_batch": "max_batch",
               help="Prompt + output token limit [the model's max_position_embeddings].")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="TOML/JSON file with any sidecar setting (model overrides, "
-                   "default_max_tokens, kv_cache_tokens, ...); flags win over it.")
+                   "default_max_tokens, kv_cache_tokens, request limits and timeouts, ...; "
+                   "--print-config lists them); flags win over it.")
 @click.option("--api-key", default=None, envvar="VLLM_API_KEY",
-              help="Require 'Authorization: Bearer KEY' on the /v1 routes (as vLLM's "
-                   "--api-key; also read from VLLM_API_KEY).")
+              help="Require 'Authorization: Bearer KEY' on the /v1 routes, /tokenize and "
+                   "/detokenize (as vLLM's --api-key; also read from VLLM_API_KEY).")
 @click.option("--print-config", is_flag=True,
               help="Print the effective settings as JSON and exit without serving.")
 def serve_cmd(preset, host, port, config_file, print_config, api_key, **flags):
