@@ -10,39 +10,13 @@ and is reported as such (``gate --baseline`` then refuses with exit 2).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from evalkit.audit.protocol_rules import protocol_change
 from evalkit.audit.tiers import tier_drops, tier_rank  # noqa: F401 - tier_drops: part of this API
-from evalkit.errors import InputError
-from evalkit.jsonio import read_json
-from evalkit.limits import MAX_DOCUMENT_BYTES
+from evalkit.report.document import load_audit  # noqa: F401 - read here by diff and gate
 from evalkit.report.text import md, md_name, p_value, pp, shorten
 
 UP, DOWN, SAME, NEW, GONE, UNRANKED = "up", "down", "same", "new", "gone", "unranked"
-
-
-def load_audit(path) -> dict:
-    """An ``audit.json`` (or a report directory holding one), checked to be an evalkit audit."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "audit.json"
-    if not p.exists():
-        raise InputError("no such audit file", file=str(p),
-                         fix="pass the audit.json an 'evalkit audit --out DIR' wrote "
-                             "(or DIR itself)")
-    # the one JSON front door: a FIFO or /dev/zero is refused, size and depth are bounded
-    audit = read_json(p, limit=MAX_DOCUMENT_BYTES, what="the audit",
-                      fix="pass the audit.json written by 'evalkit audit'")
-    if not isinstance(audit, dict) or not isinstance(audit.get("claims"), list) \
-            or not isinstance(audit.get("protocol"), dict):
-        raise InputError("not an evalkit audit (no 'claims' list or 'protocol')", file=str(p),
-                         column="claims", fix="pass the audit.json written by 'evalkit audit'")
-    for i, c in enumerate(audit["claims"]):
-        if not isinstance(c, dict) or "policy" not in c or "regime" not in c:
-            raise InputError(f"claim {i} has no policy/regime", file=str(p),
-                             column=f"claims[{i}]", fix="pass an unmodified audit.json")
-    return audit
 
 
 def tier_order(audit: dict) -> list[str]:

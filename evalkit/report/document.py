@@ -1,22 +1,232 @@
-"""Reading an audit document back (``evalkit report AUDIT.json``): the file must be an
-audit.json of this document version, whole, with everything the report draws."""
+"""Reading an audit document back: ``evalkit report AUDIT.json``, ``evalkit diff`` and
+``evalkit gate --baseline``.
+
+The file is read through the one JSON front door (a regular file, bounded in bytes and depth,
+no duplicate keys, no NaN) and then checked against :data:`DOCUMENT`, the shape of the audit
+document as :mod:`evalkit.audit.result` writes it, before any of it is used: a forged or edited
+document is an InputError naming the field path (``claims[0].checks[1]``), never a crash in
+the code that draws it.  Keys are optional here (``diff`` reads small documents); each one
+present must have its shape.  :func:`read_document` also requires what the report draws.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path, PurePosixPath
+
 from evalkit.errors import InputError
-from evalkit.jsonio import AUDIT_SCHEMA
-from evalkit.report.diff import load_audit
+from evalkit.jsonio import AUDIT_SCHEMA, read_json
+from evalkit.limits import MAX_DOCUMENT_BYTES
 
 REWRITE = "re-run 'evalkit audit RUNS --out DIR' to write the audit.json again"
 _CLAIM_KEYS = ("figures", "figure_data", "load_match", "per_seed", "checks", "tier_status")
 _DOCUMENT_KEYS = ("regimes", "provenance", "transfer", "input")
+_REPORT_FILES = ("report.html", "report.md", "audit.json", ".evalkit-report.json")
+
+
+# ------------------------------------------------------------------------------ shapes
+# A shape is one of: a tuple of scalar types (None in it: null allowed; bool is never an int
+# or a float unless listed), Obj (an object with known keys, ``required`` ones the report
+# cannot draw without), ListOf, MapOf (any keys, one shape of value), OneOf (a text from a
+# fixed set), FIGURE (a path inside the report), ANY.
+
+class Obj:
+    def __init__(self, keys: dict, nullable: bool = False, required: tuple = ()):
+        self.keys, self.nullable, self.required = keys, nullable, required
+
+
+class ListOf:
+    def __init__(self, item, nullable: bool = False):
+        self.item, self.nullable = item, nullable
+
+
+class MapOf:
+    def __init__(self, value, nullable: bool = False):
+        self.value, self.nullable = value, nullable
+
+
+class OneOf:
+    def __init__(self, *values, nullable: bool = False):
+        self.values, self.nullable = values, nullable
+
+
+ANY = object()
+FIGURE = object()
+STR, INT, BOOL = (str,), (int,), (bool,)
+NUM = (int, float, type(None))        # non-finite numbers are written as null
+OPT_STR, OPT_INT, OPT_BOOL = (str, type(None)), (int, type(None)), (bool, type(None))
+SCALAR = (str, int, float, bool, type(None))
+
+TIER_STATES = ("passed", "failed", "not_evaluable", "missing_runs", "not_run")
+LADDER_STATES = ("passed", "failed", "not_evaluable", "skipped", "not_run")
+CHECK_STATES = ("passed", "failed", "underpowered", "negligible", "not_evaluable", "vouched")
+CLAIM_STATES = ("supported", "not supported", "underpowered", "")
+
+_RATES = Obj({k: NUM for k in ("any", "e2e", "ttft", "tpot", "failed")}, nullable=True)
+_CHECK = Obj({"name": STR, "tier": STR, "passed": OPT_BOOL, "evaluable": BOOL,
+              "expected": STR, "found": STR, "recommendation": STR, "blocking": BOOL,
+              "vouched": BOOL, "status": OneOf(*CHECK_STATES), "values": MapOf(ANY)})
+_LOAD_ROW = Obj({"passed": BOOL, "seed": OPT_INT, "run_id": OPT_STR, "role": OPT_STR,
+                 "check": OPT_STR, "status": OPT_STR, "reason": OPT_STR, "expected": NUM,
+                 "found": NUM, "tolerance": NUM}, required=("passed",))
+CLAIM = Obj({
+    "regime": STR, "policy": STR, "baseline": STR, "n_seeds": INT, "seeds": ListOf(INT),
+    "effective_n": OPT_INT, "pseudo_replicates": ListOf(MapOf(SCALAR)), "test": OPT_STR,
+    "draws_per_seed": ListOf(INT), "design_min_p": NUM, "null_size": OPT_INT,
+    "method": OPT_STR, "vouched": ListOf(STR), "exclusions": ListOf(MapOf(ANY)),
+    "wins": INT, "mean_diff": NUM, "ci": ListOf(NUM, nullable=True), "ci_method": OPT_STR,
+    "p_one_sided": NUM, "p_two_sided": NUM, "p_adjusted": NUM, "exact": OPT_BOOL,
+    "min_p": NUM, "seeds_needed": OPT_INT,
+    "power": Obj({"min_p": NUM, "min_seeds": OPT_INT, "n": OPT_INT, "rule": OPT_STR,
+                  "seeds_needed": OPT_INT, "text": OPT_STR}, nullable=True),
+    "tier": OPT_STR, "tier_status": MapOf(OneOf(*TIER_STATES)), "stop_reason": OPT_STR,
+    "verdict": STR, "claim_status": OneOf(*CLAIM_STATES),
+    "ladder": ListOf(Obj({"tier": STR, "state": OneOf(*LADDER_STATES), "reached": BOOL,
+                          "beyond": BOOL}, required=("tier", "state", "reached", "beyond"))),
+    "stop": Obj({"tier": STR, "state": OneOf(*LADDER_STATES), "checks": ListOf(STR)},
+                nullable=True, required=("tier", "state")),
+    "oracle": BOOL, "underpowered": BOOL, "pre_registered": BOOL,
+    "checks": ListOf(_CHECK), "notes": ListOf(STR),
+    "per_seed": ListOf(Obj({"seed": INT, "d": NUM, "n_draws": OPT_INT, "policy_run": OPT_STR,
+                            **{k: NUM for k in ("exposure_mr", "exposure_policy", "k_policy",
+                                                "v_mr_max", "v_mr_mean", "v_mr_min",
+                                                "v_no_sync", "v_policy", "vex_policy")}})),
+    "slo_breakdown": Obj({"policy": _RATES, "matched_random": _RATES, "configured": _RATES,
+                          "text": STR}, nullable=True, required=("text",)),
+    "load_match": Obj({"reason": OPT_STR, "summary": OPT_STR, "rows": ListOf(_LOAD_ROW)},
+                      nullable=True, required=("reason", "rows")),
+    "figures": MapOf(FIGURE), "figure_data": MapOf(MapOf(ANY, nullable=True)),
+})
+DOCUMENT = Obj({
+    "schema": STR, "evalkit_version": STR, "alpha": NUM, "alternative": STR, "seed": INT,
+    "notes": ListOf(STR),
+    "protocol": Obj({"name": STR, "version": INT, "alpha": NUM, "alternative": STR,
+                     "multiplicity": STR, "accept_vouched": BOOL, "source": OPT_STR,
+                     "sha256": STR, "content_sha256": STR,
+                     "checks": MapOf(MapOf(ANY)),
+                     "tiers": ListOf(Obj({"name": STR, "checks": ListOf(STR), "claim": STR,
+                                          "skip_if_not_evaluable": BOOL}))}),
+    "input": Obj({"name": STR, "kind": STR, "n_runs": INT, "excluded": ListOf(MapOf(ANY))}),
+    "pre_registration": Obj({"pre_registered": BOOL, "plan_sha256": OPT_STR, "text": STR}),
+    "provenance": MapOf(SCALAR),
+    "transfer": MapOf(ANY),
+    "transfer_figure": FIGURE,
+    "regimes": MapOf(Obj({"psi": MapOf(NUM, nullable=True), "psi_reason": OPT_STR,
+                          "exposure_regression": MapOf(SCALAR, nullable=True),
+                          "exposure_reason": OPT_STR,
+                          "figure_data": MapOf(MapOf(ANY, nullable=True))})),
+    "claims": ListOf(CLAIM),
+})
+
+
+def _type_name(value) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(value), "?")
+
+
+def _wanted(shape) -> str:
+    if isinstance(shape, tuple):
+        names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+                 type(None): "null"}
+        return " or ".join(dict.fromkeys(names[t] for t in shape))
+    if shape is FIGURE:
+        return "a file name inside the report directory (figures/NAME.png)"
+    if isinstance(shape, OneOf):
+        return "one of " + ", ".join(repr(v) for v in shape.values)
+    kind = "an object" if isinstance(shape, (Obj, MapOf)) else "an array"
+    return kind + (" or null" if shape.nullable else "")
+
+
+def _figure_ok(value) -> bool:
+    if not isinstance(value, str) or not value or "\\" in value or "\x00" in value:
+        return False
+    parts = PurePosixPath(value).parts
+    return not PurePosixPath(value).is_absolute() and ".." not in parts \
+        and "." not in value.split("/") and value not in _REPORT_FILES
+
+
+def shape_problem(value, shape, where: str) -> tuple[str, str] | None:
+    """(field path, what is wrong) for the first part of ``value`` that does not have
+    ``shape``, else None."""
+    stack = [(value, shape, where)]
+    while stack:
+        v, s, at = stack.pop()
+        if s is ANY:
+            continue
+        if s is FIGURE:
+            if not _figure_ok(v):
+                return at, f"is {v!r:.80}, expected {_wanted(s)}"
+            continue
+        if isinstance(s, tuple):
+            if isinstance(v, bool) and bool not in s or not isinstance(v, s):
+                return at, f"is {_type_name(v)}, expected {_wanted(s)}"
+            continue
+        if v is None and s.nullable:
+            continue
+        if isinstance(s, OneOf):
+            if not isinstance(v, str) or v not in s.values:
+                return at, f"is {v!r:.80}, expected {_wanted(s)}"
+            continue
+        container = list if isinstance(s, ListOf) else dict
+        if not isinstance(v, container):
+            return at, f"is {_type_name(v)}, expected {_wanted(s)}"
+        if isinstance(s, ListOf):
+            stack.extend((x, s.item, f"{at}[{i}]") for i, x in enumerate(v))
+        elif isinstance(s, MapOf):
+            stack.extend((x, s.value, f"{at}.{k}") for k, x in v.items())
+        else:
+            missing = next((k for k in s.required if k not in v), None)
+            if missing is not None:
+                return f"{at}.{missing}", "is missing"
+            stack.extend((v[k], sub, f"{at}.{k}" if at else k)
+                         for k, sub in s.keys.items() if k in v)
+    return None
+
+
+def check_shape(doc, file: str) -> None:
+    """Raise an InputError naming the first field of ``doc`` that does not have the
+    document's shape (:data:`DOCUMENT`)."""
+    if not isinstance(doc, dict):
+        raise InputError(f"not an evalkit audit (the file holds {_type_name(doc)}, not an "
+                         "object)", file=file, fix="pass the audit.json written by "
+                                                   "'evalkit audit'")
+    found = shape_problem(doc, DOCUMENT, "")
+    if found is not None:
+        where, what = found
+        raise InputError(f"wrong shape: the field {what}", file=file, column=where,
+                         fix=f"pass an unmodified audit.json ({REWRITE})")
+
+
+# ------------------------------------------------------------------------------ readers
+
+def load_audit(path) -> dict:
+    """An ``audit.json`` (or a report directory holding one), checked to be an evalkit audit
+    whose every field present has the document's shape."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "audit.json"
+    if not p.exists():
+        raise InputError("no such audit file", file=str(p),
+                         fix="pass the audit.json an 'evalkit audit --out DIR' wrote "
+                             "(or DIR itself)")
+    audit = read_json(p, limit=MAX_DOCUMENT_BYTES, what="the audit",
+                      fix="pass the audit.json written by 'evalkit audit'")
+    if not isinstance(audit, dict) or not isinstance(audit.get("claims"), list) \
+            or not isinstance(audit.get("protocol"), dict):
+        raise InputError("not an evalkit audit (no 'claims' list or 'protocol')", file=str(p),
+                         column="claims", fix="pass the audit.json written by 'evalkit audit'")
+    for i, c in enumerate(audit["claims"]):
+        if not isinstance(c, dict) or "policy" not in c or "regime" not in c:
+            raise InputError(f"claim {i} has no policy/regime", file=str(p),
+                             column=f"claims[{i}]", fix="pass an unmodified audit.json")
+    check_shape(audit, str(p))
+    return audit
 
 
 def read_document(path) -> dict:
     """The audit document at ``path`` (an audit.json, or the report directory holding one);
     an InputError naming the file, the key and the fix when it is not one this version of
     evalkit renders."""
-    doc = load_audit(path)           # JSON, an object with claims and protocol
+    doc = load_audit(path)           # JSON of the document's shape, with claims and protocol
     where = str(path)
     schema = doc.get("schema")
     if schema != AUDIT_SCHEMA:
