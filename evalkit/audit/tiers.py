@@ -41,9 +41,7 @@ def _skippable(tier) -> bool:
 def tier_state(checks) -> str:
     """passed / failed / missing_runs / not_evaluable for the checks of one tier."""
     blocking = [c for c in checks if c.blocking]
-    if any(c.evaluable for c in blocking):
-        return FAILED
-    if blocking and all(names_runs_to_add(c) for c in blocking):
+    if blocking and all(names_runs_to_add(c) for c in blocking):   # no check failed
         return MISSING_RUNS
     if blocking and any(c.evaluable for c in checks):
         return FAILED
