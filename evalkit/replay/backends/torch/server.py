@@ -513,9 +513,9 @@ def _json_error_runner(app, **kwargs):
             except ValueError:
                 phrase = "error"
             detail = message or (str(exc) if exc else "") or phrase
-            _log_line(f"malformed request answered {status}: {' '.join(detail.split())[:200]}")
-            resp = _error_response(APIError(status, f"malformed HTTP request ({phrase}): "
-                                                    f"{detail}"))
+            what = "malformed HTTP request" if status < 500 else "internal server error"
+            _log_line(f"{what} answered {status}: {' '.join(detail.split())[:200]}")
+            resp = _error_response(APIError(status, f"{what} ({phrase}): {detail}"))
             resp.force_close()
             return resp
 
