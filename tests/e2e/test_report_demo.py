@@ -63,7 +63,7 @@ def test_demo_audit_keeps_every_recorded_field(demo_report):
     out, _ = demo_report
     new = json.loads((out / "report" / "audit.json").read_text())
     diff = changed_fields(without_wall_clock(json.loads(golden_path("demo").read_text())), new)
-    hint = ["(a moved input_fingerprint alone: run tests/replay/test_cross_cpu_determinism.py; "
-            "something the simulator records depends on the CPU)"] if any(
+    hint = ["(input_fingerprint moved: run tests/replay/test_cross_cpu_determinism.py to see "
+            "whether something the simulator records depends on the CPU)"] if any(
         "input_fingerprint" in d for d in diff) else []
     assert not diff, "\n".join(diff[:20] + hint)

@@ -173,7 +173,8 @@ def sweep_elsewhere(tmp_path: Path, *, prelude: str = "", env=None) -> tuple[dic
 
 
 needs_linux_x86 = pytest.mark.skipif(
-    sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"),
+    sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64")
+    or platform.libc_ver()[0] != "glibc",
     reason="the baseline-features lever is numpy's x86 dispatch and glibc's tunables")
 
 
