@@ -266,6 +266,16 @@ def test_an_invalid_campaign_is_refused_by_schema_and_reader(case):
         C.parse_campaign(data)
 
 
+def test_another_generators_parameter_is_refused_by_schema_and_preflight():
+    from evalkit.replay.job import build_trace
+
+    data = with_change(lambda d: d["trace"].update(rate=3.0))     # a poisson parameter
+    assert list(VALIDATOR.iter_errors(data))
+    camp = C.parse_campaign(data)
+    with pytest.raises(InputError, match="rate"):
+        build_trace(camp, 0)
+
+
 def test_the_key_comparison_sees_a_key_the_reference_lacks():
     text = REFERENCE.replace("| `tpot_s` |", "| tpot_s |")
     assert "tpot_s" not in {k for k in reference_rows(text)[SECTIONS["slo"]]}
