@@ -170,15 +170,16 @@ def shape_problem(value, shape, where: str) -> tuple[str, str] | None:
         if not isinstance(v, container):
             return at, f"is {_type_name(v)}, expected {_wanted(s)}"
         if isinstance(s, ListOf):
-            stack.extend((x, s.item, f"{at}[{i}]") for i, x in enumerate(v))
+            inner = [(x, s.item, f"{at}[{i}]") for i, x in enumerate(v)]
         elif isinstance(s, MapOf):
-            stack.extend((x, s.value, f"{at}.{k}") for k, x in v.items())
+            inner = [(x, s.value, f"{at}.{k}") for k, x in v.items()]
         else:
             missing = next((k for k in s.required if k not in v), None)
             if missing is not None:
                 return f"{at}.{missing}", "is missing"
-            stack.extend((v[k], sub, f"{at}.{k}" if at else k)
-                         for k, sub in s.keys.items() if k in v)
+            inner = [(v[k], sub, f"{at}.{k}" if at else k)
+                     for k, sub in s.keys.items() if k in v]
+        stack.extend(reversed(inner))           # the first problem in document order
     return None
 
 

@@ -1,0 +1,157 @@
+"""A forged or edited audit.json is refused before use: exit 2 naming the field path.
+
+`evalkit report`, `diff` and `gate --baseline` read the document through the one JSON front
+door and check it against the document's shape (evalkit.report.document.DOCUMENT).  Each case
+here used to end in exit 3 (a crash where the document is drawn) or passed unnoticed (an
+unknown status); the special-file and nesting cases used to hang or raise RecursionError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evalkit.cli.main import cli
+from evalkit.errors import InputError
+from evalkit.report.document import DOCUMENT, check_shape, shape_problem
+
+DOC = Path(__file__).resolve().parents[1] / "report_documents" / "sim_underpowered.audit.json"
+RUNS = Path(__file__).resolve().parents[2] / "fixtures" / "runs"
+
+
+def _doc() -> dict:
+    return json.loads(DOC.read_text())
+
+
+def _set(doc: dict, path: str, value) -> dict:
+    *head, last = path.split(".")
+    node = doc
+    for key in head:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[int(last) if isinstance(node, list) else last] = value
+    return doc
+
+
+def _invoke(args):
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    return res.exit_code, res.stdout, res.stderr
+
+
+# (field to forge, value, the field path the error names, words of the error)
+FORGED = [
+    ("claims.0.checks", "x", "claims[0].checks", "is a string, expected an array"),
+    ("claims.0.checks", [1, 2], "claims[0].checks[0]", "is an integer, expected an object"),
+    ("claims.0.per_seed", {}, "claims[0].per_seed", "is an object, expected an array"),
+    ("claims.0.regime", [], "claims[0].regime", "is an array, expected a string"),
+    ("regimes.bursty", 1, "regimes.bursty", "is an integer, expected an object"),
+    ("claims.0.slo_breakdown", {}, "claims[0].slo_breakdown.text", "is missing"),
+    ("claims.0.tier_status.harness", "won", "claims[0].tier_status.harness", "'won'"),
+    ("claims.0.claim_status", "proven", "claims[0].claim_status", "'proven'"),
+    ("claims.0.checks.0.status", "fine", "claims[0].checks[0].status", "'fine'"),
+    ("claims.0.ladder.0.state", "great", "claims[0].ladder[0].state", "'great'"),
+    ("claims.0.figures.null", "../../outside.png", "claims[0].figures.null", "inside the report"),
+    ("claims.0.figures.null", "/tmp/outside.png", "claims[0].figures.null", "inside the report"),
+    ("claims.0.figures.null", "audit.json", "claims[0].figures.null", "inside the report"),
+    ("claims.0.n_seeds", True, "claims[0].n_seeds", "is a boolean, expected an integer"),
+    ("protocol.version", "1", "protocol.version", "is a string, expected an integer"),
+    ("input.n_runs", "![x](http://e)", "input.n_runs", "expected an integer"),
+    ("claims.0.load_match.rows", [{"seed": 0}], "claims[0].load_match.rows[0].passed",
+     "is missing"),
+]
+
+
+@pytest.mark.parametrize("field, value, where, words", FORGED,
+                         ids=[f"{f}={v!r}"[:40] for f, v, _, _ in FORGED])
+def test_a_forged_field_is_named_by_its_path(field, value, where, words):
+    doc = _set(_doc(), field, value)
+    with pytest.raises(InputError) as err:
+        check_shape(doc, "audit.json")
+    assert err.value.column == where and words in err.value.message, err.value.format()
+
+
+def test_every_written_document_has_the_shape():
+    assert shape_problem(_doc(), DOCUMENT, "") is None
+    for golden in (Path(__file__).resolve().parents[1] / "golden").glob("*.audit.json"):
+        assert shape_problem(json.loads(golden.read_text()), DOCUMENT, "") is None, golden
+
+
+@pytest.mark.parametrize("field, value, where", [
+    ("claims.0.checks", [1, 2], "claims[0].checks[0]"),
+    ("claims.0.figures.null", "../../outside.png", "claims[0].figures.null"),
+    ("claims.0.slo_breakdown", {}, "claims[0].slo_breakdown.text")])
+def test_report_and_diff_refuse_a_forged_document_with_exit_2(tmp_path, field, value, where):
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(_set(_doc(), field, value)))
+    for args in (["report", forged, "--out", tmp_path / "out"], ["diff", DOC, forged],
+                 ["diff", forged, DOC]):
+        code, out, err = _invoke(args)
+        assert code == 2 and f"'{where}'" in err and str(forged) in err, (args, out + err)
+        assert "internal error" not in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "outside.png").exists()
+
+
+def test_gate_refuses_a_forged_baseline_before_auditing(tmp_path):
+    forged = tmp_path / "old.json"
+    forged.write_text(json.dumps(_set(_doc(), "claims.0.tier_status.harness", "won")))
+    code, out, err = _invoke(["gate", RUNS, "--policy", "fixed_h", "--baseline", forged])
+    assert code == 2 and "'claims[0].tier_status.harness'" in err, out + err
+
+
+# ----------------------------------------------------------------- the JSON front door
+
+@pytest.fixture
+def deadline():
+    def expired(*_):
+        raise TimeoutError("a special audit.json blocked a read")
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def _commands(path: Path, tmp_path: Path):
+    return [["report", path, "--out", tmp_path / "out"], ["diff", path, DOC],
+            ["gate", RUNS, "--policy", "fixed_h", "--baseline", path]]
+
+
+@pytest.mark.parametrize("kind, said", [("fifo", "a FIFO"), ("zero", "a character device")])
+def test_a_special_audit_json_is_refused_without_blocking(tmp_path, deadline, kind, said):
+    path = tmp_path / "audit.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    for args in _commands(path, tmp_path):
+        code, out, err = _invoke(args)
+        assert code == 2 and said in err and str(path) in err, (args, out + err)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"claims": [], "claims": [], "protocol": {}}', "'claims' appears twice"),
+    ('{"claims": [], "protocol": {}, "alpha": NaN}', "NaN is not allowed"),
+    ('{"claims": [], "protocol": {}, "alpha": 1e999}', "1e999 is not allowed"),
+    ("\xff\xfe{", "not UTF-8"),
+])
+def test_hostile_json_in_audit_json_is_exit_2(tmp_path, text, words):
+    path = tmp_path / "audit.json"
+    path.write_bytes(text.encode("latin-1"))
+    for args in _commands(path, tmp_path):
+        code, out, err = _invoke(args)
+        assert code == 2 and words in err and "internal error" not in err, (args, out + err)
+
+
+def test_a_document_over_the_size_limit_is_refused(tmp_path, monkeypatch):
+    import evalkit.report.document as document
+
+    monkeypatch.setattr(document, "MAX_DOCUMENT_BYTES", 1000)
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps({"claims": [], "protocol": {}, "notes": ["x" * 1000]}))
+    code, out, err = _invoke(["diff", path, path])
+    assert code == 2 and "more than 1,000 bytes" in err, out + err
