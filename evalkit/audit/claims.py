@@ -78,12 +78,22 @@ class ClaimResult:
         table["vex_policy"] = table.v_policy - table.v_no_sync
         return table
 
-    def to_dict(self) -> dict:
+    def effect_numbers(self) -> dict:
+        """G (``mean_diff``), its ``ci``, ``p_adjusted``, ``wins`` and ``n_seeds``: the
+        numbers a one-line summary of the claim gives (also in :meth:`to_dict`)."""
         sf = self.sign_flip
         d = self.ctx.d if self.ctx.effective_n >= 2 else np.array([])
+        return {"n_seeds": len(self.data.paired), "wins": int((d > 0).sum()),
+                "mean_diff": float(np.mean(d)) if d.size else None,
+                "ci": [sf.ci_low, sf.ci_high] if sf is not None else None,
+                "p_adjusted": self.ctx.p_adjusted if sf is not None else None}
+
+    def to_dict(self) -> dict:
+        sf = self.sign_flip
+        numbers = self.effect_numbers()
         return {
             "regime": self.regime, "policy": self.policy, "baseline": BASELINE,
-            "n_seeds": len(self.data.paired), "seeds": [int(s) for s in self.data.seeds],
+            "n_seeds": numbers["n_seeds"], "seeds": [int(s) for s in self.data.seeds],
             "effective_n": self.ctx.effective_n,
             "pseudo_replicates": [{"seed": a, "same_requests_as_seed": b}
                                   for a, b in self.ctx.pseudo_replicates],
@@ -98,13 +108,11 @@ class ClaimResult:
                                e.get("regime") == self.regime and (
                                    e.get("role") == "no_sync"
                                    or self.policy in (e.get("policy"), e.get("matched_to"))))],
-            "wins": int((d > 0).sum()),
-            "mean_diff": float(np.mean(d)) if d.size else None,
-            "ci": [sf.ci_low, sf.ci_high] if sf is not None else None,
+            "wins": numbers["wins"], "mean_diff": numbers["mean_diff"], "ci": numbers["ci"],
             "ci_method": sf.ci_method if sf is not None else None,
             "p_one_sided": sf.p_greater if sf is not None else None,
             "p_two_sided": sf.p_two_sided if sf is not None else None,
-            "p_adjusted": self.ctx.p_adjusted if sf is not None else None,
+            "p_adjusted": numbers["p_adjusted"],
             "exact": sf.exact if sf is not None else None,
             "min_p": sf.min_p if sf is not None else None,
             "seeds_needed": self.ctx.seeds_needed,

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-
 from evalkit.audit.checks.core import Check, Status
 from evalkit.audit.protocol_rules import protocol_change
 from evalkit.audit.result import find_claim
@@ -145,19 +143,12 @@ def _finite(x) -> bool:
 
 
 def claim_numbers(claim) -> dict:
-    """``mean_diff``, ``ci``, ``p_adjusted``, ``wins``, ``n_seeds`` of a claim: an audit.json
-    claim has them; a live ClaimResult computes them as its ``to_dict`` does."""
+    """``mean_diff``, ``ci``, ``p_adjusted``, ``wins``, ``n_seeds`` of a claim (a ClaimResult
+    or a claim read from an audit.json); empty for a stand-in without them."""
     if isinstance(getattr(claim, "numbers", None), dict):
         return claim.numbers
-    ctx = getattr(claim, "ctx", None)
-    if ctx is None:
-        return {}
-    sf = claim.sign_flip
-    d = ctx.d if ctx.effective_n >= 2 else np.array([])
-    return {"mean_diff": float(np.mean(d)) if d.size else None,
-            "ci": [sf.ci_low, sf.ci_high] if sf is not None else None,
-            "p_adjusted": ctx.p_adjusted if sf is not None else None,
-            "wins": int((d > 0).sum()), "n_seeds": len(claim.data.paired)}
+    numbers = getattr(claim, "effect_numbers", None)
+    return numbers() if numbers is not None else {}
 
 
 def fixed_design_note(result) -> str | None:
