@@ -50,6 +50,8 @@ MAY_DIFFER = (
     "settings.effective.client_keeps_up", "settings.effective.probe_elapsed_s",
     "settings.effective.probe_ttft_median_s", "settings.effective.single_request_s",
     "settings.effective.requests_failed", "settings.effective.prompts_truncated",
+    # an imported run's source file and what its tool measured (dates, durations, counts)
+    "settings.effective.imported",
     "settings.requested.run_id", "settings.requested.role", "settings.requested.draw",
     "settings.requested.matched_to", "settings.requested.reference_k",
     "settings.requested.reference_run_id", "settings.requested.policy",

@@ -455,9 +455,11 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
         corridor = {"min_gap_s": float(0.0 if min_gap_s is None else min_gap_s),
                     "max_gap_s": float(h if max_gap_s is None else max_gap_s)}
         n_err = int((b.requests["error"].notna() & ~b.requests["ok"]).sum())
-        effective = {"strategy": b.strategy, "t0_unix": b.t0_unix, "layout": b.layout,
-                     "requests_in_file": b.found, "requests_made": b.totals,
-                     "failed": n_err, "benchmark_index": b.index}
+        # what this benchmark measured and where it came from (the runs of one seed differ
+        # in them: like-for-like leaves settings.effective.imported out)
+        imported = {"source": report.name, "benchmark_index": b.index, "t0_unix": b.t0_unix,
+                    "requests_in_file": b.found, "requests_made": b.totals, "failed": n_err}
+        effective = {"strategy": b.strategy, "layout": b.layout, "imported": imported}
         meta = import_meta(
             run_id=default_run_id(reg, policy, role, seed, draw, matched_to), policy=policy,
             role=role, seed=seed, draw=draw, matched_to=matched_to, regime=reg,
@@ -465,8 +467,7 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
                    "sha256": _trace_identity(b.requests)},
             slo=slo.to_dict(),
             merge_duration_s=d, horizon_s=h, corridor=corridor, oracle=oracle,
-            settings={"requested": {"source": report.name, "benchmark": b.index,
-                                    "incomplete": incomplete, "merge_clock": merge_clock},
+            settings={"requested": {"incomplete": incomplete, "merge_clock": merge_clock},
                       "effective": effective},
             rng_seeds={"seed": int(seed)}, notes=notes)
         metas.append((meta, b.requests, m))

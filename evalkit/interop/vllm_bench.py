@@ -255,6 +255,22 @@ def read_merge_windows(path: str | os.PathLike, *, offset_s: float = 0.0) -> pd.
     return df
 
 
+# What the bench measured or when it ran (this run's own: the runs of one seed differ in
+# them), as opposed to how it was configured (compared between the runs of a seed).  They go
+# to settings.effective.imported, which like-for-like leaves out; an unknown key counts as
+# configuration, so like-for-like stays fail closed.
+_MEASURED_KEYS = {"date", "duration", "completed", "failed", "total_input_tokens",
+                  "total_output_tokens", "request_throughput", "request_goodput",
+                  "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
+                  "max_concurrent_requests", "t0_perf_counter"}
+_MEASURED_PREFIXES = ("mean_", "median_", "std_", "p25_", "p50_", "p75_", "p90_", "p95_",
+                      "p99_", "p999_")
+
+
+def _measured(key: str) -> bool:
+    return key in _MEASURED_KEYS or key.startswith(_MEASURED_PREFIXES) or key.endswith("_ms")
+
+
 def _trace_identity(requests: pd.DataFrame) -> str:
     """Hash of the prompt-length sequence: runs replaying the same prompts in the same order
     share it (send times differ between replays, so they are left out)."""
@@ -314,11 +330,11 @@ def import_vllm_bench(result_json, runs_dir, *, policy: str, seed: int,
                 "max_gap_s": float(horizon_s if max_gap_s is None else max_gap_s)}
     sha = _trace_identity(requests)
     name = trace_name or str(scalars.get("dataset_name") or "vllm-bench")
-    effective = {k: scalars[k] for k in ("duration", "completed", "failed", "date",
-                                         "request_throughput", "t0_perf_counter")
-                 if k in scalars}
-    requested = {k: v for k, v in scalars.items() if k not in effective
+    imported = {k: v for k, v in scalars.items() if _measured(k)}
+    imported["source"] = result_json.name
+    requested = {k: v for k, v in scalars.items() if k not in imported
                  and k != "latency_source"}
+    effective = {"imported": imported}
     run_id = run_id or default_run_id(regime, policy, role, seed, draw, matched_to)
     meta = import_meta(
         run_id=run_id, policy=policy, role=role, seed=seed, draw=draw, matched_to=matched_to,
