@@ -15,11 +15,31 @@ REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
 
 
-def test_readme_says_how_long_the_tests_take_and_names_the_quick_part():
-    quick = README[README.index("## Quick start"):README.index("## Architecture")]
-    assert "python -m pytest -q" in quick
-    assert re.search(r"2 CPU cores the whole suite takes about \d+(\.\d+)? minutes", quick)
-    assert '-m "not slow"' in quick and "quick part" in quick
+def _quick_start():
+    return README[README.index("## Quick start"):README.index("## Architecture")]
+
+
+def test_readme_says_how_long_each_tier_takes_and_how_to_run_the_slow_one():
+    quick = _quick_start()
+    assert re.search(r"quick part of the suite \([\d,]+ tests\)", quick)
+    assert re.search(r"takes\s+about \d+(\.\d+)? minutes", quick)
+    assert re.search(r"`python -m pytest -q -n 2 -m slow` \([\d,]+ tests, about \d+(\.\d+)?\s+"
+                     r"minutes\)", quick)
+    assert re.search(r"the whole\s+suite takes about \d+(\.\d+)? minutes", quick)
+
+
+def test_readme_test_command_is_the_one_ci_runs():
+    command = re.search(r"```bash\n(pip install -e '\.\[dev[^\n]*pytest[^\n]*)\n```",
+                        _quick_start()).group(1)
+    install, pytest_args = command.split(" && python -m pytest ")
+    ci = (REPO / ".ci" / "run").read_text().replace("pip install -q ", "pip install ")
+    assert f"python3 -m {install}" in ci
+    assert f"python3 -m pytest {pytest_args} -p no:cacheprovider" in ci
+
+
+def test_the_cpu_wheel_comes_before_the_test_command():
+    quick = _quick_start()
+    assert quick.index("download.pytorch.org/whl/cpu") < quick.index("python -m pytest")
 
 
 def test_readme_gives_the_cpu_wheel_index_for_the_pinned_torch():
