@@ -1,0 +1,104 @@
+"""The one JSON front door (evalkit.jsonio.read_json / loads_json): every failure is an
+InputError naming the file; nothing reaches the recursive parser nested beyond the bound."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from evalkit import jsonio
+from evalkit.errors import InputError
+from evalkit.jsonio import loads_json, nesting_depth, read_json
+from evalkit.limits import MAX_JSON_NESTING
+
+
+def _refused(raw, words, **kw):
+    with pytest.raises(InputError) as err:
+        loads_json(raw, file="x.json", **kw)
+    assert words in err.value.message and err.value.file == "x.json", err.value.format()
+    return err.value
+
+
+def test_depth_is_refused_before_the_parser_runs(monkeypatch):
+    def parser_called(*_a, **_k):
+        raise AssertionError("the parser saw text nested beyond the bound")
+
+    monkeypatch.setattr(jsonio.json, "loads", parser_called)
+    for raw in ("[" * 100_000, '{"a":' * 100_000, "[" * (MAX_JSON_NESTING + 1)):
+        _refused(raw, "nested too deeply")
+
+
+def test_the_depth_bound_is_exact_and_strings_do_not_count():
+    ok = "[" * MAX_JSON_NESTING + "]" * MAX_JSON_NESTING
+    assert loads_json(ok, file="x.json") is not None
+    _refused("[" + ok + "]", f"({MAX_JSON_NESTING + 1} levels)")
+    quoted = json.dumps(["[" * 1000, '\\"[{' * 500])
+    assert loads_json(quoted, file="x.json")[0] == "[" * 1000
+    assert nesting_depth(b'{"a": "]]]", "b": [[{"c": "\\"[["}]]}') == 4
+
+
+def test_large_inputs_are_measured_the_same_way():
+    # over 65,536 brackets the count runs in numpy: same answer as the small path
+    assert nesting_depth(b"[]" * 50_000) == 1
+    assert nesting_depth(b"[" * 70_000 + b"]" * 70_000) == 70_000
+    assert nesting_depth(b"[[" + b"[]," * 40_000 + b"[[[]]]]]") == 5
+
+
+def test_a_duplicate_key_is_refused_and_named_at_any_depth():
+    err = _refused('{"policy": "a", "policy": "b"}', "'policy' appears twice")
+    assert err.column == "policy"
+    assert _refused('{"x": [{"seed": 1, "d": 2, "seed": 3}]}', "twice").column == "seed"
+    assert loads_json('{"a": {"b": 1}, "c": {"b": 2}}', file="x.json")["c"] == {"b": 2}
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999", "-1e400"])
+def test_non_finite_numbers_are_refused_unless_the_format_allows_them(token):
+    _refused(f'{{"alpha": {token}}}', f"the number {token} is not allowed")
+    value = loads_json(f'{{"alpha": {token}}}', file="x.json", nonfinite=True)["alpha"]
+    assert value != value or abs(value) == float("inf")
+
+
+@pytest.mark.parametrize("raw, words", [
+    ('{"a": 1,}', "not valid JSON (Expecting property name enclosed in double quotes at line 1"),
+    ("", "not valid JSON"),
+    (b"\xff\xfe[]", "not UTF-8"),
+    ("1" * 5000, "cannot be read as JSON"),
+])
+def test_bad_text_is_an_input_error(raw, words):
+    _refused(raw, words)
+
+
+@pytest.fixture
+def deadline():
+    def expired(*_):
+        raise TimeoutError("a special file blocked read_json")
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_read_json_refuses_special_files_without_blocking(tmp_path, deadline):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    for path, said in ((fifo, "a FIFO"), (zero, "a character device"),
+                       (tmp_path, "a directory")):
+        with pytest.raises(InputError, match=said) as err:
+            read_json(path, limit=1 << 20, what="the audit")
+        assert err.value.file == str(path)
+
+
+def test_read_json_bounds_the_bytes_and_names_a_missing_file(tmp_path):
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps({"a": "x" * 100}))
+    assert read_json(path, limit=200)["a"] == "x" * 100
+    with pytest.raises(InputError, match="holds more than 50 bytes"):
+        read_json(path, limit=50)
+    with pytest.raises(InputError, match="the plan not found"):
+        read_json(tmp_path / "missing.json", limit=50, what="the plan")
