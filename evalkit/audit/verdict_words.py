@@ -7,7 +7,9 @@ above 0; "not shown to be explained by overlap" where the explained-gain test di
 "significantly worse" only for a significant negative gain; "underpowered" names the rule
 that blocks (the protocol's minimum number of seeds, or the smallest p the test can attain)
 with its numbers; a significant gain smaller than the protocol's smallest effect of interest
-is "negligible".
+is "negligible".  G, G_pred and their CIs are shares of requests (0.01 = 1 pp) in the audit
+document's numbers and percentage points in these sentences (:func:`pp`), as everywhere a
+person reads them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ def _fmt(x, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
+def pp(share) -> str:
+    """A difference of shares in signed percentage points, without the unit: ``+2.19``."""
+    if share is None or not math.isfinite(share):
+        return "n/a"
+    return f"{100 * share:+.2f}"
+
+
 def ci_position(low, high) -> str:
     """"above", "below" or "across" 0 for a CI; "" when it has no finite ends."""
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
@@ -32,13 +41,13 @@ def ci_position(low, high) -> str:
 
 
 def gain_text(sf) -> str:
-    """``G = 0.063 [0.032, 0.099], CI above 0`` from a paired test result."""
+    """``G = +6.30 pp [+3.20, +9.90], CI above 0`` from a paired test result."""
     if sf is None:
         return "G n/a"
     pos = ci_position(sf.ci_low, sf.ci_high)
     if not pos:
-        return f"G = {_fmt(sf.statistic)} (no CI)"
-    return f"G = {_fmt(sf.statistic)} [{_fmt(sf.ci_low)}, {_fmt(sf.ci_high)}], CI {pos} 0"
+        return f"G = {pp(sf.statistic)} pp (no CI)"
+    return f"G = {pp(sf.statistic)} pp [{pp(sf.ci_low)}, {pp(sf.ci_high)}], CI {pos} 0"
 
 
 def beats(sf) -> bool:
@@ -148,11 +157,11 @@ def explained_result(ctx):
 
 
 def prediction_text(res) -> str:
-    """``psi-predicted gain G_pred = 0.05 [0.02, 0.08], CI above 0`` and, unless the
+    """``psi-predicted gain G_pred = +5.00 pp [+2.00, +8.00], CI above 0`` and, unless the
     explained-gain test passed, ``: not shown to be explained by overlap``."""
     lo, hi = res.g_pred_ci
     pos = ci_position(lo, hi)
-    text = (f"psi-predicted gain G_pred = {_fmt(res.g_pred)} [{_fmt(lo)}, {_fmt(hi)}]"
+    text = (f"psi-predicted gain G_pred = {pp(res.g_pred)} pp [{pp(lo)}, {pp(hi)}]"
             + (f", CI {pos} 0" if pos else ""))
     return text if res.explained else text + ": not shown to be explained by overlap"
 

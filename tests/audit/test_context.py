@@ -264,13 +264,13 @@ def _explained(g_pred=0.05, lo=0.02, hi=0.08, explained=True):
 def test_verdict_wording_per_tier():
     proto = load_protocol()
     claim = SimpleNamespace(oracle=False)
-    g = "G = 0.0625 [0.03125, 0.125], CI above 0"
+    g = "G = +6.25 pp [+3.12, +12.50], CI above 0"
     for tier in ("matched_budget", "placement_gain", "deployable"):
         assert _verdict(tier, proto, claim, [], "", _vctx()) == (
             f"{tier}: {proto.tier(tier).claim}; {g}")
     assert _verdict("calibrated", proto, claim, [], "", _vctx(explained=_explained())) == (
-        f"calibrated: {proto.tier('calibrated').claim}; {g}; psi-predicted gain G_pred = 0.05 "
-        "[0.02, 0.08], CI above 0")
+        f"calibrated: {proto.tier('calibrated').claim}; {g}; psi-predicted gain G_pred = +5.00 "
+        "pp [+2.00, +8.00], CI above 0")
     # the wording is the protocol's: an edited claim sentence is what the verdict says
     edited = replace(proto, tiers=tuple(replace(t, claim="scheduling wins, say the numbers")
                                         if t.name == "placement_gain" else t
@@ -287,14 +287,14 @@ def test_verdict_wording_per_tier():
     # 4 seeds below the protocol's 5: the protocol rule blocks, not the attainable p
     assert _verdict("harness", proto, claim, under, "", _vctx(needed=3)) == (
         "underpowered: 4 independent seeds are below the protocol's minimum of 5 (the test "
-        "itself could reach alpha with 3; smallest attainable p now 0.01); G = 0.0625 "
-        "[0.03125, 0.125], CI above 0: the difference is not significant (p = 0.5); no "
+        "itself could reach alpha with 3; smallest attainable p now 0.01); G = +6.25 pp "
+        "[+3.12, +12.50], CI above 0: the difference is not significant (p = 0.5); no "
         "claim beyond the mechanism tiers")
     assert _verdict(None, proto, SimpleNamespace(oracle=True), under, "",
                     _vctx(n=5, needed=7, design_min_p=0.0625)) == (
         "oracle bound (never deployable): underpowered: with 5 independent seeds the smallest "
         "attainable two-sided p is 0.0625 > alpha = 0.05: the test needs >= 7 seeds; G = "
-        "0.0625 [0.03125, 0.125], CI above 0: the difference is not significant (p = 0.5); "
+        "+6.25 pp [+3.12, +12.50], CI above 0: the difference is not significant (p = 0.5); "
         "no claim beyond the mechanism tiers")
     worse = _verdict("harness", proto, claim, under, "",
                      _vctx(stat=-0.04, lo=-0.06, hi=-0.02, p_adj=0.008, needed=3))
@@ -326,7 +326,7 @@ def test_verdict_never_claims_a_gain_the_numbers_do_not_show(tier):
     # a positive gain whose psi-predicted gain is not above 0 is not "explained"
     text = _verdict("calibrated", proto, claim, [], "",
                     _vctx(explained=_explained(-0.01, -0.02, 0.01, explained=False)))
-    assert "not shown to be explained by overlap" in text and "G_pred = -0.01 [-0.02, 0.01], CI across 0" \
+    assert "not shown to be explained by overlap" in text and "G_pred = -1.00 pp [-2.00, +1.00], CI across 0" \
         in text and "above 0;" not in text.split("G_pred")[1]
 
 
@@ -339,7 +339,7 @@ def test_verdict_without_a_matched_budget_tier_and_unknown_tiers():
     small = replace(proto, tiers=tiers)
     # no matched_budget tier: the floor is the first tier; every tier says its own claim,
     # and only with a gain the numbers show
-    g = "G = 0.0625 [0.03125, 0.125], CI above 0"
+    g = "G = +6.25 pp [+3.12, +12.50], CI above 0"
     assert _verdict("basic", small, SimpleNamespace(oracle=False), [], "",
                     _vctx()) == f"basic: the basic claim; {g}"
     assert _verdict("extra", small, SimpleNamespace(oracle=False), [], "",
