@@ -469,3 +469,23 @@ def test_a_real_memory_limit_is_reported_as_the_environment(tmp_path):
     assert "out of memory; " + ENV_WORDS in res.stderr
     assert "corrupt" not in res.stdout + res.stderr and "rerun" not in res.stdout + res.stderr
     assert invoke(["validate", runs]).exit_code == 0
+
+
+@pytest.mark.parametrize("exc", [MemoryError(), OSError(errno.ENOMEM, "Cannot allocate memory"),
+                                 OSError(errno.EMFILE, "Too many open files")],
+                         ids=["MemoryError", "ENOMEM", "EMFILE"])
+def test_a_summary_table_read_under_memory_pressure_is_the_environment(tmp_path, monkeypatch,
+                                                                        exc):
+    import pandas as pd
+
+    table = tmp_path / "table.csv"
+    table.write_text("policy,seed,violation_rate\nwa,0,0.1\n")
+
+    def read_csv(*args, **kw):
+        raise exc
+
+    monkeypatch.setattr(pd, "read_csv", read_csv)
+    res = invoke(["audit", table, "--out", tmp_path / "audit"])
+    assert res.exit_code == 2, res.output
+    assert "this is the environment, the table was not judged" in res.output
+    assert "cannot read the summary table" not in res.output
