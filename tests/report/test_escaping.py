@@ -228,7 +228,9 @@ def test_a_forged_field_cannot_add_markdown(forged_base, path):
     assert _live(_html_of(markdown)) == clean
     assert "\\!\\[px" in markdown                    # printed, as its characters
     page = render_html(forged, figures)                 # and the page: Jinja's autoescape
-    assert "<b>raw</b>" not in page and "&lt;b&gt;raw&lt;/b&gt;" in page
+    assert "<b>raw</b>" not in page
+    if "e.example/p.png" in markdown:                   # printed whole, not a 12-digit hash
+        assert "&lt;b&gt;raw&lt;/b&gt;" in page
 
 
 @pytest.mark.slow
