@@ -16,10 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import (calibrated, core, deployable, design, harness, inference,
+                                   placement, transfer)
 from evalkit.audit.campaign import ClaimData, SeedPair, assemble_claims, load_campaign
-from evalkit.audit.claims import (ClaimContext, ClaimResult, RegimeEvidence, _tier_walk,
-                                  _verdict, evaluate_claims)
+from evalkit.audit.claims import ClaimResult, _tier_walk, _verdict, evaluate_claims
+from evalkit.audit.context import ClaimContext
+from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import load_protocol
 
 CAMPAIGNS = Path(__file__).resolve().parents[2] / "fixtures" / "campaigns"
@@ -115,7 +117,7 @@ def test_no_multiplicity_or_a_single_claim_keeps_the_raw_p(tmp_path):
     assert d["p_adjusted"] == pytest.approx(_brute_p(_D["ra"])[2], abs=1e-15)
     # gain_significant decides on this p
     gs = next(c for c in results[0].checks if c.name == "gain_significant")
-    assert f"adjusted {C._fmt(d['p_adjusted'])}" in gs.found
+    assert f"adjusted {core._fmt(d['p_adjusted'])}" in gs.found
 
 
 def test_claim_result_fields_of_a_sign_flip_claim(tmp_path):
@@ -226,11 +228,11 @@ def test_per_seed_table_exposures_and_vex():
 
 
 def _chk(name, blocking, found, status=None):
-    return C.Check(name, "t", not blocking, True, "e", found, "r", blocking, status=status)
+    return core.Check(name, "t", not blocking, True, "e", found, "r", blocking, status=status)
 
 
 def test_underpowered_needs_a_blocking_underpowered_check():
-    under = C.Status.UNDERPOWERED
+    under = core.Status.UNDERPOWERED
     assert _stub_result(checks=[_chk("a", True, "underpowered: x", under),
                                 _chk("b", False, "ok")]).underpowered is True
     assert _stub_result(checks=[_chk("a", False, "underpowered: x", under),
@@ -238,7 +240,7 @@ def test_underpowered_needs_a_blocking_underpowered_check():
     assert _stub_result(checks=[_chk("a", True, "fails")]).underpowered is False
     # the status decides, not the prose: a failure whose text merely starts with the word
     assert _stub_result(checks=[_chk("a", True, "underpowered: x")]).underpowered is False
-    assert _chk("a", True, "underpowered: x").status is C.Status.FAILED
+    assert _chk("a", True, "underpowered: x").status is core.Status.FAILED
     res = _stub_result(checks=[_chk("a", True, "x"), _chk("b", False, "y")])
     assert [c.name for c in res.failed_checks] == ["a"]
 
@@ -282,8 +284,8 @@ def test_verdict_wording_per_tier():
         f"mechanism only ({proto.tier('harness').claim}); no win over matched random")
     assert _verdict("sidecar_transfer", proto, claim, [], "", _vctx()).startswith(
         "mechanism only")
-    under = [C.Check("enough_seeds", "matched_budget", False, True, "e", "underpowered: 5",
-                     "r", True, status=C.Status.UNDERPOWERED)]
+    under = [core.Check("enough_seeds", "matched_budget", False, True, "e", "underpowered: 5",
+                     "r", True, status=core.Status.UNDERPOWERED)]
     # 4 seeds below the protocol's 5: the protocol rule blocks, not the attainable p
     assert _verdict("harness", proto, claim, under, "", _vctx(needed=3)) == (
         "underpowered: 4 independent seeds are below the protocol's minimum of 5 (the test "
@@ -326,8 +328,9 @@ def test_verdict_never_claims_a_gain_the_numbers_do_not_show(tier):
     # a positive gain whose psi-predicted gain is not above 0 is not "explained"
     text = _verdict("calibrated", proto, claim, [], "",
                     _vctx(explained=_explained(-0.01, -0.02, 0.01, explained=False)))
-    assert "not shown to be explained by overlap" in text and "G_pred = -1.00 pp [-2.00, +1.00], CI across 0" \
-        in text and "above 0;" not in text.split("G_pred")[1]
+    assert "not shown to be explained by overlap" in text and \
+        "G_pred = -1.00 pp [-2.00, +1.00], CI across 0" in text and \
+        "above 0;" not in text.split("G_pred")[1]
 
 
 def test_verdict_without_a_matched_budget_tier_and_unknown_tiers():
@@ -353,7 +356,7 @@ def test_verdict_without_a_matched_budget_tier_and_unknown_tiers():
 
 def _check(name, tier, passed, evaluable=True, vouched=False):
     blocking = passed is False or (not evaluable and not vouched)
-    return C.Check(name, tier, passed, evaluable, "e", f"{name} found", "r", blocking, vouched)
+    return core.Check(name, tier, passed, evaluable, "e", f"{name} found", "r", blocking, vouched)
 
 
 def _tiers(skip=()):
@@ -511,7 +514,7 @@ def test_load_match_table_rows_per_run_and_check(tmp_path):
     assert rate_rows.found.tolist() == [2.0, 2.5, 2.5] * 2
     assert (rate_rows.expected == 2.0).all()
     assert ctx.load_match_table(sp) is table                   # cached per tolerances
-    out = C.load_match(ctx, sp)
+    out = placement.load_match(ctx, sp)
     assert out.passed is False and "arrival_rate_achieved expected 2 found 2.5" in out.found
     assert out.found.count("seed ") == 4
 
@@ -721,43 +724,43 @@ def _c(pairs=None, **kw):
     (None, 4, "n/a"), (float("nan"), 4, "n/a"), (float("inf"), 4, "n/a"), (2, 4, "2"),
     (0.5, 4, "0.5"), (np.float64(0.25), 4, "0.25")])
 def test_fmt(x, digits, text):
-    assert C._fmt(x, digits) == text
+    assert core._fmt(x, digits) == text
     if digits == 4:
-        assert C._fmt(x) == text
+        assert core._fmt(x) == text
 
 
 @pytest.mark.parametrize("items, text", [
     (["a"] * 6, "a; a; a; a; a; a"), (["a"] * 7, "a; a; a; a; a; a (+1 more)"),
     ([], "")])
 def test_listing(items, text):
-    assert C._listing(items) == text
+    assert core._listing(items) == text
 
 
 def test_run_check_recommendations():
     from evalkit.errors import NotEstimable
 
-    C.CHECKS["_t_ne"] = lambda c, s: C.not_evaluable("e", "f", "")
-    C.CHECKS["_t_ne_rec"] = lambda c, s: C.not_evaluable("e", "f", "do x")
-    C.CHECKS["_t_est"] = lambda c, s: (_ for _ in ()).throw(NotEstimable("why"))
-    C.CHECKS["_t_raise"] = lambda c, s: {}["k"]
-    C.CHECKS["_t_pass"] = lambda c, s: C.Outcome(True, "e", "f", "keep")
+    core.CHECKS["_t_ne"] = lambda c, s: core.not_evaluable("e", "f", "")
+    core.CHECKS["_t_ne_rec"] = lambda c, s: core.not_evaluable("e", "f", "do x")
+    core.CHECKS["_t_est"] = lambda c, s: (_ for _ in ()).throw(NotEstimable("why"))
+    core.CHECKS["_t_raise"] = lambda c, s: {}["k"]
+    core.CHECKS["_t_pass"] = lambda c, s: core.Outcome(True, "e", "f", "keep")
     tail = "or vouch for it: --accept-vouched (the report marks the claim as vouched)"
     try:
         vouch, block = _spec(on_not_evaluable="vouch"), _spec()
         no, yes = _c(), _c(protocol=SimpleNamespace(accept_vouched=True))
-        assert C.run_check("_t_ne", "t", no, vouch).recommendation == tail
-        assert C.run_check("_t_ne_rec", "t", no, vouch).recommendation == "do x; " + tail
-        assert C.run_check("_t_ne_rec", "t", no, block).recommendation == "do x"
-        assert C.run_check("_t_ne_rec", "t", yes, vouch).recommendation == "do x"
-        c = C.run_check("_t_est", "t", no, block)
+        assert core.run_check("_t_ne", "t", no, vouch).recommendation == tail
+        assert core.run_check("_t_ne_rec", "t", no, vouch).recommendation == "do x; " + tail
+        assert core.run_check("_t_ne_rec", "t", no, block).recommendation == "do x"
+        assert core.run_check("_t_ne_rec", "t", yes, vouch).recommendation == "do x"
+        c = core.run_check("_t_est", "t", no, block)
         assert c.found == "cannot be estimated: why" and c.recommendation == ""
         assert c.expected == "check description" and c.blocking and c.tier == "t"
-        c = C.run_check("_t_raise", "t", yes, vouch)
+        c = core.run_check("_t_raise", "t", yes, vouch)
         assert c.found == "check raised KeyError: 'k'" and c.recommendation == (
             "fix the input named in the error, then rerun the audit")
-        c = C.run_check("_t_pass", "t", SimpleNamespace(), vouch)   # no protocol: no vouching
+        c = core.run_check("_t_pass", "t", SimpleNamespace(), vouch)   # no protocol: no vouching
         assert c.passed is True and not c.blocking and c.recommendation == "keep"
-        c = C.run_check("_t_ne", "t", SimpleNamespace(), vouch)
+        c = core.run_check("_t_ne", "t", SimpleNamespace(), vouch)
         assert c.blocking and not c.vouched
         assert c.to_dict() == {"name": "_t_ne", "tier": "t", "passed": None, "evaluable": False,
                                "expected": "e", "found": "f", "recommendation": tail,
@@ -765,22 +768,22 @@ def test_run_check_recommendations():
                                "status": "not_evaluable", "values": {}}
     finally:
         for k in ("_t_ne", "_t_ne_rec", "_t_est", "_t_raise", "_t_pass"):
-            C.CHECKS.pop(k)
+            core.CHECKS.pop(k)
 
 
 def test_harness_baseline_texts():
     sp = _spec(harness_backends=["sim", "twin"], policies=["fixed_h", "fixed_2"])
     runs = pd.DataFrame({"backend": ["sim", "twin"], "policy": ["fixed_h", "fixed_2"],
                          "seed": [0, 1]})
-    out = C.fixed_cadence_baseline(_c(regime_runs=runs), sp)
+    out = harness.fixed_cadence_baseline(_c(regime_runs=runs), sp)
     assert out.expected == ("a fixed-cadence baseline (fixed_h or fixed_2) replayed on sim/twin "
                             "for every seed of the policy")
     assert out.found == "present for all 2 seeds"
-    out = C.deferral_baseline(_c(regime_runs=runs.iloc[:1]), sp)
+    out = harness.deferral_baseline(_c(regime_runs=runs.iloc[:1]), sp)
     assert out.expected.startswith("a deferral baseline")
     assert out.found == "missing for seeds 1"
     assert out.recommendation == "replay fixed_h on sim for seeds 1 in regime r"
-    out = C.deferral_baseline(_c(regime_runs=runs.iloc[:0]), sp)
+    out = harness.deferral_baseline(_c(regime_runs=runs.iloc[:0]), sp)
     assert out.found == "no sim/twin runs in regime r: the harness tier does not apply"
 
 
@@ -793,41 +796,41 @@ def test_transfer_found_text():
            "guard_band_measured": True, "notes": ["n1", "n2"],
            "harness": {"n_runs": 3, "n_seeds": 2, "n_active": 40, "drains": True},
            "real": {"n_runs": 4, "n_seeds": 2, "n_active": 50, "drains": False}}
-    out = C.transfer_ci_excludes_one(_c(transfer=lambda s: res), _spec(mechanism="sync"))
+    out = transfer.transfer_ci_excludes_one(_c(transfer=lambda s: res), _spec(mechanism="sync"))
     assert out.found == ("rho_real = 1.3 [1.1, 1.5] (mean-log ratio 1.1 [1, 1.2]), rho_harness "
                          "= 1.6, transfer fraction 0.5 [0.2, 0.9]; paired: the harness effect "
                          "did not transfer")
     assert out.expected.startswith("real-sidecar rho_s (p95")
-    out = C.transfer_paired(_c(transfer=lambda s: res), _spec(mechanism="sync"))
+    out = transfer.transfer_paired(_c(transfer=lambda s: res), _spec(mechanism="sync"))
     assert out.found == ("harness: 3 runs over 2 seeds paired, 40 in-window requests, drain "
                          "curve at 1 from lag 0 (no post-window effect); real: 4 runs over 2 "
                          "seeds paired, 50 in-window requests, drain curve still above 1 at "
                          "12.5 s (n1; n2)")
     weak = {**res, "guard_band_measured": False, "method": "fallback"}
-    out = C.transfer_paired(_c(transfer=lambda s: weak), _spec(mechanism="sync"))
+    out = transfer.transfer_paired(_c(transfer=lambda s: weak), _spec(mechanism="sync"))
     assert out.found == ("weaker evidence only (fallback): no no-sync run to pair with, so the "
                          "post-window effect was assumed to end after 12.5 s, not measured. "
                          "n1 n2")
 
 
 def test_matched_budget_texts():
-    out = C.matched_random_present(_c([_pair(0, ks=(3, 3)), _pair(1)]), _spec(min_draws=2))
+    out = design.matched_random_present(_c([_pair(0, ks=(3, 3)), _pair(1)]), _spec(min_draws=2))
     assert out.found == ("missing runs: matched_random of ewma for seed 1 (3 draws in all)")
     assert out.recommendation == ("replay K-matched random draws for seeds 1 (evalkit sweep "
                                   "adds them)")
     assert out.expected == ">= 2 matched-random draw(s) matched_to ewma per seed (regime r)"
-    out = C.matched_random_present(_c([_pair(0, ks=(3, 3)), _pair(1)]), _spec(min_draws=1))
+    out = design.matched_random_present(_c([_pair(0, ks=(3, 3)), _pair(1)]), _spec(min_draws=1))
     assert out.found == "3 draws over 2 seeds"
-    out = C.k_match(_c([_pair(0, ks=(3, 5)), _pair(1, ks=(np.nan,))]), _spec(max_abs_diff=1))
+    out = design.k_match(_c([_pair(0, ks=(3, 5)), _pair(1, ks=(np.nan,))]), _spec(max_abs_diff=1))
     assert out.found == "K mismatch: seed 0: policy K = 3, draw s0-d1 K = 5"
     assert out.expected == "every draw's observed K equals the policy's K (|diff| <= 1)"
-    out = C.k_match(_c([_pair(0, ks=(3, 4)), _pair(1, ks=(np.nan,))]), _spec(max_abs_diff=1))
+    out = design.k_match(_c([_pair(0, ks=(3, 4)), _pair(1, ks=(np.nan,))]), _spec(max_abs_diff=1))
     assert out.found == "K matches for all 2 draws (1 draws without K: vouched by the table)"
     fp = {r: ("abcdefabcdefXYZ", 10) for r in ("s0-pol", "s0-d0", "s1-pol", "s1-d0", "s1-ns")}
-    out = C.pairing_real(_c(fingerprints=fp), _spec())
+    out = design.pairing_real(_c(fingerprints=fp), _spec())
     assert out.found.startswith("no arrival fingerprint for 1 run(s) (e.g. s0-ns)")
     bad = {**fp, "s0-ns": ("0123456789abcdef", 11)}
-    out = C.pairing_real(_c(fingerprints=bad), _spec())
+    out = design.pairing_real(_c(fingerprints=bad), _spec())
     assert out.found == ("nominal pairing: seed 0: s0-ns (no_sync) replayed 11 requests with "
                          "fingerprint 0123456789ab, policy run s0-pol 10 requests abcdefabcdef")
 
@@ -838,30 +841,30 @@ def _complete(policy_seeds, regime_seeds, excluded=()):
 
 
 def test_policy_runs_complete_texts():
-    out = C.policy_runs_complete(_complete([0, 1], [0, 1, 1]), _spec())
+    out = design.policy_runs_complete(_complete([0, 1], [0, 1, 1]), _spec())
     assert out.found == "2 of 2 seeds complete, nothing excluded"
     unk = [{"run_id": f"u{i}", "reason": "bad"} for i in range(5)]
     unk.append({"run_id": "v", "reason": "odd seed", "regime": "r", "seed": "x"})
-    out = C.policy_runs_complete(_complete([0, 1], [0, 1], unk), _spec())
+    out = design.policy_runs_complete(_complete([0, 1], [0, 1], unk), _spec())
     assert out.found == ("missing results: excluded run(s) of unknown regime/seed: u0 (bad); "
                          "u1 (bad); u2 (bad); u3 (bad)")
-    odd = C.policy_runs_complete(_complete([0, 1], [0, 1], unk[-1:]), _spec())
+    odd = design.policy_runs_complete(_complete([0, 1], [0, 1], unk[-1:]), _spec())
     assert odd.found.endswith("v (odd seed)")
     # a draw excluded with no draw number, an excluded draw of another policy
     exd = {"run_id": "x", "reason": "crashed", "regime": "r", "seed": 1,
            "role": "matched_random", "matched_to": None, "draw": None}
-    out = C.policy_runs_complete(_complete([0, 1], [0, 1], [exd]), _spec())
+    out = design.policy_runs_complete(_complete([0, 1], [0, 1], [exd]), _spec())
     assert out.found == "missing results: seed 1: x (matched_random) excluded (crashed)"
     other = {**exd, "matched_to": "wa", "draw": 7}
-    assert C.policy_runs_complete(_complete([0, 1], [0, 1], [other]), _spec()).passed is True
+    assert design.policy_runs_complete(_complete([0, 1], [0, 1], [other]), _spec()).passed is True
     # an excluded no-sync run of a seed that has none is a missing result
     c = _c([_pair(0), _pair(1, no_sync=False)], regime_runs=pd.DataFrame({"seed": [0, 1]}),
            campaign=SimpleNamespace(excluded=[{**exd, "role": "no_sync"}]))
-    assert C.policy_runs_complete(c, _spec()).found == (
+    assert design.policy_runs_complete(c, _spec()).found == (
         "missing results: seed 1: x (no_sync) excluded (crashed)")
     # an excluded policy run of a seed with no complete run: listed after the missing seed
     exp = {**exd, "seed": 2, "role": "policy", "policy": "ewma"}
-    out = C.policy_runs_complete(_complete([0, 1], [0, 1], [exp]), _spec())
+    out = design.policy_runs_complete(_complete([0, 1], [0, 1], [exp]), _spec())
     assert out.found == ("missing results: seed 2: no complete ewma policy run; seed 2: x "
                          "(policy) excluded (crashed)")
     assert out.recommendation.startswith("rerun the missing or failed runs")
@@ -876,26 +879,26 @@ def _design(rows, pairs=None, has_logs=False, violations=None):
 
 def test_design_check_texts():
     ids = ["s0-pol", "s0-d0"]
-    out = C.schedules_in_corridor(_design({"run_id": ids, "corridor_violations": [0, 2],
+    out = design.schedules_in_corridor(_design({"run_id": ids, "corridor_violations": [0, 2],
                                            "corridor_note": ["", ""]}), _spec(tolerance_s=0.05))
     assert out.found == "outside F_K: seed 0 s0-d0 (matched_random): 2 violation(s)"
-    out = C.schedules_in_corridor(_design({"run_id": ids, "corridor_violations": [0, np.nan]}),
+    out = design.schedules_in_corridor(_design({"run_id": ids, "corridor_violations": [0, np.nan]}),
                                   _spec(tolerance_s=0.05))
     assert out.found == ("no merge logs or corridor column for 1 run(s): the corridor is "
                          "vouched by the input")
     assert out.recommendation == "audit the runs directory or a table from 'evalkit summarize'"
-    out = C.schedules_in_corridor(_design({"run_id": ids}), _spec(tolerance_s=0.05))
+    out = design.schedules_in_corridor(_design({"run_id": ids}), _spec(tolerance_s=0.05))
     assert out.evaluable is False and "for 2 run(s)" in out.found
     # runs of one seed declaring different designs
     c = _design({"run_id": ids, "corridor_violations": [0, 0]})
     c.declared_design = lambda r: (20.0, 80.0, 8.0, 200.0) if r == "s0-pol" else (
         10.0, 80.0, 8.0, 200.0)
-    out = C.schedules_in_corridor(c, _spec(tolerance_s=0.05))
+    out = design.schedules_in_corridor(c, _spec(tolerance_s=0.05))
     assert out.found == ("outside F_K: seed 0: runs declare different designs (min_gap, "
                          "max_gap, D, horizon): policy (20.0, 80.0, 8.0, 200.0) vs draw "
                          "(10.0, 80.0, 8.0, 200.0)")
     c.declared_design = lambda r: (None, None, 8.0, float("nan"))       # NaN equals NaN here
-    assert C.schedules_in_corridor(c, _spec(tolerance_s=0.05)).passed is True
+    assert design.schedules_in_corridor(c, _spec(tolerance_s=0.05)).passed is True
 
 
 def test_merge_duration_texts():
@@ -903,23 +906,23 @@ def test_merge_duration_texts():
         return _design({"run_id": ["s0-pol", "s0-d0"], "merge_duration_median_s": [pol, draw],
                         "merge_duration_s": [d, d], "k_observed": list(k)})
     sp = _spec(rel_tol=0.25)
-    out = C.merge_durations_match(ctx(12.0, 8.0), sp)
+    out = design.merge_durations_match(ctx(12.0, 8.0), sp)
     assert out.found == ("seed 0 s0-pol: windows last 12 s, D = 8 s; seed 0: policy windows "
                          "12 s vs draws 8 s")
     assert out.expected == ("median observed merge duration of every policy and draw run "
                             "within 25% of the run's D, and the policy's within 25% of its "
                             "draws'")
-    assert C.merge_durations_match(ctx(8.0, 8.0), sp).found == "2 runs with windows of D"
+    assert design.merge_durations_match(ctx(8.0, 8.0), sp).found == "2 runs with windows of D"
     # a run without merges (K = 0) has no windows and is no missing evidence
-    out = C.merge_durations_match(ctx(8.0, np.nan, k=(3, 0)), sp)
+    out = design.merge_durations_match(ctx(8.0, np.nan, k=(3, 0)), sp)
     assert out.passed is True and out.found == "1 runs with windows of D"
-    out = C.merge_durations_match(ctx(np.nan, np.nan, k=(0, 0)), sp)
+    out = design.merge_durations_match(ctx(np.nan, np.nan, k=(0, 0)), sp)
     assert out.evaluable is False
     assert out.found == "no observed merge durations: D is vouched by the input"
     # D unknown or 0: only the policy-vs-draws comparison applies
-    assert C.merge_durations_match(ctx(12.0, 12.0, d=np.nan), sp).passed is True
-    assert C.merge_durations_match(ctx(12.0, 12.0, d=0.0), sp).passed is True
-    out = C.merge_durations_match(ctx(16.0, 12.0, d=0.0), sp)
+    assert design.merge_durations_match(ctx(12.0, 12.0, d=np.nan), sp).passed is True
+    assert design.merge_durations_match(ctx(12.0, 12.0, d=0.0), sp).passed is True
+    out = design.merge_durations_match(ctx(16.0, 12.0, d=0.0), sp)
     assert out.found == "seed 0: policy windows 16 s vs draws 12 s"
 
 
@@ -927,7 +930,7 @@ def test_open_loop_texts():
     c = _design({"run_id": ["s0-pol", "s0-d0", "s0-ns"], "completion_tied_share": [0.0, 0.5, 0.0],
                  "identical_arrival_share": [0.0, 0.0, 0.25]})
     sp = _spec(max_completion_tied_share=0.1, max_identical_arrival_share=0.05)
-    out = C.open_loop_sending(c, sp)
+    out = design.open_loop_sending(c, sp)
     assert out.found == ("seed 0 s0-d0 (matched_random): 50% of sends follow a completion "
                          "(closed loop); seed 0 s0-ns (no_sync): 25% of requests arrive in "
                          "bursts of identical times (batched)")
@@ -935,14 +938,14 @@ def test_open_loop_texts():
                             "request's completion, <= 5% of requests sharing an arrival time")
     ok = _design({"run_id": ["s0-pol", "s0-d0", "s0-ns"], "completion_tied_share": [0.0] * 3,
                   "identical_arrival_share": [0.0] * 3})
-    assert C.open_loop_sending(ok, sp).found == "3 runs open loop"
+    assert design.open_loop_sending(ok, sp).found == "3 runs open loop"
     # a seed without a no-sync run: only the policy and its draw are read
     ok = _design({"run_id": ["s0-pol", "s0-d0"], "completion_tied_share": [0.0] * 2,
                   "identical_arrival_share": [0.0] * 2}, pairs=[_pair(0, no_sync=False)])
-    assert C.open_loop_sending(ok, sp).found == "2 runs open loop"
+    assert design.open_loop_sending(ok, sp).found == "2 runs open loop"
     missing = _design({"run_id": ["s0-pol", "s0-d0", "s0-ns"],
                        "completion_tied_share": [0.0] * 3})
-    out = C.open_loop_sending(missing, sp)
+    out = design.open_loop_sending(missing, sp)
     assert out.found == ("no request timings for 3 run(s): open-loop sending is vouched by the "
                          "input")
 
@@ -950,7 +953,7 @@ def test_open_loop_texts():
 def test_enough_seeds_texts():
     c = _c(informative_n=3, effective_n=4, seeds_needed=6, test_name="sign-flip test",
            pseudo_replicates=[(5, 0), (6, 0), (7, 1), (8, 1), (9, 2)], design_min_p=0.25)
-    out = C.enough_seeds(c, _spec(min_seeds=5))
+    out = inference.enough_seeds(c, _spec(min_seeds=5))
     assert out.expected == (">= 6 independent paired seeds (protocol minimum 5; the sign-flip "
                             "test needs 6 to reach alpha = 0.05 two-sided)")
     assert out.found == ("underpowered: 3 independent seeds are below the protocol's minimum "
@@ -963,7 +966,7 @@ def test_enough_seeds_texts():
     # 4 seeds, the test could reach alpha with 3: the protocol's minimum of 5 blocks
     c = _c(informative_n=4, effective_n=4, seeds_needed=3, test_name="t", pseudo_replicates=[],
            design_min_p=0.0123)
-    out = C.enough_seeds(c, _spec(min_seeds=5))
+    out = inference.enough_seeds(c, _spec(min_seeds=5))
     assert out.found == ("underpowered: 4 independent seeds are below the protocol's minimum "
                          "of 5 (the test itself could reach alpha with 3; smallest attainable p "
                          "now 0.0123)")
@@ -971,18 +974,18 @@ def test_enough_seeds_texts():
     # enough for the protocol, not for the test
     c = _c(informative_n=5, effective_n=5, seeds_needed=6, test_name="t", pseudo_replicates=[],
            design_min_p=0.0625)
-    out = C.enough_seeds(c, _spec(min_seeds=5))
+    out = inference.enough_seeds(c, _spec(min_seeds=5))
     assert out.found.endswith("with 5 independent seeds the smallest attainable two-sided p is "
                               "0.0625 > alpha = 0.05: the test needs >= 6 seeds")
     c = _c(informative_n=1, effective_n=1, seeds_needed=6, test_name="t", pseudo_replicates=[],
            design_min_p=1.0)
-    out = C.enough_seeds(c, _spec(min_seeds=7))
+    out = inference.enough_seeds(c, _spec(min_seeds=7))
     assert out.found == "1 independent paired seed(s): no paired test possible"
     assert out.recommendation == ("replay the policy and K-matched random draws for >= 7 seeds, "
                                   "each on its own trace realisation")
     c = _c(informative_n=2, effective_n=2, seeds_needed=2, test_name="t", pseudo_replicates=[],
            design_min_p=0.5)
-    assert C.enough_seeds(c, _spec(min_seeds=2)).found == "2 independent paired seeds"
+    assert inference.enough_seeds(c, _spec(min_seeds=2)).found == "2 independent paired seeds"
 
 
 def _sf(**kw):
@@ -995,60 +998,60 @@ def _sf(**kw):
 def test_gain_significant_texts():
     c = _c(effective_n=6, sign_flip=_sf(), p_adjusted=0.046875, test_name="sign-flip test",
            seeds_needed=6, d=np.array([0.1, 0.2, 0.0, -0.1, 0.3, 0.2]))
-    out = C.gain_significant(c, _spec(min_effect=0.005))
+    out = inference.gain_significant(c, _spec(min_effect=0.005))
     assert out.passed is True
     assert out.expected == ("Holm-adjusted two-sided p <= 0.05 and mean d >= 0.005 (the "
                             "smallest effect of interest; sign-flip test)")
     assert out.found == ("mean d = 0.0625 [0.03125, 0.125], policy better in 4/6 seeds, p = "
                          "0.03125, adjusted 0.04688 (exact)")
     c.sign_flip = _sf(exact=False, min_p=0.0625)
-    out = C.gain_significant(c, _spec(min_effect=0.005))
+    out = inference.gain_significant(c, _spec(min_effect=0.005))
     assert out.found == ("underpowered: smallest attainable p = 0.0625 > alpha with n = 6 "
                          "(seeds whose runs tie cannot count); mean d = 0.0625 [0.03125, "
                          "0.125], policy better in 4/6 seeds, p = 0.03125, adjusted 0.04688 "
                          "(Monte Carlo)")
     assert out.recommendation == "underpowered: needs >= 6 seeds"
     c.protocol = SimpleNamespace(multiplicity="none")
-    assert C.gain_significant(c, _spec(min_effect=0.005)).expected == (
+    assert inference.gain_significant(c, _spec(min_effect=0.005)).expected == (
         "two-sided p <= 0.05 and mean d >= 0.005 (the smallest effect of interest; sign-flip "
         "test)")
     c.effective_n = 1
-    out = C.gain_significant(c, _spec(min_effect=0.005))
+    out = inference.gain_significant(c, _spec(min_effect=0.005))
     assert out.found == "1 paired seed(s): no paired test possible"
     assert out.recommendation == ("replay the policy and its matched-random draws for >= 6 "
                                   "seeds")
 
 
 def test_placement_gain_texts():
-    out = C.no_sync_present(_c([_pair(0, no_sync=False), _pair(1), _pair(2, no_sync=False)]),
-                            _spec())
+    out = placement.no_sync_present(
+        _c([_pair(0, no_sync=False), _pair(1), _pair(2, no_sync=False)]), _spec())
     assert out.found == "missing runs: no_sync for seed 0; no_sync for seed 2"
     assert out.recommendation.startswith("replay no_sync for seeds 0, 2; a missing baseline")
-    assert C.no_sync_present(_c(), _spec()).found == "present for all 2 seeds"
+    assert placement.no_sync_present(_c(), _spec()).found == "present for all 2 seeds"
     n = 10
     table = pd.DataFrame({"seed": range(n), "run_id": [f"r{i}" for i in range(n)],
                           "check": ["step_rate"] * n, "expected": [1.0] * n,
                           "found": [1.2345678] * n, "passed": [False] * (n - 1) + [True],
                           "status": ["failed"] * (n - 1) + ["passed"], "reason": [""] * n})
     sp = _spec(tolerances={"step_rate": 0.05, "n_requests": 0.0})
-    out = C.load_match(_c(load_match_table=lambda s: table), sp)
+    out = placement.load_match(_c(load_match_table=lambda s: table), sp)
     assert out.expected == ("load matched to the seed's no-sync run: n_requests within 0%, "
                             "step_rate within 5%")
     assert out.found.startswith("seed 0 r0: step_rate expected 1 found 1.23457; seed 1 r1")
     assert out.found.count("expected") == 8 and out.found.endswith("(+1 more)")
     ok = table.assign(passed=True, status="passed")
     ok.loc[1, "check"] = "n_requests"
-    out = C.load_match(_c(load_match_table=lambda s: ok), sp)
+    out = placement.load_match(_c(load_match_table=lambda s: ok), sp)
     assert out.found == "10 runs matched on 2 quantities"
     ne = table.assign(status="not evaluable", reason="step_rate is missing")
-    out = C.load_match(_c(load_match_table=lambda s: ne), sp)
+    out = placement.load_match(_c(load_match_table=lambda s: ne), sp)
     assert out.found == "cannot compare: step_rate (step_rate is missing)"
 
 
 def test_calibrated_texts():
     ev = SimpleNamespace(psi=SimpleNamespace(eps_cal=0.0123456, eps_cal_loso=0.02),
                          phi_table=pd.DataFrame({"phi": range(7)}), psi_reason="")
-    out = C.psi_fit(_c(regime_evidence=ev), _spec(min_runs=8))
+    out = calibrated.psi_fit(_c(regime_evidence=ev), _spec(min_runs=8))
     assert out.passed is False and out.found == (
         "eps_cal = 0.01235 in-sample, 0.02 leave-one-seed-out, 7 runs")
     assert out.expected.startswith("isotonic psi fitted on >= 8 runs")
@@ -1061,19 +1064,21 @@ def test_calibrated_texts():
                          explained_gain=lambda *a: (res, "seeds 3 left out"), psi_reason="")
     c = _c(regime_evidence=ev, seed=0, alpha=0.1, rng=lambda *stream: np.random.default_rng(stream),
            protocol=SimpleNamespace(bootstrap_resamples=200, accept_vouched=False))
-    out = C.gain_explained_by_overlap(c, _spec(unexplained_tolerance=0.25))
+    out = calibrated.gain_explained_by_overlap(c, _spec(unexplained_tolerance=0.25))
     assert out.expected == ("psi-predicted gain G_pred (psi refitted leave-one-seed-out) with "
                             "a 90% CI above 0, and the unexplained part G - G_pred shown "
                             "small: its 80% CI inside +-0.25 x |G| (equivalence, TOST at "
                             "alpha = 0.1)")
-    assert out.found == (f"G = {C._fmt(res.gain)}, G_pred = {C._fmt(res.g_pred)} "
-                         f"[{C._fmt(res.g_pred_ci[0])}, {C._fmt(res.g_pred_ci[1])}], G - G_pred "
-                         f"= {C._fmt(res.unexplained)} [{C._fmt(res.unexplained_ci[0])}, "
-                         f"{C._fmt(res.unexplained_ci[1])}] (80% CI; tolerance "
-                         f"+-{C._fmt(res.tolerance_abs)}) over {res.n_seeds} seeds; eps_cal "
+    assert out.found == (f"G = {core._fmt(res.gain)}, G_pred = {core._fmt(res.g_pred)} "
+                         f"[{core._fmt(res.g_pred_ci[0])}, {core._fmt(res.g_pred_ci[1])}], "
+                         f"G - G_pred "
+                         f"= {core._fmt(res.unexplained)} [{core._fmt(res.unexplained_ci[0])}, "
+                         f"{core._fmt(res.unexplained_ci[1])}] (80% CI; tolerance "
+                         f"+-{core._fmt(res.tolerance_abs)}) over {res.n_seeds} seeds; eps_cal "
                          "0.01 in-sample, 0.02 leave-one-seed-out; seeds 3 left out")
     none = SimpleNamespace(psi=None, psi_reason="not evaluable: no logs")
-    out = C.gain_explained_by_overlap(_c(regime_evidence=none), _spec(unexplained_tolerance=0.25))
+    out = calibrated.gain_explained_by_overlap(_c(regime_evidence=none),
+                                               _spec(unexplained_tolerance=0.25))
     assert out.evaluable is False and out.found == "not evaluable: no logs"
 
 
@@ -1083,15 +1088,15 @@ def test_deployable_texts():
     ids = [r for p in pairs for r in [p.policy_run, *p.draws.run_id, p.no_sync.run_id]]
     runs = pd.DataFrame({"run_id": ids, "backend": ["vllm"] * 3 + ["torch"] * 3})
     c = _c(claim=_claim(pairs), campaign=SimpleNamespace(has_logs=True, runs=runs))
-    out = C.real_sidecar(c, sp)
+    out = deployable.real_sidecar(c, sp)
     assert out.found == "backends: torch, vllm"
     assert out.expected == ("every run of the claim's seeds (policy, draws, no-sync) on a real "
                             "sidecar (torch/vllm)")
     c._meta = lambda r: {"policy": "ewma", "oracle": False}
-    out = C.not_oracle(c, _spec())
+    out = deployable.not_oracle(c, _spec())
     assert out.found == "policy class ewma uses decision-time information (registry)"
     c._meta = lambda r: {"policy": "ewma", "oracle": True}
-    out = C.not_oracle(c, _spec())
+    out = deployable.not_oracle(c, _spec())
     assert out.found == ("oracle: s0-pol: the run says it saw future information; s1-pol: the "
                          "run says it saw future information")
 
