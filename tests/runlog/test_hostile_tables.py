@@ -77,3 +77,18 @@ def test_schema_version_must_be_the_integer_itself(copy_fixture, version):
     assert code == 2, out + err
     line = next(x for x in out.splitlines() if "column=schema_version" in x)
     assert "ERROR" in line and f"unknown schema_version {version!r}" in line, out
+
+
+@pytest.mark.parametrize("part", ["requested", "effective"])
+def test_settings_parts_must_be_objects(copy_fixture, tmp_path, part):
+    """The audit's policy registry reads settings.<part>.policy: a string there used to end
+    the audit with exit 3 (found by tests/reliability/test_fuzz_readers.py)."""
+    runs = copy_fixture("runs")
+    meta_path = runs / RUN / "run.json"
+    meta = json.loads(meta_path.read_text())
+    meta["settings"][part] = "=HYPERLINK(\"x\")"
+    meta_path.write_text(json.dumps(meta))
+    code, out, err = _invoke(["validate", runs])
+    assert code == 2 and f"column=settings.{part}" in out and "must be a JSON object" in out
+    code, out, err = _invoke(["audit", runs, "--out", tmp_path / "report"])
+    assert code == 2 and f"settings.{part}" in err and "internal error" not in err, out + err

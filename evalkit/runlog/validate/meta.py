@@ -78,6 +78,12 @@ def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
         if has(key) and not isinstance(meta[key], dict):
             bad(key, f"must be a JSON object, got {type(meta[key]).__name__}",
                 f"write {key} as an object")
+    for part in ("requested", "effective"):        # read by the audit's policy registry
+        value = meta.get("settings", {}).get(part) if isinstance(meta.get("settings"),
+                                                                  dict) else None
+        if value is not None and not isinstance(value, dict):
+            bad(f"settings.{part}", f"must be a JSON object, got {type(value).__name__}",
+                f"write settings.{part} as an object")
     if "trace_realisation" in meta and not _nonempty_str(meta["trace_realisation"]):
         bad("trace_realisation", f"must be a non-empty string, got {_short(meta['trace_realisation'])}",
             "remove it (defaults to trace.sha256) or name the request sequence")
