@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import evalkit.compose.until_decided as until_decided
 from evalkit.audit.sequential import SequentialVerdict
-from evalkit.replay.sweep import JobOutcome, SweepSummary
+from evalkit.replay.job import JobOutcome
+from evalkit.replay.sweep import SweepSummary
 from tests.audit.test_sequential_gate import CAMPAIGN
 
 
