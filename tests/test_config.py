@@ -12,7 +12,7 @@ from evalkit.errors import InputError
 from evalkit.limits import MAX_CONFIG_BYTES, MAX_NESTING, MAX_STRING_CHARS
 from evalkit.replay.campaign import load_campaign
 from evalkit.replay.traces import generate
-from evalkit.replay.twin import Twin, load_twin
+from evalkit.replay.backends.sim.twin import Twin, load_twin
 from tests.support.reliability_tools import TINY_CAMPAIGN
 
 # ----------------------------------------------------------------------------- key lines

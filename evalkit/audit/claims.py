@@ -15,9 +15,10 @@ import pandas as pd
 from evalkit.audit import tiers as T
 from evalkit.audit import verdict_words as words
 from evalkit.audit.campaign import Campaign, ClaimData
-from evalkit.audit.checks import Check, Status, run_check
+from evalkit.audit.checks.core import Check, Status, run_check
 from evalkit.audit.context import ClaimContext
-from evalkit.audit.evidence import BASELINE, RegimeEvidence, TransferEvidence
+from evalkit.audit.evidence import BASELINE, RegimeEvidence
+from evalkit.audit.transfer_evidence import TransferEvidence
 from evalkit.audit.plan_checks import campaign_plan
 from evalkit.audit.protocol import Protocol
 from evalkit.audit.slo_breakdown import slo_breakdown

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from evalkit.audit.campaign import Campaign, ClaimData
-from evalkit.audit.transfer_evidence import TransferEvidence  # noqa: F401 - part of this API
 from evalkit.errors import InputError, NotEstimable
 from evalkit.stats import RequestIndex, exposure_regression, fit_psi, overlap_cost
 from evalkit.stats.explained import explained_gain

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from evalkit.audit.checks import CHECK_CHOICES, CHECK_PARAMS, CHECKS
-from evalkit.config import ConfigDoc, find_key_line, parse_config  # noqa: F401 (re-export)
+from evalkit.audit.checks.core import CHECK_CHOICES, CHECK_PARAMS, CHECKS
+from evalkit.config import ConfigDoc, parse_config
 from evalkit.errors import InputError
 from evalkit.fileread import read_text_bounded
 from evalkit.limits import MAX_CONFIG_BYTES, RESAMPLES_RANGE, range_fix

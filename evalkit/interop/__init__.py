@@ -5,8 +5,3 @@
 - :mod:`evalkit.interop.summary_table`: a per-run summary table (the audit's table input)
   -> one run per row, with synthesised request rows that reproduce each row's aggregates.
 """
-
-from evalkit.interop.summary_table import import_summary_table
-from evalkit.interop.vllm_bench import import_vllm_bench, read_merge_windows
-
-__all__ = ["import_summary_table", "import_vllm_bench", "read_merge_windows"]

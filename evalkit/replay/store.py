@@ -16,14 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import InputError
-from evalkit.fsutil import fsync_dir
+from evalkit.fsutil import fsync_dir, map_ordered
 from evalkit.replay.campaign import Campaign, Job
 from evalkit.replay.job import job_fingerprint
-from evalkit.replay.storelock import (StoreLock, break_locks,  # noqa: F401 - re-exported
-                                      current_holders)
 from evalkit.runlog.io import (LINK_FIX, EnvironmentFailure, UnreadableRun, leftover_kind,
                                 move_run_aside, read_meta, run_link_trouble)
-from evalkit.runlog.validate import map_ordered, validate_run
+from evalkit.runlog.validate import validate_run
 
 
 @dataclass

@@ -35,15 +35,11 @@ from evalkit.errors import InputError
 from evalkit.progress import Ticker
 from evalkit.replay import run_order
 from evalkit.replay.campaign import Campaign, Job, Shard, load_campaign, plan_campaign, shard_jobs
-from evalkit.replay.executors import (PoolExecutor, RayExecutor,  # noqa: F401 - re-exported
-                                      SerialExecutor, WorkerLost, make_executor)
-from evalkit.replay.job import (REPO_ROOT, JobOutcome, _build_trace,  # noqa: F401 - re-exported
-                                _load_file_trace, _portable_path, build_trace, execute_job,
-                                job_fingerprint, resolve_inputs, resolve_path)
+from evalkit.replay.executors import WorkerLost, make_executor
+from evalkit.replay.job import JobOutcome, build_trace, execute_job
 from evalkit.replay.runner import check_trace
-from evalkit.replay.store import (RunState, StoreLock,  # noqa: F401 - re-exported
-                                  clean_leftovers, current_holders, existing_states,
-                                  move_aside, run_state, scan_leftovers)
+from evalkit.replay.store import (RunState, clean_leftovers, existing_states, move_aside,
+                                  run_state)
 from evalkit.replay.plan import directory_plan
 from evalkit.runlog.plan import plan_sha256, publish_plan, read_plan
 

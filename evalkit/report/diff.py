@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evalkit.audit.protocol_rules import protocol_change
-from evalkit.audit.tiers import tier_drops, tier_rank  # noqa: F401 - tier_drops: part of this API
-from evalkit.report.document import load_audit  # noqa: F401 - read here by diff and gate
+from evalkit.audit.tiers import tier_rank
 from evalkit.report.text import md, md_name, p_value, pp, shorten
 
 UP, DOWN, SAME, NEW, GONE, UNRANKED = "up", "down", "same", "new", "gone", "unranked"

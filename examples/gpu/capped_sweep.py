@@ -11,9 +11,10 @@ import concurrent.futures as cf
 import sys
 import time
 
-from evalkit.replay.backends.torch import close_rig
+from evalkit.replay.backends.torch.rig import close_rig
 from evalkit.replay.campaign import load_campaign
-from evalkit.replay.sweep import JobOutcome, execute_job, run_campaign
+from evalkit.replay.job import JobOutcome, execute_job
+from evalkit.replay.sweep import run_campaign
 
 
 class DeadlineExecutor:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evalkit.audit.campaign import load_campaign
-from evalkit.audit.claims import RegimeEvidence
+from evalkit.audit.evidence import RegimeEvidence
 from evalkit.errors import InputError
 
 

@@ -16,7 +16,7 @@ from tests.support.decision_stubs import claim, pair
 def test_claim_context_exact_permutation_limit(n_seeds, exact):
     # 3 draws per seed: 4^n label sets; the studentized statistic is not additive, so
     # exact means enumerating all of them: up to 2^22 = 4^11
-    from evalkit.audit.claims import ClaimContext
+    from evalkit.audit.context import ClaimContext
 
     fake = SimpleNamespace(draws_per_seed=np.full(n_seeds, 3.0))
     assert ClaimContext._exact_ok.fget(fake) is exact
@@ -29,7 +29,7 @@ def test_claim_context_exact_permutation_limit(n_seeds, exact):
     ([], "two-sided", 6),               # no draws known: one per seed
 ])
 def test_claim_context_seeds_needed_from_the_fewest_draws(m, alternative, needed):
-    from evalkit.audit.claims import ClaimContext
+    from evalkit.audit.context import ClaimContext
 
     fake = SimpleNamespace(draws_per_seed=np.array(m, dtype=int), alpha=0.05,
                            alternative=alternative)
@@ -39,7 +39,7 @@ def test_claim_context_seeds_needed_from_the_fewest_draws(m, alternative, needed
 # --------------------------------------------------------------- the claim's design facts
 
 def _design(pairs, runs=None, source="runs"):
-    from evalkit.audit.claims import ClaimContext
+    from evalkit.audit.context import ClaimContext
 
     c = ClaimContext.__new__(ClaimContext)
     c.claim = claim(pairs)

@@ -7,7 +7,7 @@ import pandas as pd
 
 def test_regime_evidence_reason_without_logs(tmp_path):
     from evalkit.audit.campaign import load_campaign
-    from evalkit.audit.claims import RegimeEvidence
+    from evalkit.audit.evidence import RegimeEvidence
 
     rows = [{"policy": p, "seed": s, "violation_rate": v} for s in range(3)
             for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from evalkit.audit.protocol import find_key_line, load_protocol, parse_protocol
+from evalkit.audit.protocol import load_protocol, parse_protocol
+from evalkit.config import find_key_line
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.audit.protocol import (CHECK_PARAMS, find_key_line, load_protocol,
-                                    parse_protocol)
+from evalkit.audit.checks.core import CHECK_PARAMS
+from evalkit.audit.protocol import load_protocol, parse_protocol
+from evalkit.config import find_key_line
 from evalkit.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.audit.campaign import SeedPair
-from evalkit.audit.checks import Check
+from evalkit.audit.checks.core import Check
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.sequential import verdict_for
 from evalkit.cli.main import cli

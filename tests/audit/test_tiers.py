@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import core as C
 from evalkit.audit import tiers as T
 from evalkit.audit.claims import _verdict
 from evalkit.audit.gate import decide

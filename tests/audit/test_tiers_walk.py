@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import core as C
 from evalkit.audit.claims import _tier_walk
 from evalkit.audit.protocol import TierSpec
 

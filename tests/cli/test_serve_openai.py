@@ -216,7 +216,7 @@ def test_engine_failure_is_503():
     """An engine that died answers 503 with an OpenAI error (in-process app, no model)."""
     from aiohttp.test_utils import TestClient, TestServer
 
-    from evalkit.replay.backends.torch.sidecar import make_app
+    from evalkit.replay.backends.torch.server import make_app
     from evalkit.replay.backends.torch.tokenizer import SidecarTokenizer
 
     class DeadEngine:

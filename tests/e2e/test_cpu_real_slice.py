@@ -100,7 +100,7 @@ def test_campaign_slice_on_the_real_rig_fits_a_twin(tmp_path):
     data = tomllib.loads(text)
     data.update(seeds=3, horizon_s=8.0, matched_random_draws=0)
     data["policies"] = [p for p in data["policies"] if p["name"] == "ewma"]
-    from evalkit.replay.backends.torch import close_rig
+    from evalkit.replay.backends.torch.rig import close_rig
     from evalkit.replay.campaign import parse_campaign
     from evalkit.replay.sweep import run_campaign
 

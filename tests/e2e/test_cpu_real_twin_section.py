@@ -44,7 +44,7 @@ def test_coverage_sentence_follows_the_counts(mr, n_inside, below, above, has):
 
 
 def vex(group, real, pred, ci):
-    from evalkit.replay.backends.sim_fit_predictive import vex_verdicts
+    from evalkit.replay.backends.sim.fit_predictive import vex_verdicts
 
     return dict({"group": group, "n_seeds": 10, "vex_real_mean": real, "vex_pred_mean": pred,
                  "vex_real_ci95": ci}, **vex_verdicts(real, pred, ci))

@@ -9,8 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
-from evalkit.interop.summary_table import SYNTH_NOTE, synthesise_requests
-from evalkit.runlog import iter_run_dirs, read_meta
+from evalkit.interop.summary_table import synthesise_requests
+from evalkit.runlog.table import SYNTH_NOTE
+from evalkit.runlog.io import iter_run_dirs, read_meta
 from evalkit.runlog.summary import summarize_runs
 
 TABLE = """policy,seed,violation_rate,n_requests,K,draw,role,no_sync_violation_rate,regime,draws_per_row

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
-from evalkit.runlog import iter_run_dirs, read_run
+from evalkit.runlog.io import iter_run_dirs, read_run
 from evalkit.runlog.summary import summarize_runs
 
 SLO = 1.2

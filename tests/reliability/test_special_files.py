@@ -141,7 +141,7 @@ def test_a_fifo_trace_file_is_refused(tmp_path, deadline, fmt):
 
 
 def test_a_fifo_summary_table_or_benchmark_file_is_refused(tmp_path, deadline):
-    from evalkit.audit.summary_table import read_summary_table
+    from evalkit.runlog.table import read_summary_table
     from evalkit.interop.guidellm import read_guidellm
     from evalkit.interop.vllm_bench import import_vllm_bench
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evalkit.replay.campaign import load_campaign
-from evalkit.replay.sweep import _build_trace
+from evalkit.replay.job import _build_trace
 from evalkit.runlog.design import arrival_fingerprint
 
 AZURE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "azure_llm_2023_code.csv"

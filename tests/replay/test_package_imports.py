@@ -6,8 +6,6 @@ reads every ``import`` statement of the package (module level or not) from the s
 
 from __future__ import annotations
 
-import pytest
-
 from tests.support.imports import PACKAGE, cycles, imports_of, module_names  # noqa: E402
 
 
@@ -30,20 +28,3 @@ def test_no_import_cycle_runs_through_the_replay_package():
     found = [c for c in cycles(edges)
              if any(m.startswith("evalkit.replay") for m in c)]
     assert found == [], found
-
-
-@pytest.mark.parametrize("old, new", [
-    ("evalkit.replay.backends.sim_model", "evalkit.replay.backends.sim.model"),
-    ("evalkit.replay.backends.sim_fit", "evalkit.replay.backends.sim.fit"),
-    ("evalkit.replay.backends.sim_fit_check", "evalkit.replay.backends.sim.fit_check"),
-    ("evalkit.replay.backends.sim_fit_data", "evalkit.replay.backends.sim.fit_data"),
-    ("evalkit.replay.backends.sim_fit_predictive", "evalkit.replay.backends.sim.fit_predictive"),
-    ("evalkit.replay.twin", "evalkit.replay.backends.sim.twin"),
-])
-def test_the_old_sim_module_names_give_the_same_objects(old, new):
-    import importlib
-
-    o, n = importlib.import_module(old), importlib.import_module(new)
-    public = [k for k, v in vars(n).items()
-              if not k.startswith("_") and getattr(v, "__module__", None) == new]
-    assert public and all(getattr(o, k) is getattr(n, k) for k in public)

@@ -15,7 +15,8 @@ import pytest
 from evalkit.replay.campaign import Job, load_campaign, plan_campaign
 from evalkit.replay.run_order import (BlockWindow, execution_order, order_seed,
                                       ordered_jobs)
-from evalkit.replay.sweep import JobOutcome, execute_job, run_campaign
+from evalkit.replay.job import JobOutcome, execute_job
+from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.schema import RUN_ORDER_KEYS
 from tests.support.reliability_tools import run_fingerprints
 from tests.support.tiny_campaign import TINY_SQUARE_WAVE

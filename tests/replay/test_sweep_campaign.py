@@ -136,7 +136,7 @@ def test_example_campaigns_load(repo_root):
 
 
 def test_azure_campaign_resolves_shared_trace(repo_root, azure_trace):
-    from evalkit.replay.sweep import build_trace
+    from evalkit.replay.job import build_trace
 
     camp = load_campaign(repo_root / "examples" / "azure.toml")
     tr = build_trace(camp, 0)

@@ -18,7 +18,8 @@ from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.replay.campaign import (Shard, dependency_groups, load_campaign, parse_shard,
                                      plan_campaign, shard_jobs)
-from evalkit.replay.sweep import JobOutcome, check_campaign, execute_job, run_campaign
+from evalkit.replay.job import JobOutcome, execute_job
+from evalkit.replay.sweep import check_campaign, run_campaign
 from tests.support.tiny_campaign import TINY_SQUARE_WAVE
 
 TINY = TINY_SQUARE_WAVE + """[[policies]]
@@ -228,7 +229,7 @@ def test_scheduler_orders_dependencies_and_caps_in_flight(tmp_path):
 
 @pytest.mark.parametrize("spelling", ["square-wave", "square", "square_wave"])
 def test_generator_spellings_match_generate(tmp_path, spelling):
-    from evalkit.replay.sweep import build_trace
+    from evalkit.replay.job import build_trace
     from evalkit.replay.traces import generate
 
     camp = load_campaign(_write(tmp_path, TINY.replace('"square_wave"', f'"{spelling}"')))
@@ -257,7 +258,7 @@ busy_rate = 4.0''', f'generator = "{spelling}"\n{params}')
 
 
 def test_named_file_trace_does_not_mutate_the_cached_trace(tmp_path):
-    from evalkit.replay import sweep
+    from evalkit.replay import job
     from evalkit.replay.traces import generate
 
     generate("poisson", seed=0, rate=1.0, duration_s=150.0, name="orig").write(
@@ -265,20 +266,20 @@ def test_named_file_trace_does_not_mutate_the_cached_trace(tmp_path):
     text = TINY.split("[trace]")[0] + '[trace]\npath = "t.parquet"\nname = "renamed"\n' + \
         "[[policies]]" + TINY.split("[[policies]]", 1)[1]
     camp = load_campaign(_write(tmp_path, text))
-    tr = sweep.build_trace(camp, 0)
+    tr = job.build_trace(camp, 0)
     assert tr.name == "renamed"
-    cached = sweep._load_file_trace(str((tmp_path / "t.parquet").resolve()), "parquet", False)
+    cached = job._load_file_trace(str((tmp_path / "t.parquet").resolve()), "parquet", False)
     assert cached.name == "orig" and cached is not tr
-    assert sweep.build_trace(camp, 1) is not cached
+    assert job.build_trace(camp, 1) is not cached
 
 
 def test_trace_cache_returns_the_same_content(tmp_path):
-    from evalkit.replay import sweep
+    from evalkit.replay import job
 
     camp = load_campaign(_write(tmp_path))
-    a = sweep.build_trace(camp, 0)
-    assert sweep.build_trace(camp, 0) is a
-    assert sweep._build_trace(camp, 0).sha256 == a.sha256 != sweep.build_trace(camp, 1).sha256
+    a = job.build_trace(camp, 0)
+    assert job.build_trace(camp, 0) is a
+    assert job._build_trace(camp, 0).sha256 == a.sha256 != job.build_trace(camp, 1).sha256
 
 
 # ----------------------------------------------------------------------------- Ray: bad input

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.replay.sweep import _portable_path
+from evalkit.replay.job import _portable_path
 
 
 def test_campaign_path_is_relative_or_a_name(tmp_path, monkeypatch):

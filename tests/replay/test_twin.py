@@ -13,12 +13,13 @@ from click.testing import CliRunner
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.replay.backends import sim
-from evalkit.replay.backends.sim_model import SimConfig, inverse_cdf
+from evalkit.replay.backends.sim.engine import serve_with_windows
+from evalkit.replay.backends.sim.model import SimConfig, inverse_cdf
 from evalkit.replay.campaign import load_campaign
 from evalkit.replay.policies import get_policy
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces import generate
-from evalkit.replay.twin import Twin, load_twin, twin_backend_config
+from evalkit.replay.backends.sim.twin import Twin, load_twin, twin_backend_config
 
 SETTINGS = {"max_batch": 8, "iter_base_s": 0.008, "decode_per_seq_s": 0.001,
             "prefill_base_s": 0.006, "prefill_per_token_s": 5e-5, "train_slowdown": 1.5,
@@ -207,8 +208,8 @@ def test_serve_with_windows_places_merges_exactly():
     req = pd.DataFrame({"request_id": np.arange(40), "arrival_s": np.linspace(0, 19, 40),
                         "prompt_tokens": 20, "output_tokens": 10})
     cfg = SimConfig.from_dict({"train_slowdown": 1.0, "merge_slowdown": 3.0})
-    with_w = sim.serve_with_windows(req, [5.0, 12.0], [6.5, 13.2], cfg, seed=1, horizon_s=20.0)
-    without = sim.serve_with_windows(req, [], [], cfg, seed=1, horizon_s=20.0)
+    with_w = serve_with_windows(req, [5.0, 12.0], [6.5, 13.2], cfg, seed=1, horizon_s=20.0)
+    without = serve_with_windows(req, [], [], cfg, seed=1, horizon_s=20.0)
     inside = (with_w["arrival_s"] >= 5.0) & (with_w["arrival_s"] < 6.4)
     assert (with_w["end_s"] - without["end_s"])[inside].min() > 0
     assert np.allclose(with_w["end_s"][with_w["arrival_s"] < 4.9],
@@ -221,11 +222,9 @@ def test_prefill_pass_emits_the_first_token_after_the_prefill_part():
                         "output_tokens": [3]})
     base = {"iter_base_s": 0.01, "decode_per_seq_s": 0.0, "prefill_base_s": 0.02,
             "prefill_per_token_s": 0.001, "train_slowdown": 1.0, "send_jitter_s": 0.0}
-    chunked = sim.serve_with_windows(req, [], [], SimConfig.from_dict(base), seed=0,
-                                     horizon_s=5.0)
-    split = sim.serve_with_windows(req, [], [], SimConfig.from_dict(dict(base,
-                                                                         prefill_pass=True)),
-                                   seed=0, horizon_s=5.0)
+    chunked = serve_with_windows(req, [], [], SimConfig.from_dict(base), seed=0, horizon_s=5.0)
+    split = serve_with_windows(req, [], [], SimConfig.from_dict(dict(base, prefill_pass=True)),
+                               seed=0, horizon_s=5.0)
     assert chunked["first_token_s"][0] == pytest.approx(1.0 + 0.04)      # end of admission
     assert chunked["end_s"][0] == pytest.approx(1.0 + 0.04 + 2 * 0.01)
     assert split["first_token_s"][0] == pytest.approx(1.0 + 0.03)        # after the prefill

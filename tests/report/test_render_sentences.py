@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import calibrated as C
 from evalkit.audit import wording as W
 from evalkit.report.headline import blocker_phrase, effect_text, headline
 from evalkit.stats.explained import ExplainedGain

@@ -10,7 +10,7 @@ import pytest
 
 import evalkit.runlog.io as io
 from evalkit.errors import InputError
-from evalkit.runlog import iter_run_dirs, read_run, write_run
+from evalkit.runlog.io import iter_run_dirs, read_run, write_run
 from evalkit.runlog.summary import summarize_runs
 from evalkit.runlog.validate import read_valid_run, validate_runs
 

@@ -268,7 +268,7 @@ def test_validate_names_the_code_and_the_spec_section(tmp_path, code):
 
 
 def test_a_problem_no_rule_knows_still_names_its_files_section():
-    from evalkit.runlog.validate import Problem
+    from evalkit.runlog.validate.problem import Problem
     p = Problem("r", "runs/r/merges.parquet", "x", "something new", "fix")
     assert codes.classify(p) is None
     assert codes.spec_ref(p) == "no code, FORMAT.md §4.3 merges.parquet"

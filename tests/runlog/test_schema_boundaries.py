@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from evalkit.runlog.validate import problem as vproblem
+from evalkit.runlog.schema import short_repr
 
 
 def test_short_cuts_at_sixty_characters_and_describes_huge_integers():
     sixty = "a" * 58                       # repr adds two quotes: 60 characters
-    assert vproblem._short(sixty) == repr(sixty)
+    assert short_repr(sixty) == repr(sixty)
     sixty_one = "a" * 59
-    assert vproblem._short(sixty_one) == repr(sixty_one)[:60] + "... (61 characters)"
-    assert vproblem._short(10 ** 30) == str(10 ** 30)
-    assert vproblem._short(10 ** 30 + 1) == "a 31-digit integer"
-    assert vproblem._short(-(10 ** 30) - 1) == "a 31-digit integer"
-    assert vproblem._short(-(10 ** 30)) == str(-(10 ** 30))
-    assert vproblem._short(True) == "True" and vproblem._short("x") == "'x'" and vproblem._short(2.5) == "2.5"
+    assert short_repr(sixty_one) == repr(sixty_one)[:60] + "... (61 characters)"
+    assert short_repr(10 ** 30) == str(10 ** 30)
+    assert short_repr(10 ** 30 + 1) == "a 31-digit integer"
+    assert short_repr(-(10 ** 30) - 1) == "a 31-digit integer"
+    assert short_repr(-(10 ** 30)) == str(-(10 ** 30))
+    assert short_repr(True) == "True" and short_repr("x") == "'x'" and short_repr(2.5) == "2.5"
 
 
 def test_huge_integers_are_described_not_printed_from_just_above_ten_to_the_thirty():

@@ -18,7 +18,8 @@ from evalkit.errors import InputError
 from evalkit.runlog import metrics
 from evalkit.runlog.design import DESIGN_COLUMNS
 from evalkit.runlog.summary import SUMMARY_COLUMNS, request_numbers, summarize_runs
-from evalkit.runlog.validate import Problem, ValidationReport
+from evalkit.runlog.validate.problem import Problem
+from evalkit.runlog.validate.store import ValidationReport
 from evalkit.runlog.vinterval import v_interval
 
 from tests.support.tiny_runs import _cp, _merges, _meta, _requests, _write

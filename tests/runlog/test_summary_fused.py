@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from evalkit.fsutil import map_ordered
-from evalkit.runlog import metrics, write_run
+from evalkit.runlog import metrics
+from evalkit.runlog.io import write_run
 from evalkit.runlog.summary import request_numbers, summarize_runs
 from evalkit.runlog.validate import validate_runs
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.audit.summary_table import is_summary_table, read_summary_table
+from evalkit.runlog.table import is_summary_table, read_summary_table
 from evalkit.errors import InputError
 
 from tests.support.summary_csv import write_csv

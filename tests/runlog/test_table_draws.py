@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from evalkit.audit.summary_table import read_summary_table
+from evalkit.runlog.table import read_summary_table
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.stats import sign_flip_test

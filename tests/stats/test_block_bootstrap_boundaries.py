@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from evalkit.stats.block_bootstrap import lag1_of_block_means
-from evalkit.stats.transfer import weighted_quantile
+from evalkit.stats.block_bootstrap import weighted_quantile
 
 
 def testweighted_quantile_matches_numpy_at_several_levels():

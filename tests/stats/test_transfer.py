@@ -8,8 +8,9 @@ import pytest
 
 from evalkit.errors import InputError, NotEstimable
 from evalkit.runlog.metrics import overlaps_windows
-from evalkit.stats.transfer import (FALLBACK, PAIRED, weighted_quantile, compare_sides,
-                                    fallback_rho, paired_rho, paired_transfer)
+from evalkit.stats.block_bootstrap import weighted_quantile
+from evalkit.stats.transfer import (FALLBACK, PAIRED, compare_sides, fallback_rho, paired_rho,
+                                    paired_transfer)
 
 D = 8.0
 

@@ -41,7 +41,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from evalkit.runlog import iter_run_dirs, write_run
+from evalkit.runlog.io import iter_run_dirs, write_run
 from evalkit.runlog.metrics import overlaps_windows
 from evalkit.heap import keep_freed_memory
 from evalkit.runlog.summary import summarize_runs

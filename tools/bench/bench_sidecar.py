@@ -18,7 +18,8 @@ import numpy as np
 
 
 def run_once(model, args, max_prefill_batch):
-    from evalkit.replay.backends.torch.sidecar import Engine, Seq
+    from evalkit.replay.backends.torch.engine import Engine
+    from evalkit.replay.backends.torch.sequence import Seq
     eng = Engine(model, device=args.device, max_batch=args.n, vocab=int(model.config.vocab_size),
                  max_prefill_batch=max_prefill_batch)
     left = threading.Semaphore(0)

@@ -25,7 +25,8 @@ import numpy as np
 from evalkit.replay.backends import sim
 from evalkit.replay.campaign import load_campaign
 from evalkit.replay.policies import get_policy
-from evalkit.replay.sweep import build_trace, run_campaign
+from evalkit.replay.job import build_trace
+from evalkit.replay.sweep import run_campaign
 
 HERE = Path(__file__).resolve().parent
 CAMPAIGN = HERE.parents[1] / "examples" / "bursty.toml"

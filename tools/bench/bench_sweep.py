@@ -57,7 +57,7 @@ def bare_loop(camp, jobs) -> float:
     from evalkit.replay.backends import sim
     from evalkit.replay.policies import get_policy
     from evalkit.replay.runner import k_observed
-    from evalkit.replay.sweep import _build_trace
+    from evalkit.replay.job import _build_trace
 
     traces = {s: _build_trace(camp, s) for s in sorted({j.seed for j in jobs})}
     ks: dict[str, int] = {}

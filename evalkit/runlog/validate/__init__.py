@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from evalkit.errors import InputError
-from evalkit.fsutil import default_threads, map_ordered
+from evalkit.fsutil import map_ordered
 from evalkit.runlog.io import EnvironmentFailure, Run, UnreadableRun, read_meta, read_run
 from evalkit.runlog.schema import SUPPORTED_SCHEMA_VERSIONS, TABLES
 from evalkit.runlog.validate.meta import _check_meta
@@ -28,8 +28,7 @@ from evalkit.runlog.validate.store import ValidationReport, _cross_run, _start_r
 from evalkit.runlog.validate.tables import (_check_merges, _check_requests, _check_steps,
                                             _read_table)
 
-__all__ = ["Problem", "RunCheck", "ValidationReport", "default_threads", "inspect_run",
-           "map_ordered", "read_valid_run", "validate_run", "validate_runs"]
+__all__ = ["RunCheck", "inspect_run", "read_valid_run", "validate_run", "validate_runs"]
 
 
 @dataclass

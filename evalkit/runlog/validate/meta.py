@@ -9,8 +9,8 @@ from evalkit.limits import INT64_MAX, MAX_HORIZON_S
 from evalkit.names import name_problem
 from evalkit.runlog.schema import (BACKENDS, REQUIRED_META, Slo, identity_problems,
                                    role_problem)
-from evalkit.runlog.validate.problem import (Problem, _is_int, _is_number, _nonempty_str,
-                                             _short)
+from evalkit.runlog.schema import is_number as _is_number, short_repr as _short
+from evalkit.runlog.validate.problem import Problem, _is_int, _nonempty_str
 
 
 def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalkit.errors import InputError
-from evalkit.runlog.schema import is_number as _is_number
-from evalkit.runlog.schema import short_repr as _short
 
-__all__ = ["Problem", "_is_int", "_is_number", "_nonempty_str", "_short"]
+__all__ = ["Problem"]
 
 
 @dataclass(frozen=True)

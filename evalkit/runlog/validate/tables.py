@@ -11,7 +11,8 @@ from evalkit.errors import InputError
 from evalkit.limits import MAX_LOG_TIME_S, MAX_TOKENS
 from evalkit.runlog.io import EnvironmentFailure, TableFile, UnreadableRun
 from evalkit.runlog.schema import REQUIRED_TABLES, TABLES
-from evalkit.runlog.validate.problem import Problem, _is_number
+from evalkit.runlog.schema import is_number as _is_number
+from evalkit.runlog.validate.problem import Problem
 
 TIME_TOL_S = 1e-9        # float slack for ordering checks
 EARLY_SEND_TOL_S = 1e-3  # sending before the scheduled arrival by more than this is suspicious

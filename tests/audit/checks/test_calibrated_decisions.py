@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import calibrated as C
 
 from tests.support.decision_stubs import ctx, spec
 

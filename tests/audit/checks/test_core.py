@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import core as C
 from evalkit.errors import NotEstimable
 
 from tests.support.decision_stubs import ctx, spec

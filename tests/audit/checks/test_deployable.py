@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import deployable as C
 
 from tests.support.decision_stubs import claim, ctx, pair, spec
 

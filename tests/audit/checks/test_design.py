@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import design as C
 
 from tests.support.decision_stubs import ctx, pair, spec
 
@@ -247,7 +247,7 @@ def test_design_checks_list_six_runs_then_count_the_rest(n_bad, more):
 
 
 def test_corridor_tolerance_widens_by_the_seeds_smallest_inner_step():
-    from evalkit.audit.claims import ClaimContext
+    from evalkit.audit.context import ClaimContext
 
     meta = {"horizon_s": 300.0, "merge_duration_s": 8.0,
             "corridor": {"min_gap_s": 20.0, "max_gap_s": 200.0}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import harness as C
 
 from tests.support.decision_stubs import ctx, spec
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import inference as C
 
 from tests.support.decision_stubs import ctx, spec
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import core as C
 
 
 def test_every_registered_check_has_a_decision_test():

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from evalkit.audit import audit_campaign
-from evalkit.audit import checks as C
+from evalkit.audit.checks import core as C
 from evalkit.audit.protocol import CheckSpec, parse_protocol
 from evalkit.errors import InputError
 from tests.conftest import REPO

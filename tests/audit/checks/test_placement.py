@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import placement as C
 
 from tests.support.decision_stubs import ctx, pair, spec
 
@@ -42,7 +42,7 @@ def test_load_match_check():
 
 def test_load_match_of_a_summary_table_without_load_columns_is_not_evaluable(tmp_path):
     from evalkit.audit.campaign import load_campaign
-    from evalkit.audit.claims import ClaimContext
+    from evalkit.audit.context import ClaimContext
     from evalkit.stats.loadmatch import DEFAULT_TOLERANCES
 
     rows = [{"policy": p, "seed": s, "violation_rate": v} for s in range(3)

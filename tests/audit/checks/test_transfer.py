@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.audit import checks as C
+from evalkit.audit.checks import transfer as C
 
 from tests.support.decision_stubs import ctx, spec
 

@@ -158,7 +158,7 @@ torch_ok = all(importlib.util.find_spec(m) for m in ("torch", "transformers", "a
 @pytest.mark.skipif(not torch_ok, reason="needs the torch extra (pip install -e '.[torch]')")
 def test_replay_against_a_server_without_metrics_completes_with_signals_unavailable(
         stub, tmp_path):
-    from evalkit.replay.backends.torch import close_rig
+    from evalkit.replay.backends.torch.rig import close_rig
     from evalkit.replay.runner import run_one
     from evalkit.runlog.io import read_meta, read_table
     from evalkit.runlog.validate import validate_run
@@ -186,7 +186,7 @@ def test_replay_against_a_server_without_metrics_completes_with_signals_unavaila
                     reason="set EVALKIT_VLLM_MODEL to a model vLLM can load offline")
 def test_vllm_serve_exposes_the_signals_the_scraper_needs(tmp_path):
     """Launches `vllm serve MODEL` as the backend does and replays ewma against it."""
-    from evalkit.replay.backends.torch import close_rig
+    from evalkit.replay.backends.torch.rig import close_rig
     from evalkit.replay.runner import run_one
     from evalkit.runlog.io import read_meta
 

@@ -371,7 +371,7 @@ def test_policies_list_exits_0_when_every_plugin_loads_and_2_for_a_broken_one(pl
 
 def test_a_changed_plugin_makes_its_finished_runs_stale(plug, tmp_path):
     from evalkit.replay.campaign import load_campaign, plan_campaign
-    from evalkit.replay.sweep import job_fingerprint
+    from evalkit.replay.job import job_fingerprint
 
     mod, site = plug
     path = tmp_path / "c.toml"

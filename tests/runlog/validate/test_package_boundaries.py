@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalkit.runlog import validate as v
-from evalkit.runlog.validate import Problem, RunCheck
+from evalkit.runlog.validate import RunCheck
+from evalkit.runlog.validate.problem import Problem
 
 from tests.support.run_tables import POLICY, copy_run
 

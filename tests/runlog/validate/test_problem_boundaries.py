@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.runlog.schema import is_number
 from evalkit.runlog.validate import problem as vproblem
-from evalkit.runlog.validate import Problem
+from evalkit.runlog.validate.problem import Problem
 
 
 # ----------------------------------------------------------------------------- small helpers
@@ -18,7 +19,7 @@ from evalkit.runlog.validate import Problem
     ("1", False, False), (None, False, False), (2 ** 70, True, True),
 ])
 def test_number_and_integer_predicates(value, number, integer):
-    assert vproblem._is_number(value) is number
+    assert is_number(value) is number
     assert vproblem._is_int(value) is integer
 
 
@@ -45,7 +46,7 @@ def test_problem_format_labels_and_locations():
 
 
 def test_problem_format_names_run_file_and_column():
-    from evalkit.runlog.validate import Problem
+    from evalkit.runlog.validate.problem import Problem
 
     p = Problem("r1", "runs/r1/requests.parquet", "end_s", "NaN time", "fix it")
     assert p.format() == ("ERROR    run=r1 file=runs/r1/requests.parquet column=end_s: "

@@ -11,7 +11,8 @@ import pytest
 from evalkit.runlog import validate as v
 from evalkit.runlog.validate import store as vstore
 from evalkit.runlog.validate import tables as vtables
-from evalkit.runlog.validate import Problem, ValidationReport
+from evalkit.runlog.validate.problem import Problem
+from evalkit.runlog.validate.store import ValidationReport
 
 from tests.support.run_tables import FIXTURES, POLICY, copy_run, err, found
 

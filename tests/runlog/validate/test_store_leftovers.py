@@ -21,7 +21,8 @@ def test_mixed_schema_versions_listed_in_version_order(copy_fixture):
 
 
 def test_report_splits_errors_and_warnings():
-    from evalkit.runlog.validate import Problem, ValidationReport
+    from evalkit.runlog.validate.problem import Problem
+    from evalkit.runlog.validate.store import ValidationReport
 
     err = Problem("r1", None, "x", "bad", "fix it")
     warn = Problem("r2", None, "y", "odd", "check it", severity="warning")

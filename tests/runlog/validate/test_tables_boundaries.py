@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalkit.runlog.validate import tables as vtables
-from evalkit.runlog.validate import Problem
+from evalkit.runlog.validate.problem import Problem
 
 from tests.support.run_tables import err, found, merges, requests
 RUN_DIR = Path("runs") / "r"

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evalkit.runlog import write_run
+from evalkit.runlog.io import write_run
 from evalkit.runlog.validate import validate_run
 
 

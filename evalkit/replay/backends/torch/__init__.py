@@ -2,7 +2,7 @@
 
 ``replay(spec, trace, policy, *, progress=None) -> RunOutput``.  Consecutive runs in one
 process reuse a warm rig (sidecar + learners) when their rig-defining settings match;
-``close_rig()`` stops it (also done at exit and after any failed run).  Knobs come from
+``rig.close_rig()`` stops it (also done at exit and after any failed run).  Knobs come from
 ``spec.backend_config`` (see :mod:`evalkit.replay.backends.torch.config`); requested and
 effective values end up in ``RunOutput.effective``.
 """
@@ -22,10 +22,9 @@ from .coordinator import run_replay
 from .health import Server
 from .models import resolve_config
 from .procs import Managed, free_port, port_in_use
-from .rig import close_rig, current_rig
 from .sidecar import ADMIN_KEY_ENV
 
-__all__ = ["replay", "prepare", "start_sidecar", "close_rig", "current_rig"]
+__all__ = ["replay", "prepare", "start_sidecar"]
 
 
 def prepare(spec, backend: str) -> dict:

@@ -34,8 +34,7 @@ import pandas as pd
 from evalkit.errors import InputError
 from evalkit.replay.backends.torch import client as cl
 from evalkit.replay.backends.torch import rig as rigs
-from evalkit.replay.backends.torch.health import (Server, check_model,  # noqa: F401 - re-exported
-                                                 say, wait_healthy)
+from evalkit.replay.backends.torch.health import Server, say
 from evalkit.replay.backends.torch.procs import Managed
 from evalkit.replay.backends.torch.trainer import CONTINUE, MERGE, STOP
 from evalkit.replay.policies.base import DecisionState

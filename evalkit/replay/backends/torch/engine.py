@@ -39,7 +39,6 @@ from collections import deque
 
 from . import kv_batch, token_sampler
 from .models import cache_kwarg
-from .sequence import GREEDY  # noqa: F401  (re-exported, as before the split)
 from .sequence import Seq, append_token, end_report
 from .tokenizer import SidecarTokenizer
 

@@ -11,8 +11,6 @@ import socket
 import subprocess
 import time
 
-from evalkit.pids import pid_alive  # noqa: F401 - re-exported (it lived here)
-
 _LIVE: list["Managed"] = []
 
 

@@ -44,9 +44,10 @@ from dataclasses import dataclass
 
 from evalkit.version import __version__
 
-from .engine import Seq
-from .openai_api import (APIError, chunk, detokenize_request, logprobs_block, parse_chat,
-                         parse_completion, response, tokenize_request, usage)
+from .sequence import Seq
+from .openai_errors import APIError
+from .openai_requests import detokenize_request, parse_chat, parse_completion, tokenize_request
+from .openai_responses import chunk, logprobs_block, response, usage
 from .openai_sampling import MAX_STOP_BYTES, MAX_STOP_STRINGS
 
 MiB = 2**20

@@ -4,7 +4,7 @@ Run as ``evalkit serve --preset tiny`` (standalone) or, as the torch backend doe
 ``python -m evalkit.replay.backends.torch.sidecar --port P --config cfg.json``.  The engine
 (continuous batching, one thread) is :mod:`~evalkit.replay.backends.torch.engine`; the HTTP
 routes, limits and auth are :mod:`~evalkit.replay.backends.torch.server`; request parsing is
-:mod:`~evalkit.replay.backends.torch.openai_api`.  This module builds and starts them.
+:mod:`~evalkit.replay.backends.torch.openai_requests`.  This module builds and starts them.
 
 The runner-started sidecar enables ``POST /admin/reset`` when its environment carries
 ``EVALKIT_SIDECAR_ADMIN_KEY`` (the rig sets a random one and sends it as a bearer token);
@@ -24,7 +24,7 @@ from evalkit.replay.backends.torch.models import build_model
 from evalkit.replay.backends.torch.procs import die_with_parent
 from evalkit.replay.backends.torch.serve_config import resolve_serve_config
 
-from .engine import Engine, Seq  # noqa: F401  (the sidecar's public names)
+from .engine import Engine
 from .server import Limits, make_app, run  # noqa: F401
 
 ADMIN_KEY_ENV = "EVALKIT_SIDECAR_ADMIN_KEY"

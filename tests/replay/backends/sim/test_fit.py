@@ -17,9 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
-from evalkit.replay.backends.sim_fit import decode_features, fit_service
-from evalkit.replay.backends.sim_fit_check import fit_report, run_metrics
-from evalkit.replay.backends.sim_fit_data import load_real_runs
+from evalkit.replay.backends.sim.fit import decode_features, fit_service
+from evalkit.replay.backends.sim.fit_check import fit_report
+from evalkit.replay.backends.sim.fit_data import run_metrics
+from evalkit.replay.backends.sim.fit_data import load_real_runs
 from evalkit.replay.campaign import parse_campaign
 from evalkit.replay.sweep import run_campaign
 
@@ -189,7 +190,7 @@ def test_token_counts_match_brute_force(train_dominated):
 
 
 def test_service_fit_is_exact_on_noise_free_linear_data():
-    from evalkit.replay.backends.sim_fit import DecodeFeatures
+    from evalkit.replay.backends.sim.fit import DecodeFeatures
 
     rng = np.random.default_rng(3)
     n = 200
@@ -284,8 +285,8 @@ def test_too_few_predictive_sims_are_refused(train_dominated, tmp_path):
 def test_predictive_check_in_the_report_and_printed(train_dominated, train_fit):
     from evalkit.cli.sim import FIT_DIGITS
     from evalkit.jsonio import to_jsonable
-    from evalkit.replay.backends.sim_fit_check import loso_estimates
-    from evalkit.replay.backends.sim_fit_predictive import inside, predictive_check
+    from evalkit.replay.backends.sim.fit_check import loso_estimates
+    from evalkit.replay.backends.sim.fit_predictive import inside, predictive_check
 
     rep = json.loads((train_fit / "fit.json").read_text())["predictive"]
     assert rep["n_sims"] == 20 and set(rep["variants"]) == {"request", "request+run"}

@@ -15,13 +15,14 @@ import pytest
 from scipy import stats
 
 from evalkit.errors import InputError
-from evalkit.replay.backends.sim import serve_with_windows
-from evalkit.replay.backends.sim_fit import at_load
-from evalkit.replay.backends.sim_fit_data import RealRun
-from evalkit.replay.backends.sim_fit_predictive import (
-    coverage_summary, inside, is_calibrated, pit_counts, pit_histogram, predict_run,
-    randomized_pit, require_baselines, run_v, sync_excess_by_group, vex_verdicts)
-from evalkit.replay.backends.sim_model import SimConfig
+from evalkit.replay.backends.sim.engine import serve_with_windows
+from evalkit.replay.backends.sim.fit import at_load
+from evalkit.replay.backends.sim.fit_data import RealRun
+from evalkit.replay.backends.sim.fit_predictive import (coverage_summary, inside, is_calibrated,
+                                                        pit_counts, pit_histogram, predict_run,
+                                                        randomized_pit, require_baselines, run_v,
+                                                        sync_excess_by_group, vex_verdicts)
+from evalkit.replay.backends.sim.model import SimConfig
 
 MODEL = {"max_batch": 8, "iter_base_s": 0.008, "decode_per_seq_s": 0.001,
          "prefill_base_s": 0.006, "prefill_per_token_s": 5e-5, "train_slowdown": 1.5,
@@ -193,9 +194,9 @@ def test_a_seed_without_no_sync_is_an_error_naming_the_run():
 # ----------------------------------------------------------------------------- end to end
 
 def _loso_check(runs_dir):
-    from evalkit.replay.backends.sim_fit_check import loso_estimates
-    from evalkit.replay.backends.sim_fit_data import load_real_runs
-    from evalkit.replay.backends.sim_fit_predictive import predictive_check
+    from evalkit.replay.backends.sim.fit_check import loso_estimates
+    from evalkit.replay.backends.sim.fit_data import load_real_runs
+    from evalkit.replay.backends.sim.fit_predictive import predictive_check
 
     camp = load_real_runs(runs_dir)
     return predictive_check(camp, loso_estimates(camp), n_sims=40, seed=0, progress=False)
@@ -237,9 +238,9 @@ def test_a_mechanism_that_changes_between_seeds_fails_the_check(tmp_path):
 
 
 def test_predictive_check_shows_progress_and_is_deterministic(capsys):
-    from evalkit.replay.backends.sim_fit import FitEstimate, HostLoad, Service
-    from evalkit.replay.backends.sim_fit_data import RealCampaign
-    from evalkit.replay.backends.sim_fit_predictive import predictive_check
+    from evalkit.replay.backends.sim.fit import FitEstimate, HostLoad, Service
+    from evalkit.replay.backends.sim.fit_data import RealCampaign
+    from evalkit.replay.backends.sim.fit_predictive import predictive_check
 
     runs = seed_pairs(3, MODEL)
     camp = RealCampaign(runs=runs, regime="synthetic", backend="torch", source="runs")

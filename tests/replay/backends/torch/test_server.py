@@ -12,9 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from evalkit.replay.backends.torch.engine import UNHEALTHY_AFTER, Engine, Seq  # noqa: E402
+from evalkit.replay.backends.torch.engine import UNHEALTHY_AFTER, Engine  # noqa: E402
+from evalkit.replay.backends.torch.sequence import Seq  # noqa: E402
 from evalkit.replay.backends.torch.models import build_model, resolve_config  # noqa: E402
-from evalkit.replay.backends.torch.openai_api import Sampling  # noqa: E402
+from evalkit.replay.backends.torch.openai_types import Sampling  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

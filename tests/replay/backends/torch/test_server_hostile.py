@@ -18,8 +18,9 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from evalkit.replay.backends.torch.openai_api import (  # noqa: E402
-    APIError, Sampling, parse_completion)
+from evalkit.replay.backends.torch.openai_errors import APIError  # noqa: E402
+from evalkit.replay.backends.torch.openai_requests import parse_completion  # noqa: E402
+from evalkit.replay.backends.torch.openai_types import Sampling  # noqa: E402
 from evalkit.replay.backends.torch.openai_sampling import (  # noqa: E402
     MAX_STOP_BYTES, MAX_STOP_STRINGS)
 from evalkit.replay.backends.torch.sequence import Seq, append_token  # noqa: E402
