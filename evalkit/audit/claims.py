@@ -130,6 +130,11 @@ class ClaimResult:
         }
 
 
+def vouched_note(names) -> str:
+    """The claim's note naming the checks the user vouched for."""
+    return "vouched by the user (--accept-vouched), not verified: " + ", ".join(names)
+
+
 def _power_dict(ctx) -> dict | None:
     try:
         return words.power(ctx).to_dict()
@@ -218,8 +223,7 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
         notes = []
         vouched = [c.name for c in checks if c.vouched]
         if vouched:
-            notes.append("vouched by the user (--accept-vouched), not verified: "
-                         + ", ".join(vouched))
+            notes.append(vouched_note(vouched))
         if ctx.pseudo_replicates:
             notes.append(f"effective n = {ctx.effective_n} of {len(ctx.claim.paired)} paired "
                          "seeds: seeds that replay another seed's requests count once ("

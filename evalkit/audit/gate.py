@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from evalkit.audit.checks.core import Check, Status
+from evalkit.audit.claims import vouched_note
 from evalkit.audit.protocol_rules import protocol_change
 from evalkit.audit.result import find_claim
 from evalkit.audit.sequential import planned_design, protocol_min_effect, sequential_verdicts
@@ -189,14 +190,20 @@ def decide(result, claim, protocol, tier: str, baseline: Baseline | None = None,
         lines.append(effect_line(numbers, protocol.multiplicity, len(tested)))
     if not ok:
         lines.append(f"  {claim.stop_reason}")
+    excluded = [f"  excluded {e['run_id']}: {e['reason']}" for e in result.campaign.excluded]
     if verbose:
         lines += [f"  note: {n}" for n in claim.notes]
-        lines += [f"  excluded {e['run_id']}: {e['reason']}" for e in result.campaign.excluded]
-        lines += check_lines(claim, tier, protocol)
+        lines += excluded + check_lines(claim, tier, protocol)
     else:
+        # the notes that qualify the decision itself; the others are counted
+        caveats = {note, vouched_note(c.name for c in claim.checks if c.vouched)}
+        lines += [f"  note: {n}" for n in claim.notes if n in caveats]
+        if excluded:
+            lines.append(excluded[0] + (f" (+{len(excluded) - 1} more)"
+                                        if len(excluded) > 1 else ""))
         lines += summary_lines(claim, tier, protocol)
-        lines[-1] += (f"{len(claim.notes)} note(s), {len(result.campaign.excluded)} "
-                      "excluded run(s) (--verbose)")
+        lines[-1] += (f"{len(claim.notes)} note(s), {len(excluded)} excluded run(s) "
+                      "(--verbose: each check's expected and found, every note and exclusion)")
     drops: list[str] = []
     if baseline is not None:
         drops = tier_drops(baseline.audit, {(c.regime, c.policy): c.tier
