@@ -102,3 +102,44 @@ def test_read_json_bounds_the_bytes_and_names_a_missing_file(tmp_path):
         read_json(path, limit=50)
     with pytest.raises(InputError, match="the plan not found"):
         read_json(tmp_path / "missing.json", limit=50, what="the plan")
+
+
+# ------------------------------------------------------------ the other JSON readers
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_trace_readers_refuse_deep_json_and_duplicate_keys(tmp_path):
+    from evalkit.replay.traces.readers import read_mooncake, read_vllm_bench
+
+    bench = tmp_path / "bench.json"
+    bench.write_text(DEEP)
+    with pytest.raises(InputError, match="nested too deeply"):
+        read_vllm_bench(bench)
+    lines = tmp_path / "trace.jsonl"
+    lines.write_text('{"timestamp": 0, "input_length": 1, "output_length": 1}\n'
+                     '{"timestamp": 1, "timestamp": 2, "input_length": 1, "output_length": 1}\n')
+    with pytest.raises(InputError, match="'timestamp' appears twice"):
+        read_mooncake(lines)
+    lines.write_text(DEEP + "\n")
+    with pytest.raises(InputError, match="nested too deeply"):
+        read_mooncake(lines)
+
+
+def test_trace_metadata_and_lock_files_are_read_through_the_front_door(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evalkit.replay.storelock import read_holder
+    from evalkit.replay.traces.model import META_KEY, read_trace
+
+    trace = tmp_path / "t.parquet"
+    table = pa.table({"arrival_s": [0.0], "prompt_tokens": [1], "output_tokens": [1]})
+    pq.write_table(table.replace_schema_metadata({META_KEY: DEEP.encode()}), trace)
+    with pytest.raises(InputError, match="nested too deeply"):
+        read_trace(trace)
+    lock = tmp_path / ".lock"
+    lock.write_text(DEEP)
+    assert read_holder(lock).pid is None                  # unreadable holder, no crash
+    lock.write_text('{"pid": 1, "pid": 2}')
+    assert read_holder(lock).pid is None                  # ambiguous: not trusted

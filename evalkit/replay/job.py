@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.jsonio import loads_json
 from evalkit.replay import traces as T
 from evalkit.replay.campaign import Campaign, Job
 from evalkit.replay.policies import policy_identity, resolve_policy
@@ -232,7 +233,7 @@ def job_fingerprint(camp: Campaign, job: Job) -> str:
 
 def _is_done(run_dir: Path, fingerprint: str, plan_hash: str | None = None) -> bool:
     try:
-        meta = json.loads((run_dir / "run.json").read_text())
+        meta = loads_json((run_dir / "run.json").read_bytes(), what="run.json")
     except (OSError, ValueError):
         return False
     req = (meta.get("settings") or {}).get("requested") or {}

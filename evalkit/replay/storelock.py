@@ -40,6 +40,7 @@ from pathlib import Path
 
 from evalkit.errors import InputError, StoreLocked
 from evalkit.fileread import not_regular, read_bounded
+from evalkit.jsonio import loads_json
 from evalkit.pids import pid_alive
 
 try:
@@ -139,7 +140,8 @@ def read_holder(path: Path) -> Holder:
     try:
         st = path.stat()
         holder.age_s = time.time() - st.st_mtime     # negative: dated in the future
-        data = json.loads(read_bounded(path, MAX_LOCK_FILE_BYTES, "lock file") or b"{}")
+        data = loads_json(read_bounded(path, MAX_LOCK_FILE_BYTES, "lock file") or b"{}",
+                          file=path, what="lock file")
     except (OSError, ValueError, InputError):       # InputError: a FIFO, a device, huge
         return holder
     if isinstance(data, dict):

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular
 from evalkit.fsutil import atomic_write   # fsync + rename; mode from the umask
-from evalkit.jsonio import to_jsonable
+from evalkit.jsonio import loads_json, to_jsonable
 
 COLUMNS = ("request_id", "arrival_s", "prompt_tokens", "output_tokens")
 FORMAT_VERSION = 1
@@ -212,11 +212,8 @@ def read_trace(path, *, sort: bool = False) -> Trace:
     kv = table.schema.metadata or {}
     payload = {}
     if META_KEY in kv:
-        try:
-            payload = json.loads(kv[META_KEY])
-        except ValueError:
-            raise InputError("trace metadata is not valid JSON", file=path,
-                             column=META_KEY.decode(), fix="re-create the trace") from None
+        payload = loads_json(kv[META_KEY], file=path, what="the trace metadata",
+                             nonfinite=True, fix="re-create the trace")
     names = set(table.column_names)
     for col in ("arrival_s", "prompt_tokens", "output_tokens"):
         if col not in names:

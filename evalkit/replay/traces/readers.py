@@ -7,7 +7,6 @@ arrives at 0 s (the original offset is kept in ``meta['t0']``), and records in
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import pandas as pd
 
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular
+from evalkit.jsonio import loads_json, read_json
+from evalkit.limits import MAX_IMPORT_JSON_BYTES
 from evalkit.replay.traces.generate import as_rng
 from evalkit.replay.traces.model import Trace, validate_columns
 
@@ -180,11 +181,8 @@ def read_mooncake(path, *, jitter: bool = True, seed: int = 0, sort: bool = Fals
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise InputError(f"line {lineno} is not valid JSON ({exc.msg})", file=path,
-                                 fix="check --format (mooncake expects JSON lines)") from None
+            rec = loads_json(line, file=path, what=f"line {lineno}", nonfinite=True,
+                             fix="check --format (mooncake expects JSON lines)")
             if not isinstance(rec, dict):
                 raise InputError(f"line {lineno} is not a JSON object", file=path,
                                  fix="check --format")
@@ -232,11 +230,8 @@ def read_vllm_bench(path, *, sort: bool = False) -> Trace:
     """vLLM ``bench serve --save-detailed`` JSON: per-request ``input_lens``, ``output_lens``,
     ``start_times``, ``errors``.  Requests with a non-empty error are dropped and counted."""
     path = _check_file(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except ValueError as exc:
-        raise InputError(f"not valid JSON ({exc})", file=path, fix="check --format") from None
+    data = read_json(path, limit=MAX_IMPORT_JSON_BYTES, what="the trace file", nonfinite=True,
+                     fix="check --format")
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", file=path, fix="check --format")
     for key in ("input_lens", "output_lens", "start_times"):
