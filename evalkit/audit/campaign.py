@@ -28,6 +28,8 @@ from evalkit.runlog.table import SYNTH_NOTE, is_summary_table, read_summary_tabl
 from evalkit.runlog.io import list_runs, read_columns, read_meta, refused_error
 from evalkit.runlog.summary import summarize_runs
 
+__all__ = ["Campaign", "ClaimData", "SeedPair", "assemble_claims", "load_campaign"]
+
 RUN_COLUMNS = (
     "run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend", "oracle",
     "trace_realisation", "violation_rate", "n_requests", "k_observed", "exposure_requests",

@@ -21,6 +21,8 @@ from evalkit.stats.loadmatch import CHECK_KEYS
 from evalkit.stats.randomisation import (MAX_EXACT_N, exact_enumerable, min_attainable_p,
                                          seeds_needed, within_seed_permutation_test)
 
+__all__ = ["ClaimContext"]
+
 
 class ClaimContext:
     """What the checks of one claim see; evidence is computed on first use."""

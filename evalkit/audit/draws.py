@@ -15,6 +15,8 @@ import pandas as pd
 
 from evalkit.runlog.design import FINGERPRINT_RESOLUTION_S
 
+__all__ = ["distinct_draws"]
+
 
 def _digest(*arrays) -> str:
     h = hashlib.sha256()

@@ -40,6 +40,8 @@ from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
 from evalkit.audit.wording import drift_share_words
 from evalkit.stats import sign_flip_test
 
+__all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift"]
+
 LOAD_MEASURES = (("step_rate", "trainer step rate", "load_rel_tol"),
                  ("probe_s", "host probe latency", "probe_rel_tol"))
 

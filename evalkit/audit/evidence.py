@@ -15,6 +15,8 @@ from evalkit.errors import InputError, NotEstimable
 from evalkit.stats import RequestIndex, exposure_regression, fit_psi, overlap_cost
 from evalkit.stats.explained import explained_gain
 
+__all__ = ["BASELINE", "RegimeEvidence"]
+
 BASELINE = "matched_random"
 
 

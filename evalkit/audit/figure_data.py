@@ -21,6 +21,9 @@ import numpy as np
 
 from evalkit.names import file_part
 
+__all__ = ["claim_figure_data", "figure_paths", "load_match_rows", "null_histogram",
+           "regime_figure_data"]
+
 NULL_POINTS = 20_000      # label sets of the null drawn for its histogram (all when fewer)
 PSI_GRID_POINTS = 200
 CLAIM_FIGURES = ("v_per_seed", "null", "psi")

@@ -25,6 +25,8 @@ import numpy as np
 from evalkit.audit.checks.core import Outcome, _listing, check, not_evaluable
 from evalkit.runlog.design import FINGERPRINT_RESOLUTION_S
 
+__all__ = ["like_for_like", "run_facts", "seed_runs", "training_facts"]
+
 # run.json keys (dotted prefixes) that may differ between the runs of one seed: who the
 # run is and what its schedule was, its own random generator, host timing and what the
 # run measured (which follows from the schedule).  Everything else must be identical.

@@ -24,6 +24,9 @@ from evalkit.errors import InputError
 from evalkit.runlog.plan import plan_sha256, read_plan
 from evalkit.stats import RequestIndex, overlap_cost, sample_schedules
 
+__all__ = ["NOT_PRE_REGISTERED", "campaign_plan", "draws_as_planned", "draws_phi_uniform",
+           "merge_lag_bounds", "phi_ranks", "plan_complete", "plan_rules", "pre_registered"]
+
 _IDENTITY = ("regime", "policy", "role", "seed", "draw", "matched_to")
 # clocks of the machines of one distributed sweep may disagree by this much; the order that
 # matters is proven by the plan's sha256 in each run (a run cannot carry the hash of a plan

@@ -25,6 +25,9 @@ from evalkit.limits import MAX_CONFIG_BYTES, RESAMPLES_RANGE, range_fix
 from evalkit.stats._result import check_alpha
 from evalkit.audit.protocol_rules import content_sha256
 
+__all__ = ["BUILTIN_PACKAGE", "CheckSpec", "Protocol", "TierSpec", "load_protocol",
+           "parse_protocol"]
+
 BUILTIN_PACKAGE = "evalkit.audit.protocols"
 DEFAULT_PROTOCOL = "diloco-slo"
 KNOWN_TIERS = ("harness", "sidecar_transfer", "matched_budget", "placement_gain",

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+__all__ = ["content_sha256", "protocol_change"]
+
 LABELS = ("name", "version", "description", "source", "sha256", "content_sha256")
 
 

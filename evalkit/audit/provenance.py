@@ -18,6 +18,8 @@ from pathlib import PurePosixPath, PureWindowsPath
 
 from evalkit.version import __version__
 
+__all__ = ["campaign_name", "input_fingerprint", "provenance"]
+
 
 GENERIC_STEMS = frozenset({"campaign", "campaigns", "config", "sweep"})
 

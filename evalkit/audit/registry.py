@@ -10,6 +10,8 @@ from __future__ import annotations
 from evalkit.errors import InputError
 from evalkit.replay.policies import POLICIES, resolve_policy
 
+__all__ = ["oracle_status"]
+
 
 def policy_classes(meta: dict) -> list[str]:
     """The policy class names a run.json gives, most specific first (no repeats)."""

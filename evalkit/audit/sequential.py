@@ -31,6 +31,9 @@ from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK
 from evalkit.runlog.plan import read_plan
 from evalkit.stats.sequential import anytime_test
 
+__all__ = ["SequentialVerdict", "planned_design", "protocol_min_effect", "sequential_verdicts",
+           "verdict_for"]
+
 # the fixed-n checks the e-process replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
 DECISIONS = ("pass", "fail", "futile", "exhausted", "continue", "refused")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+__all__ = ["slo_breakdown"]
+
 PARTS = (("e2e", "e2e_violation_rate", "slo_e2e_s", "end-to-end"),
          ("ttft", "ttft_violation_rate", "slo_ttft_s", "TTFT"),
          ("tpot", "tpot_violation_rate", "slo_tpot_s", "TPOT"))

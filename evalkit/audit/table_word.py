@@ -12,6 +12,8 @@ summary-table`` synthesised from a table carry the same word in request logs of 
 
 from __future__ import annotations
 
+__all__ = ["FIX", "TABLE_WORD_CHECKS", "table_says"]
+
 # checks whose evidence, from a table, is the table's own design columns
 TABLE_WORD_CHECKS = frozenset({"pairing_real", "schedules_in_corridor", "merge_durations_match",
                                "open_loop_sending", "load_match"})

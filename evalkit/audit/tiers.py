@@ -22,6 +22,11 @@ from dataclasses import dataclass
 from evalkit.audit.checks.core import names_runs_to_add
 from evalkit.errors import InputError
 
+__all__ = ["FAILED", "MISSING_RUNS", "NOT_EVALUABLE", "NOT_SUPPORTED", "PASSED", "SUPPORTED",
+           "UNDERPOWERED", "claim_floor", "claim_status", "filled_status", "goes_on", "ladder",
+           "licenses_claim", "reached_tier", "reaches", "stop_point", "stop_reason", "tier_drops",
+           "tier_rank", "tier_state", "tier_walk"]
+
 PASSED, FAILED, NOT_EVALUABLE = "passed", "failed", "not_evaluable"
 MISSING_RUNS = "missing_runs"    # not evaluable for want of runs to add; the walk stops
 SKIPPED, NOT_RUN = "skipped", "not_run"          # ladder states only

@@ -18,6 +18,8 @@ from evalkit.runlog.metrics import overlaps_windows, union_windows
 from evalkit.stats.transfer import (FALLBACK, MIN_BIN_REQUESTS, PAIRED, guard_band_transfer,
                                     paired_transfer)
 
+__all__ = ["ARRIVAL_TOL_S", "MIN_MATCHED_SHARE", "TransferEvidence"]
+
 ARRIVAL_TOL_S = 1e-3        # a pair must share the scheduled arrival to this tolerance
 MIN_MATCHED_SHARE = 0.9     # a run whose requests match its no-sync run less than this: unpaired
 

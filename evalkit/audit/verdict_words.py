@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+__all__ = ["gain_text", "is_negligible", "power", "prediction_text", "tier_sentence",
+           "underpowered_verdict"]
+
 EFFECT_TOL = 1e-12           # a gain equal to min_effect up to rounding is not below it
 
 

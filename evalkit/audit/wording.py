@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 
+__all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "DESIGN_CHECKS", "TIED", "WORSE", "ci_side",
+           "ci_words", "drift_share_words", "explained_fix", "explained_reason",
+           "failed_design_checks", "gain_state", "gain_words", "not_valid_words"]
+
 ABOVE, BELOW, ACROSS = "above", "below", "across"
 BETTER, WORSE, TIED = "better", "worse", "tied"
 

@@ -49,6 +49,8 @@ from evalkit.interop.vllm_bench import _load_json, _trace_identity, read_merge_w
 from evalkit.limits import MAX_LOG_TIME_S, MAX_TOKENS, finite
 from evalkit.runlog.metrics import observed_span, windows_observed
 
+__all__ = ["import_guidellm", "read_guidellm"]
+
 STATUSES = ("successful", "errored", "incomplete")
 OUTPUT_FLAG = "--output kind=json,path=benchmarks.json"
 FIX = (f"pass the benchmarks.json GuideLLM wrote (GuideLLM 0.7+: guidellm run ... {OUTPUT_FLAG}; "

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["CLOCK_FLAG", "Span", "clock_hint", "describe_outside", "describe_spans",
+           "outside_every_span"]
+
 UNIX_FLOOR_S = 1e8      # below this a "Unix time" is before 1973: the times are relative
 
 CLOCK_FLAG = "--merge-clock"

@@ -38,6 +38,8 @@ from evalkit.errors import InputError
 from evalkit.interop._meta import default_run_id, import_meta, publish_imports
 from evalkit.runlog.table import SYNTH_NOTE, read_summary_table
 
+__all__ = ["import_summary_table", "synthesise_requests"]
+
 SLO_S = 1.0
 MERGE_S = 1.0
 COUNT_TOL = 1e-6

@@ -40,6 +40,8 @@ from evalkit.fileread import check_regular
 from evalkit.jsonio import read_json
 from evalkit.limits import MAX_IMPORT_JSON_BYTES, MAX_LOG_TIME_S, MAX_TOKENS
 
+__all__ = ["import_vllm_bench", "read_merge_windows"]
+
 PER_REQUEST_REQUIRED = ("input_lens", "output_lens", "ttfts", "start_times", "errors")
 LATENCY_KEYS = ("latencies", "e2els")
 PER_REQUEST_KEYS = PER_REQUEST_REQUIRED + LATENCY_KEYS + ("itls",)

@@ -15,6 +15,8 @@ from evalkit.audit.protocol_rules import protocol_change
 from evalkit.audit.tiers import tier_rank
 from evalkit.report.text import md, md_name, p_value, pp, shorten
 
+__all__ = ["DOWN", "GONE", "NEW", "SAME", "UP", "diff_audits"]
+
 UP, DOWN, SAME, NEW, GONE, UNRANKED = "up", "down", "same", "new", "gone", "unranked"
 
 

@@ -17,6 +17,8 @@ from evalkit.errors import InputError
 from evalkit.jsonio import AUDIT_SCHEMA, read_json
 from evalkit.limits import MAX_DOCUMENT_BYTES
 
+__all__ = ["DOCUMENT", "REWRITE", "check_shape", "load_audit", "read_document", "shape_problem"]
+
 REWRITE = "re-run 'evalkit audit RUNS --out DIR' to write the audit.json again"
 _CLAIM_KEYS = ("figures", "figure_data", "load_match", "per_seed", "checks", "tier_status")
 _DOCUMENT_KEYS = ("regimes", "provenance", "transfer", "input")

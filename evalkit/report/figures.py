@@ -31,6 +31,9 @@ from matplotlib.ticker import FuncFormatter
 
 from evalkit.report.text import shorten
 
+__all__ = ["LABEL_LIMIT", "Figure", "drain_curve_notes", "drain_curves", "exposure_scatter",
+           "null_distribution", "psi_claim", "transfer", "v_per_seed"]
+
 DPI = 150
 WIDTH_IN = 4.4              # three figures side by side on a 1,400 px wide screen
 HEIGHT_IN = 3.5

@@ -14,6 +14,8 @@ from evalkit.audit import tiers as T
 from evalkit.audit import wording
 from evalkit.report.text import num, p_value, pp
 
+__all__ = ["STATES", "blocker_phrase", "effect_text", "headline", "headlines", "ladder"]
+
 # ladder states: (css class, text, symbol for Markdown)
 STATES = {
     "passed": ("passed", "passed", "\u2705"),

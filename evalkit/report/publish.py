@@ -40,6 +40,8 @@ from evalkit.jsonio import read_json
 from evalkit.limits import MAX_DOCUMENT_BYTES
 from evalkit.pids import pid_alive
 
+__all__ = ["MANIFEST", "publish"]
+
 MANIFEST = ".evalkit-manifest.json"
 REPORT_FILES = ("report.html", "report.md", "audit.json")
 _TMP_TAG = ".evalkit-tmp-"

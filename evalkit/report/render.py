@@ -26,6 +26,8 @@ from evalkit.report import figures as figs
 from evalkit.report.headline import STATES, headlines
 from evalkit.report.text import md, md_line, md_name, md_output, num, p_value, pct, pp, shorten
 
+__all__ = ["build_figures", "render", "render_html", "render_md"]
+
 TEMPLATE_PACKAGE = "evalkit.report"
 MD_LIMIT = 60_000      # GitHub comments hold 65,536 characters; job summaries 1 MiB
 FIGURE_KINDS = ("v_per_seed", "null", "psi")

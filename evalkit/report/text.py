@@ -18,6 +18,8 @@ import unicodedata
 
 import numpy as np
 
+__all__ = ["md", "md_line", "md_name", "md_output", "num", "p_value", "pct", "pp", "shorten"]
+
 MD_NAME_LIMIT = 120       # characters of a user string shown in report.md / page headings
 
 _MD_SPECIAL = frozenset("\\`*_{}[]()<>#!|~&$@")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+__all__ = ["BY_CODE", "INVARIANTS", "SECTIONS", "classify", "spec_ref"]
+
 SPEC = "FORMAT.md"
 
 SECTIONS = {

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+__all__ = ["to_csv"]
+
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 

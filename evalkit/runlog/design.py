@@ -17,6 +17,11 @@ import numpy as np
 
 from evalkit.runlog.metrics import is_sorted, unique_inverse
 
+__all__ = ["CORRIDOR_TOLERANCE_S", "DESIGN_COLUMNS", "FINGERPRINT_RESOLUTION_S", "TIED_WINDOW_S",
+           "arrival_fingerprint", "arrival_ticks", "completion_tied_share", "corridor_tolerance",
+           "corridor_violations", "design_facts", "identical_arrival_share",
+           "run_corridor_violations"]
+
 DESIGN_COLUMNS = ("arrival_fingerprint", "merge_duration_median_s", "corridor_violations",
                   "corridor_note", "completion_tied_share", "identical_arrival_share",
                   "inner_step_median_s")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from evalkit.runlog import codes, schema
 
+__all__ = ["FORMAT_MD", "SCHEMA_DIR", "arrow_schema", "main", "stale"]
+
 HERE = Path(__file__).resolve().parent
 SCHEMA_DIR = HERE / "schemas"
 FORMAT_MD = HERE / "FORMAT.md"

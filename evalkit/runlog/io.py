@@ -26,6 +26,11 @@ from evalkit.limits import MAX_RUN_ID_BYTES, MAX_RUN_JSON_BYTES
 from evalkit.names import reserved_name_problem, reserved_names_text
 from evalkit.runlog.schema import REQUIRED_TABLES, SCHEMA_VERSION, TABLES
 
+__all__ = ["LINK_FIX", "EnvironmentFailure", "Run", "RunListing", "TableFile", "UnreadableRun",
+           "check_run_id", "dump_json", "empty_frame", "environment_failure", "iter_run_dirs",
+           "leftover_kind", "list_runs", "move_run_aside", "read_columns", "read_meta", "read_run",
+           "read_table", "refused_error", "run_link_trouble", "write_run"]
+
 _ARROW = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "string": pa.string()}
 
 

@@ -15,6 +15,12 @@ from scipy import special
 
 from evalkit.errors import InputError
 
+__all__ = ["SAMPLE_SIZE", "SloFlags", "Span", "clopper_pearson", "e2e_latency", "goodput_flags",
+           "is_sorted", "observed_span", "observed_windows", "overlaps_windows", "quantile",
+           "quantiles", "request_exposure", "request_intervals", "slo_flags", "step_rate",
+           "time_exposure", "tpot", "ttft", "union_windows", "unique_inverse", "violations",
+           "windows_observed"]
+
 
 def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=float)

@@ -32,6 +32,9 @@ from evalkit.fsutil import atomic_write, fsync_dir, temp_sibling
 from evalkit.jsonio import read_json
 from evalkit.limits import MAX_PLAN_BYTES
 
+__all__ = ["PLAN_FILE", "SCHEMA", "load_plan", "plan_sha256", "publish_plan", "read_plan",
+           "same_campaign", "write_plan"]
+
 PLAN_FILE = "plan.json"
 SCHEMA = "evalkit-plan/1"
 # what may differ between two freezes of the same campaign (sweep's resume check)

@@ -30,6 +30,11 @@ from dataclasses import dataclass
 from evalkit.errors import InputError
 from evalkit.limits import capped_name
 
+__all__ = ["ARROW_TYPES", "BACKENDS", "MERGES_COLUMNS", "META_KEYS", "OPTIONAL_COLUMNS",
+           "REQUIRED_META", "REQUIRED_TABLES", "ROLES", "RUN_ORDER_KEYS", "SCHEMA_VERSION",
+           "SUPPORTED_SCHEMA_VERSIONS", "TABLES", "Column", "MetaKey", "Slo", "identity_problems",
+           "is_number", "role_problem", "run_id", "short_repr"]
+
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 

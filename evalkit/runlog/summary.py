@@ -29,6 +29,9 @@ from evalkit.runlog.io import Run
 from evalkit.runlog.validate import RunCheck, read_valid_run, validate_runs
 from evalkit.runlog.vinterval import v_interval
 
+__all__ = ["LOOP_WINDOWS", "REQUEST_COLUMNS", "SUMMARY_COLUMNS", "request_numbers",
+           "summarize_arrays", "summarize_run", "summarize_runs", "unreadable_runs"]
+
 META_COLUMNS = ("run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend",
                 "oracle", "complete", "trace_name", "trace_sha256", "trace_realisation")
 SUMMARY_COLUMNS = META_COLUMNS + (

@@ -38,6 +38,8 @@ from evalkit.fileread import check_regular
 from evalkit.runlog.io import environment_failure
 from evalkit.names import normalise_name
 
+__all__ = ["SYNTH_NOTE", "is_summary_table", "read_summary_table"]
+
 # the first note of a run that `evalkit import table` synthesised from such a table
 SYNTH_NOTE = "synthesised from summary table"
 

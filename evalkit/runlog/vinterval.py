@@ -41,6 +41,9 @@ from scipy import special
 
 from evalkit.runlog.metrics import is_sorted, unique_inverse
 
+__all__ = ["BLOCKS", "BURSTS", "SEGMENT_PENALTY", "block_length", "cluster_counts",
+           "episode_blocks", "robust_v_ci", "robust_v_fit", "segments", "uses_bursts", "v_interval"]
+
 FINE_BLOCK_S = 5.0   # time-block length (s) the counts are taken at
 FINE_BLOCKS = 60     # short runs get shorter blocks so that the autocorrelation has >= this many
 ZERO_CLUSTERS_S = 30.0   # V = 0 or 1: read the run as clusters of this length ...

@@ -13,6 +13,9 @@ import pandas as pd
 
 from evalkit.errors import InputError
 
+__all__ = ["block_units", "data_block", "float_quantile", "lag1_of_block_means", "percentile_ci",
+           "two_stage_counts", "weighted_quantile"]
+
 MIN_RUN_BLOCKS = 3            # the block is widened only while runs keep this many blocks
 MAX_DOUBLINGS = 5
 

@@ -11,6 +11,8 @@ from scipy import special
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_finite_1d, as_generator, check_level
 
+__all__ = ["BootstrapResult", "bootstrap_ci", "holm", "percentile_t_ci"]
+
 _CHUNK_ELEMENTS = 1 << 21
 
 

@@ -39,6 +39,8 @@ from evalkit.stats._result import ResultMixin, as_generator
 from evalkit.stats.psi import _interp, _isotonic
 from evalkit.stats.bootstrap import percentile_t_ci
 
+__all__ = ["ExplainedGain", "explained_gain"]
+
 
 @dataclass(frozen=True)
 class SeedPrediction(ResultMixin):

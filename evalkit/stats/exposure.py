@@ -16,6 +16,8 @@ import numpy as np
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_finite_1d
 
+__all__ = ["EXPLAINS_V_R2", "ExposureRegression", "exposure_regression"]
+
 EXPLAINS_V_R2 = 0.8
 
 

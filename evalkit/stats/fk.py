@@ -35,6 +35,8 @@ import numpy as np
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_generator
 
+__all__ = ["FeasibleClass", "edge_class", "feasible_class", "sample_class", "sample_schedules"]
+
 MIN_ACCEPTANCE = 0.02
 MAX_SEQUENTIAL_M = 60
 METHODS = ("auto", "reject-box", "reject-simplex", "sequential")

@@ -15,6 +15,8 @@ import numpy as np
 
 from evalkit.stats.studentized import random_labels
 
+__all__ = ["CI_MC_PATTERNS", "CI_MC_SETS", "EXACT_CI_MAX_N", "permutation_ci", "sign_flip_ci"]
+
 EXACT_CI_MAX_N = 16             # sign flips: CI from all 2^n subsets up to here
 EXACT_CI_MAX = 1 << 17          # label sets: CI from every label set up to here
 CI_MC_SETS = 20_000             # Monte Carlo CI beyond those: this many + the identity

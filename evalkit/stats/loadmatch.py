@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin
 
+__all__ = ["CHECK_KEYS", "DEFAULT_TOLERANCES", "LoadCheck", "LoadMatchResult", "load_match"]
+
 # Relative tolerances: the same trace and seed give identical requests and tokens; achieved
 # rates and trainer throughput may wobble a little.
 DEFAULT_TOLERANCES = {

@@ -15,6 +15,8 @@ import numpy as np
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin
 
+__all__ = ["OverlapCost", "RequestIndex", "cost_curve", "overlap_cost"]
+
 _CHUNK = 1 << 22
 
 

@@ -29,6 +29,8 @@ from evalkit.stats._result import DEFAULT_RTOL, ResultMixin, as_generator, check
 from evalkit.stats.sequential import anytime_e_process, label_values_equal_m
 from evalkit.stats.studentized import t_from_sums
 
+__all__ = ["EXACT_LABEL_SETS", "permutation_p_batch", "pilot_model", "power_plan"]
+
 
 @dataclass(frozen=True)
 class PilotModel:

@@ -10,6 +10,8 @@ import numpy as np
 from evalkit.errors import InputError, NotEstimable
 from evalkit.stats._result import ResultMixin, as_finite_1d
 
+__all__ = ["PsiFit", "fit_psi"]
+
 
 def _pool_ties(phi: np.ndarray, vex: np.ndarray):
     """Unique Phi (u,), weighted mean Vex at each (u,), and the counts as weights (u,)."""

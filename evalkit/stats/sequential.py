@@ -41,6 +41,9 @@ from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, check_alternative
 from evalkit.stats.randomisation import _as_design, seed_label_values
 
+__all__ = ["BET_CAP", "SequentialResult", "anytime_e_process", "anytime_test",
+           "label_values_equal_m"]
+
 BET_CAP = 0.75          # the stake never exceeds 3/4 of the wealth: a seed costs <= 4x
 CS_GRID = 129
 CS_BISECT = 40

@@ -30,6 +30,9 @@ import numpy as np
 
 from evalkit.stats._result import DEFAULT_RTOL
 
+__all__ = ["EXACT_CI_MAX", "MAX_EXACT_SETS", "enumerable", "exact_counts", "inversion_ci",
+           "mc_counts", "min_attainable_p", "null_t", "random_labels", "t_from_sums", "t_statistic"]
+
 MAX_EXACT_SETS = 1 << 22        # label sets enumerated exactly (about 1 s at n = 10)
 EXACT_CI_MAX = 1 << 15          # CI from every label set up to here, Monte Carlo beyond
 CI_MC_SETS = 4_000

@@ -45,6 +45,10 @@ from evalkit.stats._result import ResultMixin, as_generator
 from evalkit.stats.block_bootstrap import (block_units, data_block, float_quantile,
                                            percentile_ci, two_stage_counts, weighted_quantile)
 
+__all__ = ["DRAIN_BIN_S", "DRAIN_MAX_LAG_S", "FALLBACK", "MIN_BIN_REQUESTS", "PAIRED", "DrainBin",
+           "RhoSide", "TransferComparison", "compare_sides", "fallback_rho", "guard_band_transfer",
+           "length_strata", "paired_rho", "paired_transfer"]
+
 PAIRED = "paired vs no-sync"
 FALLBACK = "guard-band fallback (weaker)"
 DRAIN_BIN_S = 5.0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from evalkit.audit import wording
 from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
 
+__all__ = ["gain_explained_by_overlap", "psi_fit"]
+
 TIER = "calibrated"
 _NUM = (int, float)
 

@@ -20,6 +20,9 @@ from evalkit.audit.table_word import FIX as TABLE_WORD_FIX
 from evalkit.audit.table_word import TABLE_WORD_CHECKS, table_says
 from evalkit.errors import NotEstimable
 
+__all__ = ["CHECKS", "CHECK_CHOICES", "CHECK_PARAMS", "CHECK_TIERS", "Check", "Outcome", "Status",
+           "check", "names_runs_to_add", "needs_runs", "not_evaluable", "run_check"]
+
 
 class Status(str, Enum):
     """What a check found, as data (the prose is in ``found``)."""

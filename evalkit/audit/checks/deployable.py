@@ -5,6 +5,8 @@ from __future__ import annotations
 from evalkit.audit.checks.core import Outcome, _listing, check, not_evaluable
 from evalkit.audit.registry import oracle_status
 
+__all__ = ["not_oracle", "real_sidecar"]
+
 TIER = "deployable"
 _LIST = (list,)
 

@@ -8,6 +8,9 @@ import numpy as np
 
 from evalkit.audit.checks.core import Outcome, _listing, _seeds, check, not_evaluable
 
+__all__ = ["k_match", "matched_random_present", "merge_durations_match", "open_loop_sending",
+           "pairing_real", "policy_runs_complete", "schedules_in_corridor"]
+
 TIER = "matched_budget"
 _NUM = (int, float)
 

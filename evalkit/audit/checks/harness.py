@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from evalkit.audit.checks.core import Outcome, _seeds, check, needs_runs, not_evaluable
 
+__all__ = ["deferral_baseline", "fixed_cadence_baseline"]
+
 TIER = "harness"
 _LIST = (list,)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from evalkit.audit.checks.core import Outcome, Status, _fmt, check, not_evaluable
 from evalkit.audit.verdict_words import is_negligible, power
 
+__all__ = ["enough_seeds", "gain_significant"]
+
 TIER = "matched_budget"
 _NUM = (int, float)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from evalkit.audit.checks.core import Outcome, _fmt, _seeds, check, not_evaluable
 
+__all__ = ["load_match", "no_sync_present"]
+
 TIER = "placement_gain"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
 
+__all__ = ["transfer_ci_excludes_one", "transfer_paired"]
+
 TIER = "sidecar_transfer"
 _LIST = (list,)
 _NUM = (int, float)

@@ -12,6 +12,8 @@ from evalkit.runlog.schema import (BACKENDS, REQUIRED_META, Slo, identity_proble
 from evalkit.runlog.schema import is_number as _is_number, short_repr as _short
 from evalkit.runlog.validate.problem import Problem, _is_int, _nonempty_str
 
+__all__ = []
+
 
 def _check_meta(meta: dict, run_dir: Path, run: str) -> list[Problem]:
     """Every rule of run.json ``meta`` broken (errors and warnings, in rule order)."""

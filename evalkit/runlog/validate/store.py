@@ -10,6 +10,8 @@ from evalkit.errors import InputError
 from evalkit.runlog.io import LINK_FIX, RunListing, UnreadableRun, leftover_kind, list_runs
 from evalkit.runlog.validate.problem import Problem
 
+__all__ = ["ValidationReport"]
+
 
 @dataclass
 class ValidationReport:

@@ -14,6 +14,8 @@ from evalkit.runlog.schema import REQUIRED_TABLES, TABLES
 from evalkit.runlog.schema import is_number as _is_number
 from evalkit.runlog.validate.problem import Problem
 
+__all__ = ["MS_FACTOR", "MS_PLAUSIBLE", "TIME_TOL_S"]
+
 TIME_TOL_S = 1e-9        # float slack for ordering checks
 EARLY_SEND_TOL_S = 1e-3  # sending before the scheduled arrival by more than this is suspicious
 MS_FACTOR = 100.0        # "implausible scale": 100x beyond the plausible value ...
