@@ -10,9 +10,12 @@ importing into it, and the CLI and the composition (``evalkit``, ``evalkit.compo
 from __future__ import annotations
 
 import ast
+import subprocess
 
 import pytest
 
+from tests.support.import_paths import (public_api_problems, reexport_imports, tracked_files,
+                                        tracked_merge_leftovers)
 from tests.support.imports import PACKAGE, cycles, import_graph
 
 BASE = "base"           # errors, limits, fsutil, jsonio, config, names, fileread, ...
@@ -130,3 +133,83 @@ def test_the_local_import_rule_finds_an_uncommented_one(tmp_path):
                               "def g():\n    from evalkit.b import y  # scipy: start-up time\n")
     (pkg / "cli" / "c.py").write_text("def h():\n    from evalkit.b import z\n")
     assert uncommented_local_imports(pkg) == ["evalkit/a.py:2: from evalkit.b import x"]
+
+
+# --------------------------------------------------------------- names come from their module
+
+def test_every_import_names_the_module_that_defines_it():
+    bad = reexport_imports()
+    assert bad == [], ("import these names from the module that defines them:\n"
+                       + "\n".join(bad))
+
+
+def _tree(root, files: dict[str, str]):
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def test_the_import_rule_finds_every_kind_of_re_export_path(tmp_path):
+    _tree(tmp_path, {
+        "evalkit/__init__.py": "from evalkit.core import f\n",
+        "evalkit/core.py": "def f():\n    pass\n\n\nLIMIT = 3\n",
+        "evalkit/shim.py": "from evalkit.core import *  # noqa\n",
+        "evalkit/facade.py": "from evalkit.core import LIMIT, f\n\n\ndef g():\n    return f()\n",
+        "evalkit/user.py": ("from evalkit import core\nfrom evalkit.core import LIMIT, f\n"
+                            "from evalkit.facade import g\n"),
+        "tests/__init__.py": "",
+        "tests/test_user.py": ("from evalkit import f\n\n\ndef test_f():\n"
+                               "    from evalkit.facade import LIMIT, f\n"
+                               "    from evalkit.shim import f as again\n"),
+        "tools/bench.py": "from evalkit.gone import f\n",
+    })
+    assert reexport_imports(tmp_path, namespaces={"evalkit"}) == [
+        "evalkit/shim.py:1: from evalkit.core import *",
+        "tests/test_user.py:5: from evalkit.facade import LIMIT",
+        "tests/test_user.py:5: from evalkit.facade import f",
+        "tests/test_user.py:6: from evalkit.shim import f",
+        "tools/bench.py:1: from evalkit.gone import f (no such module)",
+    ]
+    # the package namespace is allowed only when it is named as documented
+    assert "tests/test_user.py:1: from evalkit import f" in reexport_imports(
+        tmp_path, namespaces=set())
+
+
+def test_no_merge_leftover_is_tracked():
+    assert tracked_merge_leftovers(tracked_files()) == []
+
+
+def test_the_leftover_rule_finds_orig_and_rej_files(tmp_path):
+    _tree(tmp_path, {"a.py": "", "pkg/b.py.orig": "", "pkg/c.py.rej": "", "d.original": ""})
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
+    assert tracked_merge_leftovers(tracked_files(tmp_path)) == ["pkg/b.py.orig", "pkg/c.py.rej"]
+
+
+# packages whose public modules say what they offer (``__all__``)
+DECLARED = ("stats", "audit", "runlog", "report", "interop")
+
+
+def test_public_modules_declare_all_and_every_name_in_it_exists():
+    bad = public_api_problems(DECLARED)
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_all_rule_finds_a_missing_all_a_missing_name_and_a_private_one(tmp_path):
+    _tree(tmp_path, {
+        "evalkit/__init__.py": "",
+        "evalkit/stats/__init__.py": '"""a namespace with nothing in it"""\n',
+        "evalkit/stats/_private.py": "def helper():\n    pass\n",
+        "evalkit/stats/fine.py": ("from math import sqrt\n\n__all__ = ['sqrt', 'f']\n\n\n"
+                                  "def f():\n    pass\n"),
+        "evalkit/stats/sub/__init__.py": "__all__ = ['leaf']\n",
+        "evalkit/stats/sub/leaf.py": "__all__ = []\n",
+        "evalkit/stats/bare.py": "def f():\n    pass\n",
+        "evalkit/stats/wrong.py": "__all__ = ['f', 'gone', '_hidden']\n\n\ndef f():\n    pass\n\n\n"
+                                  "def _hidden():\n    pass\n",
+    })
+    assert public_api_problems(["stats"], tmp_path / "evalkit") == [
+        "evalkit/stats/bare.py: no __all__",
+        "evalkit/stats/wrong.py: __all__ names 'gone', which it does not have",
+        "evalkit/stats/wrong.py: __all__ names the private '_hidden'",
+    ]
