@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from evalkit.errors import InputError
 from evalkit.fileread import check_regular
@@ -67,14 +68,29 @@ def _read(path: Path) -> tuple[pd.DataFrame, int]:
     check_regular(path, "the summary table")        # a FIFO would block pandas
     try:
         if path.suffix.lower() == ".csv":
+            # pandas renames a repeated header ("seed", "seed.1"): read the header as a row
+            header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
+            _refuse_repeated_columns(path, list(header.iloc[0]) if len(header) else [])
             return pd.read_csv(path, dtype=str, keep_default_na=False), 2
+        _refuse_repeated_columns(path, pq.read_schema(path).names)
         return pd.read_parquet(path), 1
+    except InputError:
+        raise
     except (ValueError, OSError, pd.errors.ParserError, MemoryError) as exc:
         env = environment_failure(exc, path, "the table")
         if env is not None:             # the machine, not the table: never "cannot read it"
             raise env from None
         raise InputError(f"cannot read the summary table ({exc})", file=path.name,
                          fix="pass a CSV with a header row or a Parquet file") from exc
+
+
+def _refuse_repeated_columns(path: Path, names) -> None:
+    names = [str(n).strip() for n in names]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"the summary table has the column {twice[0]!r} "
+                         f"{names.count(twice[0])} times", file=path.name, column=twice[0],
+                         fix="keep one column of each name")
 
 
 def _blank(value) -> bool:

@@ -92,3 +92,18 @@ def test_settings_parts_must_be_objects(copy_fixture, tmp_path, part):
     assert code == 2 and f"column=settings.{part}" in out and "must be a JSON object" in out
     code, out, err = _invoke(["audit", runs, "--out", tmp_path / "report"])
     assert code == 2 and f"settings.{part}" in err and "internal error" not in err, out + err
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_summary_table_with_a_repeated_column_is_refused(tmp_path, suffix):
+    """pandas renames a repeated CSV header to 'seed.1' and the second column was silently
+    ignored; Parquet failed with a message naming no column."""
+    path = tmp_path / f"table{suffix}"
+    if suffix == ".csv":
+        path.write_text("policy,seed,violation_rate, seed\nwa,1,0.1,2\n")
+    else:
+        pq.write_table(pa.Table.from_arrays(
+            [pa.array(["wa"]), pa.array([1]), pa.array([0.1]), pa.array([2])],
+            names=["policy", "seed", "violation_rate", "seed"]), path)
+    code, out, err = _invoke(["audit", path, "--out", tmp_path / "report"])
+    assert code == 2 and "column/key 'seed'" in err and "2 times" in err, out + err
