@@ -10,12 +10,13 @@ importing into it, and the CLI and the composition (``evalkit``, ``evalkit.compo
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 
 import pytest
 
-from tests.support.import_paths import (public_api_problems, reexport_imports, tracked_files,
-                                        tracked_merge_leftovers)
+from tests.support.import_paths import (NAMESPACES, public_api_problems, reexport_imports,
+                                        tracked_files, tracked_merge_leftovers)
 from tests.support.imports import PACKAGE, cycles, import_graph
 
 BASE = "base"           # errors, limits, fsutil, jsonio, config, names, fileread, ...
@@ -213,3 +214,11 @@ def test_the_all_rule_finds_a_missing_all_a_missing_name_and_a_private_one(tmp_p
         "evalkit/stats/wrong.py: __all__ names 'gone', which it does not have",
         "evalkit/stats/wrong.py: __all__ names the private '_hidden'",
     ]
+
+
+def test_readme_names_the_namespaces_the_import_rule_allows():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    section = readme[readme.index("## Architecture"):readme.index("## Command overview")]
+    sentence = section[section.index("Every import names"):section.index("Public modules")]
+    named = set(re.findall(r"`(evalkit[\w.]*)`", sentence))
+    assert named == NAMESPACES
