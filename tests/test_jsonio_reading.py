@@ -143,3 +143,20 @@ def test_trace_metadata_and_lock_files_are_read_through_the_front_door(tmp_path)
     assert read_holder(lock).pid is None                  # unreadable holder, no crash
     lock.write_text('{"pid": 1, "pid": 2}')
     assert read_holder(lock).pid is None                  # ambiguous: not trusted
+
+
+def test_a_json_serve_config_is_read_through_the_front_door(tmp_path, deadline):
+    from evalkit.replay.backends.torch.serve_config import read_config_file
+
+    path = tmp_path / "serve.json"
+    path.write_text('{"serve": {"model": "tiny"}}')
+    assert read_config_file(path) == {"model": "tiny"}
+    for text, words in ((DEEP, "nested too deeply"), ('{"model": "a", "model": "b"}', "twice"),
+                        ('{"max_batch": NaN}', "NaN is not allowed")):
+        path.write_text(text)
+        with pytest.raises(InputError, match=words):
+            read_config_file(path)
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(InputError, match="a FIFO"):
+        read_config_file(path)

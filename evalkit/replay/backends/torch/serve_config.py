@@ -7,12 +7,13 @@ an unknown key, an unknown preset or model field, a device torch cannot see.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from evalkit.config import read_config
 from evalkit.errors import InputError
+from evalkit.jsonio import read_json
+from evalkit.limits import MAX_CONFIG_BYTES
 from evalkit.replay.backends.torch.models import resolve_config
 from evalkit.replay.backends.torch.openai_sampling import MAX_STOP_BYTES, MAX_STOP_STRINGS
 
@@ -134,7 +135,7 @@ def resolve_serve_config(raw: dict, *, where: str = "sidecar config") -> dict:
 def read_config_file(path) -> dict:
     """A TOML or JSON file of sidecar settings (a ``[serve]`` table is also accepted)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():         # a FIFO or device: refused by the readers below, unopened
         raise InputError("config file not found", file=str(path), fix="check the path")
     if path.suffix.lower() != ".json":      # TOML, within evalkit.limits' bounds
         data = read_config(path, what="config file", action="cannot read the config file",
@@ -142,11 +143,8 @@ def read_config_file(path) -> dict:
                            syntax_message="cannot parse the config file",
                            syntax_fix="write TOML (key = value) or JSON").data
     else:
-        try:
-            data = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot parse the config file ({exc})", file=str(path),
-                             fix="write TOML (key = value) or JSON") from exc
+        data = read_json(path, limit=MAX_CONFIG_BYTES, what="the config file",
+                         fix="write TOML (key = value) or JSON")
     if isinstance(data, dict) and set(data) == {"serve"}:
         data = data["serve"]
     if not isinstance(data, dict):
