@@ -9,8 +9,7 @@ from pathlib import Path
 
 from evalkit.errors import InputError
 from evalkit.fsutil import fsync_dir
-from evalkit.runlog.io import (check_run_id, move_run_aside, read_meta, run_link_trouble,
-                               write_run)
+from evalkit.runlog.io import check_run_id, move_run_aside, read_meta, write_run
 from evalkit.runlog.schema import Slo, identity_problems, role_problem, run_id
 from evalkit.runlog.validate import validate_run
 
@@ -99,8 +98,7 @@ def check_targets(runs_dir, run_ids: list[str], *, replace: bool, where: str) ->
         target = runs_dir / rid
         if not os.path.lexists(target):
             continue
-        link = run_link_trouble(runs_dir, target)
-        if target.is_symlink() or link is not None or not target.is_dir():
+        if target.is_symlink() or not target.is_dir():
             raise InputError(f"{rid} already exists in the runs directory and is not a run "
                              "directory (a file or symbolic link): an import never replaces "
                              "it", file=str(target), column="run_id",

@@ -107,13 +107,19 @@ def test_reserved_names_are_refused_as_run_ids(tmp_path, name):
     assert sorted(p.name for p in runs.iterdir()) == ["plan.json"]
 
 
-def test_a_file_in_the_way_is_never_replaced_even_with_replace(tmp_path):
+@pytest.mark.parametrize("what", ["file", "link"])
+def test_a_file_or_link_in_the_way_is_never_replaced_even_with_replace(tmp_path, what):
     runs = tmp_path / "runs"
-    runs.mkdir()
-    (runs / RUN).write_text("notes")
-    res = _vllm(tmp_path, runs, "--replace")
+    assert _vllm(tmp_path, runs, "--run-id", "real").exit_code == 0
+    if what == "file":
+        (runs / RUN).write_text("notes")
+    else:
+        (runs / RUN).symlink_to("real")                   # a run reached through a link
+    res = _vllm(tmp_path, runs, "--replace", seed=1)
     assert res.exit_code == 2 and "is not a run directory" in res.output
-    assert (runs / RUN).read_text() == "notes"
+    assert (runs / RUN).is_symlink() == (what == "link")
+    assert what == "link" or (runs / RUN).read_text() == "notes"
+    assert sorted(p.name for p in runs.iterdir()) == sorted([RUN, "real"])
 
 
 def _guidellm(tmp_path, runs, *extra):
