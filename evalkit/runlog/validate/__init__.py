@@ -87,7 +87,7 @@ def inspect_run(run_dir: str | os.PathLike, *, include_incomplete: bool = False)
                                      or version not in SUPPORTED_SCHEMA_VERSIONS):
         out.append(Problem(run, str(meta_path), "schema_version",
                            f"unknown schema_version {version!r}; this evalkit reads "
-                           f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))} (an integer)",
+                           f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}",
                            "upgrade evalkit, or rewrite the run in a supported version"))
         return RunCheck(run_dir, run, meta, out)
     if meta.get("complete") is False and not include_incomplete:
