@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
+from evalkit.audit import tiers as T
 from evalkit.errors import InputError
 from evalkit.jsonio import AUDIT_SCHEMA, read_json
 from evalkit.limits import MAX_DOCUMENT_BYTES
@@ -58,10 +59,11 @@ NUM = (int, float, type(None))        # non-finite numbers are written as null
 OPT_STR, OPT_INT, OPT_BOOL = (str, type(None)), (int, type(None)), (bool, type(None))
 SCALAR = (str, int, float, bool, type(None))
 
-TIER_STATES = ("passed", "failed", "not_evaluable", "missing_runs", "not_run")
-LADDER_STATES = ("passed", "failed", "not_evaluable", "skipped", "not_run")
+TIER_STATES = (T.PASSED, T.FAILED, T.NOT_EVALUABLE, T.MISSING_RUNS, T.NOT_RUN)
+LADDER_STATES = (T.PASSED, T.FAILED, T.NOT_EVALUABLE, T.SKIPPED, T.NOT_RUN)
+# evalkit.audit.checks.core.Status, which this layer may not import (a test keeps them equal)
 CHECK_STATES = ("passed", "failed", "underpowered", "negligible", "not_evaluable", "vouched")
-CLAIM_STATES = ("supported", "not supported", "underpowered", "")
+CLAIM_STATES = (T.SUPPORTED, T.NOT_SUPPORTED, T.UNDERPOWERED, "")   # "": written before status
 
 _RATES = Obj({k: NUM for k in ("any", "e2e", "ttft", "tpot", "failed")}, nullable=True)
 _CHECK = Obj({"name": STR, "tier": STR, "passed": OPT_BOOL, "evaluable": BOOL,

@@ -74,6 +74,13 @@ def test_a_forged_field_is_named_by_its_path(field, value, where, words):
     assert err.value.column == where and words in err.value.message, err.value.format()
 
 
+def test_the_statuses_are_the_writers():
+    from evalkit.audit.checks.core import Status
+    from evalkit.report.document import CHECK_STATES
+
+    assert CHECK_STATES == tuple(s.value for s in Status)
+
+
 def test_every_written_document_has_the_shape():
     assert shape_problem(_doc(), DOCUMENT, "") is None
     for golden in (Path(__file__).resolve().parents[1] / "golden").glob("*.audit.json"):
