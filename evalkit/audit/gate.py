@@ -1,8 +1,9 @@
 """The CI gate's decision: does a claim reach the required tier, did any claim fall below an
 earlier audit's tier, and which exit code says so.
 
-``evalkit gate`` parses its options, audits the campaign, calls :func:`decide` and prints the
-decision's lines.  A fixed-design gate passes (exit 0) when the claim reaches the tier and, with
+``evalkit gate`` parses its options, checks the policy against the campaign's claims, audits
+the campaign (or reads a fresh audit.json: :func:`document_audit`), calls :func:`decide` and
+prints the decision's lines: a one-screen summary, or every check with ``--verbose``.  A fixed-design gate passes (exit 0) when the claim reaches the tier and, with
 a baseline, no claim ranks below its baseline tier and the protocol's rules (and the audit
 seed) are the baseline's; else it fails (exit 1).  ``--sequential`` decides from the
 e-process instead (:mod:`evalkit.audit.sequential`; exit 4 while undecided).
