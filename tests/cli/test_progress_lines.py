@@ -71,3 +71,17 @@ def test_the_sweep_writes_progress_lines_to_a_non_terminal_stderr(monkeypatch, t
     lines = [x for x in _lines(log_file) if x.startswith("sweep tiny: ")]
     assert n >= 3 and lines[0].startswith(f"sweep tiny: 1 of {n} runs (")
     assert lines[-1].startswith(f"sweep tiny: {n} of {n} runs (")
+
+
+def test_the_audit_names_its_steps_on_a_non_terminal_stderr(monkeypatch, log_file):
+    from evalkit.audit.result import audit_campaign
+
+    from tests.conftest import REPO
+
+    monkeypatch.setattr(progress, "AFTER_S", 0.0)      # every step counts as long
+    monkeypatch.setattr(progress, "EVERY_S", 60.0)
+    monkeypatch.setattr(sys, "stderr", log_file)
+    audit_campaign(REPO / "fixtures" / "campaigns" / "sim_underpowered")
+    lines = _lines(log_file)
+    assert lines[0].startswith("audit: reading sim_underpowered (")
+    assert lines[1].startswith("audit: checking 1 claim(s) against protocol diloco-slo (")
