@@ -202,7 +202,7 @@ def harness_baselines(protocol: Protocol) -> list[str]:
 
 def read_claims(input_path, protocol: Protocol) -> tuple[Campaign, list]:
     """The campaign and its claims (ClaimData), before any evidence is computed."""
-    with step(f"audit: reading {Path(str(input_path)).name}"):
+    with step(f"audit: reading {Path(str(input_path)).resolve().name}"):
         campaign = load_campaign(input_path)
     return campaign, assemble_claims(campaign, baseline_policies=harness_baselines(protocol))
 
