@@ -41,6 +41,7 @@ from evalkit.replay.runner import check_trace
 from evalkit.replay.store import (RunState, clean_leftovers, existing_states, move_aside,
                                   run_state)
 from evalkit.replay.plan import directory_plan
+from evalkit.replay.storelock import StoreLock, current_holders
 from evalkit.runlog.plan import plan_sha256, publish_plan, read_plan
 
 
