@@ -36,6 +36,7 @@ import pandas as pd
 
 from evalkit.errors import InputError
 from evalkit.interop._meta import default_run_id, import_meta, publish_imports
+from evalkit.limits import MAX_MERGES, MAX_TRACE_REQUESTS
 from evalkit.runlog.table import SYNTH_NOTE, read_summary_table
 
 __all__ = ["import_summary_table", "synthesise_requests"]
@@ -54,6 +55,19 @@ def _violations(v: float, n: int, *, path, row: str, column: str) -> int:
                          fix="give the violation rate at full precision (or the exact "
                              "n_requests); runs need integer request counts")
     return k
+
+
+def _check_size(n: int, k: int, *, path, row: str) -> None:
+    """Each request and merge becomes a row of the run: at most a generated trace's requests
+    and a run's merges (evalkit.limits), checked before anything is allocated."""
+    for value, column, lo, limit in ((n, "n_requests", 1, MAX_TRACE_REQUESTS),
+                                     (k, "K", 0, MAX_MERGES)):
+        if value > limit:
+            raise InputError(f"{row}: {column} = {value:,} is beyond the allowed range "
+                             f"[{lo}, {limit:,}]", file=str(path), column=column,
+                             fix=f"a synthesised run holds at most {limit:,} "
+                                 f"{'requests' if column == 'n_requests' else 'merges'}, one "
+                                 "row each; check the table's counts")
 
 
 def synthesise_requests(n: int, violations: int, k: int) -> tuple[pd.DataFrame, pd.DataFrame, float]:
@@ -120,6 +134,7 @@ def plan_runs(path: str | os.PathLike) -> list[tuple[dict, pd.DataFrame, pd.Data
         elif role == "no_sync" and k != 0:
             raise InputError(f"{where}: a no_sync run has K = {int(k)}", file=str(path),
                              column="K", fix="a no-sync baseline places no merges: K = 0")
+        _check_size(n, int(k), path=path, row=where)
         notes = []
         matched_to = rec["matched_to"]
         draw = None if pd.isna(rec["draw"]) else int(rec["draw"])

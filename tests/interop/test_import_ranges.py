@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
-from evalkit.limits import MAX_LOG_TIME_S, MAX_TOKENS
+from evalkit.limits import MAX_LOG_TIME_S, MAX_MERGES, MAX_TOKENS, MAX_TRACE_REQUESTS
 from evalkit.runlog.validate import validate_runs
 from tests.interop.test_guidellm import MERGES_UNIX, make_report
 from tests.interop.test_summary_table import TABLE
@@ -110,6 +110,23 @@ def test_guidellm_time_1e308_exits_2(tmp_path):
     assert res.exit_code == 2, res.output
     assert str(report) in res.output and "info.timings.request_end" in res.output
     assert TIME_RANGE in res.output and _nothing_written(runs)
+
+
+@pytest.mark.parametrize("column,value,shown", [
+    ("n_requests", 10 ** 12, f"[1, {MAX_TRACE_REQUESTS:,}]"),
+    ("K", MAX_MERGES + 1, f"[0, {MAX_MERGES:,}]"),
+])
+def test_table_counts_beyond_a_run_exit_2_before_anything_is_allocated(tmp_path, column,
+                                                                        value, shown):
+    """A row of 10**12 requests would synthesise 10**12 request rows (out of memory)."""
+    n, k = (value, 2) if column == "n_requests" else (4_000_000, value)
+    table = tmp_path / "table.csv"
+    table.write_text("policy,seed,violation_rate,n_requests,K,role,draws_per_row\n"
+                     f"wa,0,0.5,{n},{k},policy,1\nwa,0,0.5,{n},{k},matched_random,1\n")
+    res = _invoke(["import", "table", table, "--out", tmp_path / "runs"])
+    assert res.exit_code == 2, res.output
+    assert str(table) in res.output and f"'{column}'" in res.output and shown in res.output
+    assert not (tmp_path / "runs").exists()
 
 
 def test_every_importers_output_passes_validate(tmp_path):
