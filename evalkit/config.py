@@ -22,6 +22,8 @@ from evalkit.errors import InputError
 from evalkit.fileread import read_text_bounded
 from evalkit.limits import MAX_CONFIG_BYTES, loads_toml, range_fix
 
+__all__ = ["ConfigDoc", "ConfigTable", "find_key_line", "parse_config", "read_config"]
+
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'.]+)\s*=")
 _INDEX = re.compile(r"\[\d+\]$")

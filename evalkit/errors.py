@@ -11,6 +11,10 @@ from __future__ import annotations
 import errno
 import os
 
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CONTINUE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+           "EXIT_NOT_REACHED", "EXIT_OK", "InputError", "NotEstimable", "StoreLocked",
+           "from_os_error"]
+
 # Exit codes of every `evalkit` command: one meaning each.
 EXIT_OK = 0              # success; for `gate`: the claim reaches the tier
 EXIT_NOT_REACHED = 1     # `gate` only: the claim does not reach the tier

@@ -15,6 +15,8 @@ import stat
 
 from evalkit.errors import InputError, from_os_error
 
+__all__ = ["check_regular", "not_regular", "read_bounded", "read_text_bounded"]
+
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISDIR, "a directory"))

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from evalkit.errors import from_os_error
 
+__all__ = ["atomic_write", "fsync_dir", "fsync_tree", "map_ordered", "temp_sibling"]
+
 
 def fsync_file(path: str | os.PathLike) -> None:
     """Flush one file's data to stable storage."""

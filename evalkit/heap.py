@@ -15,6 +15,8 @@ from __future__ import annotations
 import ctypes
 import sys
 
+__all__ = ["keep_freed_memory"]
+
 M_TRIM_THRESHOLD = -1          # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
 MMAP_BYTES = 32 << 20          # glibc's largest mmap threshold on 64-bit machines

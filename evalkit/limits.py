@@ -17,6 +17,13 @@ import tomllib
 
 from evalkit.errors import InputError
 
+__all__ = ["INT64_MAX", "MAX_CONFIG_BYTES", "MAX_DOCUMENT_BYTES", "MAX_DRAWS", "MAX_HORIZON_S",
+           "MAX_IMPORT_JSON_BYTES", "MAX_INNER_STEPS", "MAX_JOBS", "MAX_JSON_NESTING",
+           "MAX_LABEL_CHARS", "MAX_LOG_TIME_S", "MAX_MERGES", "MAX_NESTING", "MAX_PLAN_BYTES",
+           "MAX_POLICIES", "MAX_RUN_ID_BYTES", "MAX_RUN_JSON_BYTES", "MAX_SEEDS", "MAX_SEED_VALUE",
+           "MAX_STRING_CHARS", "MAX_TOKENS", "MAX_TRACE_REQUESTS", "RESAMPLES_RANGE", "capped_name",
+           "check_run_sizes", "check_structure", "finite", "loads_toml", "range_fix"]
+
 # configuration files (protocol, campaign and twin TOML, read by evalkit.config)
 MAX_CONFIG_BYTES = 1 << 20          # 1 MiB
 MAX_STRING_CHARS = 10_000           # any one string in a TOML file

@@ -22,6 +22,9 @@ import unicodedata
 
 from evalkit.errors import InputError
 
+__all__ = ["file_part", "name_problem", "normalise_name", "reserved_name_problem",
+           "reserved_names_text"]
+
 # Default-ignorable code points that are not in a format/control category (rendered as
 # nothing): combining grapheme joiner, Hangul fillers, variation selectors, ...
 _INVISIBLE_RANGES = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+__all__ = ["pid_alive"]
+
 
 def pid_alive(pid: int | None) -> bool:
     """Whether process ``pid`` exists on this host; a zombie counts as gone (it holds no lock

@@ -24,6 +24,8 @@ from evalkit.replay.campaign import Campaign, load_campaign, plan_campaign
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.plan import PLAN_FILE
 
+__all__ = ["sweep_until_decided"]
+
 
 @dataclass
 class BatchRecord:

@@ -187,8 +187,9 @@ def test_the_leftover_rule_finds_orig_and_rej_files(tmp_path):
     assert tracked_merge_leftovers(tracked_files(tmp_path)) == ["pkg/b.py.orig", "pkg/c.py.rej"]
 
 
-# packages whose public modules say what they offer (``__all__``)
-DECLARED = ("stats", "audit", "runlog", "report", "interop")
+# packages and base modules whose public modules say what they offer (``__all__``)
+DECLARED = ("stats", "audit", "runlog", "report", "interop", "compose",
+            *sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"))
 
 
 def test_public_modules_declare_all_and_every_name_in_it_exists():
@@ -199,6 +200,8 @@ def test_public_modules_declare_all_and_every_name_in_it_exists():
 def test_the_all_rule_finds_a_missing_all_a_missing_name_and_a_private_one(tmp_path):
     _tree(tmp_path, {
         "evalkit/__init__.py": "",
+        "evalkit/base.py": "LIMIT = 1\n",
+        "evalkit/version.py": "__all__ = ['__version__']\n\n__version__ = '1'\n",
         "evalkit/stats/__init__.py": '"""a namespace with nothing in it"""\n',
         "evalkit/stats/_private.py": "def helper():\n    pass\n",
         "evalkit/stats/fine.py": ("from math import sqrt\n\n__all__ = ['sqrt', 'f']\n\n\n"
@@ -209,10 +212,11 @@ def test_the_all_rule_finds_a_missing_all_a_missing_name_and_a_private_one(tmp_p
         "evalkit/stats/wrong.py": "__all__ = ['f', 'gone', '_hidden']\n\n\ndef f():\n    pass\n\n\n"
                                   "def _hidden():\n    pass\n",
     })
-    assert public_api_problems(["stats"], tmp_path / "evalkit") == [
+    assert public_api_problems(["stats", "base.py", "version.py"], tmp_path / "evalkit") == [
         "evalkit/stats/bare.py: no __all__",
         "evalkit/stats/wrong.py: __all__ names 'gone', which it does not have",
         "evalkit/stats/wrong.py: __all__ names the private '_hidden'",
+        "evalkit/base.py: no __all__",
     ]
 
 

@@ -135,13 +135,14 @@ def _all_names(tree: ast.Module):
 
 
 def public_api_problems(packages, root: Path = PACKAGE) -> list[str]:
-    """Public modules of ``packages`` (folders of the package) that declare no ``__all__``,
-    or list in it a private name or a name the module does not have. A package
+    """Public modules of ``packages`` (folders or modules of the package) that declare no
+    ``__all__``, or list in it a private name or a name the module does not have. A package
     ``__init__`` that binds nothing (a docstring) has no names to declare."""
     known = module_names(root)
     out = []
     for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
+        where = root / package
+        for path in [where] if where.is_file() else sorted(where.rglob("*.py")):
             if path.name.startswith("_") and path.name != "__init__.py":
                 continue
             rel = path.relative_to(root.parent)
@@ -165,5 +166,6 @@ def public_api_problems(packages, root: Path = PACKAGE) -> list[str]:
                 have = bound | {m.rpartition(".")[2] for m in known if m.startswith(module + ".")}
             out += [f"{rel}: __all__ names {n!r}, which it does not have" for n in names
                     if n not in have]
-            out += [f"{rel}: __all__ names the private {n!r}" for n in names if n.startswith("_")]
+            out += [f"{rel}: __all__ names the private {n!r}" for n in names
+                    if n.startswith("_") and not n.endswith("__")]
     return out
