@@ -28,7 +28,7 @@ from evalkit.stats import holm
 # kept importable from here: the tier walk's old name
 _tier_walk = T.tier_walk
 __all__ = ["BASELINE", "ClaimContext", "ClaimResult", "RegimeEvidence", "TransferEvidence",
-           "evaluate_claims"]
+           "evaluate_claims", "vouched_note"]
 
 
 
