@@ -16,8 +16,6 @@ import threading
 import time
 from contextlib import contextmanager
 
-__all__ = ["Ticker", "step"]
-
 __all__ = ["AFTER_S", "EVERY_S", "Ticker", "has_descriptor", "step"]
 
 AFTER_S = 2.0        # a step that ends within this prints nothing
