@@ -197,10 +197,11 @@ def test_public_modules_declare_all_and_every_name_in_it_exists():
     assert bad == [], "\n".join(bad)
 
 
-def test_the_all_rule_finds_a_missing_all_a_missing_name_and_a_private_one(tmp_path):
+def test_the_all_rule_finds_a_missing_all_a_missing_name_a_private_one_and_a_repeat(tmp_path):
     _tree(tmp_path, {
         "evalkit/__init__.py": "",
         "evalkit/base.py": "LIMIT = 1\n",
+        "evalkit/twice.py": "__all__ = ['f']\n\n\ndef f():\n    pass\n\n\n__all__ = ['f']\n",
         "evalkit/version.py": "__all__ = ['__version__']\n\n__version__ = '1'\n",
         "evalkit/stats/__init__.py": '"""a namespace with nothing in it"""\n',
         "evalkit/stats/_private.py": "def helper():\n    pass\n",
@@ -212,11 +213,13 @@ def test_the_all_rule_finds_a_missing_all_a_missing_name_and_a_private_one(tmp_p
         "evalkit/stats/wrong.py": "__all__ = ['f', 'gone', '_hidden']\n\n\ndef f():\n    pass\n\n\n"
                                   "def _hidden():\n    pass\n",
     })
-    assert public_api_problems(["stats", "base.py", "version.py"], tmp_path / "evalkit") == [
+    assert public_api_problems(["stats", "base.py", "version.py", "twice.py"],
+                               tmp_path / "evalkit") == [
         "evalkit/stats/bare.py: no __all__",
         "evalkit/stats/wrong.py: __all__ names 'gone', which it does not have",
         "evalkit/stats/wrong.py: __all__ names the private '_hidden'",
         "evalkit/base.py: no __all__",
+        "evalkit/twice.py: __all__ declared 2 times",
     ]
 
 

@@ -122,16 +122,18 @@ def tracked_files(repo: Path = REPO) -> list[str]:
     return out.stdout.decode().split("\0")[:-1]
 
 
-def _all_names(tree: ast.Module):
+def _all_declarations(tree: ast.Module) -> list[ast.stmt]:
+    return [node for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+            and "__all__" in _targets(node.targets[0] if isinstance(node, ast.Assign)
+                                      else node.target)]
+
+
+def _all_names(declaration: ast.stmt) -> list[str] | None:
     """``__all__`` as a list of strings when the module writes it as a literal; else None."""
-    for node in tree.body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and "__all__" in _targets(
-                node.targets[0] if isinstance(node, ast.Assign) else node.target):
-            try:
-                return list(ast.literal_eval(node.value))
-            except ValueError:
-                return None
-    return []
+    try:
+        return list(ast.literal_eval(declaration.value))
+    except ValueError:
+        return None
 
 
 def public_api_problems(packages, root: Path = PACKAGE) -> list[str]:
@@ -157,13 +159,17 @@ def public_api_problems(packages, root: Path = PACKAGE) -> list[str]:
             if "__all__" not in bound:
                 out.append(f"{rel}: no __all__")
                 continue
-            names = _all_names(tree)
+            declared = _all_declarations(tree)
+            if len(declared) > 1:
+                out.append(f"{rel}: __all__ declared {len(declared)} times")
+            names = _all_names(declared[0]) if declared else []
             if names is None:           # computed (a lazy namespace): ask the module itself
                 namespace = importlib.import_module(module)
                 names = namespace.__all__
                 have = {n for n in names if hasattr(namespace, n)}
             else:
-                have = bound | {m.rpartition(".")[2] for m in known if m.startswith(module + ".")}
+                have = bound | {m.rpartition(".")[2] for m in known
+                                if m.rpartition(".")[0] == module}
             out += [f"{rel}: __all__ names {n!r}, which it does not have" for n in names
                     if n not in have]
             out += [f"{rel}: __all__ names the private {n!r}" for n in names
