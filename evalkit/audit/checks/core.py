@@ -21,7 +21,8 @@ from evalkit.audit.table_word import TABLE_WORD_CHECKS, table_says
 from evalkit.errors import NotEstimable
 
 __all__ = ["CHECKS", "CHECK_CHOICES", "CHECK_PARAMS", "CHECK_TIERS", "Check", "Outcome", "Status",
-           "check", "names_runs_to_add", "needs_runs", "not_evaluable", "run_check"]
+           "check", "names_runs_to_add", "needs_real_backend", "needs_runs", "not_evaluable",
+           "run_check"]
 
 
 class Status(str, Enum):
@@ -118,6 +119,29 @@ def campaign_toml(policy: str, alternatives=()) -> str:
     if alternatives:
         name += "    # or " + ", ".join(f'"{a}"' for a in alternatives)
     return "\n".join(["[[policies]]", name, "draws = 0"])
+
+
+REAL_BACKEND_STEP = ("replace the campaign's [backend] table and its [backend.config] with "
+                     "these lines, then sweep into a new runs directory:")
+
+
+def needs_real_backend(expected: str, found: str, backends) -> Outcome:
+    """Not evaluable because the campaign replayed the claim on the simulator only, never on
+    one of ``backends`` (real serving): the check's tier is *not evaluable* (the walk stops
+    there; nothing failed), and ``values["campaign_toml"]`` gives the ``[backend]`` table that
+    replays the campaign on the first of them (``values["campaign_step"]`` says how)."""
+    first, rest = backends[0], list(backends[1:])
+    either = f" (or {' or '.join(rest)})" if rest else ""
+    name = f'name = "{first}"' + ("    # or " + ", ".join(f'"{b}"' for b in rest)
+                                  if rest else "")
+    return not_evaluable(expected, found, f'replay the claim on a real serving sidecar: set '
+                         f'[backend] name = "{first}"{either} with its settings in '
+                         "[backend.config], in place of the simulator's, then sweep into a new "
+                         "runs directory (or give the file a regime of its own to keep the sim "
+                         "runs beside it)",
+                         values={"missing_backends": [first, *rest],
+                                 "campaign_toml": "\n".join(["[backend]", name]),
+                                 "campaign_step": REAL_BACKEND_STEP})
 
 
 def names_runs_to_add(check) -> bool:
