@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
+from evalkit.audit.verdict_words import pp
 from evalkit.audit.wording import drift_share_words
 from evalkit.stats import sign_flip_test
 
@@ -247,8 +248,8 @@ def execution_drift(ctx, spec) -> Outcome:
         if abs(share) < 0.005:
             share = 0.0
         notes.append(f"V on {label} (seed fixed effects): slope {_fmt(fit['beta'], 3)} "
-                     f"(p = {_fmt(fit['beta_p'], 3)}), G = {_fmt(g, 3)}, drift-adjusted "
-                     f"G = {_fmt(fit['gain_adj'], 3)}"
+                     f"(p = {_fmt(fit['beta_p'], 3)}), G = {pp(g)} pp, drift-adjusted "
+                     f"G = {pp(fit['gain_adj'])} pp"
                      + (f", {drift_share_words(share)}" if g > 0 else ""))
         if g > 0 and share >= share_max and fit["beta_p"] <= alpha:
             blocks.append(f"{label} drift explains {share:.0%} >= {share_max:.0%} of the gain "

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from evalkit.audit.verdict_words import pp
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK
 from evalkit.runlog.plan import read_plan
 from evalkit.stats.sequential import anytime_test
@@ -73,16 +74,18 @@ class SequentialVerdict:
                        f"{' ...' if len(self.seeds) > 12 else ''}): {more}{shown}")
             out.append(f"  threshold {r.threshold:g} = {self.claims} claim(s) / alpha "
                        f"{self.alpha:g}; max e = {r.e_max:.4g}, anytime-valid p = "
-                       f"{r.p_value:.4g}; mean gain d = {r.statistic:.4g}, "
-                       f"{1 - r.alpha:.4g} confidence sequence [{_fmt(r.ci_low)}, "
-                       f"{_fmt(r.ci_high)}]; smallest effect of interest {self.min_effect:g}")
+                       f"{r.p_value:.4g}; mean gain d = {pp(r.statistic)} pp, "
+                       f"{1 - r.alpha:.4g} confidence sequence [{_bound(r.ci_low)}, "
+                       f"{_bound(r.ci_high)}] pp; smallest effect of interest "
+                       f"{pp(self.min_effect, signed=False)} pp")
         for c in self.blocking:
             out.append(f"  [FAIL] {c.tier}/{c.name}: {c.found}")
         return out
 
 
-def _fmt(x: float) -> str:
-    return "-inf" if x == -math.inf else "inf" if x == math.inf else f"{x:.4g}"
+def _bound(x: float) -> str:
+    """A confidence-sequence bound in pp; an unbounded side stays infinite."""
+    return "-inf" if x == -math.inf else "+inf" if x == math.inf else pp(x)
 
 
 def protocol_min_effect(protocol) -> float:
@@ -153,8 +156,9 @@ def verdict_for(claim, protocol, tier: str, design, order, n_claims: int,
             "negative mean gain: the policy is WORSE than matched random"), **base)
     if res.futile(min_effect):
         return SequentialVerdict(decision="futile", reason=(
-            f"the confidence sequence's upper bound {res.ci_high:.4g} is below the smallest "
-            f"effect of interest {min_effect:g}: more seeds will not show it"), **base)
+            f"the confidence sequence's upper bound {pp(res.ci_high)} pp is below the "
+            f"smallest effect of interest {pp(min_effect, signed=False)} pp: more seeds will "
+            "not show it"), **base)
     if max_seeds is not None and len(seeds) >= int(max_seeds):
         return SequentialVerdict(decision="exhausted", reason=(
             f"all {max_seeds} planned seeds ran and the e-process stayed below "

@@ -29,11 +29,12 @@ def _fmt(x, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
-def pp(share) -> str:
-    """A difference of shares in signed percentage points, without the unit: ``+2.19``."""
+def pp(share, signed: bool = True) -> str:
+    """A share in percentage points, without the unit: ``+2.19`` for a difference of shares,
+    ``2.19`` (``signed=False``) for a rate, a tolerance or a bound that has no direction."""
     if share is None or not math.isfinite(share):
         return "n/a"
-    return f"{100 * share:+.2f}"
+    return f"{100 * share:+.2f}" if signed else f"{100 * share:.2f}"
 
 
 def ci_position(low, high) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from evalkit.audit.verdict_words import pp
+
 __all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "DESIGN_CHECKS", "TIED", "WORSE", "ci_side",
            "ci_words", "drift_share_words", "explained_fix", "explained_reason",
            "failed_design_checks", "gain_state", "gain_words", "not_valid_words"]
@@ -64,7 +66,7 @@ def explained_reason(predicts_gain: bool, within: bool, g_pred_ci, unexplained_c
                     "policy's merges overlap more requests than random placement's)")
         return "overlap does not predict a gain (G_pred's CI includes 0)"
     lo, hi = g_lo_hi(unexplained_ci)
-    tol = f"{tolerance_abs:.4g}"
+    tol = f"{pp(tolerance_abs, signed=False)} pp"
     if lo is not None and lo > tolerance_abs:
         return f"the gain exceeds what overlap predicts (G - G_pred's CI lies above +{tol})"
     if hi is not None and hi < -tolerance_abs:

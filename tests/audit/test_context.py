@@ -1000,21 +1000,21 @@ def test_gain_significant_texts():
            seeds_needed=6, d=np.array([0.1, 0.2, 0.0, -0.1, 0.3, 0.2]))
     out = inference.gain_significant(c, _spec(min_effect=0.005))
     assert out.passed is True
-    assert out.expected == ("Holm-adjusted two-sided p <= 0.05 and mean d >= 0.005 (the "
+    assert out.expected == ("Holm-adjusted two-sided p <= 0.05 and mean d >= 0.50 pp (the "
                             "smallest effect of interest; sign-flip test)")
-    assert out.found == ("mean d = 0.0625 [0.03125, 0.125], policy better in 4/6 seeds, p = "
+    assert out.found == ("mean d = +6.25 pp [+3.12, +12.50], policy better in 4/6 seeds, p = "
                          "0.03125, adjusted 0.04688 (exact)")
     c.sign_flip = _sf(exact=False, min_p=0.0625)
     out = inference.gain_significant(c, _spec(min_effect=0.005))
     assert out.found == ("underpowered: smallest attainable p = 0.0625 > alpha with n = 6 "
-                         "(seeds whose runs tie cannot count); mean d = 0.0625 [0.03125, "
-                         "0.125], policy better in 4/6 seeds, p = 0.03125, adjusted 0.04688 "
+                         "(seeds whose runs tie cannot count); mean d = +6.25 pp [+3.12, "
+                         "+12.50], policy better in 4/6 seeds, p = 0.03125, adjusted 0.04688 "
                          "(Monte Carlo)")
     assert out.recommendation == "underpowered: needs >= 6 seeds"
     c.protocol = SimpleNamespace(multiplicity="none")
     assert inference.gain_significant(c, _spec(min_effect=0.005)).expected == (
-        "two-sided p <= 0.05 and mean d >= 0.005 (the smallest effect of interest; sign-flip "
-        "test)")
+        "two-sided p <= 0.05 and mean d >= 0.50 pp (the smallest effect of interest; "
+        "sign-flip test)")
     c.effective_n = 1
     out = inference.gain_significant(c, _spec(min_effect=0.005))
     assert out.found == "1 paired seed(s): no paired test possible"
@@ -1053,7 +1053,7 @@ def test_calibrated_texts():
                          phi_table=pd.DataFrame({"phi": range(7)}), psi_reason="")
     out = calibrated.psi_fit(_c(regime_evidence=ev), _spec(min_runs=8))
     assert out.passed is False and out.found == (
-        "eps_cal = 0.01235 in-sample, 0.02 leave-one-seed-out, 7 runs")
+        "eps_cal = 1.23 pp in-sample, 2.00 pp leave-one-seed-out, 7 runs")
     assert out.expected.startswith("isotonic psi fitted on >= 8 runs")
     from evalkit.stats.explained import ExplainedGain
 
@@ -1069,13 +1069,9 @@ def test_calibrated_texts():
                             "a 90% CI above 0, and the unexplained part G - G_pred shown "
                             "small: its 80% CI inside +-0.25 x |G| (equivalence, TOST at "
                             "alpha = 0.1)")
-    assert out.found == (f"G = {core._fmt(res.gain)}, G_pred = {core._fmt(res.g_pred)} "
-                         f"[{core._fmt(res.g_pred_ci[0])}, {core._fmt(res.g_pred_ci[1])}], "
-                         f"G - G_pred "
-                         f"= {core._fmt(res.unexplained)} [{core._fmt(res.unexplained_ci[0])}, "
-                         f"{core._fmt(res.unexplained_ci[1])}] (80% CI; tolerance "
-                         f"+-{core._fmt(res.tolerance_abs)}) over {res.n_seeds} seeds; eps_cal "
-                         "0.01 in-sample, 0.02 leave-one-seed-out; seeds 3 left out")
+    assert out.found == ("G = +2.00 pp, G_pred = +1.50 pp [+0.10, +3.00], G - G_pred = +0.50 pp "
+                         "[-1.00, +2.00] (80% CI; tolerance +-0.50 pp) over 4 seeds; eps_cal "
+                         "1.00 pp in-sample, 2.00 pp leave-one-seed-out; seeds 3 left out")
     none = SimpleNamespace(psi=None, psi_reason="not evaluable: no logs")
     out = calibrated.gain_explained_by_overlap(_c(regime_evidence=none),
                                                _spec(unexplained_tolerance=0.25))

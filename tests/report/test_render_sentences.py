@@ -73,9 +73,9 @@ SPEC = {"unexplained_tolerance": 0.25}
     ([-0.001, 0.03], [0.0, 0.001], "overlap does not predict a gain (G_pred's CI includes 0)"),
     ([0.0, 0.03], [0.0, 0.001], "overlap does not predict a gain (G_pred's CI includes 0)"),
     ([0.001, 0.03], [0.006, 0.02],
-     "the gain exceeds what overlap predicts (G - G_pred's CI lies above +0.005)"),
+     "the gain exceeds what overlap predicts (G - G_pred's CI lies above +0.50 pp)"),
     ([0.001, 0.03], [-0.02, -0.006],
-     "the gain falls short of what overlap predicts (G - G_pred's CI lies below -0.005)"),
+     "the gain falls short of what overlap predicts (G - G_pred's CI lies below -0.50 pp)"),
 ])
 def test_explained_reason_follows_the_cis(g_pred_ci, u_ci, reason):
     out = C.gain_explained_by_overlap(_ctx(_res(g_pred_ci, u_ci), 0.01), SPEC)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from evalkit.audit import wording
-from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
+from evalkit.audit.checks.core import Outcome, check, not_evaluable
+from evalkit.audit.verdict_words import pp
 
 __all__ = ["gain_explained_by_overlap", "psi_fit"]
 
@@ -20,8 +21,8 @@ def psi_fit(ctx, spec) -> Outcome:
         return not_evaluable(expected, ev.psi_reason,
                              "audit a runs directory with no-sync runs to fit psi")
     n = len(ev.phi_table)
-    found = (f"eps_cal = {_fmt(ev.psi.eps_cal)} in-sample, {_fmt(ev.psi.eps_cal_loso)} "
-             f"leave-one-seed-out, {n} runs")
+    found = (f"eps_cal = {pp(ev.psi.eps_cal, signed=False)} pp in-sample, "
+             f"{pp(ev.psi.eps_cal_loso, signed=False)} pp leave-one-seed-out, {n} runs")
     if n < spec["min_runs"]:
         return Outcome(False, expected, found, "replay more runs in this regime")
     return Outcome(True, expected, found)
@@ -46,11 +47,12 @@ def gain_explained_by_overlap(ctx, spec) -> Outcome:
     if res is None:
         return not_evaluable(expected, reason)
     (g_lo, g_hi), (u_lo, u_hi) = res.g_pred_ci, res.unexplained_ci
-    found = (f"G = {_fmt(res.gain)}, G_pred = {_fmt(res.g_pred)} [{_fmt(g_lo)}, {_fmt(g_hi)}], "
-             f"G - G_pred = {_fmt(res.unexplained)} [{_fmt(u_lo)}, {_fmt(u_hi)}] "
+    found = (f"G = {pp(res.gain)} pp, G_pred = {pp(res.g_pred)} pp [{pp(g_lo)}, {pp(g_hi)}], "
+             f"G - G_pred = {pp(res.unexplained)} pp [{pp(u_lo)}, {pp(u_hi)}] "
              f"({res.equivalence_level:.0%} CI; tolerance "
-             f"+-{_fmt(res.tolerance_abs)}) over {res.n_seeds} seeds; eps_cal "
-             f"{_fmt(ev.psi.eps_cal)} in-sample, {_fmt(ev.psi.eps_cal_loso)} leave-one-seed-out"
+             f"+-{pp(res.tolerance_abs, signed=False)} pp) over {res.n_seeds} seeds; eps_cal "
+             f"{pp(ev.psi.eps_cal, signed=False)} pp in-sample, "
+             f"{pp(ev.psi.eps_cal_loso, signed=False)} pp leave-one-seed-out"
              + (f"; {reason}" if reason else ""))
     if res.explained:
         return Outcome(True, expected, found)

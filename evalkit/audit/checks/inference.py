@@ -4,7 +4,7 @@ significant and at least the smallest effect of interest."""
 from __future__ import annotations
 
 from evalkit.audit.checks.core import Outcome, Status, _fmt, check, not_evaluable
-from evalkit.audit.verdict_words import is_negligible, power
+from evalkit.audit.verdict_words import is_negligible, power, pp
 
 __all__ = ["enough_seeds", "gain_significant"]
 
@@ -47,7 +47,8 @@ def gain_significant(ctx, spec) -> Outcome:
     n = ctx.effective_n
     holm = " Holm-adjusted" if ctx.protocol.multiplicity == "holm" else ""
     expected = (f"{holm} {ctx.alternative} p <= {ctx.alpha:g} and mean d >= "
-                f"{_fmt(float(spec['min_effect']))} (the smallest effect of interest; "
+                f"{pp(float(spec['min_effect']), signed=False)} pp (the smallest effect of "
+                f"interest; "
                 f"{ctx.test_name})").strip()
     if n < 2:
         return not_evaluable(expected, f"{n} paired seed(s): no paired test possible",
@@ -57,7 +58,7 @@ def gain_significant(ctx, spec) -> Outcome:
     p_adj = ctx.p_adjusted
     wins = int((ctx.d > 0).sum())
     adjusted = ", adjusted " + _fmt(p_adj) if holm else ""
-    found = (f"mean d = {_fmt(sf.statistic)} [{_fmt(sf.ci_low)}, {_fmt(sf.ci_high)}], policy "
+    found = (f"mean d = {pp(sf.statistic)} pp [{pp(sf.ci_low)}, {pp(sf.ci_high)}], policy "
              f"better in {wins}/{sf.n} seeds, p = {_fmt(sf.p_value)}{adjusted}"
              f" ({'exact' if sf.exact else 'Monte Carlo'})")
     min_effect = float(spec["min_effect"])
@@ -72,8 +73,8 @@ def gain_significant(ctx, spec) -> Outcome:
     if p_adj <= ctx.alpha and sf.statistic > 0:
         if is_negligible(sf.statistic, min_effect):
             return Outcome(False, expected, f"negligible: significant but G = "
-                           f"{_fmt(sf.statistic)} is below the smallest effect of interest "
-                           f"{_fmt(min_effect)} (protocol min_effect); " + found,
+                           f"{pp(sf.statistic)} pp is below the smallest effect of interest "
+                           f"{pp(min_effect, signed=False)} pp (protocol min_effect); " + found,
                            "a gain this small does not matter in practice; do not claim it",
                            status=Status.NEGLIGIBLE, values=values)
         return Outcome(True, expected, found, values=values)
