@@ -92,9 +92,11 @@ ADD_LINES = "add to the campaign file, then sweep again:"
 
 
 def campaign_lines(check) -> list[str]:
-    """The campaign-file lines that would add the runs a not-evaluable check is missing."""
-    toml = (check.values or {}).get("campaign_toml") if check.blocking else None
-    return [ADD_LINES, *toml.splitlines()] if toml else []
+    """The campaign-file lines that would add the runs a not-evaluable check is missing,
+    after the step that says where they go (default: add them)."""
+    values = check.values or {}
+    toml = values.get("campaign_toml") if check.blocking else None
+    return [values.get("campaign_step") or ADD_LINES, *toml.splitlines()] if toml else []
 
 
 def summary_lines(claim, tier: str, protocol, max_checks: int = SUMMARY_CHECKS) -> list[str]:
@@ -105,7 +107,7 @@ def summary_lines(claim, tier: str, protocol, max_checks: int = SUMMARY_CHECKS) 
     out, tables = [], []
     for check in blocking[:max_checks]:
         line = f"  [{_state(check)}] {check.tier}/{check.name}: {check.found}"
-        table = tuple(campaign_lines(check)[1:])
+        table = tuple(campaign_lines(check))
         if check.recommendation and not table:       # the campaign lines below are its fix
             line += f"; fix: {check.recommendation}"
         out.append(line)
@@ -113,8 +115,8 @@ def summary_lines(claim, tier: str, protocol, max_checks: int = SUMMARY_CHECKS) 
             tables.append(table)
     if len(blocking) > max_checks:
         out.append(f"  (+{len(blocking) - max_checks} more blocking checks)")
-    if tables:
-        out += [f"  {ADD_LINES}", *(f"    {x}" for t in tables for x in t)]
+    for step in dict.fromkeys(t[0] for t in tables):     # the lines of one step together
+        out += [f"  {step}", *(f"    {x}" for t in tables if t[0] == step for x in t[1:])]
     passed = sum(1 for c in decisive if c.passed)
     out.append(f"  checks up to {tier}: {passed} passed, {len(blocking)} blocking, "
                f"{len(decisive) - passed - len(blocking)} not evaluable and not blocking; ")

@@ -134,7 +134,8 @@ def blocker_phrase(check: dict, claim: dict, alpha) -> str:
     claim's numbers where it is about one (the check's full finding is in the detail)."""
     name = str(check.get("name"))
     if check.get("passed") is None:
-        missing = (check.get("values") or {}).get("missing_policies")
+        values = check.get("values") or {}
+        missing = values.get("missing_policies") or values.get("missing_backends")
         if missing:         # the campaign never planned them; the detail gives its lines
             return (f"{name} not evaluable: add {' or '.join(map(str, missing))} runs to the "
                     "campaign")
