@@ -5,8 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 
 from evalkit.audit.checks import deployable as C
+from evalkit.audit.protocol import TierSpec
 
 from tests.support.decision_stubs import claim, ctx, pair, spec
 
@@ -55,3 +57,91 @@ def test_real_sidecar_looks_at_every_run_of_the_seed():
     assert C.real_sidecar(_run_ctx(two, backends=none), sp).evaluable is False
     sims = {r: "sim" for r in none}
     assert C.real_sidecar(_run_ctx(two, backends=sims), spec(real_backends=["sim"])).passed
+
+
+# ------------------------------------------- a campaign that never planned a real sidecar
+
+SIX = ("s0-pol", "s0-d0", "s0-ns", "s1-pol", "s1-d0", "s1-ns")
+
+
+def test_a_claim_replayed_on_the_simulator_only_is_missing_runs_not_failed():
+    """No run of the claim on a real sidecar, every one on the simulator: the campaign never
+    planned one, so the check is not evaluable and names the [backend] lines to switch to."""
+    sp = spec(real_backends=["torch", "vllm"])
+    out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=dict.fromkeys(SIX, "sim")), sp)
+    assert out.passed is None and out.evaluable is False
+    assert "s0-pol (sim)" in out.found
+    assert out.values["missing_backends"] == ["torch", "vllm"]
+    assert out.values["campaign_toml"].splitlines() == ["[backend]",
+                                                         'name = "torch"    # or "vllm"']
+    assert "[backend.config]" in out.values["campaign_step"]
+    assert 'name = "torch" (or vllm)' in out.recommendation
+    assert "new runs directory" in out.recommendation
+
+
+def test_the_real_backend_lines_parse_into_a_valid_campaign_on_that_backend():
+    """The printed lines, in place of a sim campaign's [backend] tables, make a campaign the
+    reader accepts, on the real backend, whose settings that backend accepts as they are."""
+    import tomllib
+
+    from evalkit.replay.backends.torch.config import resolve
+    from evalkit.replay.campaign import parse_campaign
+
+    from tests.conftest import REPO
+
+    out = C.real_sidecar(_run_ctx([pair(0)], backends=dict.fromkeys(SIX, "sim")),
+                         spec(real_backends=["torch", "vllm"]))
+    example = (REPO / "examples" / "bursty.toml").read_text()
+    head, rest = example.split("[backend]", 1)
+    tail = "[[policies]]" + rest.split("[[policies]]", 1)[1]
+    camp = parse_campaign(tomllib.loads(head + out.values["campaign_toml"] + "\n\n" + tail))
+    assert camp.backend == "torch" and camp.backend_config == {}
+    assert resolve(camp.backend_config, backend="torch")["device"] == "cpu"
+
+
+def test_the_campaign_backends_are_the_ones_the_campaign_reader_knows():
+    from evalkit.replay.runner import BACKENDS
+
+    assert set(C.CAMPAIGN_BACKENDS) == set(BACKENDS)
+
+
+@pytest.mark.parametrize("backends, real", [
+    ({"s0-d0": "torch"}, ["torch", "vllm"]),      # one run on a real sidecar: a failure
+    ({"s0-d0": None}, ["torch", "vllm"]),         # a run with no backend recorded
+    ({"s0-d0": "import"}, ["torch", "vllm"]),     # imported runs have no campaign to change
+    ({}, ["sglang"]),                             # no campaign can name the real backend
+])
+def test_runs_that_do_not_meet_the_bar_still_fail(backends, real):
+    runs = {**dict.fromkeys(SIX, "sim"), **backends}
+    out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=runs), spec(real_backends=real))
+    assert out.passed is False and out.evaluable is True
+    assert "campaign_toml" not in out.values
+
+
+def test_the_deployable_tier_of_a_sim_only_claim_is_missing_runs_unless_a_check_failed():
+    """Through run_check and the tier rule: a sim-only claim whose other deployable checks
+    pass stops at deployable as not evaluable (missing runs), never "failed"; beside a real
+    failure (no plan) or with runs partly off a real sidecar the tier is failed."""
+    from evalkit.audit import tiers as T
+    from evalkit.audit.checks.core import Check, run_check
+
+    def passing(name):
+        return Check(name, "deployable", True, True, "e", "ok", "", False)
+
+    sp = spec("real_sidecar", real_backends=["torch", "vllm"])
+    sim = run_check("real_sidecar", "deployable",
+                    _run_ctx([pair(0), pair(1)], backends=dict.fromkeys(SIX, "sim")), sp)
+    assert sim.blocking and sim.status.value == "not_evaluable"
+    assert T.tier_state([passing("not_oracle"), sim, passing("pre_registered")]) == \
+        T.MISSING_RUNS
+    tiers = [TierSpec("deployable", "d", False, ())]
+    status = {"deployable": T.MISSING_RUNS}
+    assert T.stop_reason(tiers, status, [sim]).startswith(
+        "stops before deployable (not evaluable: the campaign has no runs")
+    unplanned = Check("pre_registered", "deployable", False, True, "e", "no plan.json", "r",
+                      True)
+    assert T.tier_state([passing("not_oracle"), sim, unplanned]) == T.FAILED
+    mixed = run_check("real_sidecar", "deployable", _run_ctx(
+        [pair(0), pair(1)], backends={**dict.fromkeys(SIX, "sim"), "s1-pol": "torch"}), sp)
+    assert mixed.status.value == "failed"
+    assert T.tier_state([passing("not_oracle"), mixed, passing("pre_registered")]) == T.FAILED
