@@ -165,3 +165,59 @@ def test_the_audit_document_records_missing_runs_apart_from_a_failure(no_baselin
     assert "fixed\\_cadence\\_baseline not evaluable: add fixed\\_h runs to the campaign" in md
     html = (tmp_path / "report" / "report.html").read_text()
     assert '<pre>[[policies]]\nname = &#34;fixed_h&#34;\ndraws = 0</pre>' in html
+
+
+REAL_STEP = ("  replace the campaign's [backend] table and its [backend.config] with these lines, "
+             "then sweep into a new runs directory:")
+
+
+def test_a_sim_only_campaign_gated_at_deployable_is_told_the_backend_lines(audited, no_audit):
+    """real_sidecar on a campaign that never planned a real sidecar: not evaluable, with the
+    [backend] lines in place of the sim ones; exit 1 as before (the claim does not reach
+    deployable), and the lines make a valid campaign on a real backend."""
+    res = gate(audited, "--policy", "wa", "--tier", "deployable")
+    assert res.exit_code == 1, res.output
+    lines = res.output.splitlines()
+    assert any(x.startswith("  [not evaluable] deployable/real_sidecar: backends: sim")
+               for x in lines), res.output
+    assert any(x.startswith("  [FAIL] deployable/pre_registered: ") for x in lines)
+    start = lines.index(REAL_STEP)
+    toml = "\n".join(x.strip() for x in lines[start + 1:start + 3])
+    assert tomllib.loads(toml) == {"backend": {"name": "torch"}}
+    example = (REPO / "examples" / "bursty.toml").read_text()
+    head, rest = example.split("[backend]", 1)
+    camp = parse_campaign(tomllib.loads(head + toml + "\n\n[[policies]]"
+                                        + rest.split("[[policies]]", 1)[1]))
+    assert camp.backend == "torch" and {p.name for p in camp.policies} >= {"wa"}
+    doc = json.loads(audited.read_text())
+    wa = next(c for c in doc["claims"] if c["policy"] == "wa")
+    real = next(c for c in wa["checks"] if c["name"] == "real_sidecar")
+    assert real["status"] == "not_evaluable" and real["values"]["missing_backends"] == [
+        "torch", "vllm"]
+    # beside a real failure (no plan.json) the tier is failed, not missing runs
+    assert wa["tier_status"]["deployable"] == "failed"
+
+
+def test_campaign_lines_of_two_steps_are_printed_under_each_step():
+    """Baselines to add and a backend to replace: each step once, its lines below it."""
+    from types import SimpleNamespace
+
+    from evalkit.audit.checks.core import Check, needs_real_backend, needs_runs
+    from evalkit.audit.gate import ADD_LINES, summary_lines
+    from evalkit.audit.protocol import load_protocol
+
+    def blocking(name, tier, out):
+        return Check(name, tier, None, False, "e", out.found, out.recommendation, True,
+                     values=out.values)
+    checks = [blocking("fixed_cadence_baseline", "harness", needs_runs("e", "f", "fixed_h")),
+              blocking("real_sidecar", "deployable",
+                       needs_real_backend("e", "g", ["torch", "vllm"])),
+              blocking("deferral_baseline", "harness", needs_runs("e", "h", "pressure_gate"))]
+    out = summary_lines(SimpleNamespace(checks=checks), "deployable",
+                        load_protocol("diloco-slo"))
+    add, real = out.index(f"  {ADD_LINES}"), out.index(REAL_STEP)
+    assert out[add + 1:add + 7] == ["    [[policies]]", '    name = "fixed_h"', "    draws = 0",
+                                    "    [[policies]]", '    name = "pressure_gate"',
+                                    "    draws = 0"]
+    assert out[real + 1:real + 3] == ["    [backend]", '    name = "torch"    # or "vllm"']
+    assert sum(x.startswith("  add to the") or x.startswith("  replace") for x in out) == 2
