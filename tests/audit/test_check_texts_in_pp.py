@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from evalkit.audit.checks import inference
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.sequential import verdict_for
 from evalkit.cli.main import cli
+from evalkit.report.render import render
+from tests.audit.test_context import _c, _sf, _spec
 from tests.audit.test_sequential_gate import DESIGN, _claim, _data
 from tests.conftest import REPO
 
@@ -108,6 +111,26 @@ def test_sequential_lines_and_futility_give_rates_in_pp():
     assert "smallest effect of interest 5.00 pp" in text
     assert "mean gain d = " in text and not bare_shares(text), text
     assert np.isfinite(v.result.ci_high)
+
+
+def test_a_negligible_gain_is_quoted_in_pp():
+    c = _c(effective_n=6, sign_flip=_sf(statistic=0.003), p_adjusted=0.01,
+           test_name="sign-flip test", seeds_needed=6, d=np.array([0.01, 0.0, 0.0, 0, 0, 0.008]))
+    out = inference.gain_significant(c, _spec(min_effect=0.005))
+    assert out.status.value == "negligible"
+    assert out.found.startswith("negligible: significant but G = +0.30 pp is below the smallest "
+                                "effect of interest 0.50 pp (protocol min_effect); mean d = "
+                                "+0.30 pp [+3.12, +12.50]")
+    assert not bare_shares(out.found + out.expected)
+
+
+def test_the_report_no_longer_says_check_texts_quote_shares():
+    files = render(json.loads((REPO / "tests" / "report_documents" /
+                                "sim_underpowered.audit.json").read_text()))
+    for name in ("report.md", "report.html"):
+        text = files[name].decode()
+        assert "in check texts are shares" not in text and "0.01 = 1 pp" not in text, name
+        assert "mean d = +7.71 pp" in text, name
 
 
 @pytest.mark.slow
