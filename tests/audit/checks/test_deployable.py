@@ -145,3 +145,12 @@ def test_the_deployable_tier_of_a_sim_only_claim_is_missing_runs_unless_a_check_
         [pair(0), pair(1)], backends={**dict.fromkeys(SIX, "sim"), "s1-pol": "torch"}), sp)
     assert mixed.status.value == "failed"
     assert T.tier_state([passing("not_oracle"), mixed, passing("pre_registered")]) == T.FAILED
+
+
+def test_readme_shows_the_backend_lines_the_check_prints():
+    from evalkit.audit.checks.core import needs_real_backend
+
+    from tests.conftest import REPO
+
+    toml = needs_real_backend("e", "f", ["torch", "vllm"]).values["campaign_toml"]
+    assert f"```toml\n{toml}\n```" in (REPO / "README.md").read_text()
