@@ -154,3 +154,13 @@ def test_readme_shows_the_backend_lines_the_check_prints():
 
     toml = needs_real_backend("e", "f", ["torch", "vllm"]).values["campaign_toml"]
     assert f"```toml\n{toml}\n```" in (REPO / "README.md").read_text()
+
+
+def test_the_report_headline_names_the_backend_runs_to_add():
+    from evalkit.report.headline import blocker_phrase
+
+    out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=dict.fromkeys(SIX, "sim")),
+                         spec(real_backends=["torch", "vllm"]))
+    check = {"name": "real_sidecar", "passed": out.passed, "values": out.values}
+    assert blocker_phrase(check, {}, 0.05) == ("real_sidecar not evaluable: add torch or vllm "
+                                               "runs to the campaign")
