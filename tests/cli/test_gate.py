@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 import shutil
 import tomllib
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 import evalkit.audit.result as audit_result
+from evalkit.audit.checks.core import Check, needs_real_backend, needs_runs
+from evalkit.audit.gate import ADD_LINES, summary_lines
+from evalkit.audit.protocol import load_protocol
 from evalkit.cli.main import cli
 from evalkit.compose import run_audit
 from evalkit.replay.campaign import parse_campaign
@@ -200,12 +204,6 @@ def test_a_sim_only_campaign_gated_at_deployable_is_told_the_backend_lines(audit
 
 def test_campaign_lines_of_two_steps_are_printed_under_each_step():
     """Baselines to add and a backend to replace: each step once, its lines below it."""
-    from types import SimpleNamespace
-
-    from evalkit.audit.checks.core import Check, needs_real_backend, needs_runs
-    from evalkit.audit.gate import ADD_LINES, summary_lines
-    from evalkit.audit.protocol import load_protocol
-
     def blocking(name, tier, out):
         return Check(name, tier, None, False, "e", out.found, out.recommendation, True,
                      values=out.values)

@@ -1,15 +1,24 @@
-"""Decisions of the deployable checks (``not_oracle``, ``real_sidecar``) on a stub context."""
+"""Decisions of the deployable checks (``not_oracle``, ``real_sidecar``) on a stub context,
+and what a sim-only claim is told to add (the campaign's [backend] lines)."""
 
 from __future__ import annotations
 
+import tomllib
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
+from evalkit.audit import tiers as T
 from evalkit.audit.checks import deployable as C
+from evalkit.audit.checks.core import Check, needs_real_backend, run_check
 from evalkit.audit.protocol import TierSpec
+from evalkit.replay.backends.torch.config import resolve
+from evalkit.replay.campaign import parse_campaign
+from evalkit.replay.runner import BACKENDS
+from evalkit.report.headline import blocker_phrase
 
+from tests.conftest import REPO
 from tests.support.decision_stubs import claim, ctx, pair, spec
 
 
@@ -82,13 +91,6 @@ def test_a_claim_replayed_on_the_simulator_only_is_missing_runs_not_failed():
 def test_the_real_backend_lines_parse_into_a_valid_campaign_on_that_backend():
     """The printed lines, in place of a sim campaign's [backend] tables, make a campaign the
     reader accepts, on the real backend, whose settings that backend accepts as they are."""
-    import tomllib
-
-    from evalkit.replay.backends.torch.config import resolve
-    from evalkit.replay.campaign import parse_campaign
-
-    from tests.conftest import REPO
-
     out = C.real_sidecar(_run_ctx([pair(0)], backends=dict.fromkeys(SIX, "sim")),
                          spec(real_backends=["torch", "vllm"]))
     example = (REPO / "examples" / "bursty.toml").read_text()
@@ -100,8 +102,6 @@ def test_the_real_backend_lines_parse_into_a_valid_campaign_on_that_backend():
 
 
 def test_the_campaign_backends_are_the_ones_the_campaign_reader_knows():
-    from evalkit.replay.runner import BACKENDS
-
     assert set(C.CAMPAIGN_BACKENDS) == set(BACKENDS)
 
 
@@ -122,9 +122,6 @@ def test_the_deployable_tier_of_a_sim_only_claim_is_missing_runs_unless_a_check_
     """Through run_check and the tier rule: a sim-only claim whose other deployable checks
     pass stops at deployable as not evaluable (missing runs), never "failed"; beside a real
     failure (no plan) or with runs partly off a real sidecar the tier is failed."""
-    from evalkit.audit import tiers as T
-    from evalkit.audit.checks.core import Check, run_check
-
     def passing(name):
         return Check(name, "deployable", True, True, "e", "ok", "", False)
 
@@ -148,17 +145,11 @@ def test_the_deployable_tier_of_a_sim_only_claim_is_missing_runs_unless_a_check_
 
 
 def test_readme_shows_the_backend_lines_the_check_prints():
-    from evalkit.audit.checks.core import needs_real_backend
-
-    from tests.conftest import REPO
-
     toml = needs_real_backend("e", "f", ["torch", "vllm"]).values["campaign_toml"]
     assert f"```toml\n{toml}\n```" in (REPO / "README.md").read_text()
 
 
 def test_the_report_headline_names_the_backend_runs_to_add():
-    from evalkit.report.headline import blocker_phrase
-
     out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=dict.fromkeys(SIX, "sim")),
                          spec(real_backends=["torch", "vllm"]))
     check = {"name": "real_sidecar", "passed": out.passed, "values": out.values}
