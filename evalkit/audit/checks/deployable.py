@@ -34,7 +34,9 @@ def not_oracle(ctx, spec) -> Outcome:
     unknown = [f"{r}: {why}" for r, (o, why) in status.items() if o is None]
     if unknown:
         return not_evaluable(expected, _listing(unknown, 3),
-                             "replay the policy as a registered class (evalkit.replay.policies)")
+                             "register the class under the entry-point group evalkit.policies "
+                             "and replay it by that name (the audit never imports a "
+                             "package.module:Class a run names)")
     return Outcome(True, expected, next(iter(status.values()))[1])
 
 
