@@ -255,17 +255,30 @@ def _parse_time(text) -> _dt.datetime | None:
 def plan_rules(ctx, spec) -> Outcome:
     """The protocol, alpha and alternative are the planned ones; every run was written after
     the plan and carries its hash."""
-    expected = ("the audit's protocol (content sha256), alpha and alternative are the plan's; "
-                "every run of the claim carries the plan's sha256 and was written after it")
+    expected = ("the audit's protocol is the plan's (content sha256; the file's sha256 for a "
+                "plan that records none), alpha and alternative are the plan's; every run of "
+                "the claim carries the plan's sha256 and was written after it")
     plan = campaign_plan(ctx.campaign)
     if plan is None:
         return _without_plan(ctx, expected)
     faults = []
     proto = plan["protocol"]
-    if ctx.protocol.sha256 != proto.get("sha256"):
-        faults.append(f"protocol {ctx.protocol.name} v{ctx.protocol.version} has sha256 "
-                      f"{ctx.protocol.sha256[:12]}, the plan froze {proto.get('name')} "
-                      f"v{proto.get('version')} {str(proto.get('sha256'))[:12]}")
+    content = ctx.protocol.content_sha256
+    planned = f"the plan froze {proto.get('name')} v{proto.get('version')}"
+    if proto.get("content_sha256"):
+        compared = "content compared"
+        if content != proto["content_sha256"]:
+            faults.append(f"protocol {ctx.protocol.name} v{ctx.protocol.version} has content "
+                          f"sha256 {content[:12]}, {planned} with content sha256 "
+                          f"{str(proto['content_sha256'])[:12]} (a changed rule, alpha or "
+                          f"--accept-vouched changes it)")
+    else:
+        # a plan frozen before content hashes were recorded: the file's hash is all it has
+        compared = "file sha256 compared: the plan records no content sha256"
+        if ctx.protocol.sha256 != proto.get("sha256"):
+            faults.append(f"protocol {ctx.protocol.name} v{ctx.protocol.version} (content "
+                          f"sha256 {content[:12]}) is not the file {planned}: their file "
+                          f"sha256 differ")
     if float(ctx.alpha) != float(plan["alpha"]):
         faults.append(f"alpha {ctx.alpha:g}, planned {float(plan['alpha']):g}")
     if ctx.alternative != plan["alternative"]:
@@ -286,9 +299,10 @@ def plan_rules(ctx, spec) -> Outcome:
         return Outcome(False, expected, "rules not as planned: " + _listing(faults, 6),
                        "audit under the planned protocol and alpha; runs written before or "
                        "outside the plan are not pre-registered results")
-    return Outcome(True, expected, f"protocol {proto.get('name')} {str(proto['sha256'])[:12]}, "
-                   f"alpha {float(plan['alpha']):g} {plan['alternative']}; every run after the "
-                   f"plan {sha[:12]}")
+    return Outcome(True, expected, f"protocol {ctx.protocol.name} content sha256 "
+                   f"{content[:12]} as planned ({compared}), alpha "
+                   f"{float(plan['alpha']):g} {plan['alternative']}; every run after the plan "
+                   f"{sha[:12]}")
 
 
 @check("pre_registered", tier="deployable")

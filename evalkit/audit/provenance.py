@@ -1,5 +1,8 @@
-"""Where a report comes from: campaign name, protocol and its hash, evalkit version, and a
+"""Where a report comes from: campaign name, protocol and its hashes, evalkit version, and a
 fingerprint of the audited input.
+
+``protocol_content_sha256`` (the hash of the protocol's rules) is the protocol's identity that
+every report, ``diff`` and ``gate`` prints; ``protocol_sha256`` hashes the file's text.
 
 The campaign name is the stem of the campaign file the runs were swept from (recorded by
 ``evalkit sweep`` in each run's ``settings.requested.campaign``; a generic ``campaign.toml``
@@ -69,7 +72,8 @@ def provenance(campaign, proto) -> dict:
     return {
         "campaign": name, "campaign_source": source,
         "protocol": proto.name, "protocol_version": proto.version,
-        "protocol_sha256": proto.sha256, "evalkit_version": __version__,
+        "protocol_sha256": proto.sha256, "protocol_content_sha256": proto.content_sha256,
+        "evalkit_version": __version__,
         "input_fingerprint": input_fingerprint(campaign),
         "input_fingerprint_of": "per-run table of the audited runs and the excluded runs",
     }

@@ -35,9 +35,9 @@ def freeze_cmd(campaign, protocol, out):
     write_plan(plan, out)
     click.echo(f"plan of {plan['campaign']['name']}: {len(plan['runs'])} runs, protocol "
                f"{plan['protocol']['name']} v{plan['protocol']['version']} "
-               f"(sha256 {plan['protocol']['sha256'][:12]}), alpha {plan['alpha']:g} "
-               f"{plan['alternative']}, design {plan['design']['kind']} -> {out} "
-               f"(sha256 {plan_sha256(plan)[:12]})")
+               f"(content sha256 {plan['protocol']['content_sha256'][:12]}), alpha "
+               f"{plan['alpha']:g} {plan['alternative']}, design {plan['design']['kind']} "
+               f"-> {out} (plan sha256 {plan_sha256(plan)[:12]})")
 
 
 def register(cli):

@@ -63,7 +63,7 @@ def plan_from_campaign(camp, protocol) -> dict:
                      "fingerprint": camp.fingerprint(),
                      "settings": _campaign_settings(camp)},
         "protocol": {"name": protocol.name, "version": int(protocol.version),
-                     "sha256": protocol.sha256},
+                     "sha256": protocol.sha256, "content_sha256": protocol.content_sha256},
         "alpha": float(protocol.alpha), "alternative": protocol.alternative,
         "design": {k: design.get(k) for k in ("kind", "alpha", "max_seeds", "batch")},
         "corridor": {"min_gap_s": float(lo), "max_gap_s": float(hi),

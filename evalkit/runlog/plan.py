@@ -5,7 +5,7 @@ writes ``plan.json``::
 
     {"schema": "evalkit-plan/1",
      "campaign": {"name", "sha256", "fingerprint", "settings": {...}},
-     "protocol": {"name", "version", "sha256"},
+     "protocol": {"name", "version", "sha256", "content_sha256"},
      "alpha", "alternative",
      "design": {"kind": "fixed" | "sequential", "alpha", "max_seeds", "batch"},
      "corridor": {"min_gap_s", "max_gap_s", "merge_duration_s", "horizon_s", "train_start_s"},
@@ -16,6 +16,9 @@ writes ``plan.json``::
 ``rng_seed`` is the seed of the run's policy generator (what ``rng_seeds.policy`` of its
 run.json must say): for a matched-random draw it fixes the schedule drawn from F_K once K is
 known, so the audit can regenerate every draw and prove it was not selected.
+``protocol.sha256`` hashes the protocol file's text, ``protocol.content_sha256`` its rules
+(:mod:`evalkit.audit.protocol_rules`; the hash every report and gate prints).  A plan frozen
+before ``content_sha256`` was recorded has ``sha256`` only and stays valid.
 :func:`plan_sha256` (sha256 of the canonical JSON) is stamped into every run a sweep writes.
 This module is the file's format; :mod:`evalkit.replay.plan` builds a plan from a campaign.
 """
