@@ -52,10 +52,13 @@ def _parse_draws(text: str) -> tuple[int, ...]:
 
 
 def format_plan(plan, label: str) -> str:
+    from evalkit.audit.verdict_words import pp
+
     pct = f"{plan.target:.0%}"
-    lines = [f"power plan for {label}: gain {plan.gain:g} (V units), alpha {plan.alpha:g} "
-             f"{plan.alternative}, target power {pct}; within-seed sd of a draw "
-             f"{plan.sd_within:.4g} ({plan.model}); policy spread x{plan.policy_sd_ratio:g}",
+    lines = [f"power plan for {label}: gain {pp(plan.gain, signed=False)} pp of V, alpha "
+             f"{plan.alpha:g} {plan.alternative}, target power {pct}; within-seed sd of a draw "
+             f"{pp(plan.sd_within, signed=False)} pp ({plan.model}); policy spread "
+             f"x{plan.policy_sd_ratio:g}",
              "",
              f"| draws/seed | fixed-n: seeds for {pct} | sequential: seeds for {pct} | "
              "sequential: mean seeds to decision | sequential: 90th pct | decided by max |",
@@ -87,6 +90,8 @@ def plot_plan(plan, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from evalkit.audit.verdict_words import pp
+
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for i, r in enumerate(plan.rows):
         color = f"C{i}"
@@ -97,7 +102,8 @@ def plot_plan(plan, path: Path) -> None:
     ax.set_xlabel("seeds")
     ax.set_ylabel("power")
     ax.set_ylim(0, 1)
-    ax.set_title(f"gain {plan.gain:g}, alpha {plan.alpha:g} {plan.alternative}")
+    ax.set_title(f"gain {pp(plan.gain, signed=False)} pp, alpha {plan.alpha:g} "
+                 f"{plan.alternative}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -111,7 +117,8 @@ def plot_plan(plan, path: Path) -> None:
               help="campaign TOML on the fitted twin (sim backend): its runs are the pilot")
 @click.option("--policy", default=None, help="the pilot policy whose draws model the noise")
 @click.option("--gain", type=float, required=True,
-              help="V reduction to detect, e.g. 0.0145 for 6.54% -> 5.09%")
+              help="V reduction to detect, as a share: e.g. 0.0145 (1.45 pp) for "
+              "6.54% -> 5.09%")
 @click.option("--alpha", type=float, default=0.05, show_default=True)
 @click.option("--alternative", type=click.Choice(["two-sided", "greater"]),
               default="two-sided", show_default=True)

@@ -211,7 +211,8 @@ def power_plan(model: PilotModel, gain: float, *, alpha: float = 0.05,
                              fix="e.g. 0.05 for alpha, 0.8 for the target power")
     if not math.isfinite(gain):
         raise InputError(f"gain must be a finite number, got {gain}", column="gain",
-                         fix="the V reduction to detect, e.g. 0.0145 (6.54% -> 5.09%)")
+                         fix="the V reduction to detect as a share, e.g. 0.0145 (1.45 pp: "
+                             "6.54% -> 5.09%)")
     if int(max_seeds) < 2 or int(reps) < 10:
         raise InputError("max_seeds must be >= 2 and reps >= 10", column="max_seeds",
                          fix="e.g. max_seeds = 40, reps = 400")

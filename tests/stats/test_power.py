@@ -146,7 +146,21 @@ def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
     cell = str(need) if need is not None else "> 8"
     assert f"| 2 | {cell} |" in res.output
     assert f"{row['mean_seeds_to_decision']:.1f}" in res.output
-    assert "power plan for wa (pilot sim_bursty, 7 seeds): gain 0.02" in res.output
+    assert "power plan for wa (pilot sim_bursty, 7 seeds): gain 2.00 pp of V" in res.output
+    assert plan["gain"] == 0.02          # the JSON keeps shares
+
+
+def test_the_plan_gives_gain_and_sd_in_pp_and_its_json_keeps_shares():
+    from evalkit.cli.plan_power import format_plan
+
+    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08]])
+    plan = power_plan(model, 0.0145, draws=(1,), max_seeds=4, reps=10, n_resamples=10, rng=0)
+    first = format_plan(plan, "wa").splitlines()[0]
+    assert first.startswith("power plan for wa: gain 1.45 pp of V, alpha 0.05 two-sided"), first
+    assert f"within-seed sd of a draw {100 * model.sd_within:.2f} pp (" in first
+    assert "0.0145" not in first and str(round(model.sd_within, 4)) not in first
+    doc = plan.to_dict()
+    assert doc["gain"] == 0.0145 and doc["sd_within"] == model.sd_within
 
 
 @pytest.mark.parametrize("args, match", [
