@@ -285,3 +285,60 @@ def test_a_planned_merge_may_start_late_by_one_and_a_half_of_the_seeds_smallest_
     assert plan_checks.merge_lag_bounds(None, None, spec) == pytest.approx((-0.05, 1.0))
     steps.update(p=float("nan"), d=float("nan"))
     assert plan_checks.merge_lag_bounds(None, None, spec) == pytest.approx((-0.05, 0.25))
+
+
+def _restamp(runs, plan: dict) -> None:
+    """Write ``plan`` as the runs directory's plan and stamp its hash into every run."""
+    from evalkit.runlog.plan import plan_sha256
+
+    (runs / PLAN_FILE).write_text(json.dumps(plan))
+    sha = plan_sha256(plan)
+    for d in runs.iterdir():
+        if d.is_dir():
+            edit_meta(d, lambda m: m.update(plan_sha256=sha))
+
+
+def _reworded_protocol():
+    """The bundled protocol with one description reworded: another file, the same rules."""
+    text = (Path(__file__).resolve().parents[2] / "evalkit" / "audit" / "protocols" /
+            "diloco-slo.toml").read_text()
+    reworded = text.replace('description = "the paired test can reach alpha with this many '
+                            'seeds"', 'description = "enough seeds for the paired test"')
+    assert reworded != text
+    edited = parse_protocol(reworded, source="p.toml", file="p.toml")
+    bundled = load_protocol()
+    assert edited.sha256 != bundled.sha256 and edited.content_sha256 == bundled.content_sha256
+    return edited
+
+
+def test_a_new_plan_records_and_compares_the_protocols_content_sha256(runs):
+    content = load_protocol().content_sha256
+    assert read_plan(runs)["protocol"]["content_sha256"] == content
+    c = checks(runs)[0]["plan_rules"]
+    assert c.passed is True
+    assert f"content sha256 {content[:12]} as planned (content compared)" in c.found
+    assert load_protocol().sha256[:12] not in c.found
+    # a reworded file with the same rules is the planned protocol
+    c = checks(runs, protocol=_reworded_protocol())[0]["plan_rules"]
+    assert c.passed is True, c.found
+    # another content hash in the plan is another protocol, even with the same file hash
+    plan = read_plan(runs)
+    plan["protocol"]["content_sha256"] = "0" * 64
+    _restamp(runs, plan)
+    c = checks(runs)[0]["plan_rules"]
+    assert c.passed is False
+    assert f"has content sha256 {content[:12]}" in c.found and "000000000000" in c.found
+
+
+def test_an_old_plan_without_a_content_hash_still_passes_by_its_file_sha256(runs):
+    plan = read_plan(runs)
+    del plan["protocol"]["content_sha256"]           # as frozen before it was recorded
+    _restamp(runs, plan)
+    content = load_protocol().content_sha256
+    c = checks(runs)[0]["plan_rules"]
+    assert c.passed is True, c.found
+    assert (f"content sha256 {content[:12]} as planned (file sha256 compared: the plan records "
+            "no content sha256)") in c.found
+    # file to file: a reworded protocol file is not the file this plan froze
+    c = checks(runs, protocol=_reworded_protocol())[0]["plan_rules"]
+    assert c.passed is False and "is not the file the plan froze diloco-slo v1" in c.found
