@@ -133,7 +133,6 @@ def test_the_report_no_longer_says_check_texts_quote_shares():
         assert "mean d = +7.71 pp" in text, name
 
 
-@pytest.mark.slow
 def test_a_fresh_audit_gives_rates_in_pp(tmp_path):
     res = CliRunner().invoke(cli, ["audit", str(REPO / "fixtures" / "campaigns" /
                                                 "sim_underpowered"), "--out", str(tmp_path)])
