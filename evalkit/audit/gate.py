@@ -21,7 +21,7 @@ from evalkit.audit.claims import vouched_note
 from evalkit.audit.protocol_rules import protocol_change
 from evalkit.audit.result import find_claim
 from evalkit.audit.sequential import planned_design, protocol_min_effect, sequential_verdicts
-from evalkit.audit.tiers import filled_status, reaches, tier_drops
+from evalkit.audit.tiers import filled_status, reaches, stop_heading, stop_point, tier_drops
 from evalkit.errors import EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.jsonio import AUDIT_SCHEMA
 from evalkit.version import __version__
@@ -123,6 +123,20 @@ def summary_lines(claim, tier: str, protocol, max_checks: int = SUMMARY_CHECKS) 
     return out
 
 
+def _stop_line(claim, tier: str, protocol) -> str:
+    """``stops before T (state)`` when the summary below lists the check that stops the walk
+    (it says no more than the ``[FAIL] T/check`` line would), else the full stop reason."""
+    heading = stop_heading(protocol.tiers, claim.tier_status)
+    point = stop_point(protocol.tiers, claim.tier_status, claim.checks)
+    if heading is None or point is None:
+        return claim.stop_reason
+    blocking = [c for c in _decisive(claim, tier, protocol) if c.blocking]
+    listed = {(c.tier, c.name) for c in blocking[:SUMMARY_CHECKS]}
+    if point["checks"] and (point["tier"], point["checks"][0]) not in listed:
+        return claim.stop_reason
+    return heading
+
+
 def effect_line(claim, multiplicity: str, n_tested: int) -> str:
     """G in percentage points with its 95% CI, the p the decision used (adjusted or not) and
     how many seeds favour the policy, from the audit's numbers for the claim."""
@@ -192,7 +206,7 @@ def decide(result, claim, protocol, tier: str, baseline: Baseline | None = None,
                   if _finite(claim_numbers(c).get("p_adjusted"))]
         lines.append(effect_line(numbers, protocol.multiplicity, len(tested)))
     if not ok:
-        lines.append(f"  {claim.stop_reason}")
+        lines.append(f"  {claim.stop_reason if verbose else _stop_line(claim, tier, protocol)}")
     excluded = [f"  excluded {e['run_id']}: {e['reason']}" for e in result.campaign.excluded]
     if verbose:
         lines += [f"  note: {n}" for n in claim.notes]

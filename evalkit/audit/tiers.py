@@ -24,8 +24,8 @@ from evalkit.errors import InputError
 
 __all__ = ["FAILED", "MISSING_RUNS", "NOT_EVALUABLE", "NOT_SUPPORTED", "PASSED", "SUPPORTED",
            "UNDERPOWERED", "claim_floor", "claim_status", "filled_status", "goes_on", "ladder",
-           "licenses_claim", "reached_tier", "reaches", "stop_point", "stop_reason", "tier_drops",
-           "tier_rank", "tier_state", "tier_walk"]
+           "licenses_claim", "reached_tier", "reaches", "stop_heading", "stop_point",
+           "stop_reason", "tier_drops", "tier_rank", "tier_state", "tier_walk"]
 
 PASSED, FAILED, NOT_EVALUABLE = "passed", "failed", "not_evaluable"
 MISSING_RUNS = "missing_runs"    # not evaluable for want of runs to add; the walk stops
@@ -78,16 +78,25 @@ def reached_tier(tiers, status: dict) -> str | None:
     return reached
 
 
-def stop_reason(tiers, status: dict, checks) -> str:
-    """The one-line reason the walk stops (the first blocking check's finding)."""
+def stop_heading(tiers, status: dict) -> str | None:
+    """``stops before TIER (state)``: where the walk stops, without the checks that stop it;
+    None when every tier is supported."""
     stop = stop_index(tiers, status)
     if stop is None:
-        return "every tier of the protocol is supported"
+        return None
     name = _name(tiers[stop])
-    blockers = [c for c in checks if c.tier == name and c.blocking]
     what = {FAILED: "failed", MISSING_RUNS: "not evaluable: the campaign has no runs of "
             "what it needs"}.get(status.get(name), "not evaluable")
-    reason = f"stops before {name} ({what})"
+    return f"stops before {name} ({what})"
+
+
+def stop_reason(tiers, status: dict, checks) -> str:
+    """The one-line reason the walk stops (the first blocking check's finding)."""
+    reason = stop_heading(tiers, status)
+    if reason is None:
+        return "every tier of the protocol is supported"
+    name = _name(tiers[stop_index(tiers, status)])
+    blockers = [c for c in checks if c.tier == name and c.blocking]
     if blockers:
         reason += f": {blockers[0].name}: {blockers[0].found}"
         if len(blockers) > 1:

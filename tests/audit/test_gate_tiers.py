@@ -46,7 +46,11 @@ def test_gate_below_the_required_tier_says_both(audited):
     res = CliRunner().invoke(cli, ["gate", str(BURSTY), "--policy", "ewma"])
     assert res.exit_code == 1
     assert _first_line(res.output) == ("FAIL", ewma.tier, "matched_budget")
-    assert ewma.stop_reason in res.output
+    # where the walk stops, then the check that stops it (once), its finding and fix
+    assert "\n  stops before matched_budget (failed)\n" in res.output
+    blocker = next(c for c in ewma.checks if c.tier == "matched_budget" and c.blocking)
+    assert ewma.stop_reason.endswith(f": {blocker.name}: {blocker.found}")
+    assert f"  [FAIL] matched_budget/{blocker.name}: {blocker.found}; fix: " in res.output
 
 
 @pytest.mark.parametrize("fixture", ["sim_bursty", "sim_k_mismatch", "sim_missing_no_sync"])

@@ -219,3 +219,42 @@ def test_campaign_lines_of_two_steps_are_printed_under_each_step():
                                     "    draws = 0"]
     assert out[real + 1:real + 3] == ["    [backend]", '    name = "torch"    # or "vllm"']
     assert sum(x.startswith("  add to the") or x.startswith("  replace") for x in out) == 2
+
+
+def test_a_fail_names_its_blocking_check_once_and_verbose_keeps_the_stop_reason(audited):
+    res = gate(audited, "--policy", "ewma")
+    assert res.exit_code == 1, res.output
+    lines = res.output.splitlines()
+    assert lines[3] == "  stops before matched_budget (failed)", res.output
+    assert lines.count("  stops before matched_budget (failed)") == 1
+    assert res.output.count("gain_significant") == 1
+    assert any(x.startswith("  [FAIL] matched_budget/gain_significant: mean d = ")
+               for x in lines)
+    verbose = gate(audited, "--policy", "ewma", "--verbose")
+    assert verbose.exit_code == 1
+    assert verbose.output.splitlines()[3].startswith(
+        "  stops before matched_budget (failed): gain_significant: mean d = ")
+
+
+def test_a_stop_check_the_summary_has_no_room_for_stays_on_the_stop_line():
+    """More blocking checks above the stop than the summary lists: the stop line keeps the
+    check that stops the walk, so it is named somewhere."""
+    from evalkit.audit.gate import SUMMARY_CHECKS, decide
+
+    def failed(name, tier):
+        return Check(name, tier, False, True, "e", f"{name} found", f"fix {name}", True)
+    above = [failed(f"p{i}", "placement_gain") for i in range(SUMMARY_CHECKS)]
+    claim = SimpleNamespace(
+        regime="r", policy="wa", tier="harness", verdict="v", notes=[],
+        tier_status={"harness": "passed", "sidecar_transfer": "not_evaluable",
+                     "matched_budget": "failed", "placement_gain": "failed"},
+        stop_reason="stops before matched_budget (failed): mb: mb found",
+        checks=above + [failed("mb", "matched_budget")])
+    result = SimpleNamespace(claims=[claim], campaign=SimpleNamespace(
+        excluded=[], has_logs=False, runs_dir=None))
+    lines = decide(result, claim, load_protocol("diloco-slo"), "placement_gain").lines
+    assert "  stops before matched_budget (failed): mb: mb found" in lines, lines
+    assert not any(x.startswith("  [FAIL] matched_budget/mb") for x in lines)
+    claim.checks = [failed("mb", "matched_budget")] + above
+    lines = decide(result, claim, load_protocol("diloco-slo"), "placement_gain").lines
+    assert "  stops before matched_budget (failed)" in lines, lines
