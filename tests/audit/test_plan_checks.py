@@ -321,6 +321,9 @@ def test_a_new_plan_records_and_compares_the_protocols_content_sha256(runs):
     # a reworded file with the same rules is the planned protocol
     c = checks(runs, protocol=_reworded_protocol())[0]["plan_rules"]
     assert c.passed is True, c.found
+    # vouching for what the runs cannot show is another rule than the planned one
+    c = checks(runs, protocol=load_protocol().with_accept_vouched(True))[0]["plan_rules"]
+    assert c.passed is False and "--accept-vouched changes it" in c.found
     # another content hash in the plan is another protocol, even with the same file hash
     plan = read_plan(runs)
     plan["protocol"]["content_sha256"] = "0" * 64
