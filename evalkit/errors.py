@@ -1,7 +1,8 @@
 """Errors that describe bad input in terms a user can act on.
 
 Every error raised for bad input is an :class:`InputError`: it names the file (or
-run), the column or key at fault, and a fix.  The CLI turns it into exit code 2, as it
+run), the column or key at fault (a ``column`` that starts with ``--`` is a command-line
+option, and is named as one), and a fix.  The CLI turns it into exit code 2, as it
 does an ``OSError`` (permission, read-only file system, full disk, a name too long): see
 :func:`from_os_error` and the exit codes below.
 """
@@ -40,7 +41,8 @@ class InputError(ValueError):
         if self.file:
             parts.append(f"{self.file}")
         if self.column:
-            parts.append(f"column/key '{self.column}'")
+            parts.append(f"option {self.column}" if self.column.startswith("--")
+                         else f"column/key '{self.column}'")
         where = (": ".join(parts) + ": ") if parts else ""
         text = f"{where}{self.message}"
         if self.fix:

@@ -127,23 +127,25 @@ class AuditResult:
         return document_files(self.document if self.document is not None else self.to_dict())
 
 
-def find_claim(claims, policy: str, regime: str | None = None):
+def find_claim(claims, policy: str, regime: str | None = None, *, options: bool = False):
     """The one claim of ``claims`` (objects or audit.json dictionaries with ``policy`` and
     ``regime``) for ``policy``; InputError listing the claims there are when none or several
-    match."""
+    match.  ``options``: the policy and regime came from the command line's ``--policy`` and
+    ``--regime``, and the error names those options."""
     def field(c, key):
         return c[key] if isinstance(c, dict) else getattr(c, key)
+    dashes = "--" if options else ""
     found = [c for c in claims if field(c, "policy") == policy
              and (regime is None or field(c, "regime") == regime)]
     if not found:
         have = ", ".join(f"{field(c, 'regime')}/{field(c, 'policy')}" for c in claims)
         raise InputError(f"no claim for policy {policy!r}"
                          + (f" in regime {regime!r}" if regime else ""),
-                         column="policy", fix=f"claims in this campaign: {have or 'none'}")
+                         column=f"{dashes}policy", fix=f"claims in this campaign: {have or 'none'}")
     if len(found) > 1:
         raise InputError(f"policy {policy!r} has claims in several regimes ("
                          + ", ".join(field(c, "regime") for c in found) + ")",
-                         column="regime", fix="pick one with --regime")
+                         column=f"{dashes}regime", fix="pick one with --regime")
     return found[0]
 
 

@@ -103,10 +103,11 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
         result = document_audit(load_audit(input_path), input_path, proto, seed)
     else:
         read = read_claims(input_path, proto)
-        find_claim(read[1], policy, regime)      # an unknown policy: exit 2 before the audit
+        find_claim(read[1], policy, regime, options=True)  # unknown: exit 2 before the audit
         result = audit_campaign(input_path, protocol=proto, seed=seed, walk_above=tier,
                                 claims_read=read)
-    decision = decide(result, result.claim(policy, regime), proto, tier, base,
+    claim = find_claim(result.claims, policy, regime, options=True)
+    decision = decide(result, claim, proto, tier, base,
                       accept_protocol_change=accept_protocol_change, sequential=sequential,
                       min_effect=min_effect, verbose=verbose)
     for line in decision.lines:

@@ -65,13 +65,15 @@ def test_an_unknown_policy_exits_2_listing_the_claims_before_any_claim_is_evalua
     monkeypatch.setattr(audit_result, "evaluate_claims", refuse)
     res = gate(BURSTY, "--policy", "nope")
     assert res.exit_code == 2, res.output
-    assert "no claim for policy 'nope'" in res.output
+    assert "error: option --policy: no claim for policy 'nope'" in res.output
+    assert "column/key" not in res.output
     assert "bursty/calibrated_online, bursty/ewma, bursty/wa" in res.output
 
 
 def test_an_unknown_policy_in_an_audit_json_exits_2_without_auditing(audited, no_audit):
     res = gate(audited, "--policy", "nope")
     assert res.exit_code == 2 and "bursty/wa" in res.output, res.output
+    assert "error: option --policy: no claim for policy 'nope'" in res.output
 
 
 @pytest.mark.parametrize("tier, code", [("matched_budget", 0), ("placement_gain", 0),
