@@ -1,0 +1,40 @@
+"""examples/sim_results.py writes SIM_RESULTS.md with violation rates in percent and their
+differences in pp (the audit.json it reads keeps shares)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+from tests.conftest import REPO
+
+GOLDEN = REPO / "tests" / "golden" / "sim_bursty.audit.json"
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("sim_results",
+                                                  REPO / "examples" / "sim_results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_page_gives_rates_in_percent_and_differences_in_pp():
+    gen = _generator()
+    doc = json.loads(GOLDEN.read_text())
+    lines = gen.section("Bursty", "bursty.toml", doc)
+    psi = next(iter(doc["regimes"].values()))["psi"]
+    assert (f"ε_cal = {100 * psi['eps_cal']:.2f} pp in-sample, "
+            f"{100 * psi['eps_cal_loso']:.2f} pp leave-one-seed-out") in lines[2]
+    assert lines[4].startswith("| policy | K | V % | Vex pp | MR % | G pp [95% CI] |")
+    wa = next(c for c in doc["claims"] if c["policy"] == "wa")
+    rows = wa["per_seed"]
+    v = sum(r["v_policy"] for r in rows) / len(rows)
+    vex = sum(r["vex_policy"] for r in rows) / len(rows)
+    mr = sum(r["v_mr_mean"] for r in rows) / len(rows)
+    g, (lo, hi) = wa["mean_diff"], wa["ci"]
+    row = next(x for x in lines if x.startswith("| wa |"))
+    assert (f"| {v * 100:.2f} | {vex * 100:+.2f} | {mr * 100:.2f} | {g * 100:+.2f} "
+            f"[{lo * 100:+.2f}, {hi * 100:+.2f}] |") in row, row
+    assert f"{g:+.4f}" not in row and f"{v:.4f}" not in row
+    assert "percentage points (pp); audit.json keeps them as shares" in gen.HEADER[2]
