@@ -165,9 +165,16 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
         label, v_pol, v_draws = pilot_from_runs(pilot, policy)
         source = f"pilot {pilot.name}"
     model = pilot_model(v_pol, v_draws, source)
-    plan = power_plan(model, gain, alpha=alpha, alternative=alternative, target=target,
-                      draws=draws, max_seeds=max_seeds, reps=reps, n_resamples=resamples,
-                      policy_sd_ratio=policy_sd_ratio, rng=seed)
+    try:
+        plan = power_plan(model, gain, alpha=alpha, alternative=alternative, target=target,
+                          draws=draws, max_seeds=max_seeds, reps=reps, n_resamples=resamples,
+                          policy_sd_ratio=policy_sd_ratio, rng=seed)
+    except InputError as err:
+        # power_plan names its parameters; here each one is the option of the same name
+        if err.column in {"gain", "alpha", "target", "max_seeds", "reps"}:
+            raise InputError(err.message, column="--" + err.column.replace("_", "-"),
+                             fix=err.fix) from err
+        raise
     click.echo(format_plan(plan, f"{label} ({source}, {model.n_pilot_seeds} seeds)"))
     if plot is not None:
         plot_plan(plan, plot)

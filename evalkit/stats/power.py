@@ -213,9 +213,11 @@ def power_plan(model: PilotModel, gain: float, *, alpha: float = 0.05,
         raise InputError(f"gain must be a finite number, got {gain}", column="gain",
                          fix="the V reduction to detect as a share, e.g. 0.0145 (1.45 pp: "
                              "6.54% -> 5.09%)")
-    if int(max_seeds) < 2 or int(reps) < 10:
-        raise InputError("max_seeds must be >= 2 and reps >= 10", column="max_seeds",
-                         fix="e.g. max_seeds = 40, reps = 400")
+    if int(max_seeds) < 2:
+        raise InputError(f"max_seeds must be >= 2, got {max_seeds}", column="max_seeds",
+                         fix="e.g. max_seeds = 40")
+    if int(reps) < 10:
+        raise InputError(f"reps must be >= 10, got {reps}", column="reps", fix="e.g. reps = 400")
     gen = as_generator(rng)
     grid = sorted({int(n) for n in (seeds_grid or range(2, int(max_seeds) + 1))
                    if 2 <= int(n) <= int(max_seeds)})

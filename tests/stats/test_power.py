@@ -168,6 +168,12 @@ def test_the_plan_gives_gain_and_sd_in_pp_and_its_json_keeps_shares():
     (["--gain", "0.01", "--pilot", "X", "--twin", "Y"], "exactly one of --pilot"),
     (["--gain", "0.01", "--pilot", "P", "--draws", "0,2"], "--draws"),
     (["--gain", "0.01", "--pilot", "P", "--draws", "a"], "--draws"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--alpha", "1.5"],
+     "error: option --alpha: alpha must lie in (0, 1)"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--max-seeds", "1"],
+     "error: option --max-seeds: max_seeds must be >= 2, got 1"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--reps", "5"],
+     "error: option --reps: reps must be >= 10, got 5"),
 ])
 def test_plan_power_bad_input_exits_2(args, match, fixtures_dir):
     args = [str(fixtures_dir / "campaigns" / "sim_bursty") if a == "P" else a for a in args]
