@@ -15,7 +15,8 @@ import stat
 
 from evalkit.errors import InputError, from_os_error
 
-__all__ = ["check_regular", "not_regular", "read_bounded", "read_text_bounded"]
+__all__ = ["check_regular", "not_regular", "read_bounded", "read_input_bytes",
+           "read_text_bounded"]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
@@ -84,17 +85,24 @@ def read_bounded(path, limit: int, what: str = "the file", fix: str | None = Non
         os.close(fd)
 
 
-def read_text_bounded(path, limit: int, what: str = "the file", *, action: str,
-                      fix: str | None = None) -> str:
-    """:func:`read_bounded` decoded as UTF-8; OSError and bad UTF-8 become InputError."""
+def read_input_bytes(path, limit: int, what: str = "the file", *, action: str,
+                     fix: str | None = None) -> bytes:
+    """:func:`read_bounded`, with a missing file an InputError naming it and any other OSError
+    the error :func:`~evalkit.errors.from_os_error` makes of it (``action`` says what failed)."""
     try:
-        raw = read_bounded(path, limit, what, fix)
+        return read_bounded(path, limit, what, fix)
     except InputError:
         raise
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise InputError(f"{what} not found", file=str(path), fix="check the path") from None
         raise from_os_error(exc, path=str(path), action=action) from None
+
+
+def read_text_bounded(path, limit: int, what: str = "the file", *, action: str,
+                      fix: str | None = None) -> str:
+    """:func:`read_input_bytes` decoded as UTF-8; bad UTF-8 becomes InputError."""
+    raw = read_input_bytes(path, limit, what, action=action, fix=fix)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

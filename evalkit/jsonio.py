@@ -18,7 +18,6 @@ text, before the parser can recurse), and refuses duplicate keys and non-finite 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 import math
 import re
@@ -26,8 +25,8 @@ from collections.abc import Mapping
 from itertools import accumulate
 from pathlib import Path, PurePath
 
-from evalkit.errors import InputError, from_os_error
-from evalkit.fileread import read_bounded
+from evalkit.errors import InputError
+from evalkit.fileread import read_input_bytes
 from evalkit.limits import MAX_JSON_NESTING
 
 __all__ = ["AUDIT_SCHEMA", "FLOAT_DIGITS", "to_jsonable", "dumps", "canonical_json",
@@ -201,14 +200,6 @@ def read_json(path, *, limit: int, what: str = "the file", fix: str | None = Non
     """:func:`loads_json` of the file at ``path``: a regular file (a FIFO or device is refused
     without blocking) of at most ``limit`` bytes read.  A missing or unreadable file is an
     InputError naming the path."""
-    try:
-        raw = read_bounded(path, limit, what, fix)
-    except InputError:
-        raise
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise InputError(f"{what} not found", file=str(path),
-                             fix="check the path") from None
-        raise from_os_error(exc, path=str(path), action=f"cannot read {what}") from None
+    raw = read_input_bytes(path, limit, what, action=f"cannot read {what}", fix=fix)
     return loads_json(raw, file=path, what=what, max_depth=max_depth, nonfinite=nonfinite,
                       fix=fix)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 
 import pytest
 
@@ -13,6 +12,7 @@ from evalkit import jsonio
 from evalkit.errors import InputError
 from evalkit.jsonio import loads_json, nesting_depth, read_json
 from evalkit.limits import MAX_JSON_NESTING
+from tests.support.deadline import alarm_after
 
 
 def _refused(raw, words, **kw):
@@ -73,13 +73,8 @@ def test_bad_text_is_an_input_error(raw, words):
 
 @pytest.fixture
 def deadline():
-    def expired(*_):
-        raise TimeoutError("a special file blocked read_json")
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with alarm_after(20, "a special file blocked read_json"):
+        yield
 
 
 def test_read_json_refuses_special_files_without_blocking(tmp_path, deadline):

@@ -20,7 +20,7 @@ pytest.importorskip("aiohttp")
 openai = pytest.importorskip("openai")
 prom_parser = pytest.importorskip("prometheus_client.parser")
 
-from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
+from tests.support.sidecar_server import configured_server, start_server, stop_server  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -31,15 +31,9 @@ LIMITS = {"max_seqs_per_request": 8, "max_seqs_in_flight": 12, "kv_cache_tokens"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    d = tmp_path_factory.mktemp("limits")
-    cfg = d / "serve.toml"
-    cfg.write_text("".join(f"{k} = {v}\n" for k, v in LIMITS.items()))
-    s = start_server("lim", "--config", str(cfg), "--api-key", KEY, log_path=d / "server.log")
-    s.log_path = d / "server.log"
-    try:
-        yield s
-    finally:
-        stop_server(s)
+    with configured_server(tmp_path_factory.mktemp("limits"), "lim", LIMITS,
+                           "--api-key", KEY) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

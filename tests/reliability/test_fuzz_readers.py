@@ -17,7 +17,6 @@ import json
 import os
 import random
 import shutil
-import signal
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,6 +28,7 @@ from evalkit.cli.main import cli
 from tests.interop.test_guidellm import make_report
 from tests.interop.test_vllm_bench import _result as vllm_result
 from tests.support.reliability_tools import write_campaign
+from tests.support.deadline import alarm_after
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "fixtures" / "runs" / "fixture-s0-fixed_h"
@@ -46,13 +46,8 @@ def deadline_and_log(tmp_path, monkeypatch):
     """A hang fails the test instead of the suite; crash logs stay in tmp_path."""
     monkeypatch.setenv("EVALKIT_LOG_DIR", str(tmp_path / "logs"))
 
-    def expired(*_):
-        raise TimeoutError(f"a reader took more than {DEADLINE_S} s")
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(DEADLINE_S)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with alarm_after(DEADLINE_S, f"a reader took more than {DEADLINE_S} s"):
+        yield
 
 
 def _run(args):

@@ -25,7 +25,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("aiohttp")
 
-from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
+from tests.support.sidecar_server import configured_server  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
@@ -40,15 +40,9 @@ WORST_NORMAL_S = 1.0              # the normal client's bound per request
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    d = tmp_path_factory.mktemp("hostile")
-    cfg = d / "serve.toml"
-    cfg.write_text("".join(f"{k} = {v}\n" for k, v in SETTINGS.items()))
-    s = start_server("h", "--config", str(cfg), "--api-key", KEY, log_path=d / "server.log")
-    s.log_path = d / "server.log"
-    try:
-        yield s
-    finally:
-        stop_server(s)
+    with configured_server(tmp_path_factory.mktemp("hostile"), "h", SETTINGS,
+                           "--api-key", KEY) as server:
+        yield server
 
 
 def _head(path: str, length: int, key: str | None = KEY) -> bytes:

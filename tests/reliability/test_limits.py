@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.limits import MAX_RUN_ID_BYTES, capped_name, check_structure
 from tests.support.reliability_tools import TINY_CAMPAIGN, write_campaign
+from tests.support.deadline import alarm_after
 
 REPO = Path(__file__).resolve().parents[2]
 PROTOCOL = REPO / "protocols" / "diloco-slo.toml"
@@ -27,14 +27,8 @@ RUN = "fixture-s0-fixed_h"
 @pytest.fixture(autouse=True)
 def deadline():
     """Fail (instead of hanging the suite) if a bound regresses into a long computation."""
-    def expired(*_):
-        raise TimeoutError("took more than 120 s: a bound is missing")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(120)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with alarm_after(120, "took more than 120 s: a bound is missing"):
+        yield
 
 
 def invoke(args):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from evalkit.errors import InputError
 from evalkit.fileread import check_regular, read_bounded
 from evalkit.runlog.io import read_meta
 from tests.support.reliability_tools import write_campaign
+from tests.support.deadline import alarm_after
 
 RUN = "fixture-s0-fixed_h"
 DEADLINE_S = 90
@@ -30,14 +30,8 @@ DEADLINE_S = 90
 @pytest.fixture
 def deadline():
     """In-process commands: SIGALRM turns a hang into a failure."""
-    def expired(*_):
-        raise TimeoutError(f"took more than {DEADLINE_S} s: a special file blocked a read")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(DEADLINE_S)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with alarm_after(DEADLINE_S, f"took more than {DEADLINE_S} s: a special file blocked a read"):
+        yield
 
 
 def _invoke(args):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from click.testing import CliRunner
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.report.document import DOCUMENT, check_shape, shape_problem
+from tests.support.deadline import alarm_after
 
 DOC = Path(__file__).resolve().parents[1] / "report_documents" / "sim_underpowered.audit.json"
 RUNS = Path(__file__).resolve().parents[2] / "fixtures" / "runs"
@@ -113,13 +113,8 @@ def test_gate_refuses_a_forged_baseline_before_auditing(tmp_path):
 
 @pytest.fixture
 def deadline():
-    def expired(*_):
-        raise TimeoutError("a special audit.json blocked a read")
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with alarm_after(60, "a special audit.json blocked a read"):
+        yield
 
 
 def _commands(path: Path, tmp_path: Path):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -65,3 +66,17 @@ def stop_server(server: RunningServer) -> None:
     except subprocess.TimeoutExpired:
         server.proc.kill()
         server.proc.wait(5)
+
+
+@contextmanager
+def configured_server(folder, model: str, settings: dict, *extra: str):
+    """A server started with ``settings`` written as its --config file in ``folder``; its log is
+    ``folder/server.log`` (``server.log_path``); stopped on leaving the block."""
+    cfg = folder / "serve.toml"
+    cfg.write_text("".join(f"{k} = {v}\n" for k, v in settings.items()))
+    server = start_server(model, "--config", str(cfg), *extra, log_path=folder / "server.log")
+    server.log_path = folder / "server.log"
+    try:
+        yield server
+    finally:
+        stop_server(server)
