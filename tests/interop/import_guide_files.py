@@ -94,15 +94,27 @@ def _runs():
         yield f"nosync-s{seed}", "no_sync", seed, None, []
 
 
+def _folder(folder) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _simulated():
+    """Per run: its index (the salt of its noise), name, seed, merge windows and its requests'
+    send offsets, prompt and output lengths, TTFT and E2E."""
+    for salt, (name, _role, seed, _draw, windows) in enumerate(_runs()):
+        send, prompt, out = _requests(seed)
+        yield salt, name, seed, windows, (send, prompt, out,
+                                          *_latencies(seed, send, out, windows, salt))
+
+
 def write_vllm_files(folder: Path) -> list[str]:
     """``<run>.json`` (vLLM bench --save-result --save-detailed) and, for merging runs,
     ``merges-<run>.csv`` (start_s, end_s on the bench client's perf_counter clock)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _folder(folder)
     names = []
-    for salt, (name, role, seed, draw, windows) in enumerate(_runs()):
-        send, prompt, out = _requests(seed)
-        ttft, e2e = _latencies(seed, send, out, windows, salt)
+    for salt, name, seed, windows, (send, prompt, out, ttft, e2e) in _simulated():
         t0 = T0_PERF + 100.0 * salt            # each run on its own bench process's clock
         (folder / f"{name}.json").write_text(json.dumps(
             _vllm_result(seed, send, prompt, out, ttft, e2e, t0, salt)))
@@ -116,12 +128,9 @@ def write_vllm_files(folder: Path) -> list[str]:
 def write_guidellm_files(folder: Path) -> list[str]:
     """``<run>.guidellm.json`` (one constant-rate benchmark, report schema 2, timings in Unix
     seconds) and ``merges-<run>.unix.csv`` (merge windows in Unix seconds)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _folder(folder)
     names = []
-    for salt, (name, role, seed, draw, windows) in enumerate(_runs()):
-        send, prompt, out = _requests(seed)
-        ttft, e2e = _latencies(seed, send, out, windows, salt)
+    for salt, name, seed, windows, (send, prompt, out, ttft, e2e) in _simulated():
         t0 = T0_UNIX + 100.0 * salt            # each run started at its own time
         successful = []
         for i in range(send.size):
