@@ -48,7 +48,9 @@ def table(audit: dict) -> list[str]:
         rows = c["per_seed"]
         ci = c.get("ci") or [None, None]
         stop = c["stop_reason"].split(": ", 1)[-1] if c["stop_reason"] else ""
-        stop = stop.split(" (+")[0][:90].replace("|", "/")
+        stop = stop.split(" (+")[0].replace("|", "/")
+        if len(stop) > 90:                      # cut, and marked so: never a number's head
+            stop = stop[:89].rstrip() + "…"
         lines.append(
             f"| {c['policy']}{' (oracle)' if c['oracle'] else ''} | {_k(rows)} | "
             f"{pp(_mean(rows, 'v_policy'), signed=False)} | {pp(_mean(rows, 'vex_policy'))} | "

@@ -37,4 +37,7 @@ def test_the_page_gives_rates_in_percent_and_differences_in_pp():
     assert (f"| {v * 100:.2f} | {vex * 100:+.2f} | {mr * 100:.2f} | {g * 100:+.2f} "
             f"[{lo * 100:+.2f}, {hi * 100:+.2f}] |") in row, row
     assert f"{g:+.4f}" not in row and f"{v:.4f}" not in row
+    # the stop reason is cut with a mark, so a cut number does not read as a number
+    stop = row.rsplit(" | ", 1)[1].removesuffix(" |")
+    assert len(stop) == 90 and stop.endswith("…") and wa["stop_reason"].find(stop[:-1]) > 0
     assert "percentage points (pp); audit.json keeps them as shares" in gen.HEADER[2]
