@@ -190,8 +190,7 @@ def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Proto
     evaluates every tier up to it and higher ones while the tier walk goes on: the tier
     reached is the full audit's, but no evidence is computed for tiers it cannot reach."""
     if max_tier is not None:
-        keep = protocol.tier_names[:protocol.tier_names.index(protocol.tier(max_tier).name) + 1]
-        protocol = replace(protocol, tiers=tuple(t for t in protocol.tiers if t.name in keep))
+        protocol = protocol.up_to(max_tier)
     regimes = {r: RegimeEvidence(campaign, r) for r in sorted({c.regime for c in claims})}
     transfer = TransferEvidence(campaign, seed, protocol.bootstrap_resamples)
     contexts = [ClaimContext(c, campaign, protocol, regimes[c.regime], transfer, seed)

@@ -73,6 +73,9 @@ class Protocol:
     checks: dict
     source: str                      # "builtin:<name>" or the file's base name
     sha256: str
+    # set on a protocol cut short by :meth:`up_to`: the content hash of the whole one, which
+    # stays its identity (a plan froze the whole protocol, not the tiers a gate asks about)
+    cut_from_sha256: str | None = field(default=None, compare=False, repr=False)
 
     def tier(self, name: str) -> TierSpec:
         for tier in self.tiers:
@@ -90,6 +93,13 @@ class Protocol:
             return self
         return replace(self, alpha=check_alpha(alpha, fix="pass e.g. --alpha 0.05"))
 
+    def up_to(self, tier: str) -> "Protocol":
+        """The protocol without the tiers above ``tier``; its content sha256 stays the whole
+        protocol's."""
+        keep = self.tier_names[:self.tier_names.index(self.tier(tier).name) + 1]
+        return replace(self, tiers=tuple(t for t in self.tiers if t.name in keep),
+                       cut_from_sha256=self.content_sha256)
+
     def with_accept_vouched(self, accept: bool) -> "Protocol":
         """``--accept-vouched``: checks the input cannot evaluate no longer block."""
         return replace(self, accept_vouched=True) if accept else self
@@ -98,7 +108,7 @@ class Protocol:
     def content_sha256(self) -> str:
         """Hash of the rules alone (:mod:`evalkit.audit.protocol_rules`): a changed check,
         threshold, alpha or ``accept_vouched`` changes it, a changed comment or name does not."""
-        return content_sha256(self._as_dict())
+        return self.cut_from_sha256 or content_sha256(self._as_dict())
 
     def to_dict(self) -> dict:
         out = self._as_dict()

@@ -111,3 +111,13 @@ def test_cli_rejects_bad_protocol_with_exit_2(tmp_path, protocol_text, fixtures_
     assert "protocol.alpha" in res.output and f"line {_line_of(protocol_text, 'alpha = 0.05')}" \
         in res.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_protocol_cut_at_a_tier_keeps_the_whole_protocols_content_sha256():
+    # a plan freezes the whole protocol; --until-decided audits only up to the gate's tier
+    whole = load_protocol(None)
+    cut = whole.up_to("matched_budget")
+    assert cut.tier_names == whole.tier_names[:whole.tier_names.index("matched_budget") + 1]
+    assert len(cut.tier_names) < len(whole.tier_names)
+    assert cut.content_sha256 == whole.content_sha256
+    assert whole.with_alpha(0.01).up_to("matched_budget").content_sha256 != whole.content_sha256

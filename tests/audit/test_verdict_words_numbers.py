@@ -28,7 +28,7 @@ def test_a_significant_gain_below_the_smallest_effect_of_interest_is_negligible(
     assert gs.passed is passed, gs.found
     assert (wa.tier == "matched_budget") is passed
     if not passed:
-        assert gs.found.startswith("negligible") and "0.005" in gs.found
+        assert gs.found.startswith("negligible") and "0.50 pp" in gs.found
         assert wa.verdict.startswith("negligible") and "beats" not in wa.verdict
 
 
