@@ -22,6 +22,7 @@ from evalkit.audit.protocol_rules import protocol_change
 from evalkit.audit.result import find_claim
 from evalkit.audit.sequential import planned_design, protocol_min_effect, sequential_verdicts
 from evalkit.audit.tiers import filled_status, reaches, stop_heading, stop_point, tier_drops
+from evalkit.audit.verdict_words import pp
 from evalkit.errors import EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.jsonio import AUDIT_SCHEMA
 from evalkit.version import __version__
@@ -143,9 +144,9 @@ def effect_line(claim, multiplicity: str, n_tested: int) -> str:
     g, ci, p = claim.get("mean_diff"), claim.get("ci"), claim.get("p_adjusted")
     if g is None:
         return "  G: no paired gain (fewer than 2 paired seeds)"
-    text = f"  G = {100 * g:+.2f} pp"
+    text = f"  G = {pp(g)} pp"
     if ci and None not in ci:
-        text += f" [{100 * ci[0]:+.2f}, {100 * ci[1]:+.2f}] (95% CI)"
+        text += f" [{pp(ci[0])}, {pp(ci[1])}] (95% CI)"
     if _finite(p):
         adjusted = multiplicity == "holm" and n_tested > 1
         text += (f"; p = {p:.3g} " + (f"(Holm-adjusted over {n_tested} claims)" if adjusted

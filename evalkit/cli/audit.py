@@ -66,7 +66,8 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
               help="decide from the anytime-valid e-process (campaigns planned as sequential "
               "only): exit 0 pass, 1 fail / futile / max seeds reached, 4 continue")
 @click.option("--min-effect", type=float, default=None,
-              help="--sequential: smallest gain (V units) of interest; futile when the "
+              help="--sequential: smallest gain of interest, a share of V (0.005 = 0.5 pp); "
+              "futile when the "
               "confidence sequence's upper bound falls below it (default: the protocol's "
               "gain_significant.min_effect)")
 @click.option("--verbose", is_flag=True, default=False,
