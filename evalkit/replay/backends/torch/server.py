@@ -123,6 +123,23 @@ def _error_response(exc: APIError):
     return resp
 
 
+def _unauthorized() -> APIError:
+    return APIError(401, "Unauthorized: send the API key as 'Authorization: Bearer <key>'")
+
+
+async def _expect_continue(request):
+    """``Expect: 100-continue``: the key is checked before the client is told to send its body
+    (aiohttp answers this header before any middleware runs); without the key the answer is a
+    401 and the connection closes, so the body is never invited."""
+    from aiohttp.web_urldispatcher import _default_expect_handler
+    st = _state(request)
+    if st.api_key and _needs_key(request.path) and not _bearer_ok(request, st.api_key):
+        exc = _unauthorized()
+        exc.headers["Connection"] = "close"
+        return _error_response(exc)
+    return await _default_expect_handler(request)
+
+
 def _middlewares():
     from aiohttp import web
 
@@ -131,8 +148,7 @@ def _middlewares():
         try:
             st = _state(request)
             if st.api_key and _needs_key(request.path) and not _bearer_ok(request, st.api_key):
-                raise APIError(401, "Unauthorized: send the API key as 'Authorization: "
-                                    "Bearer <key>'")
+                raise _unauthorized()
             return await handler(request)
         except APIError as exc:
             return _error_response(exc)
@@ -478,12 +494,12 @@ def make_app(engine, model_name: str, *, max_model_len: int = 32768,
     app[STATE] = ServerState(engine, model_name, max_model_len=max_model_len,
                              default_max_tokens=default_max_tokens, limits=limits,
                              api_key=api_key or None, admin_key=admin_key or None, log=log)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions, expect_handler=_expect_continue)
+    app.router.add_post("/v1/chat/completions", chat_completions, expect_handler=_expect_continue)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/v1/models/{model:.+}", model_detail)
-    app.router.add_post("/tokenize", tokenize)
-    app.router.add_post("/detokenize", detokenize)
+    app.router.add_post("/tokenize", tokenize, expect_handler=_expect_continue)
+    app.router.add_post("/detokenize", detokenize, expect_handler=_expect_continue)
     app.router.add_get("/health", health)
     app.router.add_get("/ping", health)
     app.router.add_post("/ping", health)

@@ -235,6 +235,25 @@ def test_unauthenticated_bodies_reserve_nothing_on_any_route():
         assert error_of(body)["type"] == "Unauthorized"
 
 
+def test_expect_100_continue_invites_the_body_only_with_the_key():
+    async def go(port, st):
+        out = {}
+        for path in ("/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"):
+            for key in (None, "wrong", KEY):
+                reader, writer = await send(
+                    port, head(path, 1000, key=key, extra="Expect: 100-continue\r\n"))
+                try:
+                    async with asyncio.timeout(2.0):
+                        first = (await reader.readuntil(b"\r\n")).decode()
+                except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                    first = ""
+                out[path, key] = first.split(" ", 2)[1] if first.count(" ") else ""
+                writer.close()
+        return out
+    for (path, key), status in serve(go).items():
+        assert status == ("100" if key == KEY else "401"), (path, key, status)
+
+
 # -- connections and the HTTP parser -------------------------------------------------------------
 
 @pytest.mark.parametrize("raw", [
