@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import tomllib
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
+from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_REAL = REPO / "examples" / "cpu_real"
@@ -68,10 +68,7 @@ def test_twin_runs_use_the_committed_twin():
 
 
 def _make_results():
-    spec = importlib.util.spec_from_file_location("make_results", CPU_REAL / "make_results.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(CPU_REAL / "make_results.py", "make_results")
 
 
 def test_results_md_is_rendered_from_the_committed_outputs():

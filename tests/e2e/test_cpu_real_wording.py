@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from evalkit.audit import wording
+from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_REAL = REPO / "examples" / "cpu_real"
@@ -17,10 +17,7 @@ CPU_REAL = REPO / "examples" / "cpu_real"
 
 @pytest.fixture(scope="module")
 def mr():
-    spec = importlib.util.spec_from_file_location("make_results", CPU_REAL / "make_results.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(CPU_REAL / "make_results.py", "make_results")
 
 
 def _claim(checks, p=0.27, min_p=3e-5, g=-0.0778):

@@ -3,13 +3,13 @@ cheapest) and the summary table are regenerated here and compared byte for byte.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 
 import evalkit.runlog.io as runlog_io
+from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "fixtures" / "campaigns"
@@ -18,11 +18,7 @@ CHEAPEST = ("sim_underpowered", "summary_table.csv")
 
 @pytest.fixture(scope="module")
 def generator():
-    spec = importlib.util.spec_from_file_location("evalkit_make_campaigns",
-                                                  REPO / "fixtures" / "make_campaigns.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "fixtures" / "make_campaigns.py", "evalkit_make_campaigns")
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -3,20 +3,16 @@ differences in pp (the audit.json it reads keeps shares)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 from tests.conftest import REPO
+from tests.support.scripts import load_script
 
 GOLDEN = REPO / "tests" / "golden" / "sim_bursty.audit.json"
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("sim_results",
-                                                  REPO / "examples" / "sim_results.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "examples" / "sim_results.py", "sim_results")
 
 
 def test_the_page_gives_rates_in_percent_and_differences_in_pp():

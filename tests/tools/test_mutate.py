@@ -8,7 +8,6 @@ test catches must be recorded as killed (one that no test sees as survived).
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import subprocess
 import sys
@@ -16,15 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def mutate():
-    spec = importlib.util.spec_from_file_location("evalkit_mutate_tool", REPO / "tools/mutate.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "tools/mutate.py", "evalkit_mutate_tool")
 
 
 def _modules(mutate):
