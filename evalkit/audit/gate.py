@@ -21,7 +21,8 @@ from evalkit.audit.claims import vouched_note
 from evalkit.audit.protocol_rules import protocol_change
 from evalkit.audit.result import find_claim
 from evalkit.audit.sequential import planned_design, protocol_min_effect, sequential_verdicts
-from evalkit.audit.tiers import filled_status, reaches, stop_heading, stop_point, tier_drops
+from evalkit.audit.tiers import (filled_status, reaches, stop_heading, stop_point,
+                                 tier_drops, tier_walk)
 from evalkit.audit.verdict_words import pp
 from evalkit.errors import EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.jsonio import AUDIT_SCHEMA
@@ -267,10 +268,25 @@ def document_audit(doc: dict, path, protocol, seed: int) -> SimpleNamespace:
         raise InputError(f"audited with --seed {doc.get('seed')}, the gate has --seed {seed}",
                          file=where, column="seed", fix=f"gate with --seed {doc.get('seed')}")
     claims = [_document_claim(c) for c in doc["claims"]]
+    for i, claim in enumerate(claims):
+        _check_walk(claim, protocol, where, i)
     excluded = list((doc.get("input") or {}).get("excluded") or [])
     return SimpleNamespace(claims=claims, campaign=SimpleNamespace(
         excluded=excluded, has_logs=False, runs_dir=None),
         claim=lambda policy, regime=None: find_claim(claims, policy, regime))
+
+
+def _check_walk(claim, protocol, where: str, index: int) -> None:
+    """The document's tier and tier states must be the ones its checks give under the gate's
+    protocol: an edited tier is refused, never taken on the document's word."""
+    tier, status, _ = tier_walk(protocol, claim.checks)
+    recorded = filled_status(protocol.tiers, claim.tier_status)
+    if tier != claim.tier or filled_status(protocol.tiers, status) != recorded:
+        raise InputError(f"claim {claim.regime}/{claim.policy} records tier {claim.tier!r}, "
+                         f"but its checks reach {tier!r} under the protocol's tier walk",
+                         file=where, column=f"claims[{index}].tier",
+                         fix="gate the runs, or an audit.json that evalkit audit wrote "
+                             "and nobody edited")
 
 
 def _document_claim(c: dict) -> SimpleNamespace:

@@ -117,6 +117,38 @@ def test_a_stale_or_mismatched_audit_json_is_refused_with_exit_2(audited, no_aud
     assert words in res.output and str(path) in res.output
 
 
+def _raise_ewma(doc):
+    ewma = next(c for c in doc["claims"] if c["policy"] == "ewma")
+    assert ewma["tier"] != "deployable"
+    return ewma
+
+
+@pytest.mark.parametrize("forge", [
+    lambda c: c.update(tier="deployable"),                     # the tier alone
+    lambda c: c.update(tier="deployable", tier_status={t: "passed" for t in c["tier_status"]}),
+])
+def test_a_document_whose_tier_its_checks_do_not_give_is_refused(audited, no_audit, tmp_path,
+                                                                  forge):
+    doc = json.loads(audited.read_text())
+    forge(_raise_ewma(doc))
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps(doc))
+    res = gate(path, "--policy", "ewma", "--tier", "deployable")
+    assert res.exit_code == 2, res.output
+    assert "records tier 'deployable', but its checks reach" in res.output
+    assert "claims[" in res.output and "].tier" in res.output
+
+
+def test_documents_evalkit_audit_wrote_pass_the_tier_walk_check(audited, no_audit):
+    recorded = REPO / "tests" / "report_documents" / "sim_underpowered.audit.json"
+    for path in (audited, recorded):
+        doc = json.loads(path.read_text())
+        for claim in doc["claims"]:
+            res = gate(path, "--policy", claim["policy"], "--tier", "matched_budget")
+            assert res.exit_code in (0, 1), res.output
+            assert f"reached {claim['tier'] or 'no tier'};" in res.output.splitlines()[0]
+
+
 @pytest.mark.parametrize("policy, tier, code", [("wa", "matched_budget", 0),
                                                 ("ewma", "matched_budget", 1),
                                                 ("wa", "calibrated", 1)])
