@@ -1,6 +1,6 @@
 """Evaluate every claim of a campaign against a protocol: evidence, checks, tier reached.
 
-The tier rule (walk, claim floor, ladder) is :mod:`evalkit.audit.tiers`; the evidence is
+The tier rule (walk, claim floor, ladder) is :mod:`evalkit.document.tiers`; the evidence is
 :mod:`evalkit.audit.evidence`, what one claim's checks see :mod:`evalkit.audit.context`, the
 checks :mod:`evalkit.audit.checks`.
 """
@@ -12,14 +12,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from evalkit.audit import tiers as T
-from evalkit.audit import verdict_words as words
+from evalkit.document import tiers as T
+from evalkit.audit import verdicts
 from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.checks.core import Check, Status, run_check
+from evalkit.audit.checks.plan import campaign_plan
 from evalkit.audit.context import ClaimContext
 from evalkit.audit.evidence import BASELINE, RegimeEvidence
 from evalkit.audit.transfer_evidence import TransferEvidence
-from evalkit.audit.plan_checks import campaign_plan
 from evalkit.audit.protocol import Protocol
 from evalkit.audit.slo_breakdown import slo_breakdown
 from evalkit.errors import InputError
@@ -45,8 +45,8 @@ class ClaimResult:
     stop_reason: str
     verdict: str
     notes: list[str] = field(default_factory=list)
-    claim_status: str = ""          # supported / underpowered / not supported (audit.tiers)
-    ladder: list = field(default_factory=list)      # audit.tiers.Rung per tier
+    claim_status: str = ""          # supported / underpowered / not supported (document.tiers)
+    ladder: list = field(default_factory=list)      # document.tiers.Rung per tier
     stop: dict | None = None        # where the walk stops: {tier, state, checks}
 
     @property
@@ -137,26 +137,26 @@ def vouched_note(names) -> str:
 
 def _power_dict(ctx) -> dict | None:
     try:
-        return words.power(ctx).to_dict()
+        return verdicts.power(ctx).to_dict()
     except Exception:  # noqa: BLE001 - no design to speak of (no paired seeds)
         return None
 
 
 def _verdict(result_tier: str | None, protocol: Protocol, claim: ClaimData, checks, reason,
              ctx: ClaimContext) -> str:
-    """The one-line verdict, its words chosen by the numbers (:mod:`verdict_words`)."""
+    """The one-line verdict, its words chosen by the numbers (:mod:`evalkit.audit.verdicts`)."""
     under = [c for c in checks if c.blocking and c.status is Status.UNDERPOWERED]
     negligible = [c for c in checks if c.blocking and c.status is Status.NEGLIGIBLE]
     prefix = "oracle bound (never deployable): " if claim.oracle else ""
     if not T.licenses_claim(protocol.tiers, result_tier):
         if under:
-            return words.underpowered_verdict(ctx, prefix)
+            return verdicts.underpowered_verdict(ctx, prefix)
         if negligible:
             return prefix + negligible[0].found + "; no claim beyond the mechanism tiers"
         head = "no claim supported" if result_tier is None else (
             f"mechanism only ({protocol.tier(result_tier).claim}); no win over matched random")
         return prefix + head
-    return prefix + words.tier_sentence(protocol.tier(result_tier), ctx)
+    return prefix + verdicts.tier_sentence(protocol.tier(result_tier), ctx)
 
 
 def _walk_goes_on(protocol: Protocol, tier, checks: list[Check]) -> bool:

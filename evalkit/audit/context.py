@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from evalkit.audit.campaign import Campaign, ClaimData
+from evalkit.audit.checks.plan import campaign_plan
 from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import Protocol
 from evalkit.audit.transfer_evidence import TransferEvidence
-from evalkit.audit.plan_checks import campaign_plan
 from evalkit.runlog.design import run_corridor_violations
 from evalkit.runlog.io import read_meta
 from evalkit.stats import load_match, sign_flip_test

@@ -16,14 +16,15 @@ from pathlib import Path
 
 from evalkit.version import __version__
 from evalkit.audit.campaign import Campaign, assemble_claims, load_campaign
+from evalkit.audit.checks.plan import NOT_PRE_REGISTERED, campaign_plan
 from evalkit.audit.claims import ClaimResult, evaluate_claims
 from evalkit.audit.figure_data import (claim_figure_data, figure_paths, load_match_rows,
                                        regime_figure_data)
-from evalkit.audit.plan_checks import NOT_PRE_REGISTERED, campaign_plan
 from evalkit.audit.protocol import Protocol, load_protocol
 from evalkit.audit.provenance import provenance
 from evalkit.errors import InputError
-from evalkit.jsonio import AUDIT_SCHEMA, FLOAT_DIGITS, canonical_json, to_jsonable
+from evalkit.document.schema import AUDIT_SCHEMA
+from evalkit.jsonio import FLOAT_DIGITS, canonical_json, to_jsonable
 from evalkit.progress import step
 from evalkit.runlog.plan import plan_sha256
 

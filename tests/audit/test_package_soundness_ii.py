@@ -332,7 +332,7 @@ def test_phi_uniformity_threshold(base):
 
     from scipy import stats
 
-    from evalkit.audit import plan_checks
+    from evalkit.audit.checks import plan as plan_checks
     from evalkit.audit.protocol import CheckSpec
 
     wa = audit_campaign(base).claim("wa")
@@ -357,7 +357,7 @@ def test_phi_ranks_of_worst_and_best_placements_are_extreme(base):
     """Independent reference: a draw whose schedule is the reference sample's own maximum of
     Phi ranks at the top, its minimum at the bottom (Phi by brute force over the policy run's
     requests, which the ranks use when a seed has no no-sync run)."""
-    from evalkit.audit import plan_checks
+    from evalkit.audit.checks import plan as plan_checks
 
     wa = audit_campaign(base).claim("wa")
     ctx, pair = wa.ctx, wa.data.pairs[0]

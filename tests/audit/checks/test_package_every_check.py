@@ -12,9 +12,9 @@ def test_every_registered_check_has_a_decision_test():
               "open_loop_sending", "enough_seeds", "gain_significant", "no_sync_present",
               "load_match", "psi_fit", "gain_explained_by_overlap", "not_oracle",
               "real_sidecar",
-              "execution_drift"}           # its decisions: tests/audit/test_drift.py
+              "execution_drift"}           # its decisions: tests/audit/checks/test_drift.py
     # like for like and the plan checks: tests/audit/test_package_soundness_ii.py,
-    # tests/audit/test_plan_checks.py
+    # tests/audit/checks/test_plan.py
     tested |= {"like_for_like", "plan_complete", "draws_as_planned", "plan_rules",
                "draws_phi_uniform", "pre_registered"}
     assert set(C.CHECKS) == tested

@@ -19,7 +19,7 @@ import datetime as _dt
 import numpy as np
 
 from evalkit.audit.checks.core import Outcome, _listing, check, not_evaluable
-from evalkit.audit.like_for_like import run_facts, seed_runs
+from evalkit.audit.checks.like_for_like import run_facts, seed_runs
 from evalkit.errors import InputError
 from evalkit.runlog.plan import plan_sha256, read_plan
 from evalkit.stats import RequestIndex, overlap_cost, sample_schedules
@@ -163,7 +163,7 @@ def merge_lag_bounds(ctx, pair, spec) -> tuple[float, float]:
 
 def regenerate(plan_corridor: dict, k: int, arrival, rng_seed: int) -> np.ndarray:
     """(k,) the schedule the sweep draws for a matched-random run: uniform on F_K with edges
-    over the observed span of the trace's arrivals (``evalkit.replay.policies.planned``)."""
+    over the observed span of the trace's arrivals (``evalkit.policies.planned``)."""
     if k == 0:
         return np.empty(0)
     d = float(plan_corridor["merge_duration_s"])

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evalkit.audit.like_for_like import run_facts, training_facts
+from evalkit.audit.checks.like_for_like import run_facts, training_facts
 
 
 def _ctx(tmp_path, arrival, end, steps, horizon=100.0):

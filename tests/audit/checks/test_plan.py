@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from evalkit.audit import audit_campaign, plan_checks
+from evalkit.audit import audit_campaign
+from evalkit.audit.checks import plan as plan_checks
 from evalkit.audit.protocol import load_protocol, parse_protocol
 from evalkit.cli.main import cli
 from evalkit.replay.sweep import run_campaign
@@ -158,7 +159,7 @@ def test_an_unplanned_draw_fails(runs):
 def test_rules_changed_after_the_plan_fail(runs):
     c = checks(runs, alpha=0.1)[0]["plan_rules"]
     assert c.passed is False and "alpha 0.1, planned 0.05" in c.found
-    text = (Path(__file__).resolve().parents[2] / "protocols" / "diloco-slo.toml").read_text()
+    text = (Path(__file__).resolve().parents[3] / "protocols" / "diloco-slo.toml").read_text()
     edited = parse_protocol(text.replace("min_seeds = 5", "min_seeds = 2"), source="p.toml",
                             file="p.toml")
     assert edited.name == load_protocol().name and edited.version == load_protocol().version
@@ -198,7 +199,7 @@ def test_a_removed_plan_is_not_a_campaign_without_one(runs):
 def test_draw_lag_thresholds(runs, where, shift, ok):
     """A draw's logged merge from tolerance_s (0.05 s) before its planned start to
     tolerance_s + 1.5 of the seed's smallest inner step + start_lag_s (0.25 s) after it."""
-    from evalkit.audit.like_for_like import training_facts
+    from evalkit.audit.checks.like_for_like import training_facts
 
     steps = []
     for d in runs.glob("tiny__*__s0*"):
@@ -300,7 +301,7 @@ def _restamp(runs, plan: dict) -> None:
 
 def _reworded_protocol():
     """The bundled protocol with one description reworded: another file, the same rules."""
-    text = (Path(__file__).resolve().parents[2] / "evalkit" / "audit" / "protocols" /
+    text = (Path(__file__).resolve().parents[3] / "evalkit" / "audit" / "protocols" /
             "diloco-slo.toml").read_text()
     reworded = text.replace('description = "the paired test can reach alpha with this many '
                             'seeds"', 'description = "enough seeds for the paired test"')

@@ -15,7 +15,7 @@ import pytest
 from tests.support import campaign_model as cm
 from evalkit.audit import audit_campaign
 from evalkit.audit.campaign import SeedPair
-from evalkit.audit.drift import drift_adjusted_gain, execution_drift
+from evalkit.audit.checks.drift import drift_adjusted_gain, execution_drift
 from evalkit.audit.protocol import load_protocol
 from evalkit.runlog.io import write_run
 
@@ -83,7 +83,7 @@ def artifact(out: Path, *, seeds=10, busy=1.28, policy_first=True, record_order=
 
 
 def _protocol_without_drift(tmp_path):
-    text = (Path(__file__).resolve().parents[2] / "protocols" / "diloco-slo.toml").read_text()
+    text = (Path(__file__).resolve().parents[3] / "protocols" / "diloco-slo.toml").read_text()
     text = text.replace(', "execution_drift"]', "]")
     head, _, rest = text.partition("[checks.execution_drift]")
     rest = rest[rest.index("[checks.no_sync_present]"):]
@@ -140,7 +140,7 @@ def test_interleaved_campaign_on_a_steady_host_passes(tmp_path):
 
 def test_require_run_order_fails_closed_without_records(tmp_path):
     artifact(tmp_path / "runs", policy_first=False, record_order=False)
-    text = (Path(__file__).resolve().parents[2] / "protocols" / "diloco-slo.toml").read_text()
+    text = (Path(__file__).resolve().parents[3] / "protocols" / "diloco-slo.toml").read_text()
     p = tmp_path / "strict.toml"
     p.write_text(text.replace("require_run_order = false", "require_run_order = true"))
     claim = audit_campaign(tmp_path / "runs", protocol=load_protocol(str(p)),
@@ -213,7 +213,7 @@ def _time_drift_ctx():
 
 def test_time_drift_explaining_the_gain_is_blocked_with_its_share():
     ctx = _time_drift_ctx()
-    from evalkit.audit.drift import claim_timing
+    from evalkit.audit.checks.drift import claim_timing
 
     fit = drift_adjusted_gain(claim_timing(ctx), "t_min")
     share = (fit["gain"] - fit["gain_adj"]) / fit["gain"]
@@ -228,7 +228,7 @@ def test_time_drift_explaining_the_gain_is_blocked_with_its_share():
 def test_fixed_effects_regression_matches_statsmodels():
     import statsmodels.formula.api as smf
 
-    from evalkit.audit.drift import claim_timing
+    from evalkit.audit.checks.drift import claim_timing
 
     df = claim_timing(_time_drift_ctx())
     fit = drift_adjusted_gain(df, "t_min")
