@@ -1,0 +1,128 @@
+"""Group-sequential boundaries against published values and brute-force simulation."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from evalkit.errors import InputError
+from evalkit.stats.group_sequential import (crossing_probabilities, decide, design, plan_seeds,
+                                            spent_alpha)
+
+# Lan-DeMets O'Brien-Fleming-type, one-sided alpha 0.025, equally spaced looks: the z
+# boundaries R's gsDesign prints for sfLDOF (k = 3 and k = 5).
+PUBLISHED_OBF = {3: (3.7103, 2.5114, 1.9930), 5: (4.8769, 3.3569, 2.6803, 2.2898, 2.0310)}
+
+
+@pytest.mark.parametrize("k", sorted(PUBLISHED_OBF))
+def test_obrien_fleming_boundaries_match_the_published_table(k):
+    gs = design(tuple(4 * (i + 1) for i in range(k)), 0.025, futility=None)
+    assert gs.z_bounds == pytest.approx(PUBLISHED_OBF[k], abs=2e-4)
+
+
+def brownian_crossing(bounds, looks, theta, reps, rng):
+    incr = rng.standard_normal((reps, len(looks))) * np.sqrt(np.diff((0,) + tuple(looks)))
+    s = np.cumsum(incr + theta * np.diff((0,) + tuple(looks)), axis=1)
+    z = s / np.sqrt(looks)
+    return float(np.mean(np.any(z >= np.asarray(bounds), axis=1)))
+
+
+@pytest.mark.parametrize("spending, gamma", [("hwang-shih-decani", -4.0),
+                                             ("hwang-shih-decani", 1.0),
+                                             ("obrien-fleming", 0.0)])
+def test_level_and_power_by_simulation_of_the_canonical_process(spending, gamma):
+    looks = (3, 5, 9, 12)                                      # unequal blocks on purpose
+    gs = design(looks, 0.025, spending, gamma, futility=None)
+    rng = np.random.default_rng(5)
+    assert brownian_crossing(gs.z_bounds, looks, 0.0, 200_000, rng) == pytest.approx(0.025,
+                                                                                    abs=0.0015)
+    p, _ = crossing_probabilities(gs, 0.6, with_futility=False)
+    assert brownian_crossing(gs.z_bounds, looks, 0.6, 100_000, rng) == pytest.approx(p.sum(),
+                                                                                    abs=0.006)
+    assert np.cumsum(crossing_probabilities(gs, 0.0, False)[0]) == pytest.approx(
+        gs.alpha_spent, abs=1e-6)
+
+
+def test_spending_functions_spend_alpha_at_the_end():
+    for spending, gamma in (("obrien-fleming", 0.0), ("hwang-shih-decani", -4.0),
+                            ("hwang-shih-decani", 0.0)):
+        a = spent_alpha([0.0, 0.5, 1.0], 0.025, spending, gamma)
+        assert a[0] == 0.0 and a[2] == pytest.approx(0.025) and 0 < a[1] < 0.025
+
+
+def test_t_boundaries_hold_the_level_for_normal_d_at_small_looks():
+    gs = design((5, 10, 15, 20), 0.025, futility=0.0)
+    assert all(t > z for t, z in zip(gs.t_bounds, gs.z_bounds))
+    rng = np.random.default_rng(1)
+    d = rng.standard_normal((20_000, 20))
+    passes = 0
+    for k, (nk, b) in enumerate(zip(gs.looks, gs.t_bounds)):
+        x = d[:, :nk]
+        t = x.mean(1) / (x.std(1, ddof=1) / math.sqrt(nk))
+        hit = t >= b
+        passes += hit.sum()
+        d = d[~hit]
+    assert passes / 20_000 == pytest.approx(0.025, abs=0.004)
+
+
+def test_decide_walks_the_looks_and_stops():
+    gs = design((5, 10, 15), 0.025, futility=0.0)
+    clear = np.array([1.0, 1.2, 0.9, 1.1, 1.05, 0.95, 1.0, 1.1, 0.9, 1.0, 1.2, 1.1, 1.0, 0.9, 1.0])
+    out = decide(clear, gs)
+    assert [look.decision for look in out.looks][-1] == "pass"
+    assert out.decision == "pass" and out.seeds_used == out.looks[-1].seeds
+    worse = -clear + np.linspace(0, 0.1, 15)
+    out = decide(worse, gs)
+    assert out.decision == "stop: not better" and out.seeds_used == 10       # futility at look 2
+    assert decide(clear[:7], gs).decision in ("pass", "continue")
+    assert json.loads(json.dumps(out.to_dict()))["looks"][0]["seeds"] == 5
+
+
+def test_decide_without_futility_runs_to_the_last_look():
+    gs = design((5, 10, 15), 0.025, futility=None)
+    worse = -np.linspace(0.5, 1.5, 15)
+    out = decide(worse, gs)
+    assert out.seeds_used == 15 and out.decision == "stop: not better"
+
+
+def test_null_shift_needs_the_gain_above_min_effect():
+    gs = design((5, 10), 0.025, futility=None)
+    d = np.array([0.6, 0.7, 0.8, 0.65, 0.75, 0.9, 0.7, 0.6, 0.72, 0.68])
+    assert decide(d, gs).decision == "pass"
+    assert decide(d, gs, null_shift=0.7).decision == "stop: not better"
+
+
+def test_plan_seeds_reaches_the_power_and_beats_fixed_n():
+    plan = plan_seeds(0.8, alpha=0.025, power=0.8, block=4)
+    assert plan.power >= 0.8
+    smaller = design(plan.design.looks[:-1], 0.025) if len(plan.design.looks) > 1 else None
+    if smaller is not None:
+        p, _ = crossing_probabilities(smaller, 0.8)
+        assert p.sum() < 0.8                               # the smallest such design
+    z = stats.norm.isf(0.025) + stats.norm.isf(0.2)
+    assert plan.fixed_seeds == math.ceil((z / 0.8) ** 2)
+    assert plan.expected_seeds_effect < plan.fixed_seeds
+    assert plan.expected_seeds_null < plan.design.max_seeds
+    assert json.loads(json.dumps(plan.to_dict()))["design"]["looks"][-1] == plan.design.max_seeds
+
+
+@pytest.mark.parametrize("call, column", [
+    (lambda: design((5, 5, 10)), "looks"),
+    (lambda: design((1, 5)), "looks"),
+    (lambda: design((5, 10), spending="pocock-ish"), "spending"),
+    (lambda: design((5, 10), alpha=1.5), "alpha"),
+    (lambda: plan_seeds(0.0), "effect_sd"),
+    (lambda: plan_seeds(0.5, power=1.0), "power"),
+    (lambda: plan_seeds(0.5, block=1), "block"),
+    (lambda: plan_seeds(0.05, max_seeds_limit=10), "effect_sd"),
+    (lambda: decide(np.ones(12), design((5, 10))), "seed"),
+    (lambda: decide(np.ones(5), design((5, 10)), null_shift=math.nan), "null_shift"),
+])
+def test_bad_input_names_the_field(call, column):
+    with pytest.raises(InputError) as info:
+        call()
+    assert info.value.column == column
