@@ -1,14 +1,14 @@
 """What a run's policy *is*, from the policy registry, never from the run's own word.
 
 A policy class that can see the future (``oracle = True`` in
-:mod:`evalkit.replay.policies`) is an oracle whatever run.json's top-level ``oracle`` says.
+:mod:`evalkit.policies`) is an oracle whatever run.json's top-level ``oracle`` says.
 The class is named in run.json's settings (``settings.effective.policy.name``, else
 ``settings.requested.policy.name``, else ``policy``); every name given must agree.
 """
 
 from __future__ import annotations
 from evalkit.errors import InputError
-from evalkit.replay.policies import POLICIES, resolve_policy
+from evalkit.policies import POLICIES, resolve_policy
 
 __all__ = ["oracle_status"]
 

@@ -24,14 +24,14 @@ class PolicyRow:
 
 
 def _defaults(cls) -> dict:
-    from evalkit.replay.policies import param_defaults
+    from evalkit.policies import param_defaults
     return {k: ("required" if v is inspect.Parameter.empty else v)
             for k, v in param_defaults(cls).items()}
 
 
 def policy_rows() -> list[PolicyRow]:
     """Built-ins, then installed entry points (sorted); a broken plugin is a row with error."""
-    from evalkit.replay.policies import POLICIES, policy_entry_points, resolve_policy
+    from evalkit.policies import POLICIES, policy_entry_points, resolve_policy
 
     rows = [PolicyRow(name, "built-in", name, cls.oracle, _defaults(cls),
                       cls.requires_signals) for name, cls in POLICIES.items()]

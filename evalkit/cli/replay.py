@@ -69,7 +69,7 @@ def replay_cmd(trace_path, trace_format, policy, seed, params, backend, backend_
                sim_params=None, no_sync_run=None):
     """Replay one trace under one policy and write a run directory into OUT."""
     from evalkit.replay.job import resolve_inputs
-    from evalkit.replay.policies import get_policy, parse_param
+    from evalkit.policies import get_policy, parse_param
     from evalkit.replay.runner import run_one
     from evalkit.replay.spec import ReplaySpec
 

@@ -41,7 +41,7 @@ from evalkit.config import ConfigDoc, ConfigTable, read_config
 from evalkit.errors import InputError
 from evalkit.replay.backends.sim.model import SimConfig
 from evalkit.replay.backends.sim.twin import twin_backend_config
-from evalkit.replay.policies import RESERVED, get_policy, resolve_policy
+from evalkit.policies import RESERVED, get_policy, resolve_policy
 from evalkit.replay.runner import BACKENDS, check_spec
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces.generate import ARRIVALS, KIND_ALIASES

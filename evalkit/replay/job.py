@@ -26,7 +26,7 @@ from evalkit.errors import InputError
 from evalkit.jsonio import loads_json
 from evalkit.replay import traces as T
 from evalkit.replay.campaign import Campaign, Job
-from evalkit.replay.policies import policy_identity, resolve_policy
+from evalkit.policies import policy_identity, resolve_policy
 from evalkit.replay.run_order import start_record
 from evalkit.replay.runner import k_observed, run_one
 from evalkit.replay.spec import ReplaySpec

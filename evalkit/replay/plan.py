@@ -11,7 +11,7 @@ from pathlib import Path
 from evalkit.audit.protocol import load_protocol
 from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
-from evalkit.replay.policies.context import derived_seed
+from evalkit.policies.context import derived_seed
 from evalkit.runlog.plan import PLAN_FILE, SCHEMA, load_plan, same_campaign
 
 

@@ -19,8 +19,8 @@ import pandas as pd
 
 from evalkit import limits as L
 from evalkit.errors import InputError
-from evalkit.replay.policies import Policy, get_policy, policy_identity
-from evalkit.replay.policies.context import observed_span
+from evalkit.policies import Policy, get_policy, policy_identity
+from evalkit.policies.context import observed_span
 from evalkit.replay.spec import ReplaySpec, RunOutput
 from evalkit.runlog import metrics
 from evalkit.runlog.io import empty_frame, write_run

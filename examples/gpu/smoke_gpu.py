@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from evalkit.replay.campaign import load_campaign
-from evalkit.replay.policies import get_policy
+from evalkit.policies import get_policy
 from evalkit.replay.backends.torch import replay
 from evalkit.replay.traces.model import Trace
 

@@ -19,7 +19,7 @@ prom_parser = pytest.importorskip("prometheus_client.parser")
 from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
 
 from evalkit.replay.backends.torch.rig import close_rig  # noqa: E402
-from evalkit.replay.policies.base import Decision, Policy  # noqa: E402
+from evalkit.policies.base import Decision, Policy  # noqa: E402
 from evalkit.replay.runner import run_one  # noqa: E402
 from evalkit.replay.spec import ReplaySpec  # noqa: E402
 from evalkit.replay.traces.model import Trace  # noqa: E402

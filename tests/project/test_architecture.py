@@ -44,8 +44,6 @@ def layer(module: str) -> str:
     parts = module.split(".")
     if module == "evalkit" or parts[1:2] in (["cli"], ["compose"]):
         return TOP
-    if parts[1:3] == ["replay", "policies"]:
-        return "policies"
     if len(parts) > 1 and parts[1] in ALLOWED:
         return parts[1]
     return BASE
@@ -92,7 +90,7 @@ def test_the_layer_check_finds_an_upward_import(tmp_path):
 
 @pytest.mark.parametrize("module, expected", [
     ("evalkit.errors", BASE), ("evalkit.runlog.io", "runlog"), ("evalkit.cli.main", TOP),
-    ("evalkit.replay.policies.base", "policies"), ("evalkit.replay.sweep", "replay"),
+    ("evalkit.policies.base", "policies"), ("evalkit.replay.sweep", "replay"),
     ("evalkit", TOP), ("evalkit.compose.until_decided", TOP)])
 def test_layers_of_modules(module, expected):
     assert layer(module) == expected

@@ -77,7 +77,7 @@ RECORDING_MODULES = ("evalkit/replay/backends/sim/engine.py",
                      "evalkit/replay/traces/generate.py",
                      "evalkit/replay/portable_math.py",
                      *(str(p.relative_to(REPO))
-                       for p in sorted((REPO / "evalkit/replay/policies").glob("*.py"))))
+                       for p in sorted((REPO / "evalkit/policies").glob("*.py"))))
 
 # and the modules around it that place, read or write what is recorded (the F_K sampler's
 # Fraction powers are exact, so only names are checked there)

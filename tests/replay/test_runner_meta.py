@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evalkit.errors import InputError
-from evalkit.replay.policies import POLICIES, Decision, Policy, get_policy
+from evalkit.policies import POLICIES, Decision, Policy, get_policy
 from evalkit.replay.runner import _empty_output, build_meta, run_one
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces import generate

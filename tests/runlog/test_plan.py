@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
-from evalkit.replay.policies.context import derived_seed
+from evalkit.policies.context import derived_seed
 from evalkit.replay.sweep import run_campaign
 from evalkit.replay.plan import freeze_plan
 from evalkit.runlog.plan import PLAN_FILE, plan_sha256, read_plan, same_campaign, write_plan

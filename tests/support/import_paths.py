@@ -16,9 +16,9 @@ REPO = PACKAGE.parent
 # the package, the tests and the developer scripts and examples that import it
 IMPORTERS = ("evalkit", "tests", "tools", "examples")
 # package __init__ modules that ARE the documented Python API (README: evalkit.run_audit,
-# evalkit.audit.audit_campaign, the evalkit.stats functions, evalkit.replay.policies.Policy
+# evalkit.audit.audit_campaign, the evalkit.stats functions, evalkit.policies.Policy
 # for plugins; the traces package's own doctest): importing a name through them is the point
-NAMESPACES = frozenset({"evalkit", "evalkit.audit", "evalkit.stats", "evalkit.replay.policies",
+NAMESPACES = frozenset({"evalkit", "evalkit.audit", "evalkit.stats", "evalkit.policies",
                         "evalkit.replay.traces"})
 
 

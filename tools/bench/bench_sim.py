@@ -24,7 +24,7 @@ import numpy as np
 
 from evalkit.replay.backends import sim
 from evalkit.replay.campaign import load_campaign
-from evalkit.replay.policies import get_policy
+from evalkit.policies import get_policy
 from evalkit.replay.job import build_trace
 from evalkit.replay.sweep import run_campaign
 

@@ -55,7 +55,7 @@ params = {{ theta = 0.6 }}
 def bare_loop(camp, jobs) -> float:
     """Seconds for ``sim.replay`` of ``jobs`` in this process, nothing written."""
     from evalkit.replay.backends import sim
-    from evalkit.replay.policies import get_policy
+    from evalkit.policies import get_policy
     from evalkit.replay.runner import k_observed
     from evalkit.replay.job import _build_trace
 

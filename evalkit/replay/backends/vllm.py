@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 
 from evalkit.errors import InputError
-from evalkit.replay.policies import POLICIES
+from evalkit.policies import POLICIES
 from evalkit.replay.spec import RunOutput
 
 from .torch import prepare

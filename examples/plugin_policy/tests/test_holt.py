@@ -9,7 +9,7 @@ pytest.importorskip("evalkit_forecast_policy",
                     reason="the example plugin is not installed: pip install -e "
                            "examples/plugin_policy")
 
-from evalkit.replay.policies import Corridor, DecisionState, RunContext, get_policy  # noqa: E402
+from evalkit.policies import Corridor, DecisionState, RunContext, get_policy  # noqa: E402
 from evalkit_forecast_policy import HoltDeferral, HoltForecaster  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def test_rule_matches_a_brute_force_replay_of_the_median():
 
 
 def test_found_through_evalkit_by_entry_point_and_module_class():
-    from evalkit.replay.policies import resolve_policy
+    from evalkit.policies import resolve_policy
     assert resolve_policy("holt_defer") is HoltDeferral
     assert resolve_policy("evalkit_forecast_policy.holt:HoltDeferral") is HoltDeferral
     assert get_policy("holt_defer", alpha=0.2).params["alpha"] == 0.2

@@ -17,7 +17,7 @@ import pytest
 from tests.support.stub_openai import start_stub
 from evalkit.errors import InputError
 from evalkit.replay.backends import vllm as vb
-from evalkit.replay.policies import POLICIES, get_policy
+from evalkit.policies import POLICIES, get_policy
 from evalkit.replay.spec import ReplaySpec
 
 
@@ -87,7 +87,7 @@ def test_a_policy_that_reads_signals_is_refused_before_anything_starts(stub, tmp
 
 
 def test_a_plugin_declaring_signals_is_refused_the_same_way(stub):
-    from evalkit.replay.policies.base import Decision, Policy
+    from evalkit.policies.base import Decision, Policy
 
     class Reads(Policy):
         name = "reads"

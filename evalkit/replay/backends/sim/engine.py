@@ -36,8 +36,8 @@ import pandas as pd
 
 from evalkit.replay import portable_math
 from evalkit.replay.backends.sim.model import SimConfig, inverse_cdf
-from evalkit.replay.policies.base import DecisionState, Policy
-from evalkit.replay.policies.context import derived_seed, make_context, policy_seed
+from evalkit.policies.base import DecisionState, Policy
+from evalkit.policies.context import derived_seed, make_context, policy_seed
 from evalkit.replay.spec import ReplaySpec, RunOutput
 
 _INF = math.inf

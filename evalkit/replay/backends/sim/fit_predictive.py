@@ -33,7 +33,7 @@ from evalkit.errors import InputError
 from evalkit.replay.backends.sim.engine import simulate_run
 from evalkit.replay.backends.sim.fit import FitEstimate, at_load, decode_features
 from evalkit.replay.backends.sim.fit_data import RealCampaign, RealRun, run_metrics
-from evalkit.replay.policies.context import derived_seed
+from evalkit.policies.context import derived_seed
 from evalkit.stats.bootstrap import bootstrap_ci
 
 LEVEL = 0.90

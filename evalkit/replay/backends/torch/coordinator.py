@@ -37,8 +37,8 @@ from evalkit.replay.backends.torch import rig as rigs
 from evalkit.replay.backends.torch.health import Server, say
 from evalkit.replay.backends.torch.procs import Managed
 from evalkit.replay.backends.torch.trainer import CONTINUE, MERGE, STOP
-from evalkit.replay.policies.base import DecisionState
-from evalkit.replay.policies.context import make_context, policy_seed
+from evalkit.policies.base import DecisionState
+from evalkit.policies.context import make_context, policy_seed
 from evalkit.replay.spec import RunOutput
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 
-from evalkit.replay.policies import Decision, DecisionState, Policy, RunContext
+from evalkit.policies import Decision, DecisionState, Policy, RunContext
 
 
 class HoltForecaster:

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalkit.replay.backends import sim
-from evalkit.replay.policies import get_policy
+from evalkit.policies import get_policy
 from evalkit.replay.runner import run_one
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces import Lengths, generate, lognormal

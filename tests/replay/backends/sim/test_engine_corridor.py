@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from evalkit.replay.backends import sim
-from evalkit.replay.policies import get_policy
+from evalkit.policies import get_policy
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces import Lengths, generate, lognormal
 from evalkit.runlog import metrics

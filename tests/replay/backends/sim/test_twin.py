@@ -16,7 +16,7 @@ from evalkit.replay.backends import sim
 from evalkit.replay.backends.sim.engine import serve_with_windows
 from evalkit.replay.backends.sim.model import SimConfig, inverse_cdf
 from evalkit.replay.campaign import load_campaign
-from evalkit.replay.policies import get_policy
+from evalkit.policies import get_policy
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces import generate
 from evalkit.replay.backends.sim.twin import Twin, load_twin, twin_backend_config

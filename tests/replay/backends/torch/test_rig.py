@@ -18,7 +18,7 @@ from evalkit.replay.backends.torch import prepare, replay, start_sidecar  # noqa
 from evalkit.replay.backends.torch.rig import close_rig, current_rig  # noqa: E402
 from evalkit.replay.backends.torch.health import check_model, wait_healthy  # noqa: E402
 from evalkit.pids import pid_alive  # noqa: E402
-from evalkit.replay.policies.base import Decision, Policy  # noqa: E402
+from evalkit.policies.base import Decision, Policy  # noqa: E402
 from evalkit.replay.spec import ReplaySpec  # noqa: E402
 from evalkit.replay.traces.model import Trace  # noqa: E402
 

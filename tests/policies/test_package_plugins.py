@@ -19,10 +19,10 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
-from evalkit.replay.policies import (POLICIES, get_policy, policy_identity, resolve_policy)
+from evalkit.policies import (POLICIES, get_policy, policy_identity, resolve_policy)
 
 PLUGIN = '''
-from evalkit.replay.policies import Decision, Policy
+from evalkit.policies import Decision, Policy
 
 
 class EveryH(Policy):

@@ -22,11 +22,11 @@ import inspect
 import re
 
 from evalkit.errors import InputError
-from evalkit.replay.policies.base import (Corridor, Decision, DecisionState, Policy,
+from evalkit.policies.base import (Corridor, Decision, DecisionState, Policy,
                                           RunContext)
-from evalkit.replay.policies.forecast import WA, WA_DEFAULTS, CalibratedOnline, EWMA
-from evalkit.replay.policies.planned import CalibratedOffline, MatchedRandom
-from evalkit.replay.policies.simple import FixedH, NoSync, PressureGate, RandomDeferral
+from evalkit.policies.forecast import WA, WA_DEFAULTS, CalibratedOnline, EWMA
+from evalkit.policies.planned import CalibratedOffline, MatchedRandom
+from evalkit.policies.simple import FixedH, NoSync, PressureGate, RandomDeferral
 
 ENTRY_POINT_GROUP = "evalkit.policies"
 
@@ -103,8 +103,8 @@ def check_policy_class(cls, spec: str) -> type[Policy]:
     if not (inspect.isclass(cls) and issubclass(cls, Policy)):
         what = cls.__name__ if inspect.isclass(cls) else type(cls).__name__
         raise InputError(f"policy {spec!r} is {what}, not a subclass of "
-                         "evalkit.replay.policies.Policy", column="policy",
-                         fix="derive the class from evalkit.replay.policies.Policy and "
+                         "evalkit.policies.Policy", column="policy",
+                         fix="derive the class from evalkit.policies.Policy and "
                              "implement decide(state) -> Decision")
     if cls in POLICIES.values():
         return cls

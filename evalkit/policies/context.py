@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 
-from evalkit.replay.policies.base import Corridor, RunContext
+from evalkit.policies.base import Corridor, RunContext
 
 
 def derived_seed(seed: int, *labels) -> int:

@@ -21,7 +21,7 @@ import bisect
 
 import numpy as np
 
-from evalkit.replay.policies.base import Decision, DecisionState, Policy, RunContext
+from evalkit.policies.base import Decision, DecisionState, Policy, RunContext
 
 
 def cap(x: float) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.replay.policies.base import Decision, DecisionState, Policy, RunContext
+from evalkit.policies.base import Decision, DecisionState, Policy, RunContext
 
 
 class NoSync(Policy):

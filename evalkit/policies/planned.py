@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from evalkit.errors import InputError
-from evalkit.replay.policies.base import Decision, DecisionState, Policy, RunContext
+from evalkit.policies.base import Decision, DecisionState, Policy, RunContext
 
 
 def window_costs(starts: np.ndarray, duration: float, arrival_s: np.ndarray,

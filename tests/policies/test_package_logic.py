@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from evalkit.errors import InputError
-from evalkit.replay.policies import Corridor, DecisionState, RunContext, get_policy
-from evalkit.replay.policies.forecast import ArrivalRateEWMA, sorted_quantile
-from evalkit.replay.policies.planned import min_phi_schedule, window_costs
+from evalkit.policies import Corridor, DecisionState, RunContext, get_policy
+from evalkit.policies.forecast import ArrivalRateEWMA, sorted_quantile
+from evalkit.policies.planned import min_phi_schedule, window_costs
 
 
 def _state(**kw):
