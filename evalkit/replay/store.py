@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import InputError
 from evalkit.fsutil import fsync_dir, map_ordered
+from evalkit.limits import MAX_PLAN_BYTES
 from evalkit.replay.campaign import Campaign, Job
-from evalkit.replay.job import job_fingerprint
+from evalkit.replay.job import JobOutcome, execute_job, job_fingerprint
 from evalkit.runlog.io import (LINK_FIX, EnvironmentFailure, UnreadableRun, leftover_kind,
                                 move_run_aside, read_meta, run_link_trouble)
+from evalkit.runlog.plan import PLAN_FILE, load_plan, plan_sha256, write_plan
+from evalkit.runlog.store_url import MANIFEST, PLAN_KEY, ObjectStore, StoreView, open_store
 from evalkit.runlog.validate import validate_run
 
 
@@ -151,3 +156,64 @@ def existing_states(camp: Campaign, jobs: list[Job], runs_dir: Path, *,
     states = map_ordered(lambda j: run_state(camp, j, runs_dir, leftovers=leftovers,
                                              plan_hash=plan_hash), jobs, threads)
     return {st.run_id: st for st in states}
+
+
+# ----------------------------------------------------------------------------- object stores
+
+def execute_job_in_store(camp: Campaign, job: Job, url: str) -> JobOutcome:
+    """Run one job into the object store ``url`` from a private staging folder of this
+    process (nothing shared with the driver or other workers): the runs it depends on are
+    fetched from the store, the run is written there by the runner, then published
+    (:meth:`~evalkit.runlog.store_url.ObjectStore.publish_run`: its files, then its
+    manifest).  A worker killed before the manifest leaves an upload no reader takes for a
+    run; resume removes it and runs the job again."""
+    t0 = time.perf_counter()
+    stage = Path(tempfile.mkdtemp(prefix="evalkit-stage-"))
+    try:
+        store = open_store(url)
+        for dep in sorted(set(job.depends_on)):
+            manifest = store.manifest(dep)
+            if manifest is not None:
+                store.fetch_run(dep, stage / dep, manifest)
+        outcome = execute_job(camp, job, stage)
+        if (stage / job.run_id / "run.json").is_file():
+            store.publish_run(stage / job.run_id)
+        return outcome
+    except InputError as exc:
+        return JobOutcome(job.run_id, "failed", exc.format(), time.perf_counter() - t0)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def store_states(camp: Campaign, jobs: list[Job], view: StoreView, *,
+                 plan_hash: str | None = None) -> dict[str, RunState]:
+    """:func:`run_state` of every job, judged on the view's local copy of the store; a run
+    whose manifest cannot be used, or whose files differ from it, is ``damaged``."""
+    states = existing_states(camp, jobs, view.root, plan_hash=plan_hash)
+    for run_id, why in view.unusable.items():
+        if run_id in states:
+            states[run_id] = RunState(run_id, "damaged", f"{MANIFEST}: {why}")
+    for run_id, left_out in view.left_out.items():
+        if run_id in states and states[run_id].state != "damaged":
+            states[run_id] = RunState(run_id, "damaged", left_out[0])
+    return states
+
+
+def publish_store_plan(store: ObjectStore, plan: dict, fresh: bool, local: Path) -> str:
+    """Publish a fresh plan to the object store (call with the store locked): written to
+    the local copy ``local`` by the one plan writer, then uploaded.  A plan another sweep
+    published meanwhile is an InputError, as in a local runs directory."""
+    sha = plan_sha256(plan)
+    if not fresh:
+        return f"runs follow the existing {PLAN_FILE} (sha256 {sha[:12]})"
+    raw = store.get_bytes(PLAN_KEY, MAX_PLAN_BYTES)
+    if raw is not None:
+        (local / PLAN_FILE).write_bytes(raw)
+        if plan_sha256(load_plan(local / PLAN_FILE)) != sha:
+            raise InputError("another sweep wrote this run store's plan at the same time",
+                             file=store.where(PLAN_KEY),
+                             fix="run the sweep again: it follows the plan now there")
+        return f"runs follow the existing {PLAN_FILE} (sha256 {sha[:12]})"
+    write_plan(plan, local / PLAN_FILE)
+    store.put_bytes(PLAN_KEY, (local / PLAN_FILE).read_bytes())
+    return f"plan {PLAN_FILE} written to {store.url} (sha256 {sha[:12]})"

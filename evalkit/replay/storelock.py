@@ -379,3 +379,198 @@ def break_locks(runs_dir, shard=None) -> list[str]:
             finally:
                 os.close(fd)
     return notes
+
+
+# ----------------------------------------------------------------------------- object stores
+
+LEASE_S = STALE_AFTER_S              # a lease not renewed for this long has expired
+SETTLE_S = 1.0                       # wait after writing a lease before reading it back
+
+
+def lease_key(scope: str) -> str:
+    return f".evalkit-sweep.{scope}.lock"
+
+
+@dataclass
+class Lease:
+    """A lock object in an object store: who wrote it and how long ago, by the store's
+    clock (its last-modified time against an object written just now)."""
+
+    key: str
+    token: str | None = None
+    holder: Holder | None = None
+    lease_s: float = LEASE_S
+    age_s: float = 0.0
+
+    @property
+    def expired(self) -> bool:
+        return self.age_s > self.lease_s
+
+    def describe(self) -> str:
+        return (f"{self.holder.describe() if self.holder else 'an unknown sweep'}; lease "
+                f"renewed {max(0.0, self.age_s):,.0f} s ago, expires after {self.lease_s:,.0f} s")
+
+
+def _read_lease(store, key: str, now) -> Lease | None:
+    raw = store.get_bytes(key, MAX_LOCK_FILE_BYTES)
+    mtime = store.mtime(key)
+    if raw is None or mtime is None:
+        return None
+    lease = Lease(key, age_s=(now - mtime).total_seconds())
+    try:
+        data = loads_json(raw or b"{}", file=store.where(key), what="lock object")
+    except InputError:
+        data = None
+    if isinstance(data, dict):
+        lease.token = data.get("token") if isinstance(data.get("token"), str) else None
+        if isinstance(data.get("lease_s"), (int, float)) and data["lease_s"] > 0:
+            lease.lease_s = float(data["lease_s"])
+        holder = Holder(path=Path(key))
+        holder.pid = data.get("pid") if isinstance(data.get("pid"), int) else None
+        for name in ("host", "started_at", "command", "scope"):
+            if isinstance(data.get(name), str):
+                setattr(holder, name, data[name])
+        lease.holder = holder
+    return lease
+
+
+def _conflicting_leases(store, scope: str, *, skip_key: str | None = None) -> list[Lease]:
+    now = store.server_now()
+    out = []
+    for key in sorted(store.list()):
+        m = SCOPE_RE.match(key)
+        if not m or key == skip_key or not scopes_conflict(scope, m.group(1)):
+            continue
+        lease = _read_lease(store, key, now)
+        if lease is not None:
+            out.append(lease)
+    return out
+
+
+@dataclass
+class LeaseLock:
+    """``with LeaseLock(store, shard):`` -- the lock of a run store in an object store.
+
+    Object stores have no ``flock`` and no atomic create-if-absent in pyarrow, so the lock is
+    a lease: an object renewed every ``renew_s`` seconds while the sweep runs.  A lease not
+    renewed for ``lease_s`` seconds (a driver killed, or cut off) has expired and the next
+    sweep takes it over (noted); ages are measured by the store's own clock, so clocks of the
+    hosts may disagree.  Two sweeps starting within ``SETTLE_S`` of each other: both write,
+    wait, read back, and the one whose token is not there refuses.  Raises
+    :class:`StoreLocked` (exit 2) naming the holder and when its lease expires.
+    """
+
+    store: object
+    shard: object = None
+    lease_s: float = LEASE_S
+    renew_s: float = HEARTBEAT_S
+    settle_s: float = SETTLE_S
+    notes: list[str] = field(default_factory=list)
+    token: str | None = None
+    lost: threading.Event = field(default_factory=threading.Event)
+    _stop: threading.Event | None = None
+    _beat: threading.Thread | None = None
+
+    @property
+    def scope(self) -> str:
+        return scope_name(self.shard)
+
+    @property
+    def key(self) -> str:
+        return lease_key(self.scope)
+
+    def _refuse(self, lease: Lease, why: str = "") -> StoreLocked:
+        left = max(0.0, lease.lease_s - lease.age_s)
+        return StoreLocked(
+            f"run store is locked by another sweep ({lease.describe()}){why}",
+            file=self.store.url,
+            fix=f"wait for it to finish; if its driver is gone the lease expires within "
+                f"{left:,.0f} s and the next sweep takes it over, or rerun with --break-lock "
+                f"(it removes {self.store.where(lease.key)})")
+
+    def _record(self) -> bytes:
+        import secrets
+
+        from evalkit.runlog.store_url import redact
+
+        self.token = self.token or secrets.token_hex(8)
+        info = {"token": self.token, "pid": os.getpid(), "host": socket.gethostname(),
+                "scope": self.scope, "lease_s": self.lease_s,
+                "started_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+                .isoformat(),
+                "command": redact(" ".join(sys.argv))[:500]}
+        return (json.dumps(info) + "\n").encode()
+
+    def acquire(self) -> "LeaseLock":
+        for lease in _conflicting_leases(self.store, self.scope):
+            if not lease.expired:
+                raise self._refuse(lease)
+            self.notes.append(f"took over the lock of {lease.describe()}: the lease expired "
+                              f"{lease.age_s - lease.lease_s:,.0f} s ago (its driver stopped "
+                              "renewing it)")
+        record = self._record()
+        self.store.put_bytes(self.key, record)
+        time.sleep(self.settle_s)
+        now = self.store.server_now()
+        mine = _read_lease(self.store, self.key, now)
+        if mine is None or mine.token != self.token:
+            raise self._refuse(mine or Lease(self.key), "; it took the lock at the same "
+                                                        "moment")
+        for lease in _conflicting_leases(self.store, self.scope, skip_key=self.key):
+            if not lease.expired:              # a conflicting scope written meanwhile
+                self.store.delete(self.key)
+                raise self._refuse(lease)
+        self._start_renewal(record)
+        return self
+
+    def _start_renewal(self, record: bytes) -> None:
+        self._stop = threading.Event()
+        stop = self._stop
+
+        def renew():
+            while not stop.wait(self.renew_s):
+                try:
+                    raw = self.store.get_bytes(self.key, MAX_LOCK_FILE_BYTES)
+                    if raw != record:            # taken over after our lease expired
+                        self.lost.set()
+                        return
+                    self.store.put_bytes(self.key, record)
+                except InputError:               # the store unreachable for a while: retry
+                    continue
+
+        self._beat = threading.Thread(target=renew, name="evalkit-lease-renewal", daemon=True)
+        self._beat.start()
+
+    def release(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._beat.join(timeout=max(5.0, self.renew_s))
+            self._stop = None
+        if self.token is None:
+            return
+        with contextlib.suppress(InputError):
+            now = self.store.server_now()
+            lease = _read_lease(self.store, self.key, now)
+            if lease is not None and lease.token == self.token:
+                self.store.delete(self.key)
+        self.token = None
+
+    def __enter__(self) -> "LeaseLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def lease_holders(store) -> list[Lease]:
+    """Every unexpired lease on ``store`` (for ``sweep --check``)."""
+    return [lease for lease in _conflicting_leases(store, "all") if not lease.expired]
+
+
+def break_leases(store, shard=None) -> list[str]:
+    """Remove the lock objects that would stop a sweep of ``shard`` (``--break-lock``)."""
+    notes = []
+    for lease in _conflicting_leases(store, scope_name(shard)):
+        store.delete(lease.key)
+        notes.append(f"broke the lock {lease.key} of {lease.describe()} (--break-lock)")
+    return notes

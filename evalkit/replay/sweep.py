@@ -22,9 +22,11 @@ what is still missing, checking every existing run the same way; it writes nothi
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import heapq
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,17 +34,20 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from evalkit.errors import InputError
+from evalkit.limits import MAX_PLAN_BYTES
 from evalkit.progress import Ticker
 from evalkit.replay import run_order
 from evalkit.replay.campaign import Campaign, Job, Shard, load_campaign, plan_campaign, shard_jobs
 from evalkit.replay.executors import WorkerLost, make_executor
 from evalkit.replay.job import JobOutcome, build_trace, execute_job
 from evalkit.replay.runner import check_trace
-from evalkit.replay.store import (RunState, clean_leftovers, existing_states, move_aside,
-                                  run_state)
+from evalkit.replay.store import (RunState, clean_leftovers, execute_job_in_store,
+                                  existing_states, move_aside, publish_store_plan, run_state,
+                                  store_states)
 from evalkit.replay.plan import directory_plan
-from evalkit.replay.storelock import StoreLock, current_holders
-from evalkit.runlog.plan import plan_sha256, publish_plan, read_plan
+from evalkit.replay.storelock import LeaseLock, StoreLock, current_holders, lease_holders
+from evalkit.runlog.plan import PLAN_FILE, plan_sha256, publish_plan, read_plan
+from evalkit.runlog.store_url import PLAN_KEY, is_store_url, local_path, open_store
 
 
 @dataclass
@@ -103,38 +108,68 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
         jobs = shard_jobs(jobs, shard)
     preflight(camp, jobs)
     t0 = time.perf_counter()
-    runs_dir = Path(runs_dir)
-    if runs_dir.exists() and not runs_dir.is_dir():
-        raise InputError("--out exists and is not a directory", file=str(runs_dir),
-                         fix="pass a runs directory (it is created if missing)")
-    summary = SweepSummary(runs_dir=runs_dir, shard=shard)
-    plan, fresh = directory_plan(camp, runs_dir)
-    camp = dataclasses.replace(camp, plan_sha256=plan_sha256(plan))
-    # the executor first: a missing extra or an unreachable cluster writes nothing
-    ex = executor or make_executor(camp, n_jobs, kind=executor_kind, address=address,
-                                   cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
-    try:
-        with StoreLock(runs_dir, shard) as lock:
-            summary.notes += lock.notes
-            summary.notes.append(publish_plan(plan, fresh, runs_dir))
-            plan_hash = camp.plan_sha256
-            summary.notes += clean_leftovers(runs_dir, [j.run_id for j in jobs])
-            states = existing_states(camp, jobs, runs_dir, plan_hash=plan_hash)
-            # no terminal (a CI log): a status line every few seconds instead of a bar
-            bar = (Ticker(f"sweep {camp.regime}", len(jobs), "run")
-                   if progress is None and not sys.stderr.isatty()
-                   else tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
-                             disable=progress is False))
-            try:
-                _schedule(camp, jobs, runs_dir, ex, summary, bar, states, plan_hash)
-            finally:
-                bar.close()
-    finally:
-        ex.shutdown()
+    store = open_store(runs_dir) if is_store_url(runs_dir) else None
+    if store is None:
+        runs_dir = local_path(runs_dir)
+        if runs_dir.exists() and not runs_dir.is_dir():
+            raise InputError("--out exists and is not a directory", file=str(runs_dir),
+                             fix="pass a runs directory (it is created if missing)")
+    summary = SweepSummary(runs_dir=runs_dir if store is None else store.url, shard=shard)
+    with contextlib.ExitStack() as stack:
+        # an object store is read through a private local copy of its plan and runs
+        local = runs_dir if store is None else _local_copy(store, stack)
+        plan, fresh = directory_plan(camp, local)
+        camp = dataclasses.replace(camp, plan_sha256=plan_sha256(plan))
+        job_fn = execute_job if store is None else execute_job_in_store
+        # the executor first: a missing extra or an unreachable cluster writes nothing
+        ex = executor or make_executor(camp, n_jobs, kind=executor_kind, address=address,
+                                       cpus_per_task=cpus_per_task,
+                                       gpus_per_task=gpus_per_task, worker=job_fn)
+        try:
+            lock = StoreLock(runs_dir, shard) if store is None else LeaseLock(store, shard)
+            with lock:
+                summary.notes += lock.notes
+                plan_hash = camp.plan_sha256
+                ids = [j.run_id for j in jobs]
+                if store is None:
+                    summary.notes.append(publish_plan(plan, fresh, runs_dir))
+                    summary.notes += clean_leftovers(runs_dir, ids)
+                    states = existing_states(camp, jobs, runs_dir, plan_hash=plan_hash)
+                    target, move = runs_dir, lambda rid: move_aside(runs_dir / rid).name
+                else:
+                    summary.notes.append(publish_store_plan(store, plan, fresh, local))
+                    view = store.snapshot(local, run_ids=set(ids))
+                    summary.notes += store.clean_leftovers(ids, view.entries)
+                    states = store_states(camp, jobs, view, plan_hash=plan_hash)
+                    target = store.url
+                    move = lambda rid: store.move_aside(rid, view.entries[rid].manifest)  # noqa: E731
+                # no terminal (a CI log): a status line every few seconds instead of a bar
+                bar = (Ticker(f"sweep {camp.regime}", len(jobs), "run")
+                       if progress is None and not sys.stderr.isatty()
+                       else tqdm(total=len(jobs), desc=f"sweep {camp.regime}", unit="run",
+                                 disable=progress is False))
+                try:
+                    _schedule(camp, jobs, local, ex, summary, bar, states, plan_hash,
+                              job_fn=job_fn, target=target, move=move)
+                finally:
+                    bar.close()
+        finally:
+            ex.shutdown()
     order = {j.run_id: i for i, j in enumerate(jobs)}
     summary.outcomes.sort(key=lambda o: order.get(o.run_id, 0))
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _local_copy(store, stack: contextlib.ExitStack) -> Path:
+    """A private temporary folder (removed with ``stack``) holding the store's plan."""
+    local = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="evalkit-store-"))
+                 ) / store.name
+    local.mkdir()
+    raw = store.get_bytes(PLAN_KEY, MAX_PLAN_BYTES)
+    if raw is not None:
+        (local / PLAN_FILE).write_bytes(raw)
+    return local
 
 
 def _blocked_by(job: Job, dep: str, outcome: JobOutcome) -> JobOutcome:
@@ -148,7 +183,8 @@ def _blocked_by(job: Job, dep: str, outcome: JobOutcome) -> JobOutcome:
 
 def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: SweepSummary,
               bar, states: dict[str, "RunState"] | None = None,
-              plan_hash: str | None = None) -> None:
+              plan_hash: str | None = None, *, job_fn=execute_job, target=None,
+              move=None) -> None:
     """Submit each job once its dependencies in ``jobs`` have finished, in the randomised,
     blocked execution order of :mod:`evalkit.replay.run_order` (earliest first, from the
     open blocks only).
@@ -158,8 +194,12 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
     submitted; a damaged one is moved aside and redone; an unreadable one fails (fix the
     permissions and resume).  ``states``: :func:`existing_states` (computed here if None).
     Dependencies outside ``jobs`` (another shard, an earlier sweep) are read from disk by
-    :func:`execute_job`.
+    :func:`execute_job`.  ``job_fn(camp, job, target)`` runs a job (default
+    :func:`execute_job` into ``runs_dir``); ``move(run_id)`` moves a damaged run aside and
+    names where it went.
     """
+    target = runs_dir if target is None else target
+    move = move or (lambda rid: move_aside(runs_dir / rid).name)
     jobs, window = run_order.ordered_jobs(camp, jobs)
     index = {j.run_id: i for i, j in enumerate(jobs)}
     waiting = {j.run_id: {d for d in j.depends_on if d in index} for j in jobs}
@@ -202,10 +242,10 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
                                   "left as it is: fix its permissions and resume"))
             else:
                 if state.state == "damaged":
-                    moved = move_aside(runs_dir / job.run_id)
+                    moved = move(job.run_id)
                     summary.notes.append(f"{job.run_id} was damaged ({state.detail}); moved "
-                                         f"aside to {moved.name} and re-run")
-                running[ex.submit(execute_job, camp, job, runs_dir)] = job
+                                         f"aside to {moved} and re-run")
+                running[ex.submit(job_fn, camp, job, target)] = job
         if not running:
             continue
         done, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
@@ -258,7 +298,17 @@ def check_campaign(campaign, runs_dir, *, jobs: list[Job] | None = None,
     jobs = plan_campaign(camp) if jobs is None else jobs
     if shard is not None:
         jobs = shard_jobs(jobs, shard)
-    runs_dir = Path(runs_dir)
+    if is_store_url(runs_dir):
+        store = open_store(runs_dir)
+        with contextlib.ExitStack() as stack:
+            view = store.snapshot(_local_copy(store, stack), run_ids={j.run_id for j in jobs})
+            plan = read_plan(view.root)
+            states = store_states(camp, jobs, view,
+                                  plan_hash=plan_sha256(plan) if plan is not None else None)
+        notes = [f"a sweep holds this run store: {lease.describe()}"
+                 for lease in lease_holders(store)]
+        return CheckReport([states[j.run_id] for j in jobs], store.url, shard, notes)
+    runs_dir = local_path(runs_dir)
     if runs_dir.exists() and not runs_dir.is_dir():
         raise InputError("--out exists and is not a directory", file=str(runs_dir),
                          fix="pass the runs directory of the sweep")
