@@ -10,9 +10,12 @@ jobs the scheduler keeps submitted at once.
 
 - :class:`SerialExecutor`: in this process.
 - :class:`PoolExecutor`: a local process pool (the campaign is sent once per worker).
-- :class:`RayExecutor`: one Ray task per job with its own CPU/GPU request.  Tasks write run
-  directories straight into the runs directory, which must be on storage every Ray node
-  sees (NFS, Lustre, ...) under the same path; evalkit must be installed on every node.
+- :class:`RayExecutor`: one Ray task per job with its own CPU/GPU request.  With a local
+  runs directory, tasks write run directories straight into it, so it must be on storage
+  every Ray node sees (NFS, Lustre, ...) under the same path.  With an object-store URL
+  (``s3://...``) a task writes its run in a private staging folder of its own node and
+  publishes it to the store (:func:`evalkit.replay.store.execute_job_in_store`): the nodes
+  share no folder.  evalkit must be installed on every node.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from evalkit.errors import InputError
 from evalkit.replay.job import execute_job
 from evalkit.policies import get_policy
 from evalkit.replay.runner import load_backend
+from evalkit.runlog.store_url import is_store_url
 
 RAY_EXTRA = "pip install 'evalkit[ray]'"
 
@@ -298,12 +302,13 @@ class RayExecutor:
     Ray schedules tasks onto nodes by those resources; ``max_in_flight`` (``--jobs``) caps
     the tasks submitted at once (None: every job whose dependencies have finished).
     ``worker(camp, job, runs_dir)`` runs a job (default :func:`execute_job`); the campaign
-    is put into Ray's object store once.
+    is put into Ray's object store once.  ``max_retries``: how often Ray reruns a task whose
+    worker process died (None: Ray's default; 0: the job fails and a resume reruns it).
     """
 
     def __init__(self, camp, *, address: str | None = None, cpus_per_task: float = 1.0,
                  gpus_per_task: float = 0.0, max_in_flight: int | None = None,
-                 worker=execute_job):
+                 worker=execute_job, max_retries: int | None = None):
         if cpus_per_task < 0 or gpus_per_task < 0:
             raise InputError("resources per task must be >= 0", column="--cpus-per-task",
                              fix="e.g. --cpus-per-task 1 --gpus-per-task 1")
@@ -315,8 +320,9 @@ class RayExecutor:
             camp = dataclasses.replace(camp, path=Path(camp.path).resolve())
         self._camp_ref = ray.put(camp)
         self.worker = worker
+        retries = {} if max_retries is None else {"max_retries": max_retries}
         self._task = ray.remote(worker).options(num_cpus=cpus_per_task,
-                                                  num_gpus=gpus_per_task)
+                                                  num_gpus=gpus_per_task, **retries)
         self.max_in_flight = max_in_flight
 
     def _check_resources(self, cpus: float, gpus: float) -> None:
@@ -332,7 +338,8 @@ class RayExecutor:
 
     def submit(self, fn, *args) -> cf.Future:
         if fn is self.worker:
-            ref = self._task.remote(self._camp_ref, args[1], str(Path(args[2]).resolve()))
+            target = args[2] if is_store_url(args[2]) else str(Path(args[2]).resolve())
+            ref = self._task.remote(self._camp_ref, args[1], target)
         else:
             ref = self._ray.remote(fn).remote(*args)
         self._refs.append(ref)
