@@ -26,7 +26,7 @@ from evalkit.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXI
                             InputError, from_os_error)
 
 COMMAND_MODULES = ("runs", "trace", "replay", "audit", "report", "imports", "serve", "sim",
-                   "policies", "plan")
+                   "policies", "plan", "compare")
 LOG_DIR_ENV = "EVALKIT_LOG_DIR"
 
 EXIT_CODES_HELP = """\b

@@ -1,0 +1,1 @@
+"""Comparison protocols shipped with evalkit (TOML data files)."""
