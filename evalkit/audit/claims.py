@@ -14,7 +14,6 @@ import pandas as pd
 
 from evalkit.document import tiers as T
 from evalkit.audit import verdicts
-from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.checks.core import Check, Status, run_check
 from evalkit.audit.checks.plan import campaign_plan
 from evalkit.audit.context import ClaimContext
@@ -22,6 +21,7 @@ from evalkit.audit.evidence import BASELINE, RegimeEvidence
 from evalkit.audit.transfer_evidence import TransferEvidence
 from evalkit.audit.protocol import Protocol
 from evalkit.audit.slo_breakdown import slo_breakdown
+from evalkit.audit.runset import ClaimData, RunSet
 from evalkit.errors import InputError
 from evalkit.stats import holm
 
@@ -182,7 +182,7 @@ def _claim_checks(ctx: ClaimContext, protocol: Protocol,
     return protocol, checks
 
 
-def evaluate_claims(campaign: Campaign, claims: list[ClaimData], protocol: Protocol,
+def evaluate_claims(campaign: RunSet, claims: list[ClaimData], protocol: Protocol,
                     seed: int = 0, max_tier: str | None = None,
                     walk_above: str | None = None) -> list[ClaimResult]:
     """Evaluate every claim.  ``max_tier`` leaves out the checks of higher tiers, so the tier

@@ -9,11 +9,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from evalkit.audit.campaign import Campaign, ClaimData
 from evalkit.audit.checks.plan import campaign_plan
 from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import Protocol
 from evalkit.audit.transfer_evidence import TransferEvidence
+from evalkit.audit.runset import ClaimData, RunSet
 from evalkit.runlog.design import run_corridor_violations
 from evalkit.runlog.io import read_meta
 from evalkit.stats import load_match, sign_flip_test
@@ -27,7 +27,7 @@ __all__ = ["ClaimContext"]
 class ClaimContext:
     """What the checks of one claim see; evidence is computed on first use."""
 
-    def __init__(self, claim: ClaimData, campaign: Campaign, protocol: Protocol,
+    def __init__(self, claim: ClaimData, campaign: RunSet, protocol: Protocol,
                  regime: RegimeEvidence, transfer: TransferEvidence, seed: int):
         self.claim = claim
         self.campaign = campaign

@@ -10,7 +10,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from evalkit.audit.campaign import Campaign, ClaimData
+from evalkit.audit.runset import ClaimData, RunSet
 from evalkit.errors import InputError, NotEstimable
 from evalkit.stats import RequestIndex, exposure_regression, fit_psi, overlap_cost
 from evalkit.stats.explained import explained_gain
@@ -29,7 +29,7 @@ def _interval_arrays(arrival, end, fill_end: float) -> tuple[np.ndarray, np.ndar
 class RegimeEvidence:
     """Phi, Vex and the psi fit over all runs of one regime; V-on-exposure regression."""
 
-    def __init__(self, campaign: Campaign, regime: str):
+    def __init__(self, campaign: RunSet, regime: str):
         self.campaign = campaign
         self.regime = regime
         self.runs = campaign.runs[campaign.runs.regime == regime]

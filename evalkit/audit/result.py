@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.version import __version__
-from evalkit.audit.campaign import Campaign, assemble_claims, load_campaign
 from evalkit.audit.checks.plan import NOT_PRE_REGISTERED, campaign_plan
 from evalkit.audit.claims import ClaimResult, evaluate_claims
 from evalkit.audit.figure_data import (claim_figure_data, figure_paths, load_match_rows,
                                        regime_figure_data)
 from evalkit.audit.protocol import Protocol, load_protocol
 from evalkit.audit.provenance import provenance
+from evalkit.audit.runset import RunSet, assemble_claims, load_runset
 from evalkit.errors import InputError
 from evalkit.document.schema import AUDIT_SCHEMA
 from evalkit.jsonio import FLOAT_DIGITS, canonical_json, to_jsonable
@@ -38,7 +38,7 @@ SCHEMA = AUDIT_SCHEMA     # the document's layout; `evalkit report` reads only t
 class AuditResult:
     protocol: Protocol
     seed: int
-    campaign: Campaign
+    campaign: RunSet
     claims: list[ClaimResult]
     out_dir: Path | None = None
     document: dict | None = None     # to_dict() as published (set when the report is written)
@@ -203,16 +203,16 @@ def harness_baselines(protocol: Protocol) -> list[str]:
                    for pol in spec["policies"]})
 
 
-def read_claims(input_path, protocol: Protocol) -> tuple[Campaign, list]:
+def read_claims(input_path, protocol: Protocol) -> tuple[RunSet, list]:
     """The campaign and its claims (ClaimData), before any evidence is computed."""
     with step(f"audit: reading {Path(str(input_path)).resolve().name}"):
-        campaign = load_campaign(input_path)
+        campaign = load_runset(input_path)
     return campaign, assemble_claims(campaign, baseline_policies=harness_baselines(protocol))
 
 
 def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
                    max_tier: str | None = None, walk_above: str | None = None,
-                   claims_read: tuple[Campaign, list] | None = None) -> AuditResult:
+                   claims_read: tuple[RunSet, list] | None = None) -> AuditResult:
     """Evaluate a campaign without writing anything (``max_tier``, ``walk_above``: see
     evaluate_claims; ``claims_read``: what :func:`read_claims` returned for the same input
     and protocol, not read again)."""

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.audit.campaign import (ClaimData, SeedPair, assemble_claims, load_campaign)
+from evalkit.audit.runset import (ClaimData, SeedPair, assemble_claims, load_runset)
 from evalkit.errors import InputError
 
 from tests.support.summary_csv import write_csv
@@ -21,7 +21,7 @@ from tests.support.summary_csv import write_csv
 # ================================================================================ campaigns
 
 def campaign_of(tmp_path, text, name="t.csv"):
-    return load_campaign(write_csv(tmp_path, text, name))
+    return load_runset(write_csv(tmp_path, text, name))
 
 
 TWO_POLICIES = ("policy,seed,violation_rate,matched_to,oracle,draw\n"
@@ -132,13 +132,13 @@ def test_claims_duplicates_and_only_baselines(tmp_path):
 
 def test_load_campaign_input_kinds(tmp_path):
     with pytest.raises(InputError, match="input does not exist"):
-        load_campaign(tmp_path / "nothing")
+        load_runset(tmp_path / "nothing")
     (tmp_path / "notes.txt").write_text("policy,seed,violation_rate\n")
     with pytest.raises(InputError, match="neither a runs directory nor a summary table"):
-        load_campaign(tmp_path / "notes.txt")
+        load_runset(tmp_path / "notes.txt")
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no runs found") as info:
-        load_campaign(tmp_path / "empty")
+        load_runset(tmp_path / "empty")
     # named by its base name: no absolute path in what the audit reports
     assert info.value.message == "no runs found (no run.json below this directory)"
     assert info.value.file == "empty"
@@ -153,7 +153,7 @@ def _edit_run(run_dir: Path, **changes):
 def test_runs_campaign_lists_incomplete_runs_once_with_owner(copy_fixture):
     runs_dir = copy_fixture("runs")
     _edit_run(runs_dir / "fixture-s1-fixed_h", complete=False, error="boom")
-    campaign = load_campaign(runs_dir)
+    campaign = load_runset(runs_dir)
     assert campaign.source == "runs" and campaign.has_logs and campaign.runs_dir == runs_dir
     assert campaign.excluded == [{"run_id": "fixture-s1-fixed_h", "reason": "incomplete run: boom",
                                   "regime": "fixture", "seed": 1, "role": "policy",
@@ -162,7 +162,7 @@ def test_runs_campaign_lists_incomplete_runs_once_with_owner(copy_fixture):
     for run_dir in runs_dir.iterdir():
         _edit_run(run_dir, complete=False)
     with pytest.raises(InputError, match="no complete runs"):
-        load_campaign(runs_dir)
+        load_runset(runs_dir)
 
 
 def test_runs_campaign_of_a_single_run(copy_fixture):
@@ -170,23 +170,23 @@ def test_runs_campaign_of_a_single_run(copy_fixture):
     for run_dir in runs_dir.iterdir():
         if run_dir.name != "fixture-s0-fixed_h":
             shutil.rmtree(run_dir)
-    campaign = load_campaign(runs_dir)
+    campaign = load_runset(runs_dir)
     assert campaign.runs.run_id.tolist() == ["fixture-s0-fixed_h"] and campaign.excluded == []
 
 
 def test_runs_campaign_notes_draws_of_policies_without_runs(copy_fixture):
     runs_dir = copy_fixture("runs")
-    assert load_campaign(runs_dir).notes == []
+    assert load_runset(runs_dir).notes == []
     _edit_run(runs_dir / "fixture-s0-matched_random-d0", matched_to="ghost")
-    notes = load_campaign(runs_dir).notes
+    notes = load_runset(runs_dir).notes
     assert notes[-1] == ("matched-random draws matched to policies with no policy runs (not "
                          "audited): ghost")
 
 
 def _patched_summary(monkeypatch, edit):
-    import evalkit.audit.campaign as campaign_module
+    import evalkit.audit.runset as runset_module
 
-    real = campaign_module.summarize_runs
+    real = runset_module.summarize_runs
 
     def fake(path, **kwargs):
         summary = real(path, **kwargs)
@@ -195,7 +195,7 @@ def _patched_summary(monkeypatch, edit):
         summary.attrs = attrs
         return summary
 
-    monkeypatch.setattr(campaign_module, "summarize_runs", fake)
+    monkeypatch.setattr(runset_module, "summarize_runs", fake)
 
 
 def test_runs_campaign_k_observed_is_not_k_total(monkeypatch, fixtures_dir):
@@ -203,9 +203,9 @@ def test_runs_campaign_k_observed_is_not_k_total(monkeypatch, fixtures_dir):
         summary["k_total"] = summary["k_observed"] + 3
         return summary
 
-    truth = load_campaign(fixtures_dir / "runs").runs.set_index("run_id").k_observed
+    truth = load_runset(fixtures_dir / "runs").runs.set_index("run_id").k_observed
     _patched_summary(monkeypatch, more_total)
-    got = load_campaign(fixtures_dir / "runs").runs.set_index("run_id").k_observed
+    got = load_runset(fixtures_dir / "runs").runs.set_index("run_id").k_observed
     assert got.to_dict() == truth.to_dict()
 
 
@@ -214,9 +214,9 @@ def test_runs_campaign_k_total_fallback(monkeypatch, fixtures_dir):
         summary["k_total"] = summary["k_observed"] + 1
         return summary.drop(columns=["k_observed"])
 
-    truth = load_campaign(fixtures_dir / "runs").runs.set_index("run_id").k_observed
+    truth = load_runset(fixtures_dir / "runs").runs.set_index("run_id").k_observed
     _patched_summary(monkeypatch, no_observed)
-    got = load_campaign(fixtures_dir / "runs").runs.set_index("run_id").k_observed
+    got = load_runset(fixtures_dir / "runs").runs.set_index("run_id").k_observed
     assert got.to_dict() == (truth + 1).to_dict()
 
 
@@ -226,7 +226,7 @@ def test_runs_campaign_drops_incomplete_summary_rows(monkeypatch, fixtures_dir):
         return summary
 
     _patched_summary(monkeypatch, one_incomplete)
-    runs = load_campaign(fixtures_dir / "runs").runs
+    runs = load_runset(fixtures_dir / "runs").runs
     assert len(runs) == 11 and "fixture-s2-no_sync" not in set(runs.run_id)
 
 
@@ -242,7 +242,7 @@ def test_runs_campaign_excluded_and_unreadable_from_the_summary(monkeypatch, cop
         return summary
 
     _patched_summary(monkeypatch, extra)
-    campaign = load_campaign(runs_dir)
+    campaign = load_runset(runs_dir)
     assert [(e["run_id"], e["reason"]) for e in campaign.excluded] == [
         ("fixture-s1-fixed_h", "incomplete run: boom"), ("locked-run", "cannot read: denied"),
         ("other-run", "incomplete run")]
@@ -257,11 +257,11 @@ def test_runs_campaign_rejects_summary_rows_without_a_run(monkeypatch, fixtures_
 
     _patched_summary(monkeypatch, ghost)
     with pytest.raises(InputError, match="summary lists run ghost-run without a complete run"):
-        load_campaign(fixtures_dir / "runs")
+        load_runset(fixtures_dir / "runs")
 
 
 def test_runs_campaign_columns_before_the_table(fixtures_dir):
-    campaign = load_campaign(fixtures_dir / "runs")
+    campaign = load_runset(fixtures_dir / "runs")
     run_id = "fixture-s0-no_sync"
     reference = pd.read_parquet(fixtures_dir / "runs" / run_id / "requests.parquet")
     got = campaign.columns(run_id, "requests", ("arrival_s", "end_s"))
@@ -276,7 +276,7 @@ def test_runs_campaign_columns_before_the_table(fixtures_dir):
 
 def test_runs_campaign_corrupt_log_is_an_input_error(copy_fixture):
     runs_dir = copy_fixture("runs")
-    campaign = load_campaign(runs_dir)
+    campaign = load_runset(runs_dir)
     run_id = "fixture-s0-no_sync"
     (runs_dir / run_id / "requests.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(InputError, match="cannot read Parquet"):

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.audit.campaign import assemble_claims, load_campaign
+from evalkit.audit.runset import assemble_claims, load_runset
 from evalkit.errors import InputError
 
 
@@ -16,7 +16,7 @@ from evalkit.errors import InputError
 def _table(tmp_path, rows):
     path = tmp_path / "runs.csv"
     pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)   # one run a row
-    return load_campaign(path)
+    return load_runset(path)
 
 
 def _rows(n_seeds=3):
@@ -43,7 +43,7 @@ def test_duplicate_no_sync_runs_for_one_seed_are_an_error(tmp_path):
 
 
 def test_campaign_tables_of_known_and_unknown_runs(fixtures_dir):
-    campaign = load_campaign(fixtures_dir / "runs")
+    campaign = load_runset(fixtures_dir / "runs")
     run_id = campaign.runs.run_id.iloc[0]
     req = campaign.table(run_id, "requests")
     assert len(req) > 0 and "arrival_s" in req.columns

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.audit.campaign import load_campaign
+from evalkit.audit.runset import load_runset
 from evalkit.audit.evidence import RegimeEvidence
 from evalkit.errors import InputError
 
@@ -18,7 +18,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "campaigns" / "sim_
 
 @pytest.fixture(scope="module")
 def campaign():
-    return load_campaign(FIXTURE)
+    return load_runset(FIXTURE)
 
 
 def test_columns_equal_full_table(campaign):

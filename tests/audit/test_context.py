@@ -18,7 +18,7 @@ import pytest
 
 from evalkit.audit.checks import (calibrated, core, deployable, design, harness, inference,
                                    placement, transfer)
-from evalkit.audit.campaign import ClaimData, SeedPair, assemble_claims, load_campaign
+from evalkit.audit.runset import ClaimData, SeedPair, assemble_claims, load_runset
 from evalkit.audit.claims import ClaimResult, _tier_walk, _verdict, evaluate_claims
 from evalkit.audit.context import ClaimContext
 from evalkit.audit.evidence import RegimeEvidence
@@ -73,7 +73,7 @@ def _table(path, regimes, extra=None):
 
 def _evaluate(path, protocol=None, **kw):
     proto = protocol or load_protocol()
-    campaign = load_campaign(path)
+    campaign = load_runset(path)
     claims = assemble_claims(campaign)
     return campaign, evaluate_claims(campaign, claims, proto, **kw)
 
@@ -470,7 +470,7 @@ def test_default_seed_is_zero_for_monte_carlo_p(tmp_path):
 # ---------------------------------------------------------------- ClaimContext evidence
 
 def _ctx_for(path, policy=None):
-    campaign = load_campaign(path)
+    campaign = load_runset(path)
     claims = assemble_claims(campaign)
     claim = claims[0] if policy is None else next(c for c in claims if c.policy == policy)
     proto = load_protocol()
@@ -593,7 +593,7 @@ def test_exposure_regression_needs_three_merge_runs(run_ctx, tmp_path):
                   "exposure_requests": 0.0} for s in range(n)]
         path = tmp_path / f"e{n}.csv"
         pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
-        camp = load_campaign(path)
+        camp = load_runset(path)
         res, reason = RegimeEvidence(camp, "default").exposure
         assert (res is not None) is ok, reason
         if not ok:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from evalkit.audit.campaign import SeedPair
+from evalkit.audit.runset import SeedPair
 from evalkit.audit.checks.core import Check
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.sequential import verdict_for

@@ -55,7 +55,7 @@ def no_audit(monkeypatch):
     def refuse(*_a, **_k):
         raise AssertionError("the gate audited")
     monkeypatch.setattr(audit_result, "evaluate_claims", refuse)
-    monkeypatch.setattr(audit_result, "load_campaign", refuse)
+    monkeypatch.setattr(audit_result, "load_runset", refuse)
 
 
 def test_an_unknown_policy_exits_2_listing_the_claims_before_any_claim_is_evaluated(

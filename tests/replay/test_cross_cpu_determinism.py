@@ -152,9 +152,9 @@ def parquet_bytes(runs: Path) -> dict[str, bytes]:
 
 def audit_fingerprint(runs: Path) -> str:
     """The audit's input fingerprint (a hash of its per-run table), as the demo records it."""
-    from evalkit.audit.campaign import load_campaign
+    from evalkit.audit.runset import load_runset
     from evalkit.audit.provenance import input_fingerprint
-    return input_fingerprint(load_campaign(runs))
+    return input_fingerprint(load_runset(runs))
 
 
 def differing(a: dict, b: dict) -> list[str]:

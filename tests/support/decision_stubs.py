@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from evalkit.audit.campaign import SeedPair
+from evalkit.audit.runset import SeedPair
 from evalkit.audit.protocol import CheckSpec
 
 

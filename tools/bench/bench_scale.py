@@ -196,12 +196,12 @@ def audit_phases(store: str, out: str) -> int:
 
     import evalkit.cli.main  # noqa: F401 - what `evalkit` imports before running a command
     from evalkit.audit import AuditResult
-    from evalkit.audit.campaign import assemble_claims, load_campaign
+    from evalkit.audit.runset import assemble_claims, load_runset
     from evalkit.audit.claims import evaluate_claims
     from evalkit.audit.protocol import load_protocol
     mark("imports: CLI, pandas, pyarrow, audit")
     proto = load_protocol(None)
-    campaign = load_campaign(store)
+    campaign = load_runset(store)
     mark("load campaign (summarize_runs)")
     baselines = sorted({pol for spec in proto.checks.values()
                         if spec.name in ("fixed_cadence_baseline", "deferral_baseline")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import campaign_model as cm
 from evalkit.audit import audit_campaign
-from evalkit.audit.campaign import SeedPair
+from evalkit.audit.runset import SeedPair
 from evalkit.audit.checks.drift import drift_adjusted_gain, execution_drift
 from evalkit.audit.protocol import load_protocol
 from evalkit.runlog.io import write_run

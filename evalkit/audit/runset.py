@@ -1,9 +1,10 @@
-"""Campaign assembly: one run table, paired per seed into claims.
+"""The audit's input, a run set: one run table, paired per seed into claims.
 
-A campaign comes from a runs directory (``evalkit.runlog.summary.summarize_runs``; request
-and merge logs stay on disk and are read lazily for Phi, psi and effect-size transfer) or
-from a per-run summary table (:mod:`evalkit.runlog.table`).  Incomplete runs are
-listed as excluded and never audited.
+A run set (a campaign's runs as the audit reads them; the sweep's campaign file is
+:class:`evalkit.replay.campaign.Campaign`) comes from a runs directory
+(``evalkit.runlog.summary.summarize_runs``; request and merge logs stay on disk and are read
+lazily for Phi, psi and effect-size transfer) or from a per-run summary table
+(:mod:`evalkit.runlog.table`).  Incomplete runs are listed as excluded and never audited.
 
 A *claim* is a (regime, policy) pair of ``role = policy`` runs.  Per seed it is paired with
 that seed's matched-random draws (``matched_to`` the policy, or a generic draw from a summary
@@ -28,7 +29,7 @@ from evalkit.runlog.table import SYNTH_NOTE, is_summary_table, read_summary_tabl
 from evalkit.runlog.io import list_runs, read_columns, read_meta, refused_error
 from evalkit.runlog.summary import summarize_runs
 
-__all__ = ["Campaign", "ClaimData", "SeedPair", "assemble_claims", "load_campaign"]
+__all__ = ["ClaimData", "RunSet", "SeedPair", "assemble_claims", "load_runset"]
 
 RUN_COLUMNS = (
     "run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend", "oracle",
@@ -39,7 +40,7 @@ RUN_COLUMNS = (
 
 
 @dataclass
-class Campaign:
+class RunSet:
     source: str                          # "runs" | "summary"
     input_name: str                      # base name of the input (no absolute paths)
     runs: pd.DataFrame                   # RUN_COLUMNS (+ whatever the summary gave), one row a run
@@ -62,7 +63,7 @@ class Campaign:
         return Path(self._dirs[run_id])
 
     def table(self, run_id: str, name: str) -> pd.DataFrame:
-        """A run's ``requests`` / ``merges`` table (runs-dir campaigns only), cached."""
+        """A run's ``requests`` / ``merges`` table (run sets from a runs directory only), cached."""
         key = (run_id, name)
         if key not in self._cache:
             self._cache[key] = read_columns(self._run_dir(run_id), name).to_pandas()
@@ -92,7 +93,7 @@ class Campaign:
         return self.runs.loc[self.runs.run_id == run_id].iloc[0]
 
     def meta(self, run_id: str) -> dict:
-        """A complete run's run.json, as parsed when the campaign was loaded."""
+        """A complete run's run.json, as parsed when the run set was loaded."""
         key = ("meta", run_id)
         if key not in self._cache:
             self._cache[key] = read_meta(self._dirs[run_id])
@@ -104,7 +105,7 @@ class Campaign:
         return list(self._dirs)
 
 
-def load_campaign(input_path: str | Path) -> Campaign:
+def load_runset(input_path: str | Path) -> RunSet:
     path = Path(input_path)
     if not path.exists():
         raise InputError("input does not exist", file=str(path),
@@ -114,7 +115,7 @@ def load_campaign(input_path: str | Path) -> Campaign:
     if is_summary_table(path):
         runs, notes = read_summary_table(path)
         runs = _standardise(runs, path.name)
-        return Campaign(source="summary", input_name=path.name, runs=runs, summary=None,
+        return RunSet(source="summary", input_name=path.name, runs=runs, summary=None,
                         runs_dir=None, notes=notes)
     raise InputError("input is neither a runs directory nor a summary table", file=str(path),
                      fix="pass a directory of runs or a .csv/.parquet summary table")
@@ -150,7 +151,7 @@ def _nfkc(value):
     return unicodedata.normalize("NFKC", value) if isinstance(value, str) else value
 
 
-def _from_runs_dir(path: Path) -> Campaign:
+def _from_runs_dir(path: Path) -> RunSet:
     listing = list_runs(path)
     if listing.refused:                 # never audit a store with runs left out
         raise refused_error(listing.refused)
@@ -210,7 +211,7 @@ def _from_runs_dir(path: Path) -> Campaign:
     if table_word:
         notes.append(f"{len(table_word)} run(s) were synthesised from a summary table (backend "
                      "import): their request logs and design facts are the table's word")
-    return Campaign(source="runs", input_name=path.name, runs=runs, summary=summary,
+    return RunSet(source="runs", input_name=path.name, runs=runs, summary=summary,
                     runs_dir=path, excluded=sorted(excluded, key=lambda e: e["run_id"]),
                     notes=notes, table_word_runs=table_word, _dirs=run_dirs, _cache=metas)
 
@@ -282,14 +283,14 @@ class ClaimData:
         return pd.DataFrame(rows)
 
 
-def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]:
+def assemble_claims(runset: RunSet, baseline_policies=()) -> list[ClaimData]:
     """One :class:`ClaimData` per (regime, policy) with ``role = policy`` runs, sorted.
 
     A policy named in ``baseline_policies`` (the protocol's harness baselines: fixed cadence,
-    deferral) with no matched-random draws of its own is a baseline, not a claim; the campaign
-    notes list it.
+    deferral) with no matched-random draws of its own is a baseline, not a claim; the run
+    set's notes list it.
     """
-    runs = campaign.runs
+    runs = runset.runs
     claims, baselines = [], []
     policy_runs = runs[runs.role == "policy"]
     drawn_for = set(runs.loc[runs.role == "matched_random", "matched_to"].dropna())
@@ -297,7 +298,7 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
         if policy in baseline_policies and policy not in drawn_for:
             baselines.append(f"{policy} (regime {regime}, {len(group)} run"
                              f"{'' if len(group) == 1 else 's'})")
-            campaign.notes.append(f"regime {regime}: {policy} is a harness baseline with no "
+            runset.notes.append(f"regime {regime}: {policy} is a harness baseline with no "
                                   "matched-random draws of its own; audited as a baseline, "
                                   "not as a claim")
             continue
@@ -307,7 +308,7 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
             raise InputError(
                 f"regime {regime}, policy {policy}: several policy runs for seed {seed} ("
                 + ", ".join(sorted(dupes[dupes.seed == seed].run_id)) + ")",
-                file=campaign.input_name, column="seed",
+                file=runset.input_name, column="seed",
                 fix="one policy run per (regime, policy, seed); put repeats in another regime")
         in_regime = runs[runs.regime == regime]
         generic = in_regime[(in_regime.role == "matched_random") & in_regime.matched_to.isna()]
@@ -318,7 +319,7 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
                 f"regime {regime}: {len(generic)} matched-random rows without matched_to, but "
                 f"the regime has {len(claimed)} policies ({', '.join(sorted(claimed))}): a "
                 "draw is K-matched to one policy, so it cannot serve them all",
-                file=campaign.input_name, column="matched_to",
+                file=runset.input_name, column="matched_to",
                 fix="add a matched_to column naming the policy each draw was matched to")
         mr = in_regime[(in_regime.role == "matched_random")
                        & ((in_regime.matched_to == policy) | in_regime.matched_to.isna())]
@@ -330,12 +331,12 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
             if len(ns_seed) > 1:
                 raise InputError(f"regime {regime}: several no-sync runs for seed {seed} ("
                                  + ", ".join(sorted(ns_seed.run_id)) + ")",
-                                 file=campaign.input_name, column="seed",
+                                 file=runset.input_name, column="seed",
                                  fix="one no-sync run per regime and seed")
-            draws, dropped = distinct_draws(campaign, mr[mr.seed == seed].sort_values(
+            draws, dropped = distinct_draws(runset, mr[mr.seed == seed].sort_values(
                 ["draw", "run_id"], na_position="first"))
             if dropped:
-                campaign.notes.append(
+                runset.notes.append(
                     f"regime {regime}, {policy}, seed {seed}: duplicate draws count once ("
                     + ", ".join(f"{a} = {b}" for a, b in dropped) + ")")
             pairs.append(SeedPair(
@@ -351,12 +352,12 @@ def assemble_claims(campaign: Campaign, baseline_policies=()) -> list[ClaimData]
             "no claim to audit: the policy runs " + ", ".join(baselines) + " have no "
             "matched-random draws (role = matched_random, matched_to = the policy); a "
             "fixed-cadence or deferral policy without draws of its own is only a harness "
-            "baseline", file=campaign.input_name, column="matched_to",
+            "baseline", file=runset.input_name, column="matched_to",
             fix="add the policy's matched-random draws: evalkit replay --policy "
                 "matched_random --reference POLICY_RUN_DIR, or evalkit import ... --role "
                 "matched_random --matched-to POLICY --draw N")
     if not claims:
         raise InputError("no policy runs to audit (every run is a baseline)",
-                         file=campaign.input_name, column="role",
+                         file=runset.input_name, column="role",
                          fix="include runs with role = policy")
     return claims
