@@ -29,13 +29,10 @@ from evalkit.errors import InputError
 from evalkit.fileread import read_input_bytes
 from evalkit.limits import MAX_JSON_NESTING
 
-__all__ = ["AUDIT_SCHEMA", "FLOAT_DIGITS", "to_jsonable", "dumps", "canonical_json",
+__all__ = ["FLOAT_DIGITS", "to_jsonable", "dumps", "canonical_json",
            "dump_json", "loads_json", "read_json"]
 
 FLOAT_DIGITS = 10   # significant digits of every float in audit.json
-# The layout of the audit document (audit.json), written by evalkit.audit.result and read by
-# evalkit.report: here, below both, so that neither imports the other for it.
-AUDIT_SCHEMA = "evalkit-audit/1"
 
 
 def _float(x: float, digits: int | None, infinity: bool):

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evalkit.audit.verdict_words import pp
+from evalkit.document.words import pp
 
 HERE = Path(__file__).resolve().parent
 CAMPAIGNS = [("Bursty", "bursty.toml"), ("Non-periodic", "nonperiodic.toml"),

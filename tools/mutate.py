@@ -37,14 +37,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("evalkit/stats", "evalkit/audit", "evalkit/runlog")
+PACKAGES = ("evalkit/stats", "evalkit/audit", "evalkit/runlog", "evalkit/document")
 
 TESTS = REPO / "tests"
 
 # The few modules whose behaviour is mostly seen from the tests of another package (their
 # words and fields reach the reader through the report); run those too.
 EXTRA_TESTS = {
-    "evalkit/audit/wording.py": ["tests/report/test_render_sentences.py"],
+    "evalkit/document/words.py": ["tests/report/test_render_sentences.py"],
     "evalkit/audit/provenance.py": ["tests/report/test_render.py",
                                     "tests/project/test_readme_setup.py"],
 }
@@ -195,7 +195,7 @@ def catalogue(modules: list[str]) -> list[dict]:
 
 def _owner(test_file: str, stems: list[str]) -> str | None:
     """The module a test file is named after: ``test_<mod>.py`` or ``test_<mod>_<aspect>.py``
-    (the longest such name, so ``test_protocol_rules_gate.py`` belongs to ``protocol_rules``)."""
+    (the longest such name, so ``test_plan_checks.py`` belongs to ``plan_checks``, not ``plan``)."""
     name = test_file.removesuffix(".py")
     owners = [s for s in stems if name == f"test_{s}" or name.startswith(f"test_{s}_")]
     return max(owners, key=len) if owners else None

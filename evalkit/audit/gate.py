@@ -18,14 +18,14 @@ from types import SimpleNamespace
 
 from evalkit.audit.checks.core import Check, Status
 from evalkit.audit.claims import vouched_note
-from evalkit.audit.protocol_rules import protocol_change
+from evalkit.document.rules import protocol_change
 from evalkit.audit.result import find_claim
 from evalkit.audit.sequential import planned_design, protocol_min_effect, sequential_verdicts
-from evalkit.audit.tiers import (filled_status, reaches, stop_heading, stop_point,
+from evalkit.document.tiers import (filled_status, reaches, stop_heading, stop_point,
                                  tier_drops, tier_walk)
-from evalkit.audit.verdict_words import pp
+from evalkit.document.words import pp
 from evalkit.errors import EXIT_NOT_REACHED, EXIT_OK, InputError
-from evalkit.jsonio import AUDIT_SCHEMA
+from evalkit.document.schema import AUDIT_SCHEMA
 from evalkit.version import __version__
 
 SUMMARY_CHECKS = 5       # blocking checks the default (one-screen) output lists

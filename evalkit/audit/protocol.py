@@ -23,7 +23,7 @@ from evalkit.errors import InputError
 from evalkit.fileread import read_text_bounded
 from evalkit.limits import MAX_CONFIG_BYTES, RESAMPLES_RANGE, range_fix
 from evalkit.stats._result import check_alpha
-from evalkit.audit.protocol_rules import content_sha256
+from evalkit.document.rules import content_sha256
 
 __all__ = ["BUILTIN_PACKAGE", "CheckSpec", "Protocol", "TierSpec", "load_protocol",
            "parse_protocol"]
@@ -106,7 +106,7 @@ class Protocol:
 
     @property
     def content_sha256(self) -> str:
-        """Hash of the rules alone (:mod:`evalkit.audit.protocol_rules`): a changed check,
+        """Hash of the rules alone (:mod:`evalkit.document.rules`): a changed check,
         threshold, alpha or ``accept_vouched`` changes it, a changed comment or name does not."""
         return self.cut_from_sha256 or content_sha256(self._as_dict())
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from evalkit.audit.verdict_words import pp
+from evalkit.document.words import pp
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK
 from evalkit.runlog.plan import read_plan
 from evalkit.stats.sequential import anytime_test

@@ -86,7 +86,7 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     from evalkit.audit.protocol import load_protocol
     from evalkit.audit.result import audit_campaign, find_claim, read_claims
     from evalkit.errors import InputError
-    from evalkit.report.document import load_audit
+    from evalkit.document.schema import load_audit
 
     proto = load_protocol(protocol).with_alpha(alpha).with_accept_vouched(accept_vouched)
     proto.tier(tier)                     # unknown tier -> InputError -> exit 2
@@ -128,7 +128,7 @@ def diff_cmd(old, new, fmt, fail_on_protocol_change):
     Exit 0 whatever moved (use gate --baseline to fail on a drop), 1 with
     --fail-on-protocol-change when the protocol's rules differ; 2 on bad input."""
     from evalkit.report.diff import diff_audits
-    from evalkit.report.document import load_audit
+    from evalkit.document.schema import load_audit
 
     result = diff_audits(load_audit(old), load_audit(new))
     text = (result.format_markdown(old, new) if fmt == "markdown"

@@ -52,7 +52,7 @@ def _parse_draws(text: str) -> tuple[int, ...]:
 
 
 def format_plan(plan, label: str) -> str:
-    from evalkit.audit.verdict_words import pp
+    from evalkit.document.words import pp
 
     pct = f"{plan.target:.0%}"
     lines = [f"power plan for {label}: gain {pp(plan.gain, signed=False)} pp of V, alpha "
@@ -90,7 +90,7 @@ def plot_plan(plan, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evalkit.audit.verdict_words import pp
+    from evalkit.document.words import pp
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for i, r in enumerate(plan.rows):

@@ -17,7 +17,7 @@ def report_cmd(audit_path, out_dir):
     from pathlib import Path
 
     from evalkit.errors import InputError
-    from evalkit.report.document import REWRITE, read_document
+    from evalkit.document.schema import REWRITE, read_document
     from evalkit.report.publish import publish
     from evalkit.report.render import render
 

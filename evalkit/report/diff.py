@@ -1,7 +1,7 @@
 """What moved between two audits: per claim, the tier, the verdict, G with its CI and p.
 
 Pure functions on two ``audit.json`` dictionaries; ``evalkit diff`` prints the result and
-``evalkit gate --baseline`` uses :func:`evalkit.audit.tiers.tier_drops` to fail a build whose
+``evalkit gate --baseline`` uses :func:`evalkit.document.tiers.tier_drops` to fail a build whose
 claims fell below an earlier audit's tiers.  Claims are matched by (regime, policy).  Tiers are
 ranked by the newer audit's protocol; a tier the newer protocol does not know cannot be ranked
 and is reported as such (``gate --baseline`` then refuses with exit 2).
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evalkit.audit.protocol_rules import protocol_change
-from evalkit.audit.tiers import tier_rank
-from evalkit.report.text import md, md_name, p_value, pp, shorten
+from evalkit.document.rules import protocol_change
+from evalkit.document.tiers import tier_rank
+from evalkit.document.words import p_value, pp
+from evalkit.report.text import md, md_name, shorten
 
 __all__ = ["DOWN", "GONE", "NEW", "SAME", "UP", "diff_audits"]
 

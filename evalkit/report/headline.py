@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evalkit.audit import tiers as T
-from evalkit.audit import wording
-from evalkit.report.text import num, p_value, pp
+from evalkit.document import tiers as T
+from evalkit.document import words as wording
+from evalkit.document.words import num, p_value, pp
 
 __all__ = ["STATES", "blocker_phrase", "effect_text", "headline", "headlines", "ladder"]
 
@@ -89,13 +89,13 @@ def _tiers(audit: dict) -> list[dict]:
 
 def claim_floor(audit: dict) -> int:
     """Index of the first tier that licenses a claim about the policy
-    (:func:`evalkit.audit.tiers.claim_floor`)."""
+    (:func:`evalkit.document.tiers.claim_floor`)."""
     return T.claim_floor(_tiers(audit))
 
 
 def ladder(claim: dict, audit: dict) -> list[Rung]:
     """The tier ladder the audit recorded (``ladder``); for a document without one, the same
-    ladder from its ``tier_status`` (:func:`evalkit.audit.tiers.ladder`)."""
+    ladder from its ``tier_status`` (:func:`evalkit.document.tiers.ladder`)."""
     rungs = claim.get("ladder")
     if rungs is None:
         rungs = [r.to_dict() for r in T.ladder(_tiers(audit), claim.get("tier_status") or {},
@@ -172,7 +172,7 @@ CHECK_PHRASES = {
 def recorded_stop(claim: dict, audit: dict) -> dict | None:
     """Where the claim's tier walk stopped, as the audit recorded it (``stop``); for a
     document without one, the same point from its ``tier_status``
-    (:func:`evalkit.audit.tiers.stop_point`)."""
+    (:func:`evalkit.document.tiers.stop_point`)."""
     if "ladder" in claim:
         return claim.get("stop")
     return T.stop_point(_tiers(audit), claim.get("tier_status") or {}, claim.get("checks", []))

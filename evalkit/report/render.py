@@ -20,11 +20,12 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from evalkit.audit.protocol_rules import content_sha256
+from evalkit.document.rules import content_sha256
 from evalkit.jsonio import canonical_json
 from evalkit.report import figures as figs
 from evalkit.report.headline import STATES, headlines
-from evalkit.report.text import md, md_line, md_name, md_output, num, p_value, pct, pp, shorten
+from evalkit.document.words import num, p_value, pct, pp
+from evalkit.report.text import md, md_line, md_name, md_output, shorten
 
 __all__ = ["build_figures", "render", "render_html", "render_md"]
 

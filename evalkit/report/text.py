@@ -1,4 +1,5 @@
-"""Text helpers of the report: number formats, Markdown escaping, safe names.
+"""Text helpers of the report: Markdown escaping and safe names (the number formats are
+:mod:`evalkit.document.words`).
 
 Every string that comes from an input (policy, regime, run id, protocol and campaign names,
 check texts quoting them) passes through :func:`md` before it reaches ``report.md``: the
@@ -16,9 +17,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-import numpy as np
-
-__all__ = ["md", "md_line", "md_name", "md_output", "num", "p_value", "pct", "pp", "shorten"]
+__all__ = ["md", "md_line", "md_name", "md_output", "shorten"]
 
 MD_NAME_LIMIT = 120       # characters of a user string shown in report.md / page headings
 
@@ -69,34 +68,3 @@ def md_line(text, limit: int | None = None) -> Md:
 
 def md_name(text) -> Md:
     return md(text, MD_NAME_LIMIT)
-
-
-def num(x, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and not np.isfinite(x)):
-        return "n/a"
-    if isinstance(x, bool):
-        return str(x).lower()
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    return f"{float(x):.{digits}g}"
-
-
-def pct(x) -> str:
-    """A share (0..1) in percent."""
-    if x is None or not np.isfinite(float(x)):
-        return "n/a"
-    return f"{100 * float(x):.2f}%"
-
-
-def pp(x, signed: bool = True) -> str:
-    """A difference of shares in percentage points."""
-    if x is None or not np.isfinite(float(x)):
-        return "n/a"
-    return f"{100 * float(x):{'+' if signed else ''}.2f}"
-
-
-def p_value(p) -> str:
-    if p is None or not np.isfinite(float(p)):
-        return "n/a"
-    p = float(p)
-    return f"{p:.3g}" if p < 1 else "1"

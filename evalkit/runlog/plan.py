@@ -17,7 +17,7 @@ writes ``plan.json``::
 run.json must say): for a matched-random draw it fixes the schedule drawn from F_K once K is
 known, so the audit can regenerate every draw and prove it was not selected.
 ``protocol.sha256`` hashes the protocol file's text, ``protocol.content_sha256`` its rules
-(:mod:`evalkit.audit.protocol_rules`; the hash every report and gate prints).  A plan frozen
+(:mod:`evalkit.document.rules`; the hash every report and gate prints).  A plan frozen
 before ``content_sha256`` was recorded has ``sha256`` only and stays valid.
 :func:`plan_sha256` (sha256 of the canonical JSON) is stamped into every run a sweep writes.
 This module is the file's format; :mod:`evalkit.replay.plan` builds a plan from a campaign.

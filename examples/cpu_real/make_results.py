@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalkit.audit import wording
+from evalkit.document import words as wording
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.audit.protocol import load_protocol
-from evalkit.audit.protocol_rules import content_sha256
+from evalkit.document.rules import content_sha256
 from evalkit.cli.main import cli
 from evalkit.runlog.plan import plan_sha256, read_plan
 from tests.support.reliability_tools import tiny_campaign

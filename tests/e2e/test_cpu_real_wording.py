@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.audit import wording
+from evalkit.document import words as wording
 from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
-from evalkit.audit.tiers import tier_drops
+from evalkit.document.tiers import tier_drops
 from evalkit.report.diff import DOWN, GONE, NEW, SAME, UP, diff_audits
-from evalkit.report.document import load_audit
+from evalkit.document.schema import load_audit
 
 TIERS = ["harness", "sidecar_transfer", "matched_budget", "placement_gain", "calibrated",
          "deployable"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evalkit.audit.checks import calibrated as C
-from evalkit.audit import wording as W
+from evalkit.document import words as W
 from evalkit.report.headline import blocker_phrase, effect_text, headline
 from evalkit.stats.explained import ExplainedGain
 

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalkit.audit import wording
-from evalkit.audit.protocol_rules import protocol_change
+from evalkit.document import words as wording
+from evalkit.document.rules import protocol_change
 from evalkit.report.render import render_html, render_md
 from tests.conftest import REPO
 

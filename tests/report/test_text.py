@@ -9,7 +9,8 @@ import re
 import pytest
 
 from evalkit.names import file_part
-from evalkit.report.text import md, md_line, p_value, pp, shorten
+from evalkit.document.words import p_value, pp
+from evalkit.report.text import md, md_line, shorten
 
 markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py (dev extra) renders "
                                                         "the escaped Markdown")

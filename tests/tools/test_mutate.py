@@ -49,10 +49,9 @@ def test_every_module_of_the_three_packages_is_mapped_to_existing_test_files(mut
             assert rel in reached, (f"{rel} is named after no module of {pkg} (nor test_package*):"
                                     " the mutation tool would never run it")
     assert mutate.tests_for("evalkit/audit/protocol.py")[0] == "tests/audit/test_protocol.py"
-    assert "tests/audit/test_protocol_rules_gate.py" not in mutate.own_tests_for(
-        "evalkit/audit/protocol.py")
-    assert "tests/audit/test_protocol_rules_gate.py" in mutate.own_tests_for(
-        "evalkit/audit/protocol_rules.py")
+    assert mutate._owner("test_plan_checks_gate.py", ["plan", "plan_checks"]) == "plan_checks"
+    assert "tests/document/test_tiers_walk.py" in mutate.own_tests_for(
+        "evalkit/document/tiers.py")
     nested = mutate.tests_for("evalkit/audit/checks/design.py")
     assert nested[0] == "tests/audit/checks/test_design.py"               # its own tests
     assert "tests/audit/checks/test_package_registry.py" in nested      # its own package

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from evalkit.audit import wording
+from evalkit.document import words as wording
 from evalkit.audit.checks.core import Outcome, check, not_evaluable
-from evalkit.audit.verdict_words import pp
+from evalkit.document.words import pp
 
 __all__ = ["gain_explained_by_overlap", "psi_fit"]
 

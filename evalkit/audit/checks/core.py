@@ -21,7 +21,7 @@ from evalkit.audit.table_word import TABLE_WORD_CHECKS, table_says
 from evalkit.errors import NotEstimable
 
 __all__ = ["CHECKS", "CHECK_CHOICES", "CHECK_PARAMS", "CHECK_TIERS", "Check", "Outcome", "Status",
-           "check", "names_runs_to_add", "needs_real_backend", "needs_runs", "not_evaluable",
+           "check", "needs_real_backend", "needs_runs", "not_evaluable",
            "run_check"]
 
 
@@ -142,12 +142,6 @@ def needs_real_backend(expected: str, found: str, backends) -> Outcome:
                          values={"missing_backends": [first, *rest],
                                  "campaign_toml": "\n".join(["[backend]", name]),
                                  "campaign_step": REAL_BACKEND_STEP})
-
-
-def names_runs_to_add(check) -> bool:
-    """Whether a (not evaluable) check names campaign lines that would make it evaluable."""
-    values = check.get("values") if isinstance(check, dict) else check.values
-    return bool((values or {}).get("campaign_toml"))
 
 
 # ----------------------------------------------------------------------------- registry

@@ -37,8 +37,7 @@ import numpy as np
 import pandas as pd
 
 from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
-from evalkit.document.words import pp
-from evalkit.document.words import drift_share_words
+from evalkit.document.words import drift_share_words, pp
 from evalkit.stats import sign_flip_test
 
 __all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift"]

@@ -4,7 +4,8 @@ significant and at least the smallest effect of interest."""
 from __future__ import annotations
 
 from evalkit.audit.checks.core import Outcome, Status, _fmt, check, not_evaluable
-from evalkit.audit.verdict_words import is_negligible, power, pp
+from evalkit.audit.verdicts import power
+from evalkit.document.words import is_negligible, pp
 
 __all__ = ["enough_seeds", "gain_significant"]
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from evalkit.audit import tiers as T
+from evalkit.document import tiers as T
 from evalkit.audit.checks import deployable as C
 from evalkit.audit.checks.core import Check, needs_real_backend, run_check
 from evalkit.audit.protocol import TierSpec

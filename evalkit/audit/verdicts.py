@@ -1,4 +1,6 @@
-"""Verdict sentences derived from the numbers they are about.
+"""Verdict sentences of a live claim: its power rule, its underpowered verdict and the sentence
+of the tier it reached, read from the claim's context (the words themselves, derived from the
+numbers, are :mod:`evalkit.document.words`).
 
 What a claim may say comes from the protocol only: the verdict of a claim that reached a
 tier is that tier's ``claim`` sentence, followed by the numbers behind it.  Every other word
@@ -8,76 +10,17 @@ above 0; "not shown to be explained by overlap" where the explained-gain test di
 that blocks (the protocol's minimum number of seeds, or the smallest p the test can attain)
 with its numbers; a significant gain smaller than the protocol's smallest effect of interest
 is "negligible".  G, G_pred and their CIs are shares of requests (0.01 = 1 pp) in the audit
-document's numbers and percentage points in these sentences (:func:`pp`), as everywhere a
-person reads them.
+document's numbers and percentage points in these sentences, as everywhere a person reads
+them.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-__all__ = ["gain_text", "is_negligible", "power", "prediction_text", "tier_sentence",
-           "underpowered_verdict"]
+from evalkit.document.words import beats, gain_text, num, prediction_text, significance_text
 
-EFFECT_TOL = 1e-12           # a gain equal to min_effect up to rounding is not below it
-
-
-def _fmt(x, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "n/a"
-    return f"{x:.{digits}g}"
-
-
-def pp(share, signed: bool = True) -> str:
-    """A share in percentage points, without the unit: ``+2.19`` for a difference of shares,
-    ``2.19`` (``signed=False``) for a rate, a tolerance or a bound that has no direction."""
-    if share is None or not math.isfinite(share):
-        return "n/a"
-    return f"{100 * share:+.2f}" if signed else f"{100 * share:.2f}"
-
-
-def ci_position(low, high) -> str:
-    """"above", "below" or "across" 0 for a CI; "" when it has no finite ends."""
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return ""
-    return "above" if low > 0 else "below" if high < 0 else "across"
-
-
-def gain_text(sf) -> str:
-    """``G = +6.30 pp [+3.20, +9.90], CI above 0`` from a paired test result."""
-    if sf is None:
-        return "G n/a"
-    pos = ci_position(sf.ci_low, sf.ci_high)
-    if not pos:
-        return f"G = {pp(sf.statistic)} pp (no CI)"
-    return f"G = {pp(sf.statistic)} pp [{pp(sf.ci_low)}, {pp(sf.ci_high)}], CI {pos} 0"
-
-
-def beats(sf) -> bool:
-    """The gain's estimate is above 0 and so is its CI (where it has one)."""
-    if sf is None or not math.isfinite(sf.statistic) or sf.statistic <= 0:
-        return False
-    pos = ci_position(sf.ci_low, sf.ci_high)
-    return pos in ("above", "")
-
-
-def is_negligible(gain: float, min_effect: float) -> bool:
-    """A positive gain below the smallest effect of interest (equality is not below)."""
-    return 0 < gain < float(min_effect) - EFFECT_TOL
-
-
-def significance_text(sf, p_adjusted: float, alpha: float) -> str:
-    """Direction and significance of the effect: "the policy is significantly worse than
-    matched random (p = 0.008)", "... better ...", or "not significant (p = 0.3)"."""
-    if sf is None or p_adjusted is None or not math.isfinite(p_adjusted):
-        return "no paired test"
-    p = f"p = {_fmt(p_adjusted, 3)}"
-    if p_adjusted <= alpha and sf.statistic < 0:
-        return f"the policy is significantly worse than matched random ({p})"
-    if p_adjusted <= alpha and sf.statistic > 0:
-        return f"the policy is significantly better than matched random ({p})"
-    return f"the difference is not significant ({p})"
+__all__ = ["Power", "explained_result", "power", "tier_sentence", "underpowered_verdict"]
 
 
 @dataclass(frozen=True)
@@ -98,13 +41,13 @@ class Power:
     def text(self) -> str:
         if self.rule is None:
             return ""
-        p_rule = (f"the smallest attainable {self.alternative} p is {_fmt(self.min_p, 3)} > "
+        p_rule = (f"the smallest attainable {self.alternative} p is {num(self.min_p, 3)} > "
                   f"alpha = {self.alpha:g}: the test needs >= {self.seeds_needed} seeds")
         floor = (f"{self.n} independent seeds are below the protocol's minimum of "
                  f"{self.min_seeds}")
         if self.rule == "protocol_minimum":
             return (floor + f" (the test itself could reach alpha with {self.seeds_needed}; "
-                    f"smallest attainable p now {_fmt(self.min_p, 3)})")
+                    f"smallest attainable p now {num(self.min_p, 3)})")
         if self.rule == "attainable_p":
             return f"with {self.n} independent seeds " + p_rule
         return floor + ", and " + p_rule
@@ -158,16 +101,6 @@ def explained_result(ctx):
         if key[0] == ctx.claim.policy and res is not None:
             return res
     return None
-
-
-def prediction_text(res) -> str:
-    """``psi-predicted gain G_pred = +5.00 pp [+2.00, +8.00], CI above 0`` and, unless the
-    explained-gain test passed, ``: not shown to be explained by overlap``."""
-    lo, hi = res.g_pred_ci
-    pos = ci_position(lo, hi)
-    text = (f"psi-predicted gain G_pred = {pp(res.g_pred)} pp [{pp(lo)}, {pp(hi)}]"
-            + (f", CI {pos} 0" if pos else ""))
-    return text if res.explained else text + ": not shown to be explained by overlap"
 
 
 def tier_sentence(tier, ctx) -> str:

@@ -1,4 +1,4 @@
-"""Tier semantics in one module (evalkit.audit.tiers): the claim floor, the ladder and stop
+"""Tier semantics in one module (evalkit.document.tiers): the claim floor, the ladder and stop
 point, rank and drops; the verdict, the headline and the gate all read them.
 
 The red-team case: a protocol without ``matched_budget``.  The verdict once used "index 0" as
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from evalkit.audit.checks import core as C
-from evalkit.audit import tiers as T
+from evalkit.document import tiers as T
 from evalkit.audit.claims import _verdict
 from evalkit.audit.gate import decide
 from evalkit.audit.protocol import TierSpec, load_protocol, parse_protocol

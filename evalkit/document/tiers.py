@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evalkit.audit.checks.core import names_runs_to_add
 from evalkit.errors import InputError
 
 __all__ = ["FAILED", "MISSING_RUNS", "NOT_EVALUABLE", "NOT_SUPPORTED", "PASSED", "SUPPORTED",
            "UNDERPOWERED", "claim_floor", "claim_status", "filled_status", "goes_on", "ladder",
-           "licenses_claim", "reached_tier", "reaches", "stop_heading", "stop_point",
-           "stop_reason", "tier_drops", "tier_rank", "tier_state", "tier_walk"]
+           "licenses_claim", "names_runs_to_add", "reached_tier", "reaches", "stop_heading",
+           "stop_point", "stop_reason", "tier_drops", "tier_rank", "tier_state", "tier_walk"]
 
 PASSED, FAILED, NOT_EVALUABLE = "passed", "failed", "not_evaluable"
 MISSING_RUNS = "missing_runs"    # not evaluable for want of runs to add; the walk stops
@@ -41,6 +40,12 @@ def _name(tier) -> str:
 def _skippable(tier) -> bool:
     return bool(tier.get("skip_if_not_evaluable") if isinstance(tier, dict)
                 else tier.skip_if_not_evaluable)
+
+
+def names_runs_to_add(check) -> bool:
+    """Whether a (not evaluable) check names campaign lines that would make it evaluable."""
+    values = check.get("values") if isinstance(check, dict) else check.values
+    return bool((values or {}).get("campaign_toml"))
 
 
 def tier_state(checks) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
-from evalkit.audit import verdict_words as words
+from evalkit.document import words
 from evalkit.report.headline import effect_text
 
 

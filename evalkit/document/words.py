@@ -1,21 +1,27 @@
-"""Sentences about numbers, each derived from the number it talks about.
+"""Sentences about numbers, each derived from the number it talks about, and the number formats.
 
 A confidence interval lies above 0, below 0, or includes 0; a gain is significantly better
 than matched random, significantly worse, or not shown to differ.  Every phrase the audit
 and the report print about a CI or a gain comes from these functions, so the words cannot
 disagree with the numbers beside them (no "reaches 0" for a CI of [-0.0136, -0.0100], no
-"report it as placement gain" for a policy significantly worse than random).
+"report it as placement gain" for a policy significantly worse than random).  G, G_pred and
+their CIs are shares of requests (0.01 = 1 pp) in the audit document's numbers and percentage
+points in these sentences (:func:`pp`), as everywhere a person reads them.  Every number
+printed for a person goes through :func:`num` or one of its unit forms (:func:`pp`,
+:func:`pct`, :func:`p_value`); a missing or non-finite number is ``n/a`` in all of them.
 """
 
 from __future__ import annotations
 
 import math
 
-from evalkit.audit.verdict_words import pp
+__all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "DESIGN_CHECKS", "EFFECT_TOL", "TIED", "WORSE",
+           "beats", "ci_side", "ci_words", "drift_share_words", "explained_fix",
+           "explained_reason", "failed_design_checks", "gain_state", "gain_text", "gain_words",
+           "is_negligible", "not_valid_words", "num", "p_value", "pct", "pp", "prediction_text",
+           "significance_text"]
 
-__all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "DESIGN_CHECKS", "TIED", "WORSE", "ci_side",
-           "ci_words", "drift_share_words", "explained_fix", "explained_reason",
-           "failed_design_checks", "gain_state", "gain_words", "not_valid_words"]
+EFFECT_TOL = 1e-12           # a gain equal to min_effect up to rounding is not below it
 
 ABOVE, BELOW, ACROSS = "above", "below", "across"
 BETTER, WORSE, TIED = "better", "worse", "tied"
@@ -104,6 +110,7 @@ def g_lo_hi(ci):
 
 
 def _f(x):
+    """``x`` as a finite float, or None (missing, a boolean, not a number, or non-finite)."""
     if x is None or isinstance(x, bool):
         return None
     try:
@@ -133,3 +140,95 @@ def failed_design_checks(checks) -> list[str]:
 def not_valid_words(failed: list[str]) -> str:
     return (f"not a valid comparison: {', '.join(failed)} failed, so G is evidence neither "
             "for nor against the policy")
+
+
+# ------------------------------------------------------------------------- number formats
+
+def _finite(x) -> bool:
+    return x is not None and math.isfinite(float(x))
+
+
+def num(x, digits: int = 4) -> str:
+    """A number in ``digits`` significant digits; an integer in full, a boolean as JSON has it."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, int) or (hasattr(x, "dtype") and getattr(x.dtype, "kind", "") in ("i", "u")):
+        return str(int(x))
+    return f"{float(x):.{digits}g}"
+
+
+def pct(x) -> str:
+    """A share (0..1) in percent."""
+    if not _finite(x):
+        return "n/a"
+    return f"{100 * float(x):.2f}%"
+
+
+def pp(x, signed: bool = True) -> str:
+    """A share in percentage points, without the unit: ``+2.19`` for a difference of shares,
+    ``2.19`` (``signed=False``) for a rate, a tolerance or a bound that has no direction."""
+    if not _finite(x):
+        return "n/a"
+    return f"{100 * float(x):{'+' if signed else ''}.2f}"
+
+
+def p_value(p) -> str:
+    if not _finite(p):
+        return "n/a"
+    p = float(p)
+    return f"{p:.3g}" if p < 1 else "1"
+
+
+# ------------------------------------------------------------------- a paired test's words
+# ``sf``: a paired test result (``statistic``, ``ci_low``, ``ci_high``)
+
+def _finite_side(low, high) -> str:
+    """:func:`ci_side` of a CI with two finite ends; "" for one without."""
+    return ci_side(low, high) if _finite(low) and _finite(high) else ""
+
+
+def gain_text(sf) -> str:
+    """``G = +6.30 pp [+3.20, +9.90], CI above 0`` from a paired test result."""
+    if sf is None:
+        return "G n/a"
+    pos = _finite_side(sf.ci_low, sf.ci_high)
+    if not pos:
+        return f"G = {pp(sf.statistic)} pp (no CI)"
+    return f"G = {pp(sf.statistic)} pp [{pp(sf.ci_low)}, {pp(sf.ci_high)}], CI {pos} 0"
+
+
+def beats(sf) -> bool:
+    """The gain's estimate is above 0 and so is its CI (where it has one)."""
+    if sf is None or not math.isfinite(sf.statistic) or sf.statistic <= 0:
+        return False
+    return _finite_side(sf.ci_low, sf.ci_high) in (ABOVE, "")
+
+
+def is_negligible(gain: float, min_effect: float) -> bool:
+    """A positive gain below the smallest effect of interest (equality is not below)."""
+    return 0 < gain < float(min_effect) - EFFECT_TOL
+
+
+def significance_text(sf, p_adjusted: float, alpha: float) -> str:
+    """Direction and significance of the effect: "the policy is significantly worse than
+    matched random (p = 0.008)", "... better ...", or "not significant (p = 0.3)"."""
+    if sf is None or p_adjusted is None or not math.isfinite(p_adjusted):
+        return "no paired test"
+    p = f"p = {num(p_adjusted, 3)}"
+    if p_adjusted <= alpha and sf.statistic < 0:
+        return f"the policy is significantly worse than matched random ({p})"
+    if p_adjusted <= alpha and sf.statistic > 0:
+        return f"the policy is significantly better than matched random ({p})"
+    return f"the difference is not significant ({p})"
+
+
+def prediction_text(res) -> str:
+    """``psi-predicted gain G_pred = +5.00 pp [+2.00, +8.00], CI above 0`` and, unless the
+    explained-gain test passed, ``: not shown to be explained by overlap``."""
+    lo, hi = res.g_pred_ci
+    pos = _finite_side(lo, hi)
+    text = (f"psi-predicted gain G_pred = {pp(res.g_pred)} pp [{pp(lo)}, {pp(hi)}]"
+            + (f", CI {pos} 0" if pos else ""))
+    return text if res.explained else text + ": not shown to be explained by overlap"

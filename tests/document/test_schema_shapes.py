@@ -1,7 +1,7 @@
 """A forged or edited audit.json is refused before use: exit 2 naming the field path.
 
 `evalkit report`, `diff` and `gate --baseline` read the document through the one JSON front
-door and check it against the document's shape (evalkit.report.document.DOCUMENT).  Each case
+door and check it against the document's shape (evalkit.document.schema.DOCUMENT).  Each case
 here used to end in exit 3 (a crash where the document is drawn) or passed unnoticed (an
 unknown status); the special-file and nesting cases used to hang or raise RecursionError.
 """
@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
-from evalkit.report.document import DOCUMENT, check_shape, shape_problem
+from evalkit.document.schema import DOCUMENT, check_shape, shape_problem
 from tests.support.deadline import alarm_after
 
 DOC = Path(__file__).resolve().parents[1] / "report_documents" / "sim_underpowered.audit.json"
@@ -76,7 +76,7 @@ def test_a_forged_field_is_named_by_its_path(field, value, where, words):
 
 def test_the_statuses_are_the_writers():
     from evalkit.audit.checks.core import Status
-    from evalkit.report.document import CHECK_STATES
+    from evalkit.document.schema import CHECK_STATES
 
     assert CHECK_STATES == tuple(s.value for s in Status)
 
@@ -150,7 +150,7 @@ def test_hostile_json_in_audit_json_is_exit_2(tmp_path, text, words):
 
 
 def test_a_document_over_the_size_limit_is_refused(tmp_path, monkeypatch):
-    import evalkit.report.document as document
+    import evalkit.document.schema as document
 
     monkeypatch.setattr(document, "MAX_DOCUMENT_BYTES", 1000)
     path = tmp_path / "audit.json"

@@ -1,5 +1,5 @@
-"""Reading an audit document back: ``evalkit report AUDIT.json``, ``evalkit diff`` and
-``evalkit gate --baseline``.
+"""The audit document's layout and its readers: ``evalkit report AUDIT.json``, ``evalkit diff``
+and ``evalkit gate`` (an audit.json, or the baseline).
 
 The file is read through the one JSON front door (a regular file, bounded in bytes and depth,
 no duplicate keys, no NaN) and then checked against :data:`DOCUMENT`, the shape of the audit
@@ -13,12 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from evalkit.audit import tiers as T
+from evalkit.document import tiers as T
 from evalkit.errors import InputError
-from evalkit.jsonio import AUDIT_SCHEMA, read_json
+from evalkit.jsonio import read_json
 from evalkit.limits import MAX_DOCUMENT_BYTES
 
-__all__ = ["DOCUMENT", "REWRITE", "check_shape", "load_audit", "read_document", "shape_problem"]
+__all__ = ["AUDIT_SCHEMA", "DOCUMENT", "REWRITE", "check_shape", "load_audit", "read_document",
+           "shape_problem"]
+
+# The layout of the audit document (audit.json): the audit writes only this one, and the
+# report, the diff and the gate read only this one.
+AUDIT_SCHEMA = "evalkit-audit/1"
 
 REWRITE = "re-run 'evalkit audit RUNS --out DIR' to write the audit.json again"
 _CLAIM_KEYS = ("figures", "figure_data", "load_match", "per_seed", "checks", "tier_status")
