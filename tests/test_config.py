@@ -217,7 +217,7 @@ def test_twin_setting_error_names_its_line(tmp_path):
 # `evalkit serve --config FILE.toml` also read it with a bare tomllib.loads.
 
 def test_sidecar_config_toml_is_read_within_the_bounds(tmp_path):
-    from evalkit.replay.backends.torch.serve_config import read_config_file
+    from evalkit.replay.backends.sidecar.config import read_config_file
 
     good = tmp_path / "serve.toml"
     good.write_text('[serve]\nmodel = "tiny"\n')

@@ -141,7 +141,7 @@ def test_trace_metadata_and_lock_files_are_read_through_the_front_door(tmp_path)
 
 
 def test_a_json_serve_config_is_read_through_the_front_door(tmp_path, deadline):
-    from evalkit.replay.backends.torch.serve_config import read_config_file
+    from evalkit.replay.backends.sidecar.config import read_config_file
 
     path = tmp_path / "serve.json"
     path.write_text('{"serve": {"model": "tiny"}}')

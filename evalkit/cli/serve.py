@@ -45,7 +45,7 @@ def serve_cmd(preset, host, port, config_file, print_config, api_key, **flags):
     Endpoints: /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize,
     /health, /ping, /metrics (vLLM metric names), /version.  Stop with Ctrl-C.
     """
-    from evalkit.replay.backends.torch.serve_config import read_config_file, resolve_serve_config
+    from evalkit.replay.backends.sidecar.config import read_config_file, resolve_serve_config
 
     raw = read_config_file(config_file) if config_file else {}
     where = config_file or "evalkit serve"
@@ -59,7 +59,7 @@ def serve_cmd(preset, host, port, config_file, print_config, api_key, **flags):
     if print_config:
         click.echo(json.dumps({**cfg, "host": host, "port": port}, indent=2))
         return
-    from evalkit.replay.backends.torch.sidecar import port_free, serve
+    from evalkit.replay.backends.sidecar.serve import port_free, serve
     busy = port_free(host, port)
     if busy is not None:
         raise InputError(f"cannot listen on {host}:{port} ({busy})", column="--port",

@@ -371,9 +371,9 @@ def test_a_disconnected_request_is_aborted_with_one_log_line(server, stream):
 def test_serve_says_what_it_does_until_it_is_ready(monkeypatch, capsys):
     """Issue 35: start-up takes seconds; each step gets a status line, the last one only once
     the socket listens."""
-    from evalkit.replay.backends.torch import sidecar
-    from evalkit.replay.backends.torch.serve_config import resolve_serve_config
-    from evalkit.replay.backends.torch.tokenizer import SidecarTokenizer
+    from evalkit.replay.backends.sidecar import serve as sidecar
+    from evalkit.replay.backends.sidecar.config import resolve_serve_config
+    from evalkit.replay.backends.sidecar.tokenizer import SidecarTokenizer
 
     class Engine:
         tokenizer = SidecarTokenizer(512)

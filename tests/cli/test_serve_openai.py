@@ -216,8 +216,8 @@ def test_engine_failure_is_503():
     """An engine that died answers 503 with an OpenAI error (in-process app, no model)."""
     from aiohttp.test_utils import TestClient, TestServer
 
-    from evalkit.replay.backends.torch.server import make_app
-    from evalkit.replay.backends.torch.tokenizer import SidecarTokenizer
+    from evalkit.replay.backends.sidecar.server import make_app
+    from evalkit.replay.backends.sidecar.tokenizer import SidecarTokenizer
 
     class DeadEngine:
         tokenizer = SidecarTokenizer(512)
@@ -327,7 +327,7 @@ def test_serve_settings_never_fall_back_to_a_default_model(tmp_path):
 
     from evalkit.cli.main import cli
     from evalkit.errors import InputError
-    from evalkit.replay.backends.torch.serve_config import resolve_serve_config
+    from evalkit.replay.backends.sidecar.config import resolve_serve_config
     # the two forms that used to build a 7.7B model / crash
     assert resolve_serve_config({"model": {"preset": "tiny"}})["model"]["hidden_size"] == 64
     assert resolve_serve_config({"model": "tiny"})["model"]["vocab_size"] == 512

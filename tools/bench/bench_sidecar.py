@@ -18,8 +18,8 @@ import numpy as np
 
 
 def run_once(model, args, max_prefill_batch):
-    from evalkit.replay.backends.torch.engine import Engine
-    from evalkit.replay.backends.torch.sequence import Seq
+    from evalkit.replay.backends.sidecar.engine import Engine
+    from evalkit.replay.backends.sidecar.sequence import Seq
     eng = Engine(model, device=args.device, max_batch=args.n, vocab=int(model.config.vocab_size),
                  max_prefill_batch=max_prefill_batch)
     left = threading.Semaphore(0)
@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     import torch
-    from evalkit.replay.backends.torch.models import build_model, resolve_config
+    from evalkit.replay.backends.models import build_model, resolve_config
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     model = build_model(resolve_config(args.model), seed=0, device=args.device, dtype=dtype)
     torch.set_num_threads(1)

@@ -26,10 +26,10 @@ from evalkit.errors import InputError
 from evalkit.policies import POLICIES
 from evalkit.replay.spec import RunOutput
 
+from .procs import Managed, free_port
 from .torch import prepare
 from .torch.coordinator import run_replay
 from .torch.health import Server, check_model, wait_healthy
-from .torch.procs import Managed, free_port
 
 
 SIGNAL_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")

@@ -1,5 +1,10 @@
 """The real torch backend: DiLoCo learners + a torch serving sidecar + an open-loop client.
 
+This folder is the training wing (the learners, the rig that keeps them warm, the
+coordinator and the replay client that also drives vLLM); the sidecar it starts is
+:mod:`evalkit.replay.backends.sidecar`, launched as a child process and never imported
+(see that package's docstring for what the two share).
+
 ``replay(spec, trace, policy, *, progress=None) -> RunOutput``.  Consecutive runs in one
 process reuse a warm rig (sidecar + learners) when their rig-defining settings match;
 ``rig.close_rig()`` stops it (also done at exit and after any failed run).  Knobs come from
@@ -15,14 +20,13 @@ import secrets
 import sys
 
 from evalkit.errors import InputError
+from evalkit.replay.backends.models import resolve_config
+from evalkit.replay.backends.procs import SIDECAR_ADMIN_KEY_ENV, Managed, free_port, port_in_use
 from evalkit.replay.spec import RunOutput
 
 from .config import resolve
 from .coordinator import run_replay
 from .health import Server
-from .models import resolve_config
-from .procs import Managed, free_port, port_in_use
-from .sidecar import ADMIN_KEY_ENV
 
 __all__ = ["replay", "prepare", "start_sidecar"]
 
@@ -50,8 +54,8 @@ def start_sidecar(cfg: dict, log_dir: str) -> Server:
         json.dump(scfg, f)
     admin_key = secrets.token_hex(16)
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(cfg["server_threads"]),
-               **{ADMIN_KEY_ENV: admin_key})
-    proc = Managed("sidecar", [sys.executable, "-m", "evalkit.replay.backends.torch.sidecar",
+               **{SIDECAR_ADMIN_KEY_ENV: admin_key})
+    proc = Managed("sidecar", [sys.executable, "-m", "evalkit.replay.backends.sidecar.serve",
                                "--port", str(port), "--config", path],
                    env=env, log_path=os.path.join(log_dir, "sidecar.log"))
     return Server(f"http://127.0.0.1:{port}", cfg["model_name"], "sidecar", proc,

@@ -32,13 +32,13 @@ import numpy as np
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.policies.base import DecisionState
+from evalkit.policies.context import make_context, policy_seed
+from evalkit.replay.backends.procs import Managed
 from evalkit.replay.backends.torch import client as cl
 from evalkit.replay.backends.torch import rig as rigs
 from evalkit.replay.backends.torch.health import Server, say
-from evalkit.replay.backends.torch.procs import Managed
 from evalkit.replay.backends.torch.trainer import CONTINUE, MERGE, STOP
-from evalkit.policies.base import DecisionState
-from evalkit.policies.context import make_context, policy_seed
 from evalkit.replay.spec import RunOutput
 
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from evalkit.errors import InputError
-from evalkit.replay.backends.torch.procs import Managed
+from evalkit.replay.backends.procs import Managed
 
 
 @dataclass

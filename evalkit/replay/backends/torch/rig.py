@@ -28,8 +28,8 @@ import time
 from multiprocessing.connection import Listener
 
 from evalkit.errors import InputError
+from evalkit.replay.backends.procs import Managed, free_port
 from evalkit.replay.backends.torch.health import check_model, say, wait_healthy
-from evalkit.replay.backends.torch.procs import Managed, free_port
 
 # backend_config keys that may differ between runs on one rig
 PER_RUN_KEYS = frozenset({

@@ -26,8 +26,8 @@ import sys
 import time
 from datetime import timedelta
 
-from evalkit.replay.backends.torch.models import build_model, init_params
-from evalkit.replay.backends.torch.procs import die_with_parent
+from evalkit.replay.backends.models import build_model, init_params
+from evalkit.replay.backends.procs import die_with_parent
 
 CONTINUE, MERGE, STOP = 0, 1, 2
 

@@ -187,7 +187,7 @@ def test_bad_config_and_unreachable_endpoint():
 
 def test_init_params_is_a_function_of_the_seed_only():
     import torch
-    from evalkit.replay.backends.torch.models import build_model, init_params, resolve_config
+    from evalkit.replay.backends.models import build_model, init_params, resolve_config
     fields = resolve_config("tiny")
     fresh = build_model(fields, seed=5)
     used = build_model(fields, seed=1)

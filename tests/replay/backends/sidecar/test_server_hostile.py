@@ -18,16 +18,13 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from evalkit.replay.backends.torch.openai_errors import APIError  # noqa: E402
-from evalkit.replay.backends.torch.openai_requests import parse_completion  # noqa: E402
-from evalkit.replay.backends.torch.openai_types import Sampling  # noqa: E402
-from evalkit.replay.backends.torch.openai_sampling import (  # noqa: E402
-    MAX_STOP_BYTES, MAX_STOP_STRINGS)
-from evalkit.replay.backends.torch.sequence import Seq, append_token  # noqa: E402
-from evalkit.replay.backends.torch import server  # noqa: E402
-from evalkit.replay.backends.torch.server import Limits, make_app, start  # noqa: E402
-from evalkit.replay.backends.torch.sidecar import port_free  # noqa: E402
-from evalkit.replay.backends.torch.tokenizer import SidecarTokenizer  # noqa: E402
+from evalkit.replay.backends.sidecar import server  # noqa: E402
+from evalkit.replay.backends.sidecar.openai_requests import (  # noqa: E402
+    MAX_STOP_BYTES, MAX_STOP_STRINGS, APIError, Sampling, parse_completion)
+from evalkit.replay.backends.sidecar.sequence import Seq, append_token  # noqa: E402
+from evalkit.replay.backends.sidecar.serve import port_free  # noqa: E402
+from evalkit.replay.backends.sidecar.server import Limits, make_app, start  # noqa: E402
+from evalkit.replay.backends.sidecar.tokenizer import SidecarTokenizer  # noqa: E402
 
 KEY = "sk-hostile"
 LIMITS = Limits(max_request_bytes=1000, max_request_bytes_in_flight=2000,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .openai_types import Sampling
+from .openai_requests import Sampling
 
 GREEDY = Sampling(max_tokens=1, temperature=0.0)
 

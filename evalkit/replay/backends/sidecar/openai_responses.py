@@ -7,7 +7,7 @@ completion or the chat shape.
 
 from __future__ import annotations
 
-from .openai_types import GenerationRequest
+from .openai_requests import GenerationRequest
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:

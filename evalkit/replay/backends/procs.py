@@ -1,4 +1,8 @@
-"""Child-process management: free ports, process groups, no orphans."""
+"""Child-process management: free ports, process groups, no orphans.
+
+Shared by the backends that start children: the torch backend (learners and the serving
+sidecar it launches), vLLM, and the sidecar process itself (:func:`die_with_parent`).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,10 @@ import subprocess
 import time
 
 _LIVE: list["Managed"] = []
+
+# how a runner hands the sidecar child it starts the key of ``POST /admin/reset``: an
+# environment variable (popped by the child at start), not argv, which a process list shows
+SIDECAR_ADMIN_KEY_ENV = "EVALKIT_SIDECAR_ADMIN_KEY"
 
 
 def free_port() -> int:

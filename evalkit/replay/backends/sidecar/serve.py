@@ -1,10 +1,10 @@
 """A small OpenAI/vLLM-compatible serving sidecar over a random-init transformers model.
 
 Run as ``evalkit serve --preset tiny`` (standalone) or, as the torch backend does,
-``python -m evalkit.replay.backends.torch.sidecar --port P --config cfg.json``.  The engine
-(continuous batching, one thread) is :mod:`~evalkit.replay.backends.torch.engine`; the HTTP
-routes, limits and auth are :mod:`~evalkit.replay.backends.torch.server`; request parsing is
-:mod:`~evalkit.replay.backends.torch.openai_requests`.  This module builds and starts them.
+``python -m evalkit.replay.backends.sidecar.serve --port P --config cfg.json``.  The engine
+(continuous batching, one thread) is :mod:`~evalkit.replay.backends.sidecar.engine`; the HTTP
+routes, limits and auth are :mod:`~evalkit.replay.backends.sidecar.server`; request parsing is
+:mod:`~evalkit.replay.backends.sidecar.openai_requests`.  This module builds and starts them.
 
 The runner-started sidecar enables ``POST /admin/reset`` when its environment carries
 ``EVALKIT_SIDECAR_ADMIN_KEY`` (the rig sets a random one and sends it as a bearer token);
@@ -19,15 +19,14 @@ import sys
 import time
 
 from evalkit.errors import InputError
-from evalkit.replay.backends.torch.metrics import ServingMetrics
-from evalkit.replay.backends.torch.models import build_model
-from evalkit.replay.backends.torch.procs import die_with_parent
-from evalkit.replay.backends.torch.serve_config import resolve_serve_config
+from evalkit.replay.backends.models import build_model
+from evalkit.replay.backends.procs import SIDECAR_ADMIN_KEY_ENV, die_with_parent
 
+from .config import resolve_serve_config
 from .engine import Engine
+from .metrics import ServingMetrics
 from .server import Limits, make_app, run  # noqa: F401
 
-ADMIN_KEY_ENV = "EVALKIT_SIDECAR_ADMIN_KEY"
 LIMIT_KEYS = ("max_request_bytes", "max_request_bytes_in_flight", "max_seqs_per_request",
               "max_seqs_in_flight", "max_stop_strings", "max_stop_bytes",
               "body_read_timeout_s", "body_idle_timeout_s", "idle_connection_timeout_s",
@@ -120,7 +119,7 @@ def main(argv=None) -> int:
     import signal
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))   # nothing to flush: stop at once
     serve(cfg, host=args.host, port=args.port, handle_signals=False,
-          admin_key=os.environ.pop(ADMIN_KEY_ENV, None))
+          admin_key=os.environ.pop(SIDECAR_ADMIN_KEY_ENV, None))
     return 0
 
 

@@ -14,8 +14,9 @@ from evalkit.config import read_config
 from evalkit.errors import InputError
 from evalkit.jsonio import read_json
 from evalkit.limits import MAX_CONFIG_BYTES
-from evalkit.replay.backends.torch.models import resolve_config
-from evalkit.replay.backends.torch.openai_sampling import MAX_STOP_BYTES, MAX_STOP_STRINGS
+from evalkit.replay.backends.models import resolve_config
+
+from .openai_requests import MAX_STOP_BYTES, MAX_STOP_STRINGS
 
 SERVE_DEFAULTS = {
     "model": "tiny",              # preset name or {preset = NAME, <config field> = value}

@@ -37,8 +37,9 @@ import threading
 import time
 from collections import deque
 
+from evalkit.replay.backends.models import cache_kwarg
+
 from . import kv_batch, token_sampler
-from .models import cache_kwarg
 from .sequence import Seq, append_token, end_report
 from .tokenizer import SidecarTokenizer
 

@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from evalkit.replay.backends.torch.engine import UNHEALTHY_AFTER, Engine  # noqa: E402
-from evalkit.replay.backends.torch.sequence import Seq  # noqa: E402
-from evalkit.replay.backends.torch.models import build_model, resolve_config  # noqa: E402
-from evalkit.replay.backends.torch.openai_types import Sampling  # noqa: E402
+from evalkit.replay.backends.models import build_model, resolve_config  # noqa: E402
+from evalkit.replay.backends.sidecar.engine import UNHEALTHY_AFTER, Engine  # noqa: E402
+from evalkit.replay.backends.sidecar.openai_requests import Sampling  # noqa: E402
+from evalkit.replay.backends.sidecar.sequence import Seq  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -229,7 +229,7 @@ def test_penalties_match_a_per_token_reference(model, rep, freq, pres):
 def test_dead_engine_answers_503_on_health_and_generation(model):
     from aiohttp.test_utils import TestClient, TestServer
 
-    from evalkit.replay.backends.torch.server import make_app
+    from evalkit.replay.backends.sidecar.server import make_app
     eng = make_engine(model)
     eng._iteration = lambda: (_ for _ in ()).throw(SystemExit("gone"))
     eng.thread.join(5)
@@ -249,7 +249,7 @@ def test_dead_engine_answers_503_on_health_and_generation(model):
 def test_a_sequence_that_fails_in_the_engine_gets_a_500_and_the_server_serves_on(model):
     from aiohttp.test_utils import TestClient, TestServer
 
-    from evalkit.replay.backends.torch.server import make_app
+    from evalkit.replay.backends.sidecar.server import make_app
     eng = make_engine(model)
     real = eng._sample
 
@@ -282,7 +282,7 @@ def test_a_sequence_that_fails_in_the_engine_gets_a_500_and_the_server_serves_on
 def test_a_server_whose_forwards_keep_failing_reads_503_and_heals(model):
     from aiohttp.test_utils import TestClient, TestServer
 
-    from evalkit.replay.backends.torch.server import make_app
+    from evalkit.replay.backends.sidecar.server import make_app
     eng = make_engine(model)
     real = eng._forward
     fails = {"left": UNHEALTHY_AFTER}

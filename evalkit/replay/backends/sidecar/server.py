@@ -44,11 +44,10 @@ from dataclasses import dataclass
 
 from evalkit.version import __version__
 
-from .sequence import Seq
-from .openai_errors import APIError
-from .openai_requests import detokenize_request, parse_chat, parse_completion, tokenize_request
+from .openai_requests import (MAX_STOP_BYTES, MAX_STOP_STRINGS, APIError, detokenize_request,
+                              parse_chat, parse_completion, tokenize_request)
 from .openai_responses import chunk, logprobs_block, response, usage
-from .openai_sampling import MAX_STOP_BYTES, MAX_STOP_STRINGS
+from .sequence import Seq
 
 MiB = 2**20
 PARSE_OFF_LOOP_BYTES = 64 * 1024     # smaller bodies are parsed inline (cheaper than a hop)

@@ -1,7 +1,8 @@
 """Random-init transformers causal LMs from a config dict (no hub downloads).
 
 ``{"preset": "tiny"}`` or a preset plus overrides, e.g. ``{"preset": "qwen2.5-0.5b",
-"num_hidden_layers": 4}``.  Presets only give the *shape* of a published model.
+"num_hidden_layers": 4}``.  Presets only give the *shape* of a published model.  Shared by
+the torch backend's learners and the serving sidecar's engine.
 """
 
 from __future__ import annotations
