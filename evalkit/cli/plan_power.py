@@ -55,23 +55,39 @@ def format_plan(plan, label: str) -> str:
     from evalkit.document.words import pp
 
     pct = f"{plan.target:.0%}"
+    band = f"{plan.interval:.0%}"
+    effect = (f"applied as a factor: the policy's V is {1 - plan.relative_gain:.3g} x a draw's"
+              if plan.effect == "multiplicative" else "subtracted from every policy run")
     lines = [f"power plan for {label}: gain {pp(plan.gain, signed=False)} pp of V, alpha "
              f"{plan.alpha:g} {plan.alternative}, target power {pct}; within-seed sd of a draw "
-             f"{pp(plan.sd_within, signed=False)} pp ({plan.model}); policy spread "
-             f"x{plan.policy_sd_ratio:g}",
+             f"{pp(plan.sd_within, signed=False)} pp ({plan.model}); effect {effect}",
+             f"[lo, hi]: the {band} interval of each prediction from the pilot's size "
+             f"({plan.refits} refits on its seeds resampled)",
              "",
-             f"| draws/seed | fixed-n: seeds for {pct} | sequential: seeds for {pct} | "
-             "sequential: mean seeds to decision | sequential: 90th pct | decided by max |",
-             "|---|---|---|---|---|---|"]
+             f"| draws/seed | fixed-n: seeds for {pct} [lo, hi] | fixed-n: power at {{top}} "
+             f"seeds [lo, hi] | sequential: P(pass) by {{top}} [lo, hi] | sequential: seeds "
+             f"for {pct} | seeds to a decision: mean [lo, hi] | median | 90th pct | "
+             "P(stop: not better, futility) | P(stop: not better, last look) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     top = plan.rows[0].seeds[-1] if plan.rows else 0
+    lines[3] = lines[3].replace("{top}", str(top))
 
     def need(n):
         return str(n) if n is not None else f"> {top}"
 
     for r in plan.rows:
-        lines.append(f"| {r.m} | {need(r.fixed_seeds_needed)} | "
-                     f"{need(r.sequential_seeds_needed)} | {r.mean_seeds_to_decision:.1f} | "
-                     f"{r.p90_seeds_to_decision:.0f} | {r.decided_share:.0%} |")
+        lo, hi = r.fixed_seeds_needed_range
+        seq = r.sequential_decisions
+        m_lo, m_hi = r.mean_seeds_to_decision_range
+        lines.append(
+            f"| {r.m} | {need(r.fixed_seeds_needed)} [{need(lo)}, {need(hi)}] | "
+            f"{r.fixed_power[-1]:.2f} [{r.fixed_power_low[-1]:.2f}, "
+            f"{r.fixed_power_high[-1]:.2f}] | {r.sequential_power[-1]:.2f} "
+            f"[{r.sequential_power_low[-1]:.2f}, {r.sequential_power_high[-1]:.2f}] | "
+            f"{need(r.sequential_seeds_needed)} | {r.mean_seeds_to_decision:.1f} "
+            f"[{m_lo:.1f}, {m_hi:.1f}] | {r.median_seeds_to_decision:.0f} | "
+            f"{r.p90_seeds_to_decision:.0f} | {seq['stop: not better (futility)']:.2f} | "
+            f"{seq['stop: not better (last look)']:.2f} |")
     for kind in ("fixed", "sequential"):
         best = plan.best(kind)
         if best is None:
@@ -96,8 +112,10 @@ def plot_plan(plan, path: Path) -> None:
     for i, r in enumerate(plan.rows):
         color = f"C{i}"
         ax.plot(r.seeds, r.fixed_power, color=color, label=f"fixed-n, m = {r.m}")
+        ax.fill_between(r.seeds, r.fixed_power_low, r.fixed_power_high, color=color,
+                        alpha=0.15, lw=0)
         ax.plot(r.seeds, r.sequential_power, color=color, ls="--",
-                label=f"sequential (decided by n), m = {r.m}")
+                label=f"sequential (passed by n), m = {r.m}")
     ax.axhline(plan.target, color="grey", lw=0.8)
     ax.set_xlabel("seeds")
     ax.set_ylabel("power")
@@ -130,27 +148,43 @@ def plot_plan(plan, path: Path) -> None:
               help="simulated campaigns per setting")
 @click.option("--resamples", type=int, default=400, show_default=True,
               help="label sets of the Monte Carlo permutation test")
-@click.option("--policy-sd-ratio", type=float, default=1.0, show_default=True,
-              help="the policy run's spread relative to a draw's")
+@click.option("--policy-sd-ratio", type=float, default=None,
+              help="override: the policy run's spread (log scale) as a multiple of a draw's; "
+              "default: measured from the pilot's policy runs")
+@click.option("--effect", type=click.Choice(["multiplicative", "additive"]),
+              default="multiplicative", show_default=True,
+              help="multiplicative: the policy's V is a draw's x (1 - gain / mean draw V); "
+              "additive: gain subtracted from every policy run")
+@click.option("--model", "model_kind", type=click.Choice(["lognormal", "smoothed"]),
+              default="lognormal", show_default=True,
+              help="within-seed noise: lognormal, or a smoothed bootstrap of the pilot's log "
+              "residuals (tools/POWER_VALIDATION.md compares them)")
+@click.option("--block", type=int, default=5, show_default=True,
+              help="the sequential design looks after every BLOCK seeds")
+@click.option("--refits", type=int, default=30, show_default=True,
+              help="refits on resampled pilot seeds for each prediction's interval (0: none)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--plot", "plot", type=click.Path(path_type=Path), default=None,
               help="write the power curves to this PNG")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None,
               help="write the plan as JSON")
 def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text, max_seeds,
-              reps, resamples, policy_sd_ratio, seed, plot, json_out):
+              reps, resamples, policy_sd_ratio, effect, model_kind, block, refits, seed, plot,
+              json_out):
     """Seeds and draws per seed that reach the target power for GAIN, for the fixed-n
-    within-seed permutation test and for the sequential gate (expected and 90th-percentile
-    seeds to a decision), simulated from the pilot's within-seed variability."""
+    seed-level test and for the group-sequential design (distribution of seeds to a
+    decision), simulated from a model fitted to the pilot, each with an interval from the
+    pilot's size."""
     from evalkit.stats.power import pilot_model, power_plan
 
     if (pilot is None) == (twin is None):
         raise InputError("give exactly one of --pilot RUNS and --twin CAMPAIGN.toml",
                          column="--pilot", fix="e.g. --pilot runs/pilot")
     draws = _parse_draws(draws_text)
-    if policy_sd_ratio < 0:
+    if policy_sd_ratio is not None and not policy_sd_ratio >= 0:
         raise InputError("--policy-sd-ratio must be >= 0", column="--policy-sd-ratio",
-                         fix="e.g. 1 (as variable as a draw) or 0.5")
+                         fix="e.g. 1 (as variable as a draw) or 0.5, or leave it out to "
+                             "measure the policy's spread from the pilot")
     if twin is not None:
         from evalkit.replay.sweep import run_campaign
 
@@ -164,16 +198,20 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
     else:
         label, v_pol, v_draws = pilot_from_runs(pilot, policy)
         source = f"pilot {pilot.name}"
-    model = pilot_model(v_pol, v_draws, source)
     try:
-        plan = power_plan(model, gain, alpha=alpha, alternative=alternative, target=target,
-                          draws=draws, max_seeds=max_seeds, reps=reps, n_resamples=resamples,
-                          policy_sd_ratio=policy_sd_ratio, rng=seed)
+        model = pilot_model(v_pol, v_draws, source, policy_sd_ratio=policy_sd_ratio,
+                            kind=model_kind)
+        plan = power_plan(model, gain, effect=effect, alpha=alpha, alternative=alternative,
+                          target=target, draws=draws, max_seeds=max_seeds, reps=reps,
+                          n_resamples=resamples, block=block, refits=refits, rng=seed)
     except InputError as err:
         # power_plan names its parameters; here each one is the option of the same name
-        if err.column in {"gain", "alpha", "target", "max_seeds", "reps"}:
+        if err.column in {"gain", "alpha", "target", "max_seeds", "reps", "block", "refits"}:
             raise InputError(err.message, column="--" + err.column.replace("_", "-"),
                              fix=err.fix) from err
+        if err.file is None:             # the pilot's runs cannot be modelled: name them
+            raise InputError(err.message, file=str(pilot if pilot is not None else twin),
+                             column=err.column, fix=err.fix) from err
         raise
     click.echo(format_plan(plan, f"{label} ({source}, {model.n_pilot_seeds} seeds)"))
     if plot is not None:

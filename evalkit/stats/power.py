@@ -1,24 +1,42 @@
 """Power planning by simulation: how many seeds, with how many draws each, a claim needs.
 
-The model comes from pilot runs: matched-random draws carry no claim effect, so the spread of
-a seed's draws around their mean is the within-seed variability both tests see (a seed's
-level cancels in every label value).  A simulated seed picks a pilot seed at random and
-draws its m + 1 runs from that seed's centred draws (resampled with replacement, rescaled by
-``sqrt(k / (k - 1))`` for k pilot draws, so skew and heavy tails are kept) around the pilot
-seed's mean; the policy run is shifted by ``-gain`` (it violates the SLO less), and its own
-noise may be scaled by ``policy_sd_ratio`` (a fixed-schedule policy often varies less than a
-draw).  Pilot seeds with fewer than two draws cannot give a within-seed spread; with none
-that can, a Gaussian with the spread of the paired differences is used instead
-(``var(d) / (1 + 1/m)``, which also holds any real effect's variation: conservative).
+**The model** (:func:`pilot_model`) is fitted to a pilot's runs on the log scale, where V's
+skew and tails live: a seed's draws are ``V = exp(mu + a_s + e)``, the seed level
+``a_s ~ N(0, tau^2)`` shared by the seed's runs, the within-seed noise ``e ~ N(0,
+sigma_w^2)``; the policy run of a seed is ``exp(mu + a_s + sigma_w^2 / 2 - sigma_p^2 / 2 +
+e_p)``, ``e_p ~ N(0, sigma_p^2)`` (the same mean as a draw of its seed before the effect).
+The components come from the pilot's variance decomposition: ``sigma_w^2`` pooled over the
+seeds' draws, ``tau^2`` the variance of the seeds' mean log draw less ``sigma_w^2 / k``, and
+``sigma_p^2`` the variance of (log policy run - the seed's mean log draw) less
+``sigma_w^2 / k`` -- the pilot's own policy runs give the policy's spread (a fixed-schedule
+policy varies less than a draw).  A pilot with one draw per seed cannot tell the draw's noise
+from the policy's: it is read as ``sigma_p = sigma_w``.  ``policy_sd_ratio`` overrides
+``sigma_p`` as a multiple of ``sigma_w``.  A V of 0 has no logarithm: it is read as half the
+pilot's smallest positive V (counted in the model's ``zeros_floored``).
 
-For each simulated campaign the audit's fixed-n test, the studentized within-seed
-permutation test (exact when few label sets, else Monte Carlo with the same label sets for
-every campaign), is run on its first n seeds for every n on the grid, and the
-anytime-valid e-process (:mod:`evalkit.stats.sequential`) is followed seed by seed.
+Why a parametric model and not the pilot's runs resampled: a 10-seed pilot with 3 draws a
+seed holds 30 centred draws; resampling them gives ties and no tail beyond the largest, and
+the mean test's power on skewed V is decided by the tail (``tools/POWER_VALIDATION.md``
+measures both against the simulated truth).
+
+**The effect** is multiplicative by default: the policy's V is the draw's times
+``1 - gain / E[V of a draw]`` (``relative=True``: times ``1 - gain``); ``effect="additive"``
+subtracts ``gain`` (a share of V) from every policy run, as the planner did before.
+
+**The tests** are the gate's: the fixed-n test is the studentized sign-flip test on the
+per-seed differences ``d_s = mean(draws_s) - policy_s`` (:func:`sign_flip_p_batch`, the
+batch form of :func:`evalkit.stats.paired.paired_mean_test`); the sequential design is the
+group-sequential test (:mod:`evalkit.stats.group_sequential`) on the same ``d_s`` in order.
+
+**The interval** of each predicted power comes from the pilot's size: the pilot's seeds are
+resampled with replacement, the model refitted and the power simulated again (``refits``
+times); the ``interval`` central share of those powers is reported.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -26,169 +44,275 @@ import numpy as np
 
 from evalkit.errors import InputError
 from evalkit.stats._result import DEFAULT_RTOL, ResultMixin, as_generator, check_alternative
-from evalkit.stats.sequential import anytime_e_process, label_values_equal_m
-from evalkit.stats.studentized import t_from_sums
+from evalkit.stats.group_sequential import GroupSequentialDesign, design
 
-__all__ = ["EXACT_LABEL_SETS", "permutation_p_batch", "pilot_model", "power_plan"]
+__all__ = ["DECISIONS", "EFFECTS", "EXACT_SIGN_VECTORS", "FUTILITY_STOP", "MODEL_KINDS",
+           "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow",
+           "group_sequential_batch", "pilot_model", "power_plan", "sequential_looks",
+           "sign_flip_p_batch"]
+
+EFFECTS = ("multiplicative", "additive")
 
 
 @dataclass(frozen=True)
-class PilotModel:
-    """Within-seed variability of a pilot: per pilot seed its draw mean and centred draws."""
+class PilotModel(ResultMixin):
+    """Lognormal variance components of a pilot (log scale) and the runs they came from."""
 
-    means: tuple                     # (S,) pilot seeds' mean V of their draws
-    residuals: tuple                 # S arrays of rescaled centred draws (empty: none)
-    sd_within: float                 # pooled within-seed sd of a draw
-    gaussian: bool                   # no seed had >= 2 draws: Gaussian with sd_within
+    mu: float                        # mean log V of a draw
+    tau: float                       # between-seed sd of the log level
+    sigma_within: float              # within-seed sd of a draw's log V
+    sigma_policy: float              # the policy run's own sd of log V around its seed level
+    policy_spread: str               # where sigma_policy came from
+    mean_draw: float                 # E[V of a draw] under the model
+    sd_within: float                 # pooled within-seed sd of a draw's V (V units)
+    zeros_floored: int               # V = 0 runs read as half the smallest positive V
     n_pilot_seeds: int
     source: str
+    policy_sd_ratio: float | None = None     # the override, kept for refits
+    kind: str = "lognormal"          # within-seed noise: "lognormal" or "smoothed" bootstrap
+    residuals: tuple = ()            # pooled log residuals of the draws (smoothed bootstrap),
+                                     # scaled to sd sigma_within
+    policy: tuple = ()               # the pilot: policy V per seed ...
+    draws: tuple = ()                # ... and its draws (tuples), for refits
+    _dict_exclude = ("policy", "draws", "residuals")
 
-    def sample(self, rng: np.random.Generator, reps: int, n: int, m: int, gain: float,
-               policy_sd_ratio: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    def sample(self, rng: np.random.Generator, reps: int, n: int, m: int, gain: float, *,
+               relative: bool = False,
+               effect: str = "multiplicative") -> tuple[np.ndarray, np.ndarray]:
         """Policy V (reps, n) and draws (reps, n, m) of simulated campaigns."""
-        pick = rng.integers(0, len(self.means), size=(reps, n))
-        level = np.asarray(self.means)[pick]
-        if self.gaussian:
-            noise = rng.normal(0.0, self.sd_within, size=(reps, n, m + 1))
+        level = self.mu + rng.normal(0.0, self.tau, size=(reps, n))
+        ratio = self.sigma_policy / self.sigma_within if self.sigma_within > 0 else 0.0
+        if self.kind == "lognormal":
+            draws = np.exp(level[..., None] + self._noise(rng, (reps, n, m), 1.0))
+            policy = np.exp(level + 0.5 * (self.sigma_within ** 2 - self.sigma_policy ** 2)
+                            + rng.normal(0.0, self.sigma_policy, size=(reps, n)))
         else:
-            noise = np.empty((reps, n, m + 1))
-            for k, res in enumerate(self.residuals):
-                where = pick == k
-                count = int(where.sum())
-                if count:
-                    noise[where] = rng.choice(res, size=(count, m + 1), replace=True)
-        policy = level + policy_sd_ratio * noise[..., 0] - gain
-        draws = level[..., None] + noise[..., 1:]
+            draws = np.exp(level[..., None] + self._noise(rng, (reps, n, m), 1.0))
+            policy = (np.exp(level + self._noise(rng, (reps, n), ratio))
+                      * self._mean_factor(1.0) / self._mean_factor(ratio))
+        if effect == "multiplicative":
+            policy = policy * (1.0 - (gain if relative else gain / self.mean_draw))
+        else:
+            policy = policy - (gain * self.mean_draw if relative else gain)
         return policy, draws
 
+    def _noise(self, rng, size, scale: float) -> np.ndarray:
+        """Within-seed log noise times ``scale``: Gaussian, or the pooled residuals resampled
+        with a Gaussian kernel, shrunk to keep their variance (smoothed bootstrap)."""
+        if self.kind == "lognormal":
+            return rng.normal(0.0, scale * self.sigma_within, size=size)
+        pool = np.asarray(self.residuals)
+        h, shrink = self._kernel()
+        return scale * shrink * (pool[rng.integers(0, pool.size, size=size)]
+                                 + rng.normal(0.0, h, size=size))
 
-def pilot_model(policy, draws, source: str = "pilot") -> PilotModel:
+    def _kernel(self) -> tuple[float, float]:
+        pool = np.asarray(self.residuals)
+        sd = float(pool.std())
+        h = 0.9 * sd * pool.size ** -0.2 if sd > 0 else 0.0
+        return h, (1.0 / math.sqrt(1.0 + (h / sd) ** 2) if sd > 0 else 1.0)
+
+    def _mean_factor(self, scale: float) -> float:
+        """E[exp(scale x noise)] of the smoothed bootstrap's noise."""
+        pool = np.asarray(self.residuals)
+        h, shrink = self._kernel()
+        c = scale * shrink
+        return float(np.mean(np.exp(c * pool))) * math.exp(0.5 * (c * h) ** 2)
+
+
+MODEL_KINDS = ("lognormal", "smoothed")
+
+
+def pilot_model(policy, draws, source: str = "pilot", *,
+                policy_sd_ratio: float | None = None, kind: str = "lognormal") -> PilotModel:
     """A :class:`PilotModel` from a pilot's policy V (n,) and draws (n lists of V)."""
     pol = np.asarray(policy, dtype=float).reshape(-1)
     if pol.size != len(draws) or pol.size < 2:
         raise InputError(f"a pilot needs >= 2 seeds with a policy run and draws, got "
                          f"{pol.size} policy values and {len(draws)} draw lists",
                          column="seed", fix="run a pilot of >= 2 seeds (>= 3 better)")
-    means, residuals = [], []
-    pooled, dof = 0.0, 0
-    for d in draws:
-        d = np.asarray(d, dtype=float).reshape(-1)
+    runs = [np.asarray(d, dtype=float).reshape(-1) for d in draws]
+    for d in runs:
         if d.size == 0 or not np.all(np.isfinite(d)):
             raise InputError("every pilot seed needs finite draws", column="violation_rate",
                              fix="rerun or drop the seed's failed draws")
-        means.append(float(d.mean()))
-        if d.size >= 2:
-            c = d - d.mean()
-            residuals.append(c * math.sqrt(d.size / (d.size - 1)))
-            pooled += float(c @ c)
-            dof += d.size - 1
-        else:
-            residuals.append(np.array([]))
+    every = np.concatenate([pol, *runs])
+    if not np.all(np.isfinite(pol)) or np.any(every < 0):
+        raise InputError("pilot V must be finite and >= 0", column="violation_rate",
+                         fix="rerun or drop the seed's failed policy run")
+    if not np.any(every > 0):
+        raise InputError("every pilot run has V = 0: the pilot shows no violations to model",
+                         column="violation_rate",
+                         fix="pilot at a load or SLO where violations occur")
+    if policy_sd_ratio is not None and not (math.isfinite(policy_sd_ratio)
+                                            and policy_sd_ratio >= 0):
+        raise InputError(f"policy_sd_ratio must be a finite number >= 0, got {policy_sd_ratio}",
+                         column="policy_sd_ratio", fix="e.g. 1 (as variable as a draw) or 0.5")
+    if kind not in MODEL_KINDS:
+        raise InputError(f"unknown model kind {kind!r}", column="kind",
+                         fix="'lognormal' or 'smoothed' (bootstrap of the log residuals)")
+    floor = 0.5 * float(every[every > 0].min())
+    logs = [np.log(np.maximum(d, floor)) for d in runs]
+    k = np.array([d.size for d in runs], dtype=float)
+    zbar = np.array([z.mean() for z in logs])
+    dof = int(np.sum(k - 1))
+    inv_k = float(np.mean(1.0 / k))
+    resid = np.log(np.maximum(pol, floor)) - zbar
+    var_r = float(np.var(resid, ddof=1))
+    var_level = float(np.var(zbar, ddof=1))
     if dof > 0:
-        keep = [i for i, r in enumerate(residuals) if r.size]
-        return PilotModel(tuple(means[i] for i in keep), tuple(residuals[i] for i in keep),
-                          math.sqrt(pooled / dof), False, pol.size, source)
-    m = np.array([len(d) for d in draws], dtype=float)
-    diff = np.array(means) - pol
-    sd = math.sqrt(float(np.var(diff, ddof=1)) / float(np.mean(1.0 + 1.0 / m)))
-    return PilotModel(tuple(means), tuple(np.array([]) for _ in means), sd, True, pol.size,
-                      source)
-
-
-EXACT_LABEL_SETS = 4096      # enumerate every label set up to here, Monte Carlo beyond
-_CHUNK_ELEMENTS = 1 << 20    # bound on (R, b, n) temporaries
-
-
-def permutation_p_batch(vals: np.ndarray, n_resamples: int, rng: np.random.Generator,
-                        alternative: str = "two-sided") -> np.ndarray:
-    """The audit's within-seed permutation p of many campaigns at once: studentized.
-
-    vals: (R, n, m + 1) label values (index 0 observed).  Returns (R,).  The statistic is
-    the audit's default, ``t = mean(d) / se(d)`` recomputed for every label set, with its
-    tie tolerance (:func:`evalkit.stats.studentized.t_from_sums`); with one draw per seed
-    every relabelling is a sign flip and the raw mean orders label sets as t does, so the
-    raw sum is used there, as the audit does.  Up to :data:`EXACT_LABEL_SETS` label sets the
-    p-value is exact (every label set; p = k / L, the identity included, so it never goes
-    below the smallest attainable p); beyond, the same ``n_resamples`` random label sets
-    serve every campaign, p = (k + 1) / (B + 1) -- the audit's Monte Carlo rule (it
-    enumerates further, up to 2^22 label sets; B random ones estimate that p within Monte
-    Carlo error, at a cost a simulation of many campaigns can carry).  Two-sided = 2 min.
-    """
-    reps, n, size = vals.shape
-    exact = float(size) ** n <= EXACT_LABEL_SETS
-    if exact:
-        grids = np.meshgrid(*[np.arange(size)] * n, indexing="ij")
-        labels = np.column_stack([g.reshape(-1) for g in grids])
+        sw2 = sum(float(np.sum((z - z.mean()) ** 2)) for z in logs) / dof
+        sp2 = max(0.0, var_r - sw2 * inv_k)
+        spread = "the pilot's policy runs"
+        raw = [d - d.mean() for d in runs if d.size >= 2]
+        sd_raw = math.sqrt(sum(float(c @ c) for c in raw) / dof)
     else:
-        labels = rng.integers(0, size, size=(n_resamples, n))
-    # one seed has no se: t is undefined, and the raw sum orders its m + 1 label sets
-    ge, le = _label_counts(vals, labels, studentized=size > 2 and n >= 2)
+        sw2 = var_r / (1.0 + inv_k)
+        sp2 = sw2
+        spread = "as a draw (one draw per pilot seed cannot tell them apart)"
+        diff = np.array([d.mean() for d in runs]) - pol
+        sd_raw = math.sqrt(float(np.var(diff, ddof=1)) / (1.0 + inv_k))
+    if policy_sd_ratio is not None:
+        sp2 = (float(policy_sd_ratio) ** 2) * sw2
+        spread = f"x{policy_sd_ratio:g} a draw's (given)"
+    tau2 = max(0.0, var_level - sw2 * inv_k)
+    mu = float(zbar.mean())
+    # residuals around each seed's shrunken level (its best linear predictor): centring on
+    # the seed's own mean of k draws would pull a burst's residual down by 1/k
+    shrink = tau2 / (tau2 + sw2 * inv_k) if tau2 > 0 else 0.0
+    pool = np.concatenate([z - (mu + shrink * (z.mean() - mu)) for z in logs])
+    pool = pool - pool.mean()
+    if pool.std() > 0:
+        pool = pool * math.sqrt(sw2) / pool.std()
+    model = PilotModel(mu=mu, tau=math.sqrt(tau2), sigma_within=math.sqrt(sw2),
+                       sigma_policy=math.sqrt(sp2), policy_spread=spread, mean_draw=math.nan,
+                       sd_within=sd_raw, zeros_floored=int(np.sum(every <= 0)),
+                       n_pilot_seeds=int(pol.size), source=source,
+                       policy_sd_ratio=policy_sd_ratio, kind=kind,
+                       residuals=tuple(float(x) for x in pool),
+                       policy=tuple(float(x) for x in pol),
+                       draws=tuple(tuple(float(x) for x in d) for d in runs))
+    noise_mean = (math.exp(0.5 * sw2) if kind == "lognormal" else model._mean_factor(1.0))
+    return dataclasses.replace(model, mean_draw=math.exp(mu + 0.5 * tau2) * noise_mean)
+
+
+EXACT_SIGN_VECTORS = 1 << 10     # enumerate every sign vector up to here, Monte Carlo beyond
+_CHUNK_ELEMENTS = 1 << 22        # bound on (R, L) temporaries
+
+
+def sign_flip_p_batch(d: np.ndarray, n_resamples: int, rng: np.random.Generator,
+                      alternative: str = "greater") -> np.ndarray:
+    """The studentized sign-flip p of many campaigns at once; d: (R, n) per-seed differences.
+
+    With the squares of d fixed under every sign vector, ``t = mean / se`` is an increasing
+    function of the sum (``|sum| <= sqrt(n sum d^2)``), so counting sign vectors whose sum
+    reaches the observed one counts those whose t does: the p-value is the studentized
+    test's.  Up to :data:`EXACT_SIGN_VECTORS` every sign vector (p = k / 2^n, the identity
+    included); beyond, the same ``n_resamples`` random sign vectors serve every campaign,
+    p = (k + 1) / (B + 1).  Two-sided: 2 min(one-sided), capped at 1.
+    """
+    reps, n = d.shape
+    exact = 2.0 ** n <= EXACT_SIGN_VECTORS
     if exact:
-        pg, pl = ge / labels.shape[0], le / labels.shape[0]
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+    else:
+        signs = rng.choice(np.array([1.0, -1.0]), size=(int(n_resamples), n))
+    obs = d.sum(axis=1)
+    tol = (DEFAULT_RTOL * np.maximum(1e-300, np.abs(d).sum(axis=1)))[:, None]
+    ge = np.zeros(reps)
+    le = np.zeros(reps)
+    step = max(1, _CHUNK_ELEMENTS // max(1, reps))
+    for lo in range(0, signs.shape[0], step):
+        stat = d @ signs[lo:lo + step].T                           # (R, b)
+        ge += (stat >= obs[:, None] - tol).sum(axis=1)
+        le += (stat <= obs[:, None] + tol).sum(axis=1)
+    if exact:
+        pg, pl = ge / signs.shape[0], le / signs.shape[0]
     else:
         pg, pl = (ge + 1) / (n_resamples + 1), (le + 1) / (n_resamples + 1)
     return {"greater": pg, "less": pl,
             "two-sided": np.minimum(1.0, 2 * np.minimum(pg, pl))}[alternative]
 
 
-def _label_counts(vals: np.ndarray, labels: np.ndarray,
-                  studentized: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per campaign, label sets whose statistic reaches the observed one from above / below.
+PASS, FUTILITY_STOP, NOT_BETTER_AT_END = 1, -1, 0
+DECISIONS = {PASS: "pass", FUTILITY_STOP: "stop: not better (futility)",
+             NOT_BETTER_AT_END: "stop: not better (last look)"}
 
-    vals: (R, n, m + 1); labels: (L, n).  Returns two (R,) counts.  Raw sum: tolerance
-    ``1e-9 x mean |d(j)| x n`` (the raw engine's); studentized: ``1e-9 x max(1, |t|)``,
-    none for an infinite t (the studentized engine's).
-    """
-    reps, n, _ = vals.shape
-    if studentized:
-        obs = t_from_sums(vals[:, :, 0].sum(axis=1), (vals[:, :, 0] ** 2).sum(axis=1), n)
-        finite = np.isfinite(obs)
-        tol = np.where(finite, DEFAULT_RTOL * np.maximum(1.0, np.abs(np.where(finite, obs, 0))),
-                       0.0)
-    else:
-        obs = vals[:, :, 0].sum(axis=1)
-        tol = DEFAULT_RTOL * np.maximum(1e-300, np.abs(vals).mean(axis=(1, 2))) * n
-    lo_bound, hi_bound = (obs - tol)[:, None], (obs + tol)[:, None]
-    ge = np.zeros(reps)
-    le = np.zeros(reps)
-    seeds = np.arange(n)
-    step = max(1, _CHUNK_ELEMENTS // max(1, reps * n))
-    for lo in range(0, labels.shape[0], step):
-        x = vals[:, seeds[None, :], labels[lo:lo + step]]           # (R, b, n)
-        stat = (t_from_sums(x.sum(axis=2), np.einsum("rbn,rbn->rb", x, x), n)
-                if studentized else x.sum(axis=2))                  # (R, b)
-        ge += (stat >= lo_bound).sum(axis=1)
-        le += (stat <= hi_bound).sum(axis=1)
-    return ge, le
+
+def group_sequential_batch(d: np.ndarray, gs: GroupSequentialDesign,
+                           null_shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`evalkit.stats.group_sequential.decide` on many campaigns at once: d (R, N) per
+    seed in order, N >= the design's maximum.  Returns (decision code (R,): :data:`PASS`,
+    :data:`FUTILITY_STOP` or :data:`NOT_BETTER_AT_END`; seeds used (R,))."""
+    reps = d.shape[0]
+    decision = np.full(reps, NOT_BETTER_AT_END)
+    used = np.full(reps, gs.max_seeds)
+    open_ = np.ones(reps, dtype=bool)
+    last = len(gs.looks) - 1
+    for k, (nk, bound) in enumerate(zip(gs.looks, gs.t_bounds)):
+        x = d[:, :nk] - null_shift
+        sd = x.std(axis=1, ddof=1)
+        mean = x.mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stat = np.where(sd == 0, np.sign(mean) * np.inf, mean / (sd / math.sqrt(nk)))
+        stat = np.where((sd == 0) & (mean == 0), 0.0, stat)
+        passed = open_ & (stat >= bound)
+        stopped = np.zeros(reps, dtype=bool)
+        if gs.futility is not None and 0 < k < last:
+            stopped = open_ & ~passed & (stat < gs.futility)
+        decision[passed], decision[stopped] = PASS, FUTILITY_STOP
+        used[passed | stopped] = nk
+        open_ &= ~(passed | stopped)
+    return decision, used
+
+
+def sequential_looks(max_seeds: int, block: int) -> tuple:
+    """Looks after each block of seeds, the last at ``max_seeds``."""
+    return tuple(range(block, max_seeds, block)) + (max_seeds,)
 
 
 @dataclass(frozen=True)
 class PowerRow(ResultMixin):
-    """Power of one draws-per-seed setting."""
+    """Power of one draws-per-seed setting; ``*_low``/``*_high``: the pilot-size interval."""
 
     m: int
     seeds: tuple                     # the grid of seed counts
     fixed_power: tuple               # power of the fixed-n test at each seed count
-    sequential_power: tuple          # P(e-process crossed by that seed count)
+    fixed_power_low: tuple
+    fixed_power_high: tuple
     fixed_seeds_needed: int | None   # fewest seeds on the grid reaching the target
+    fixed_seeds_needed_range: tuple  # the same over the refits (None: beyond the grid)
+    sequential_power: tuple          # P(group-sequential "better" by that seed count)
+    sequential_power_low: tuple
+    sequential_power_high: tuple
     sequential_seeds_needed: int | None
-    mean_seeds_to_decision: float    # min(crossing, max seeds), averaged
+    sequential_decisions: dict       # P(each decision of the design)
+    mean_seeds_to_decision: float    # seeds used (a campaign stops at a decision or at max)
+    mean_seeds_to_decision_range: tuple
+    median_seeds_to_decision: float
     p90_seeds_to_decision: float
-    decided_share: float             # crossed within the largest seed count
+    decided_share: float             # stopped before the design's last look
 
 
 @dataclass(frozen=True)
 class PowerPlan(ResultMixin):
     gain: float
+    relative_gain: float             # the policy's V is (1 - relative_gain) x a draw's
+    effect: str
     alpha: float
     alternative: str
+    null_shift: float
     target: float
-    policy_sd_ratio: float
+    policy_sd_ratio: float | None
     reps: int
     n_resamples: int
+    refits: int
+    interval: float
+    block: int
     rows: tuple
     sd_within: float
     model: str
+    components: dict
     method: str
 
     def best(self, kind: str) -> PowerRow | None:
@@ -199,59 +323,153 @@ class PowerPlan(ResultMixin):
         return min(ok, key=lambda r: getattr(r, key) * (r.m + 2)) if ok else None
 
 
-def power_plan(model: PilotModel, gain: float, *, alpha: float = 0.05,
-               alternative: str = "two-sided", target: float = 0.8, draws=(1, 2, 3, 5),
-               max_seeds: int = 40, seeds_grid=None, reps: int = 400,
-               n_resamples: int = 400, policy_sd_ratio: float = 1.0, rng=None) -> PowerPlan:
-    """Power of the fixed-n permutation test and of the sequential gate for ``gain``."""
+def _simulate(model: PilotModel, gen, reps: int, top: int, m: int, gain: float, grid,
+              settings: dict) -> dict:
+    """Fixed power per grid count, and the sequential design's decisions, of one model."""
+    policy, draws = model.sample(gen, reps, top, m, gain, relative=settings["relative"],
+                                 effect=settings["effect"])
+    d = draws.mean(axis=-1) - policy
+    alt, alpha, shift = settings["alternative"], settings["alpha"], settings["null_shift"]
+    fixed = []
+    for n in grid:
+        x = d[:, :n] - shift
+        p = sign_flip_p_batch(x, settings["n_resamples"], gen, alt)
+        fixed.append(float(np.mean((p <= alpha) & (x.mean(axis=1) > 0))))
+    oriented = -d if alt == "less" else d
+    decision, used = group_sequential_batch(oriented[:, :settings["design"].max_seeds],
+                                            settings["design"], shift)
+    better_by = [float(np.mean((decision == PASS) & (used <= n))) for n in grid]
+    return {"fixed": fixed, "sequential": better_by, "decision": decision, "used": used}
+
+
+def _first(grid, power, target):
+    return next((n for n, p in zip(grid, power) if p >= target), None)
+
+
+def _resampled_model(model: PilotModel, gen, policy_sd_ratio) -> PilotModel | None:
+    """The model refitted on the pilot's seeds drawn with replacement (None: degenerate)."""
+    pick = gen.integers(0, model.n_pilot_seeds, size=model.n_pilot_seeds)
+    try:
+        return pilot_model([model.policy[i] for i in pick], [model.draws[i] for i in pick],
+                           model.source, policy_sd_ratio=policy_sd_ratio)
+    except InputError:
+        return None
+
+
+def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
+               effect: str = "multiplicative", alpha: float = 0.05,
+               alternative: str = "two-sided", null_shift: float = 0.0, target: float = 0.8,
+               draws=(1, 2, 3, 5), max_seeds: int = 40, seeds_grid=None, reps: int = 400,
+               n_resamples: int = 400, block: int = 5, refits: int = 40,
+               interval: float = 0.8, rng=None) -> PowerPlan:
+    """Power of the fixed-n seed-level test and of the group-sequential design for ``gain``,
+    each with its interval from the pilot's size (module docstring)."""
     check_alternative(alternative)
-    for name, value, lo, hi in (("alpha", alpha, 0.0, 1.0), ("target", target, 0.0, 1.0)):
-        if not lo < float(value) < hi:
+    for name, value in (("alpha", alpha), ("target", target), ("interval", interval)):
+        if not 0.0 < float(value) < 1.0:
             raise InputError(f"{name} must lie in (0, 1), got {value}", column=name,
-                             fix="e.g. 0.05 for alpha, 0.8 for the target power")
+                             fix="e.g. 0.05 for alpha, 0.8 for the target power and the "
+                                 "interval")
     if not math.isfinite(gain):
         raise InputError(f"gain must be a finite number, got {gain}", column="gain",
                          fix="the V reduction to detect as a share, e.g. 0.0145 (1.45 pp: "
                              "6.54% -> 5.09%)")
+    if effect not in EFFECTS:
+        raise InputError(f"unknown effect {effect!r}", column="effect",
+                         fix="'multiplicative' (policy V = a factor x a draw's) or 'additive'")
+    factor = gain if relative else gain / model.mean_draw
+    if effect == "multiplicative" and factor >= 1.0:
+        raise InputError(f"a gain of {gain:g} is {factor:.0%} of a draw's V: a multiplicative "
+                         "effect must stay below 100%", column="gain",
+                         fix="a smaller gain, or effect='additive'")
+    if not math.isfinite(null_shift):
+        raise InputError(f"null_shift must be finite, got {null_shift}", column="null_shift",
+                         fix="the smallest effect of interest as a share of V, e.g. 0.005")
     if int(max_seeds) < 2:
         raise InputError(f"max_seeds must be >= 2, got {max_seeds}", column="max_seeds",
                          fix="e.g. max_seeds = 40")
     if int(reps) < 10:
         raise InputError(f"reps must be >= 10, got {reps}", column="reps", fix="e.g. reps = 400")
+    if int(block) < 2:
+        raise InputError(f"block must be >= 2 seeds, got {block}", column="block",
+                         fix="look after every block of e.g. 5 seeds")
+    if int(refits) < 0:
+        raise InputError(f"refits must be >= 0, got {refits}", column="refits",
+                         fix="e.g. 40 (0: no interval)")
     gen = as_generator(rng)
-    grid = sorted({int(n) for n in (seeds_grid or range(2, int(max_seeds) + 1))
-                   if 2 <= int(n) <= int(max_seeds)})
+    top = int(max_seeds)
+    grid = sorted({int(n) for n in (seeds_grid or range(2, top + 1)) if 2 <= int(n) <= top})
+    settings = {"relative": relative, "effect": effect, "alternative": alternative,
+                "alpha": float(alpha), "null_shift": float(null_shift),
+                "n_resamples": int(n_resamples),
+                "design": design(sequential_looks(top, int(block)),
+                                 alpha / 2 if alternative == "two-sided" else alpha)}
+    refit_reps = max(10, int(reps) // 2)
+    lo_q, hi_q = 50 * (1 - interval), 50 * (1 + interval)
     rows = []
     for m in draws:
-        policy, dr = model.sample(gen, int(reps), int(max_seeds), int(m), float(gain),
-                                  policy_sd_ratio)
-        vals = label_values_equal_m(policy, dr)
-        fixed = [float(np.mean(permutation_p_batch(vals[:, :n], int(n_resamples), gen,
-                                                   alternative) <= alpha)) for n in grid]
-        e = anytime_e_process(policy, dr, alternative)
-        hit = e >= 1.0 / alpha
-        crossed = np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, int(max_seeds) + 1)
-        seq = [float(np.mean(crossed <= n)) for n in grid]
-        stop = np.minimum(crossed, int(max_seeds))
+        main = _simulate(model, gen, int(reps), top, int(m), float(gain), grid, settings)
+        boot = []
+        for _ in range(int(refits)):
+            again = _resampled_model(model, gen, model.policy_sd_ratio)
+            if again is not None:
+                boot.append(_simulate(again, gen, refit_reps, top, int(m), float(gain), grid,
+                                      settings))
 
-        def first(power):
-            return next((n for n, p in zip(grid, power) if p >= target), None)
+        def band(key, main=main, boot=boot):
+            if not boot:
+                return tuple(main[key]), tuple(main[key])
+            arr = np.array([b[key] for b in boot])
+            return (tuple(float(x) for x in np.percentile(arr, lo_q, axis=0)),
+                    tuple(float(x) for x in np.percentile(arr, hi_q, axis=0)))
 
-        rows.append(PowerRow(m=int(m), seeds=tuple(grid), fixed_power=tuple(fixed),
-                             sequential_power=tuple(seq), fixed_seeds_needed=first(fixed),
-                             sequential_seeds_needed=first(seq),
-                             mean_seeds_to_decision=float(stop.mean()),
-                             p90_seeds_to_decision=float(np.percentile(stop, 90)),
-                             decided_share=float(np.mean(crossed <= int(max_seeds)))))
-    return PowerPlan(gain=float(gain), alpha=float(alpha), alternative=alternative,
-                     target=float(target), policy_sd_ratio=float(policy_sd_ratio),
-                     reps=int(reps), n_resamples=int(n_resamples), rows=tuple(rows),
-                     sd_within=model.sd_within,
-                     model=("Gaussian, sd from the paired differences" if model.gaussian else
-                            f"resampled centred draws of {len(model.means)} pilot seeds"),
-                     method=(f"{reps} simulated campaigns per setting; fixed-n: studentized "
-                             f"within-seed permutation test at each seed count (exact up to "
-                             f"{EXACT_LABEL_SETS} label sets, else Monte Carlo with B = "
-                             f"{n_resamples}); sequential: anytime-valid e-process, first "
-                             "crossing of 1/alpha, decisions counted at min(crossing, max "
-                             "seeds)"))
+        f_lo, f_hi = band("fixed")
+        s_lo, s_hi = band("sequential")
+        needed = [_first(grid, b["fixed"], target) for b in boot]
+        big = top + 1
+        need_sorted = sorted(big if n is None else n for n in needed)
+        need_range = ((None, None) if not needed else tuple(
+            None if v > top else int(v) for v in
+            (need_sorted[int(math.floor((len(needed) - 1) * lo_q / 100))],
+             need_sorted[int(math.ceil((len(needed) - 1) * hi_q / 100))])))
+        means = [float(b["used"].mean()) for b in boot]
+        used, decision = main["used"], main["decision"]
+        rows.append(PowerRow(
+            m=int(m), seeds=tuple(grid), fixed_power=tuple(main["fixed"]),
+            fixed_power_low=f_lo, fixed_power_high=f_hi,
+            fixed_seeds_needed=_first(grid, main["fixed"], target),
+            fixed_seeds_needed_range=need_range,
+            sequential_power=tuple(main["sequential"]), sequential_power_low=s_lo,
+            sequential_power_high=s_hi,
+            sequential_seeds_needed=_first(grid, main["sequential"], target),
+            sequential_decisions={text: float(np.mean(decision == code))
+                                  for code, text in DECISIONS.items()},
+            mean_seeds_to_decision=float(used.mean()),
+            mean_seeds_to_decision_range=((float(np.percentile(means, lo_q)),
+                                           float(np.percentile(means, hi_q)))
+                                          if means else (math.nan, math.nan)),
+            median_seeds_to_decision=float(np.median(used)),
+            p90_seeds_to_decision=float(np.percentile(used, 90)),
+            decided_share=float(np.mean(used < top))))
+    return PowerPlan(
+        gain=float(gain), relative_gain=float(factor), effect=effect, alpha=float(alpha),
+        alternative=alternative, null_shift=float(null_shift), target=float(target),
+        policy_sd_ratio=model.policy_sd_ratio, reps=int(reps),
+        n_resamples=int(n_resamples), refits=int(refits), interval=float(interval),
+        block=int(block), rows=tuple(rows), sd_within=model.sd_within,
+        model=(("lognormal" if model.kind == "lognormal" else "smoothed bootstrap of the log "
+                "residuals, lognormal seed levels")
+               + f": variance components of {model.n_pilot_seeds} pilot seeds; policy spread "
+               f"from {model.policy_spread}"),
+        components={"mu": model.mu, "tau": model.tau, "sigma_within": model.sigma_within,
+                    "sigma_policy": model.sigma_policy, "mean_draw": model.mean_draw,
+                    "zeros_floored": model.zeros_floored},
+        method=(f"{reps} simulated campaigns per setting; fixed-n: studentized sign-flip test "
+                f"of the mean of d (exact up to {EXACT_SIGN_VECTORS} sign vectors, else Monte "
+                f"Carlo with B = {n_resamples}); sequential: group-sequential design "
+                f"({settings['design'].spending} spending, one-sided alpha "
+                f"{settings['design'].alpha:g}, non-binding futility at t < "
+                f"{settings['design'].futility:g}), a look after every {block} seeds up to "
+                f"{top}; interval: {refits} refits on the "
+                f"pilot's seeds resampled, {refit_reps} campaigns each, central "
+                f"{interval:.0%} of their powers"))

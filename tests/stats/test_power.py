@@ -1,11 +1,10 @@
-"""Power planning: the batch permutation p against the exact test, the pilot model, level
-under no gain, and `evalkit plan power` end to end."""
+"""Power planning: the batch tests against the gate's tests, the pilot model, the effect, the
+interval, prediction against a simulated truth, and `evalkit plan power` end to end."""
 
 from __future__ import annotations
 
 import json
 import math
-
 import shutil
 
 import numpy as np
@@ -13,118 +12,192 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
-from evalkit.stats.randomisation import within_seed_permutation_test
-from evalkit.stats import sign_flip_test
-from evalkit.stats.power import (EXACT_LABEL_SETS, permutation_p_batch, pilot_model,
-                                  power_plan)
-from evalkit.stats.sequential import label_values_equal_m
+from evalkit.errors import InputError
+from evalkit.stats.group_sequential import decide, design
+from evalkit.stats.paired import paired_mean_test
+from evalkit.stats.power import (DECISIONS, EXACT_SIGN_VECTORS, PASS, group_sequential_batch,
+                                 pilot_model, power_plan, sequential_looks, sign_flip_p_batch)
 
 
-@pytest.mark.parametrize("n, b", [(6, 100), (9, 20000)])   # 729 label sets: exact; 19,683: MC
-def test_batch_permutation_p_matches_the_exact_test(n, b):
-    # the audit's default test: studentized (mean/se recomputed per label set)
+def _lognormal_pilot(rng, seeds, m, sigma=0.35, policy_sigma=None, level_sd=0.3, factor=1.0,
+                     v0=0.0654):
+    """Policy V (seeds,) and draws (seeds, m): seed level x mean-1 lognormal run noise."""
+    level = v0 * np.exp(rng.normal(-0.5 * level_sd ** 2, level_sd, seeds))
+    draws = level[:, None] * np.exp(rng.normal(-0.5 * sigma ** 2, sigma, (seeds, m)))
+    ps = sigma if policy_sigma is None else policy_sigma
+    policy = level * np.exp(rng.normal(-0.5 * ps ** 2, ps, seeds)) * factor
+    return policy, draws
+
+
+@pytest.mark.parametrize("n, b", [(8, 100), (14, 20000)])    # 256 sign vectors: exact; MC
+def test_batch_sign_flip_p_is_the_paired_mean_test(n, b):
+    assert (2 ** 8 <= EXACT_SIGN_VECTORS) and (2 ** 14 > EXACT_SIGN_VECTORS)
     rng = np.random.default_rng(1)
-    v = rng.lognormal(np.log(0.06), 0.5, (3, n, 3))
-    v[:, :, 0] -= 0.01
-    vals = label_values_equal_m(v[..., 0], v[..., 1:])
-    got = permutation_p_batch(vals, b, np.random.default_rng(2), "two-sided")
-    for r in range(3):
-        exact = within_seed_permutation_test(v[r, :, 0], list(v[r, :, 1:]), "two-sided",
-                                             confidence_level=None)
-        assert exact.exact and exact.statistic_name == "studentized"
-        if 3 ** n <= EXACT_LABEL_SETS:
-            assert got[r] == pytest.approx(exact.p_value, rel=1e-12)
-        else:
-            se = math.sqrt(exact.p_value * (1 - exact.p_value) / b) * 2 + 1 / b
-            assert abs(got[r] - exact.p_value) <= 4 * se, (got[r], exact.p_value)
-
-
-def test_batch_p_is_the_studentized_not_the_raw_mean_test():
-    # one seed with a large label spread: raw mean and mean/se order label sets differently
-    pol = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    draws = np.array([[1.0, 1.2], [0.9, 1.1], [1.1, 0.8], [1.0, 0.9], [-9.0, 12.0],
-                      [0.2, 1.9]])
-    vals = label_values_equal_m(pol[None], draws[None])
+    d = rng.lognormal(0.0, 1.0, (6, n)) - 1.4
+    d[0, :3] = d[0, 3:6]                     # ties
     for alt in ("greater", "less", "two-sided"):
-        got = permutation_p_batch(vals, 100, np.random.default_rng(0), alt)[0]
-        stud = within_seed_permutation_test(pol, list(draws), alt, confidence_level=None)
-        raw = within_seed_permutation_test(pol, list(draws), alt, confidence_level=None,
-                                           statistic="mean")
-        assert got == pytest.approx(stud.p_value, rel=1e-12)
-        if alt == "greater":
-            assert abs(raw.p_value - stud.p_value) > 0.05     # the case tells them apart
+        got = sign_flip_p_batch(d, b, np.random.default_rng(2), alt)
+        for r in range(d.shape[0]):
+            ref = paired_mean_test(d[r], alt, confidence=None).p_value
+            if 2 ** n <= EXACT_SIGN_VECTORS:
+                assert got[r] == pytest.approx(ref, rel=1e-12), (alt, r)
+            else:
+                assert abs(got[r] - ref) <= 4 * math.sqrt(ref * (1 - ref) / b) + 2 / b
 
 
-def test_batch_p_with_ties_and_a_degenerate_se():
-    # seed runs that all tie (label values 0) and campaigns whose d are all equal (se = 0)
-    pol = np.array([[0.1, 0.2, 0.3, 0.4, 0.5],
-                    [0.0, 0.0, 0.0, 0.0, 0.0],
-                    [0.1, 0.2, 0.3, 0.3, 0.1]])
-    draws = np.stack([np.column_stack([pol[0] + 0.1, pol[0] + 0.1]),
-                      np.ones((5, 2)),
-                      np.array([[0.2, 0.0], [0.2, 0.2], [0.5, 0.3], [0.3, 0.3], [0.4, 0.1]])])
-    vals = label_values_equal_m(pol, draws)
-    for alt in ("greater", "less", "two-sided"):
-        got = permutation_p_batch(vals, 100, np.random.default_rng(0), alt)
-        for r in range(3):
-            ref = within_seed_permutation_test(pol[r], list(draws[r]), alt,
-                                               confidence_level=None)
-            assert got[r] == pytest.approx(ref.p_value, rel=1e-12), (alt, r)
+def test_batch_group_sequential_is_decide():
+    gs = design(sequential_looks(20, 5), 0.05)
+    rng = np.random.default_rng(0)
+    d = rng.lognormal(0.0, 1.0, (300, 20)) - 1.3
+    d[0] = 0.0                               # sd 0 and mean 0 at every look
+    d[1] = 1.0                               # sd 0, mean > 0: passes at the first look
+    code, used = group_sequential_batch(d, gs, 0.1)
+    assert set(code) == {PASS, -1, 0}        # every decision occurs in the sample
+    for r in range(d.shape[0]):
+        ref = decide(d[r], gs, 0.1)
+        assert (ref.decision, ref.seeds_used) == (DECISIONS[code[r]].split(" (")[0], used[r])
 
 
-def test_batch_p_with_one_draw_is_the_sign_flip_test():
-    rng = np.random.default_rng(8)
-    v = rng.lognormal(np.log(0.06), 0.5, (4, 10, 2))
-    vals = label_values_equal_m(v[..., 0], v[..., 1:])
-    got = permutation_p_batch(vals, 100, np.random.default_rng(0), "two-sided")
-    for r in range(4):
-        assert got[r] == pytest.approx(sign_flip_test(v[r, :, 1] - v[r, :, 0],
-                                                      "two-sided").p_value, rel=1e-12)
-
-
-def test_batch_permutation_p_never_below_the_design_minimum():
-    v = np.random.default_rng(3).lognormal(np.log(0.06), 0.5, (50, 2, 6))
-    v[:, :, 0] -= 0.05                       # the policy run is the best of every seed
-    p = permutation_p_batch(label_values_equal_m(v[..., 0], v[..., 1:]), 400,
-                            np.random.default_rng(4), "two-sided")
-    assert np.all(p >= 2 / 36 - 1e-12)       # 2 seeds x 6 runs: two-sided min p = 2/36
-
-
-def test_pilot_model_pools_within_seed_spread():
-    draws = [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08]]
-    model = pilot_model([0.05, 0.09, 0.07], draws)
-    ss = sum(float(np.sum((np.array(d) - np.mean(d)) ** 2)) for d in draws)
-    assert model.sd_within == pytest.approx(math.sqrt(ss / (2 + 1)))
-    assert model.means == pytest.approx((0.06, 0.11)) and not model.gaussian
-    # resampled noise: each pilot seed (>= 2 draws) equally likely, its unbiased variance
-    pol, dr = model.sample(np.random.default_rng(0), 4000, 2, 3, gain=0.0)
-    within = dr - dr.mean(axis=-1, keepdims=True)
-    per_seed = [np.var(d, ddof=1) for d in draws[:2]]
-    assert within.std() * math.sqrt(3 / 2) == pytest.approx(math.sqrt(np.mean(per_seed)),
-                                                            rel=0.03)
-
-
-def test_one_draw_pilot_falls_back_to_a_gaussian():
-    model = pilot_model([0.05, 0.06, 0.04, 0.07], [[0.06], [0.065], [0.05], [0.08]])
-    d = np.array([0.01, 0.005, 0.01, 0.01])
-    assert model.gaussian and model.sd_within == pytest.approx(math.sqrt(np.var(d, ddof=1) / 2))
-
-
-def test_no_gain_keeps_both_levels_and_a_large_gain_is_found():
+def test_pilot_model_recovers_the_variance_components():
     rng = np.random.default_rng(3)
-    pilot = rng.lognormal(np.log(0.06), 0.6, (8, 4))
-    model = pilot_model(pilot[:, 0], list(pilot[:, 1:]))
-    reps = 400
-    null = power_plan(model, 0.0, draws=(2,), max_seeds=20, seeds_grid=[6, 20], reps=reps,
-                      n_resamples=200, rng=4)
-    row = null.rows[0]
+    policy, draws = _lognormal_pilot(rng, 4000, 3, sigma=0.6, policy_sigma=0.1)
+    model = pilot_model(policy, list(draws))
+    assert model.sigma_within == pytest.approx(0.6, abs=0.02)
+    assert model.tau == pytest.approx(0.3, abs=0.03)
+    assert model.sigma_policy == pytest.approx(0.1, abs=0.05)     # the pilot's policy runs
+    assert model.policy_spread == "the pilot's policy runs"
+    assert model.mean_draw == pytest.approx(float(draws.mean()), rel=0.03)
+    ss = sum(float(np.sum((d - d.mean()) ** 2)) for d in draws)
+    assert model.sd_within == pytest.approx(math.sqrt(ss / (2 * 4000)))
+
+
+def test_policy_sd_ratio_overrides_the_pilot_policy_runs():
+    rng = np.random.default_rng(3)
+    policy, draws = _lognormal_pilot(rng, 200, 3, sigma=0.6, policy_sigma=0.05)
+    model = pilot_model(policy, list(draws), policy_sd_ratio=0.5)
+    assert model.sigma_policy == pytest.approx(0.5 * model.sigma_within)
+    with pytest.raises(InputError, match="policy_sd_ratio must be a finite number >= 0"):
+        pilot_model(policy, list(draws), policy_sd_ratio=-1.0)
+
+
+def test_one_draw_pilot_reads_the_policy_as_a_draw():
+    rng = np.random.default_rng(4)
+    policy, draws = _lognormal_pilot(rng, 4000, 1, sigma=0.5)
+    model = pilot_model(policy, list(draws))
+    assert model.sigma_policy == model.sigma_within
+    assert model.sigma_within == pytest.approx(0.5, abs=0.03)
+    assert model.policy_spread.startswith("as a draw")
+
+
+def test_zero_v_is_floored_and_an_all_zero_pilot_is_refused():
+    model = pilot_model([0.0, 0.02, 0.03], [[0.01, 0.0], [0.02, 0.04], [0.05, 0.03]])
+    assert model.zeros_floored == 2 and math.isfinite(model.mu)
+    with pytest.raises(InputError, match="every pilot run has V = 0"):
+        pilot_model([0.0, 0.0], [[0.0, 0.0], [0.0]])
+    with pytest.raises(InputError, match="finite and >= 0"):
+        pilot_model([-0.01, 0.02], [[0.01, 0.02], [0.02]])
+
+
+@pytest.mark.parametrize("kind", ["lognormal", "smoothed"])
+def test_the_effect_is_a_factor_on_every_seed_level_or_a_shift(kind):
+    rng = np.random.default_rng(5)
+    policy, draws = _lognormal_pilot(rng, 30, 3, sigma=0.5, level_sd=0.8)
+    model = pilot_model(policy, list(draws), kind=kind)
+    pol, dr = model.sample(np.random.default_rng(1), 20000, 4, 3, 0.22, relative=True)
+    assert float(pol.mean() / dr.mean()) == pytest.approx(0.78, rel=0.03)
+    assert float(dr.mean()) == pytest.approx(model.mean_draw, rel=0.03)
+    # multiplicative: the gain scales with the seed's level
+    hi = dr.mean(axis=-1) > np.median(dr.mean(axis=-1))
+    gain = dr.mean(axis=-1) - pol
+    assert gain[hi].mean() > 2 * gain[~hi].mean()
+    pol, dr = model.sample(np.random.default_rng(1), 20000, 4, 3, 0.01, effect="additive")
+    assert float(np.mean(dr.mean(axis=-1) - pol)) == pytest.approx(0.01, abs=1e-3)
+
+
+def test_no_gain_keeps_both_levels():
+    rng = np.random.default_rng(3)
+    policy, draws = _lognormal_pilot(rng, 10, 3, sigma=0.6)
+    model = pilot_model(policy, list(draws))
+    reps = 600
+    plan = power_plan(model, 0.0, alternative="greater", draws=(3,), max_seeds=20,
+                      seeds_grid=[6, 20], reps=reps, n_resamples=200, refits=0, rng=4)
+    row = plan.rows[0]
     se = math.sqrt(0.05 * 0.95 / reps)
     assert max(row.fixed_power) <= 0.05 + 3 * se
     assert row.sequential_power[-1] <= 0.05 + 3 * se
-    big = power_plan(model, 0.2, draws=(2,), max_seeds=20, seeds_grid=[20], reps=100,
-                     n_resamples=200, rng=5)
-    assert big.rows[0].fixed_power[0] == 1.0 and big.rows[0].sequential_power[0] >= 0.95
-    assert big.best("fixed").m == 2
+    assert sum(row.sequential_decisions.values()) == pytest.approx(1.0)
+
+
+def _truth_power(rng, reps, n, m, policy_sigma):
+    policy, draws = _lognormal_pilot(rng, reps * n, m, sigma=0.35, policy_sigma=policy_sigma,
+                                     factor=0.78)
+    d = (draws.mean(axis=-1) - policy).reshape(reps, n)
+    return float(np.mean(sign_flip_p_batch(d, 400, rng, "greater") <= 0.05))
+
+
+def test_a_ten_seed_pilot_predicts_the_truth_and_its_interval_covers_it():
+    # fixed schedule (policy sigma 0.05) against draws of sigma 0.35, effect 22%, 10 seeds
+    truth = _truth_power(np.random.default_rng(11), 2000, 10, 3, 0.05)
+    policy, draws = _lognormal_pilot(np.random.default_rng(12), 10, 3, sigma=0.35,
+                                     policy_sigma=0.05, factor=0.78)
+    kw = dict(relative=True, alternative="greater", draws=(3,), max_seeds=10,
+              seeds_grid=[10], reps=400, n_resamples=400, refits=20, rng=1)
+    row = power_plan(pilot_model(policy, list(draws)), 0.22, **kw).rows[0]
+    assert abs(row.fixed_power[0] - truth) <= 0.07, (row.fixed_power[0], truth)
+    assert row.fixed_power_low[0] <= truth <= row.fixed_power_high[0]
+    assert row.fixed_power_low[0] < row.fixed_power[0] < row.fixed_power_high[0]
+    # the policy read as variable as a draw (the old default) misses the truth
+    as_draw = power_plan(pilot_model(policy, list(draws), policy_sd_ratio=1.0), 0.22, **kw)
+    assert truth - as_draw.rows[0].fixed_power[0] > 0.15
+
+
+def test_a_multiplicative_gain_must_stay_below_the_draw_v():
+    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08, 0.07]])
+    with pytest.raises(InputError, match="must stay below 100%"):
+        power_plan(model, 1.0, relative=True, max_seeds=4, reps=10, refits=0)
+    plan = power_plan(model, 0.2, effect="additive", alternative="greater", draws=(1,),
+                      max_seeds=6, reps=10, refits=0, rng=0)
+    assert plan.effect == "additive" and plan.rows[0].fixed_power[-1] >= 0.5
+
+
+def test_the_plan_gives_gain_and_sd_in_pp_and_its_json_keeps_shares():
+    from evalkit.cli.plan_power import format_plan
+
+    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08, 0.07]])
+    plan = power_plan(model, 0.0145, draws=(1,), max_seeds=4, reps=10, n_resamples=10,
+                      refits=3, rng=0)
+    text = format_plan(plan, "wa")
+    first = text.splitlines()[0]
+    assert first.startswith("power plan for wa: gain 1.45 pp of V, alpha 0.05 two-sided"), first
+    assert f"within-seed sd of a draw {100 * model.sd_within:.2f} pp (" in first
+    assert "0.0145" not in first and str(round(model.sd_within, 4)) not in first
+    assert "the 80% interval of each prediction from the pilot's size (3 refits" in text
+    doc = plan.to_dict()
+    assert doc["gain"] == 0.0145 and doc["sd_within"] == model.sd_within
+
+
+@pytest.mark.parametrize("key, value", [("alpha", 0.0), ("alpha", 1.0), ("alpha", 1.5),
+                                        ("target", 1.0), ("target", 1.2), ("target", -0.1),
+                                        ("interval", 1.0)])
+def test_alpha_target_and_interval_outside_zero_one_are_input_errors(key, value):
+    model = pilot_model([0.05, 0.06, 0.04, 0.07], [[0.06], [0.065], [0.05], [0.08]])
+    with pytest.raises(InputError, match=f"{key} must lie in"):
+        power_plan(model, 0.01, max_seeds=4, reps=10, n_resamples=10, rng=0, **{key: value})
+
+
+@pytest.mark.parametrize("key, value, match", [("block", 1, "block must be >= 2"),
+                                               ("refits", -1, "refits must be >= 0"),
+                                               ("effect", "power", "unknown effect")])
+def test_block_refits_and_effect_are_checked(key, value, match):
+    model = pilot_model([0.05, 0.06, 0.04, 0.07], [[0.06], [0.065], [0.05], [0.08]])
+    with pytest.raises(InputError, match=match):
+        power_plan(model, 0.01, max_seeds=4, reps=10, rng=0, **{key: value})
+
+
+def test_plan_power_searches_up_to_40_seeds_by_default():
+    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08, 0.07]])
+    plan = power_plan(model, 0.02, draws=(1,), reps=10, n_resamples=10, refits=0, rng=0)
+    assert plan.rows[0].seeds == tuple(range(2, 41))
 
 
 def _invoke(args):
@@ -136,7 +209,7 @@ def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
     png = tmp_path / "power.png"
     res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
                    "--policy", "wa", "--gain", "0.02", "--reps", "40", "--max-seeds", "8",
-                   "--draws", "1,2", "--resamples", "100", "--plot", str(png),
+                   "--draws", "1,2", "--resamples", "100", "--refits", "4", "--plot", str(png),
                    "--json", str(out)])
     assert res.exit_code == 0, res.output
     plan = json.loads(out.read_text())
@@ -144,23 +217,24 @@ def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
     row = plan["rows"][1]
     need = row["fixed_seeds_needed"]
     cell = str(need) if need is not None else "> 8"
-    assert f"| 2 | {cell} |" in res.output
-    assert f"{row['mean_seeds_to_decision']:.1f}" in res.output
+    assert f"| 2 | {cell} [" in res.output
+    lo, hi = row["mean_seeds_to_decision_range"]
+    assert f"| {row['mean_seeds_to_decision']:.1f} [{lo:.1f}, {hi:.1f}] |" in res.output
+    assert f"{row['fixed_power'][-1]:.2f} [{row['fixed_power_low'][-1]:.2f}, " in res.output
     assert "power plan for wa (pilot sim_bursty, 7 seeds): gain 2.00 pp of V" in res.output
-    assert plan["gain"] == 0.02          # the JSON keeps shares
+    assert "policy spread from the pilot's policy runs" in res.output
+    assert plan["gain"] == 0.02 and plan["policy_sd_ratio"] is None     # JSON keeps shares
 
 
-def test_the_plan_gives_gain_and_sd_in_pp_and_its_json_keeps_shares():
-    from evalkit.cli.plan_power import format_plan
-
-    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08]])
-    plan = power_plan(model, 0.0145, draws=(1,), max_seeds=4, reps=10, n_resamples=10, rng=0)
-    first = format_plan(plan, "wa").splitlines()[0]
-    assert first.startswith("power plan for wa: gain 1.45 pp of V, alpha 0.05 two-sided"), first
-    assert f"within-seed sd of a draw {100 * model.sd_within:.2f} pp (" in first
-    assert "0.0145" not in first and str(round(model.sd_within, 4)) not in first
-    doc = plan.to_dict()
-    assert doc["gain"] == 0.0145 and doc["sd_within"] == model.sd_within
+def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", "0.02", "--reps", "20", "--max-seeds", "6",
+                   "--draws", "1", "--refits", "0", "--policy-sd-ratio", "0.5",
+                   "--effect", "additive", "--model", "smoothed"])
+    assert res.exit_code == 0, res.output
+    assert "policy spread from x0.5 a draw's (given)" in res.output
+    assert "effect subtracted from every policy run" in res.output
+    assert "smoothed bootstrap of the log residuals" in res.output
 
 
 @pytest.mark.parametrize("args, match", [
@@ -174,11 +248,19 @@ def test_the_plan_gives_gain_and_sd_in_pp_and_its_json_keeps_shares():
      "error: option --max-seeds: max_seeds must be >= 2, got 1"),
     (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--reps", "5"],
      "error: option --reps: reps must be >= 10, got 5"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--block", "1"],
+     "error: option --block: block must be >= 2 seeds, got 1"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--refits", "-2"],
+     "error: option --refits: refits must be >= 0, got -2"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--policy-sd-ratio", "-1"],
+     "error: option --policy-sd-ratio: --policy-sd-ratio must be >= 0"),
+    (["--gain", "0.9", "--pilot", "P", "--policy", "wa"],
+     "error: option --gain: a gain of 0.9 is"),
 ])
 def test_plan_power_bad_input_exits_2(args, match, fixtures_dir):
     args = [str(fixtures_dir / "campaigns" / "sim_bursty") if a == "P" else a for a in args]
     res = _invoke(["plan", "power", *args])
-    assert res.exit_code == 2 and match in res.output
+    assert res.exit_code == 2 and match in res.output, res.output
 
 
 @pytest.mark.slow
@@ -193,40 +275,6 @@ def test_plan_power_from_the_fitted_twin(repo_root, tmp_path):
         text.replace("\nseeds = 9\n", "\nseeds = [0, 1, 2, 4, 5, 6, 7, 8]\n"))
     res = _invoke(["plan", "power", "--twin", str(tmp_path / "twin_campaign.toml"),
                    "--policy", "ewma", "--gain", "0.05", "--reps", "40", "--max-seeds", "10",
-                   "--draws", "2", "--resamples", "100"])
+                   "--draws", "2", "--resamples", "100", "--refits", "4"])
     assert res.exit_code == 0, res.output
     assert "power plan for ewma (twin campaign twin_campaign.toml, 8 seeds)" in res.output
-
-
-def test_one_seed_is_never_significant():
-    # t = mean/se is undefined for one seed; its smallest attainable two-sided p is
-    # 2 / (m + 1), so no campaign of one seed and 3 draws can reach alpha = 0.05
-    rng = np.random.default_rng(7)
-    v = rng.lognormal(np.log(0.06), 0.3, (50, 1, 4))
-    v[:, :, 0] -= 0.05
-    p = permutation_p_batch(label_values_equal_m(v[..., 0], v[..., 1:]), 100,
-                            np.random.default_rng(1), "two-sided")
-    assert np.all(p >= 0.5 - 1e-12)
-
-
-@pytest.mark.parametrize("key, value", [("alpha", 0.0), ("alpha", 1.0), ("alpha", 1.5),
-                                        ("target", 1.0), ("target", 1.2), ("target", -0.1)])
-def test_alpha_and_target_power_outside_zero_one_are_input_errors(key, value):
-    from evalkit.errors import InputError
-
-    model = pilot_model([0.05, 0.06, 0.04, 0.07], [[0.06], [0.065], [0.05], [0.08]])
-    with pytest.raises(InputError, match=f"{key} must lie in"):
-        power_plan(model, 0.01, max_seeds=4, reps=10, n_resamples=10, rng=0, **{key: value})
-
-
-def test_a_sampled_campaign_gives_the_policy_the_gain_in_v_below_its_draws():
-    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08]])
-    pol, dr = model.sample(np.random.default_rng(1), 4000, 3, 2, gain=0.01)
-    assert pol.shape == (4000, 3) and dr.shape == (4000, 3, 2)
-    assert float(np.mean(dr.mean(axis=-1) - pol)) == pytest.approx(0.01, abs=1e-3)
-
-
-def test_plan_power_searches_up_to_40_seeds_by_default():
-    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08]])
-    plan = power_plan(model, 0.02, draws=(1,), reps=10, n_resamples=10, rng=0)
-    assert plan.rows[0].seeds == tuple(range(2, 41))
