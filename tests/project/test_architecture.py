@@ -242,3 +242,83 @@ def test_readme_names_the_namespaces_the_import_rule_allows():
     sentence = section[section.index("Every import names"):section.index("Public modules")]
     named = set(re.findall(r"`(evalkit[\w.]*)`", sentence))
     assert named == NAMESPACES
+
+
+# --------------------------------------------------------------- policies; the two backend wings
+
+def policy_layer_problems(graph: dict[str, set[str]]) -> list[str]:
+    """``evalkit.policies`` is the layer the replay (which runs policies) and the audit (whose
+    registry says what a policy is) both read; it imports neither."""
+    out = [f"{mod} imports {t}" for mod, targets in sorted(graph.items())
+           if layer(mod) == "policies" for t in sorted(targets)
+           if layer(t) in ("replay", "audit")]
+    for reader in ("replay", "audit"):
+        if not any(layer(t) == "policies" for mod, targets in graph.items()
+                   if layer(mod) == reader for t in targets):
+            out.append(f"no {reader} module imports evalkit.policies")
+    return out
+
+
+WINGS = {"evalkit.replay.backends.sidecar": "the serving sidecar",
+         "evalkit.replay.backends.torch": "the torch backend's learners"}
+
+
+def wing(module: str) -> str | None:
+    return next((w for w in WINGS if module == w or module.startswith(w + ".")), None)
+
+
+def wing_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """The serving sidecar and the torch backend's training wing import nothing of each other
+    (what both need lives beside them in ``replay/backends/``: procs, models)."""
+    return [f"{mod} ({WINGS[wing(mod)]}) imports {t} ({WINGS[wing(t)]})"
+            for mod, targets in sorted(graph.items()) if wing(mod)
+            for t in sorted(targets) if wing(t) not in (None, wing(mod))]
+
+
+def test_policies_are_read_by_replay_and_audit_and_import_neither():
+    bad = policy_layer_problems(import_graph())
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_policy_rule_finds_an_import_of_replay_or_audit_and_a_reader_gone(tmp_path):
+    _tree(tmp_path, {
+        "evalkit/__init__.py": "", "evalkit/policies/__init__.py": "",
+        "evalkit/policies/base.py": "from evalkit.replay import spec\n",
+        "evalkit/policies/simple.py": "def f():\n    from evalkit.audit import registry\n",
+        "evalkit/replay/__init__.py": "", "evalkit/replay/spec.py": "",
+        "evalkit/replay/runner.py": "from evalkit.policies import base\n",
+        "evalkit/audit/__init__.py": "", "evalkit/audit/registry.py": "",
+    })
+    assert policy_layer_problems(import_graph(tmp_path / "evalkit")) == [
+        "evalkit.policies.base imports evalkit.replay.spec",
+        "evalkit.policies.simple imports evalkit.audit.registry",
+        "no audit module imports evalkit.policies",
+    ]
+
+
+def test_the_sidecar_and_the_torch_learners_import_nothing_of_each_other():
+    graph = import_graph()
+    assert any(wing(m) == "evalkit.replay.backends.sidecar" for m in graph)
+    assert any(wing(m) == "evalkit.replay.backends.torch" for m in graph)
+    bad = wing_crossings(graph)
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_wing_rule_finds_an_import_in_either_direction(tmp_path):
+    _tree(tmp_path, {
+        "evalkit/__init__.py": "", "evalkit/replay/__init__.py": "",
+        "evalkit/replay/backends/__init__.py": "", "evalkit/replay/backends/procs.py": "",
+        "evalkit/replay/backends/sidecar/__init__.py": "",
+        "evalkit/replay/backends/sidecar/serve.py": (
+            "from evalkit.replay.backends.procs import x\n"
+            "from evalkit.replay.backends.torch.rig import y\n"),
+        "evalkit/replay/backends/torch/__init__.py": "from .rig import y\n",
+        "evalkit/replay/backends/torch/rig.py": (
+            "def f():\n    from evalkit.replay.backends.sidecar import serve\n"),
+    })
+    assert wing_crossings(import_graph(tmp_path / "evalkit")) == [
+        "evalkit.replay.backends.sidecar.serve (the serving sidecar) imports "
+        "evalkit.replay.backends.torch.rig (the torch backend's learners)",
+        "evalkit.replay.backends.torch.rig (the torch backend's learners) imports "
+        "evalkit.replay.backends.sidecar.serve (the serving sidecar)",
+    ]
