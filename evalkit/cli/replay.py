@@ -125,7 +125,8 @@ def _check_no_sync_run(pol, no_sync_run) -> None:
 
 @click.command("sweep")
 @click.argument("campaign", type=click.Path(path_type=Path))
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="runs dir")
+@click.option("--out", "out", required=True, type=str,
+              help="runs dir, or a run store URL: s3://BUCKET/PREFIX (gs://, az://)")
 @click.option("--executor", "executor", type=click.Choice(["local", "ray"]), default="local",
               show_default=True, help="local processes, or one Ray task per replay")
 @click.option("--address", default=None,
@@ -171,14 +172,25 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
     if break_lock and check:
         raise InputError("--break-lock and --check do not go together", column="--break-lock",
                          fix="--check writes nothing; drop one of them")
-    if break_lock:
-        from evalkit.replay.storelock import break_locks
+    from evalkit.runlog.store_url import is_store_url, local_path, open_store
 
-        notes = break_locks(out, shard) or [f"--break-lock: no lock to break in {out}"]
+    if not is_store_url(out):
+        out = local_path(out)
+    if break_lock:
+        from evalkit.replay.storelock import break_leases, break_locks
+
+        notes = (break_leases(open_store(out), shard) if is_store_url(out)
+                 else break_locks(out, shard)) or [f"--break-lock: no lock to break in {out}"]
         for note in notes:
             click.echo(f"note: {note}", err=True)
     if until_decided or max_seeds is not None or batch is not None:
         from evalkit.cli.sweep_sequential import until_decided_cmd
+
+        if is_store_url(out):
+            raise InputError("--until-decided audits a local runs directory between batches",
+                             file=out, column="--until-decided",
+                             fix="sweep the batches into a runs directory, or sweep the "
+                                 "whole plan into the store without --until-decided")
 
         sys.exit(until_decided_cmd(camp, out, until_decided, max_seeds, batch, min_effect,
                                    shard, check, n_jobs=n_jobs, progress=progress,

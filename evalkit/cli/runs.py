@@ -55,22 +55,29 @@ def _choose_format(out: Path | None, fmt: str | None) -> str | None:
 
 
 @click.command("validate")
-@click.argument("runs_dir", type=click.Path(path_type=Path))
-def validate_cmd(runs_dir: Path):
-    """Check every run under RUNS_DIR against the run-log format (exit 0 valid, 2 otherwise)."""
+@click.argument("runs_dir", type=str)
+def validate_cmd(runs_dir: str):
+    """Check every run under RUNS_DIR (a folder or a run store URL, s3://BUCKET/PREFIX)
+    against the run-log format (exit 0 valid, 2 otherwise)."""
     from evalkit.runlog.codes import spec_ref
+    from evalkit.runlog.store_url import local_view
     from evalkit.runlog.validate import validate_runs
 
-    report = validate_runs(runs_dir)
-    for problem in report.problems:
-        click.echo(f"{problem.format()} [{spec_ref(problem)}]")
-    click.echo(report.summary_line())
-    if not report.ok:
+    with local_view(runs_dir) as (local, view):
+        show = view.show if view is not None else str
+        report = validate_runs(local)
+        for problem in report.problems:
+            click.echo(show(f"{problem.format()} [{spec_ref(problem)}]"))
+        notes = view.notes() if view is not None else []
+        for note in notes:             # runs whose manifest or files the store cannot give
+            click.echo(f"error: {note}")
+        click.echo(show(report.summary_line()))
+    if not report.ok or notes:
         sys.exit(2)
 
 
 @click.command("summarize")
-@click.argument("runs_dir", type=click.Path(path_type=Path))
+@click.argument("runs_dir", type=str)
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write the table here (.csv, .parquet or .json).")
 @click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "json"]), default=None,
@@ -78,16 +85,21 @@ def validate_cmd(runs_dir: Path):
 @click.option("--include-incomplete", is_flag=True,
               help="Also summarise runs marked complete: false (never for audits).")
 @click.option("--wide", is_flag=True, help="Print every column in the readable table.")
-def summarize_cmd(runs_dir: Path, out: Path | None, fmt: str | None, include_incomplete: bool,
+def summarize_cmd(runs_dir: str, out: Path | None, fmt: str | None, include_incomplete: bool,
                   wide: bool):
-    """One row per run: V with its Clopper–Pearson CI, latency, K, exposure, load."""
+    """One row per run: V with its Clopper–Pearson CI, latency, K, exposure, load.
+    RUNS_DIR is a folder or a run store URL (s3://BUCKET/PREFIX)."""
+    from evalkit.runlog.store_url import local_view
     from evalkit.runlog.summary import summarize_runs
 
     fmt = _choose_format(out, fmt)
     if out is None and fmt == "parquet":
         raise InputError("Parquet cannot be printed", column="--format",
                          fix="pass --out table.parquet")
-    df = summarize_runs(runs_dir, include_incomplete=include_incomplete)
+    with local_view(runs_dir) as (local, view):
+        df = summarize_runs(local, include_incomplete=include_incomplete)
+        for note in view.notes() if view is not None else []:
+            click.echo(f"excluded: {note}", err=True)
     for run in df.attrs.get("excluded", []):
         click.echo(f"excluded: {run} (incomplete run)", err=True)
     for item in df.attrs.get("unreadable", []):

@@ -93,13 +93,16 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
                  progress: bool | None = None, jobs: list[Job] | None = None,
                  shard: Shard | None = None, executor_kind: str = "local",
                  address: str | None = None, cpus_per_task: float | None = None,
-                 gpus_per_task: float | None = None) -> SweepSummary:
+                 gpus_per_task: float | None = None, job_fn=None) -> SweepSummary:
     """Run (or resume) a campaign into ``runs_dir``; returns what ran, was skipped or failed.
 
     ``jobs``: a filtered plan (default: the whole plan); ``shard``: only that part of it
     (:func:`~evalkit.replay.campaign.shard_jobs`).  ``executor``: any object with
     ``submit``/``shutdown``, else one made by :func:`~evalkit.replay.executors.make_executor`
     from ``executor_kind``, ``n_jobs``, ``address`` and the per-task resources.
+    ``runs_dir``: a folder, or a run store URL (``s3://BUCKET/PREFIX``,
+    :mod:`evalkit.runlog.store_url`).  ``job_fn(camp, job, target)``: what runs one job
+    (default :func:`execute_job`, or :func:`execute_job_in_store` for a store URL).
     Raises :class:`~evalkit.errors.StoreLocked` when another sweep works on ``runs_dir``.
     """
     camp = campaign if isinstance(campaign, Campaign) else load_campaign(campaign)
@@ -120,7 +123,7 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
         local = runs_dir if store is None else _local_copy(store, stack)
         plan, fresh = directory_plan(camp, local)
         camp = dataclasses.replace(camp, plan_sha256=plan_sha256(plan))
-        job_fn = execute_job if store is None else execute_job_in_store
+        job_fn = job_fn or (execute_job if store is None else execute_job_in_store)
         # the executor first: a missing extra or an unreachable cluster writes nothing
         ex = executor or make_executor(camp, n_jobs, kind=executor_kind, address=address,
                                        cpus_per_task=cpus_per_task,

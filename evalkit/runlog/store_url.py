@@ -91,11 +91,11 @@ def local_path(target) -> Path:
         parts = urlsplit(text)
         if parts.netloc not in ("", "localhost"):
             raise InputError(f"file:// URL names host {parts.netloc!r}", file=text,
-                             column="--out", fix="write file:///ABSOLUTE/PATH or a plain path")
+                             fix="write file:///ABSOLUTE/PATH or a plain path")
         return Path(unquote(parts.path))
     scheme, sep, _ = str(text).partition("://")
     if sep and scheme.isalnum():
-        raise InputError(f"unknown store scheme {scheme!r}://", file=text, column="--out",
+        raise InputError(f"unknown store scheme {scheme!r}://", file=text,
                          fix=URL_FIX + "; file:// or a plain path for a local folder")
     return Path(text)
 
@@ -107,17 +107,17 @@ def _split(url: str) -> tuple[str, str, str]:
     if parts.query or parts.fragment:
         raise InputError("a store URL takes no query string or fragment (options and "
                          "credentials are never read from the URL, so they are never "
-                         "written with it)", file=_shown(url), column="--out", fix=URL_FIX)
+                         "written with it)", file=_shown(url), fix=URL_FIX)
     if "@" in parts.netloc or ":" in parts.netloc:
         raise InputError("a store URL names no user, password or port", file=_shown(url),
-                         column="--out", fix=URL_FIX)
+                         fix=URL_FIX)
     bucket, prefix = parts.netloc, parts.path.strip("/")
     if not bucket:
-        raise InputError("the store URL names no bucket", file=_shown(url), column="--out",
+        raise InputError("the store URL names no bucket", file=_shown(url),
                          fix=URL_FIX)
     if any(p in (".", "..") for p in prefix.split("/")) or "//" in parts.path.strip("/"):
         raise InputError("the store prefix has an empty, '.' or '..' part", file=_shown(url),
-                         column="--out", fix=URL_FIX)
+                         fix=URL_FIX)
     return scheme, bucket, prefix
 
 
@@ -236,6 +236,12 @@ class ObjectStore:
 
         sel = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
         infos = self._guard("list", self.url, lambda: self.fs.get_file_info(sel))
+        if not infos and self._guard("list", self.url, lambda: self.fs.get_file_info(
+                self.bucket)).type == pafs.FileType.NotFound:
+            raise InputError(f"the bucket {self.bucket!r} does not exist", file=self.url,
+                             fix=f"create the bucket {self.bucket!r} or correct the URL "
+                                 "(and the endpoint, AWS_ENDPOINT_URL, for an S3-compatible "
+                                 "server)")
         start = len(self.root) + 1
         return {i.path[start:]: i for i in infos if i.type == pafs.FileType.File}
 
@@ -462,8 +468,7 @@ class StoreView:
 def open_store(url: str, fs=None) -> ObjectStore:
     """The object store ``url`` names (see :func:`is_store_url`)."""
     if not is_store_url(url):
-        raise InputError("not an object-store URL", file=str(url), column="--out",
-                         fix=URL_FIX)
+        raise InputError("not an object-store URL", file=str(url), fix=URL_FIX)
     return ObjectStore(url, fs)
 
 

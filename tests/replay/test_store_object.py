@@ -1,0 +1,86 @@
+"""A sweep into an object store (evalkit/replay/store.py, sweep.py) against moto's S3 server:
+an upload cut short is never a run and is removed on resume, a run whose bytes differ from
+its manifest is moved aside (kept) and rerun, sweep --check lists both, and the store's
+runs equal a local sweep's run for run."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.replay.sweep import check_campaign, run_campaign
+from evalkit.runlog import store_url
+from evalkit.runlog.store_url import local_view, open_store
+from tests.support.reliability_tools import run_cli, write_campaign
+from tests.support.s3_server import SECRET, new_bucket, s3_server
+
+VICTIM = "tiny__wa__s0"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server() as env:
+        yield env
+
+
+def test_cut_upload_is_missing_then_resume_removes_and_reruns_it(s3, tmp_path, monkeypatch):
+    camp = write_campaign(tmp_path, draws=1)
+    url = f"s3://{new_bucket()}/runs"
+    real = store_url.ObjectStore.put_bytes
+
+    def cut(self, rel, data):
+        if rel.startswith(VICTIM + "/.attempt-") and rel.endswith("merges.parquet"):
+            raise OSError("connection reset by peer")     # the upload stops half-way
+        real(self, rel, data)
+
+    monkeypatch.setattr(store_url.ObjectStore, "put_bytes", cut)
+    first = run_campaign(camp, url, progress=False)
+    monkeypatch.undo()
+    assert first.count("failed") == 1 and first.count("blocked") == 1    # and its draw
+    store = open_store(url)
+    assert store.entries()[VICTIM].manifest is None                      # files, no manifest
+    states = {s.run_id: s.state for s in check_campaign(camp, url).states}
+    assert states[VICTIM] == "missing"
+    resumed = run_campaign(camp, url, progress=False)
+    assert resumed.ok and resumed.count("ran") == 2 and resumed.count("skipped") == 1
+    assert any("removed 1 unfinished upload" in n for n in resumed.notes), resumed.notes
+    assert all(len(e.attempts) == 1 for e in store.entries().values())
+    assert check_campaign(camp, url).complete
+
+
+def test_a_tampered_run_is_moved_aside_and_rerun(s3, tmp_path):
+    camp = write_campaign(tmp_path, draws=1)
+    url = f"s3://{new_bucket()}/runs"
+    assert run_campaign(camp, url, progress=False).ok
+    store = open_store(url)
+    manifest = store.manifest(VICTIM)
+    store.put_bytes(f"{VICTIM}/.attempt-{manifest['attempt']}/requests.parquet", b"PAR1")
+    states = {s.run_id: s for s in check_campaign(camp, url).states}
+    assert states[VICTIM].state == "damaged" and "requests.parquet" in states[VICTIM].detail
+    resumed = run_campaign(camp, url, progress=False)
+    assert resumed.ok and resumed.count("ran") == 1
+    assert any("was damaged" in n and "manifest.damaged-" in n for n in resumed.notes)
+    entry = store.entries()[VICTIM]
+    assert len(entry.damaged) == 1 and manifest["attempt"] in entry.attempts   # kept
+    assert check_campaign(camp, url).complete
+
+
+def test_store_runs_equal_a_local_sweep_and_hold_no_secret(s3, tmp_path):
+    """Through the CLI: sweep into the store and into a folder; every run's tables are
+    equal byte for byte and no file written, object stored or line printed holds the
+    secret key."""
+    camp = write_campaign(tmp_path, draws=1)
+    url = f"s3://{new_bucket()}/runs"
+    remote = run_cli(["sweep", camp, "--out", url, "--no-progress"], cwd=tmp_path)
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    local = run_cli(["sweep", camp, "--out", tmp_path / "runs", "--no-progress"], cwd=tmp_path)
+    assert local.returncode == 0, local.stdout + local.stderr
+    printed = remote.stdout + remote.stderr
+    store = open_store(url)
+    assert SECRET not in printed and all(SECRET.encode() not in store.get_bytes(key)
+                                         for key in store.list())
+    assert all(SECRET.encode() not in p.read_bytes() for p in tmp_path.rglob("*")
+               if p.is_file())
+    with local_view(url) as (copy, _):
+        for run in sorted((tmp_path / "runs").glob("tiny__*")):
+            for table in sorted(run.glob("*.parquet")):
+                assert (copy / run.name / table.name).read_bytes() == table.read_bytes()
