@@ -30,9 +30,13 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
     from evalkit.compose import run_audit
 
     from evalkit.audit.protocol import load_protocol
+    from evalkit.runlog.store_url import local_view
 
     proto = load_protocol(protocol).with_accept_vouched(accept_vouched)
-    result = run_audit(input_path, out_dir, protocol=proto, alpha=alpha, seed=seed)
+    with local_view(input_path) as (local, view):   # a run store URL: its complete runs
+        result = run_audit(local, out_dir, protocol=proto, alpha=alpha, seed=seed)
+        for note in view.notes() if view is not None else []:
+            click.echo(f"  excluded {note}")
     click.echo(f"audited {len(result.claims)} claim(s) against protocol "
                f"{result.protocol.name} (alpha = {result.alpha:g})")
     for claim in result.claims:
