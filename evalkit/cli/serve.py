@@ -8,7 +8,7 @@ import click
 
 from evalkit.errors import InputError
 
-# flag -> sidecar setting (serve_config.SERVE_DEFAULTS)
+# flag -> sidecar setting (SERVE_DEFAULTS in evalkit/replay/backends/sidecar/config.py)
 _FLAGS = {"device": "device", "dtype": "dtype", "max_batch": "max_batch",
           "served_model_name": "model_name", "threads": "threads", "seed": "seed",
           "max_model_len": "max_model_len"}

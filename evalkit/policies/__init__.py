@@ -11,6 +11,10 @@ A plugin is a subclass of :class:`Policy` with exactly the interface built-ins h
 (:class:`RunContext` at ``reset``, :class:`DecisionState` at ``decide``).  Its parameters are
 the keyword arguments of its ``__init__``; its oracle status is the class attribute
 ``oracle``; :func:`policy_identity` gives the code identity every run records.
+
+Layering: the replay runs policies and the audit's registry asks what a policy is, so both
+import this package; it imports only the base modules and ``evalkit.stats`` (never the replay
+or the audit).  Plugins import their interface from here (``evalkit.policies.Policy``).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ LIMIT_KEYS = ("max_request_bytes", "max_request_bytes_in_flight", "max_seqs_per_
 
 
 def build_engine(cfg: dict) -> Engine:
-    """Model, metrics and engine thread from a resolved sidecar config (see serve_config)."""
+    """Model, metrics and engine thread from a resolved sidecar config (see .config)."""
     import torch
     torch.set_num_threads(int(cfg["threads"]))
     model = build_model(cfg["model"], seed=int(cfg["seed"]), device=cfg["device"],
