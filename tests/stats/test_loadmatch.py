@@ -1,14 +1,19 @@
-"""Load matching: checks, vex and bad input."""
+"""Load matching: checks, vex and bad input.
+
+Load matching of series and one-row frames, seed checks, a difference exactly at the
+tolerance, not-evaluable runs."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from evalkit.errors import InputError
-from evalkit.stats import load_match
+from evalkit.stats.loadmatch import load_match
 
 
 def summary(**kw):
@@ -42,3 +47,66 @@ def test_load_match_bad_input():
     del s["step_rate"]
     with pytest.raises(InputError, match="step_rate"):
         load_match(summary(), s)
+
+
+# ------------------------------------------------------------------------- load matching
+
+BASE = {"seed": 0, "n_requests": 1000, "arrival_rate_achieved": 2.0,
+        "prompt_tokens_total": 50_000, "output_tokens_total": 20_000, "step_rate": 1.0,
+        "violation_rate": 0.05}
+
+
+def _check(result, key):
+    return next(c for c in result.checks if c.key == key)
+
+
+def test_load_match_accepts_series_and_one_row_frames():
+    pol = {**BASE, "violation_rate": 0.08}
+    want = load_match(pol, BASE)
+    assert want.matched and want.vex == pytest.approx(0.03)
+    assert load_match(pd.Series(pol), pd.Series(BASE)).to_dict() == want.to_dict()
+    assert load_match(pd.DataFrame([pol]), pd.DataFrame([BASE])).to_dict() == want.to_dict()
+    with pytest.raises(InputError, match="policy summary has 2 rows, expected 1"):
+        load_match(pd.DataFrame([pol, pol]), BASE)
+    with pytest.raises(InputError, match="no_sync summary must be dict-like"):
+        load_match(pol, [BASE])
+    with pytest.raises(InputError, match="the policy run summary is missing"):
+        load_match(None, BASE)
+    with pytest.raises(InputError, match="no-sync summary lacks 'step_rate'"):
+        load_match(pol, {k: v for k, v in BASE.items() if k != "step_rate"})
+
+
+def test_load_match_seed_checks():
+    no_seed = {k: v for k, v in BASE.items() if k != "seed"}
+    assert load_match(no_seed, BASE).matched                    # seed only on one side
+    assert load_match(BASE, no_seed).matched
+    assert load_match({**BASE, "seed": 0}, BASE).matched        # same seed
+    with pytest.raises(InputError, match="no-sync run is seed 0 but the policy run is seed 2"):
+        load_match({**BASE, "seed": 2}, BASE)
+
+
+def test_load_match_relative_difference_exactly_at_the_tolerance():
+    base = {**BASE, "arrival_rate_achieved": 2.0}
+    pol = {**base, "arrival_rate_achieved": 2.5}                  # rel = 0.25 exactly
+    res = load_match(pol, base, {"arrival_rate_achieved": 0.25})
+    chk = _check(res, "arrival_rate_achieved")
+    assert chk.rel_diff == 0.25 and chk.passed and chk.status == "passed" and chk.reason == ""
+    res = load_match(pol, base, {"arrival_rate_achieved": 0.25 - 1e-12})     # float fuzz
+    assert _check(res, "arrival_rate_achieved").passed
+    res = load_match(pol, base, {"arrival_rate_achieved": 0.2499})
+    chk = _check(res, "arrival_rate_achieved")
+    assert not chk.passed and chk.status == "failed" and res.failed == ["arrival_rate_achieved"]
+    assert "relative difference 0.25 exceeds tolerance 0.2499" in chk.reason
+    assert chk.tolerance == 0.2499 and chk.expected == 2.0 and chk.found == 2.5
+    with pytest.raises(InputError, match="unknown tolerance keys"):
+        load_match(pol, base, {"arrival_rate": 0.3})
+
+
+def test_load_match_not_evaluable_names_the_runs():
+    res = load_match({**BASE, "step_rate": None}, BASE)
+    chk = _check(res, "step_rate")
+    assert chk.status == "not evaluable" and not chk.passed and math.isnan(chk.rel_diff)
+    assert chk.reason == "step_rate is missing/NaN in the policy run"
+    res = load_match({**BASE, "step_rate": "n/a"}, {**BASE, "step_rate": float("nan")})
+    assert _check(res, "step_rate").reason == "step_rate is missing/NaN in the no-sync and policy run"
+    assert res.not_evaluable == ["step_rate"] and res.failed == [] and not res.matched

@@ -1,5 +1,8 @@
-"""Boundaries of campaign assembly: seed pairs and their draws, regimes, generic draws,
-duplicates, and campaigns read from a runs directory."""
+"""The run set (the audit's input) and its claims: seed pairs and their draws, regimes,
+generic draws, duplicates, run sets read from a runs directory or a summary table.
+
+Claim assembly refuses duplicate runs of one seed; run tables of known and unknown runs;
+harness baselines with and without their own draws."""
 
 from __future__ import annotations
 
@@ -12,15 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalkit.audit.runset import (ClaimData, SeedPair, assemble_claims, load_runset)
+from evalkit.audit.runset import assemble_claims, ClaimData, load_runset, SeedPair
 from evalkit.errors import InputError
-
 from tests.support.summary_csv import write_csv
 
 
 # ================================================================================ campaigns
 
-def campaign_of(tmp_path, text, name="t.csv"):
+def runset_of(tmp_path, text, name="t.csv"):
     return load_runset(write_csv(tmp_path, text, name))
 
 
@@ -34,7 +36,7 @@ TWO_POLICIES = ("policy,seed,violation_rate,matched_to,oracle,draw\n"
 
 
 def test_claims_pair_each_seed_with_its_own_draws_and_no_sync(tmp_path):
-    campaign = campaign_of(tmp_path, TWO_POLICIES)
+    campaign = runset_of(tmp_path, TWO_POLICIES)
     assert campaign.source == "summary" and not campaign.has_logs and campaign.runs_dir is None
     ewma, wa = assemble_claims(campaign)
     assert (wa.regime, wa.policy, ewma.policy) == ("default", "wa", "ewma")
@@ -68,7 +70,7 @@ def test_seed_pair_without_draws_or_no_sync():
 
 
 def test_claims_regimes_are_separate(tmp_path):
-    campaign = campaign_of(tmp_path, "policy,seed,regime,violation_rate,matched_to\n"
+    campaign = runset_of(tmp_path, "policy,seed,regime,violation_rate,matched_to\n"
                            "wa,0,r1,0.1,\nmatched_random,0,r1,0.2,\nno_sync,0,r1,0.01,\n"
                            "wa,0,r2,0.3,\newma,0,r2,0.3,\nmatched_random,0,r2,0.4,wa\n"
                            "matched_random,0,r2,0.5,ewma\nno_sync,0,r2,0.02,\n")
@@ -85,13 +87,13 @@ def test_claims_regimes_are_separate(tmp_path):
 
 def test_generic_draws_serve_one_policy_only(tmp_path):
     one = "policy,seed,violation_rate\nwa,0,0.1\nmatched_random,0,0.2\n"
-    assert len(assemble_claims(campaign_of(tmp_path, one))[0].paired) == 1
+    assert len(assemble_claims(runset_of(tmp_path, one))[0].paired) == 1
     with pytest.raises(InputError, match="1 matched-random rows without matched_to, but the "
                        r"regime has 2 policies \(ewma, wa\)") as info:
-        assemble_claims(campaign_of(tmp_path, one + "ewma,0,0.15\n"))
+        assemble_claims(runset_of(tmp_path, one + "ewma,0,0.15\n"))
     assert info.value.column == "matched_to"
     # a harness baseline without draws of its own is not served by them
-    campaign = campaign_of(tmp_path, one + "fixed_h,0,0.15\n")
+    campaign = runset_of(tmp_path, one + "fixed_h,0,0.15\n")
     claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
     assert [c.policy for c in claims] == ["wa"] and claims[0].generic_draws
     assert campaign.notes[-1] == ("regime default: fixed_h is a harness baseline with no "
@@ -100,7 +102,7 @@ def test_generic_draws_serve_one_policy_only(tmp_path):
 
 
 def test_generic_draws_flag_with_some_matched_draws(tmp_path):
-    campaign = campaign_of(tmp_path, "policy,seed,violation_rate,matched_to\n"
+    campaign = runset_of(tmp_path, "policy,seed,violation_rate,matched_to\n"
                            "wa,0,0.1,\nmatched_random,0,0.2,wa\nwa,1,0.1,\nmatched_random,1,0.3,\n")
     (claim,) = assemble_claims(campaign)
     assert claim.generic_draws and len(claim.paired) == 2
@@ -110,27 +112,27 @@ def test_claims_duplicates_and_only_baselines(tmp_path):
     text = "policy,seed,violation_rate\nwa,0,0.1\nwa,1,0.1\nwa,1,0.2\nwa,2,0.1\nwa,2,0.2\n"
     with pytest.raises(InputError, match="several policy runs for seed 1 "
                        r"\(t.csv:row3, t.csv:row4\)"):
-        assemble_claims(campaign_of(tmp_path, text))
+        assemble_claims(runset_of(tmp_path, text))
     text = "policy,seed,violation_rate\nwa,0,0.1\nno_sync,0,0.01\nno_sync,1,0.01\n"
     assert [p.no_sync is not None for p in assemble_claims(
-        campaign_of(tmp_path, text))[0].pairs] == [True]
+        runset_of(tmp_path, text))[0].pairs] == [True]
     with pytest.raises(InputError, match="several no-sync runs for seed 0"):
-        assemble_claims(campaign_of(tmp_path, text + "no_sync,0,0.02\n"))
+        assemble_claims(runset_of(tmp_path, text + "no_sync,0,0.02\n"))
     # a policy run exists, its draws are missing: the error says so, not "every run is a
     # baseline"
     with pytest.raises(InputError, match="no claim to audit: the policy runs fixed_h "
                        r"\(regime default, 1 run\) have no matched-random draws") as info:
-        assemble_claims(campaign_of(tmp_path, "policy,seed,violation_rate\nfixed_h,0,0.1\n"),
+        assemble_claims(runset_of(tmp_path, "policy,seed,violation_rate\nfixed_h,0,0.1\n"),
                         baseline_policies=("fixed_h",))
     assert info.value.column == "matched_to" and "--matched-to POLICY" in info.value.fix
     assert "every run is a baseline" not in str(info.value)
     with pytest.raises(InputError, match=r"no policy runs to audit \(every run is a "
                        r"baseline\)") as info:
-        assemble_claims(campaign_of(tmp_path, "policy,seed,violation_rate\nno_sync,0,0.1\n"))
+        assemble_claims(runset_of(tmp_path, "policy,seed,violation_rate\nno_sync,0,0.1\n"))
     assert info.value.column == "role"
 
 
-def test_load_campaign_input_kinds(tmp_path):
+def test_load_runset_input_kinds(tmp_path):
     with pytest.raises(InputError, match="input does not exist"):
         load_runset(tmp_path / "nothing")
     (tmp_path / "notes.txt").write_text("policy,seed,violation_rate\n")
@@ -150,7 +152,7 @@ def _edit_run(run_dir: Path, **changes):
     (run_dir / "run.json").write_text(json.dumps(meta))
 
 
-def test_runs_campaign_lists_incomplete_runs_once_with_owner(copy_fixture):
+def test_runs_dir_runset_lists_incomplete_runs_once_with_owner(copy_fixture):
     runs_dir = copy_fixture("runs")
     _edit_run(runs_dir / "fixture-s1-fixed_h", complete=False, error="boom")
     campaign = load_runset(runs_dir)
@@ -165,7 +167,7 @@ def test_runs_campaign_lists_incomplete_runs_once_with_owner(copy_fixture):
         load_runset(runs_dir)
 
 
-def test_runs_campaign_of_a_single_run(copy_fixture):
+def test_runs_dir_runset_of_a_single_run(copy_fixture):
     runs_dir = copy_fixture("runs")
     for run_dir in runs_dir.iterdir():
         if run_dir.name != "fixture-s0-fixed_h":
@@ -174,7 +176,7 @@ def test_runs_campaign_of_a_single_run(copy_fixture):
     assert campaign.runs.run_id.tolist() == ["fixture-s0-fixed_h"] and campaign.excluded == []
 
 
-def test_runs_campaign_notes_draws_of_policies_without_runs(copy_fixture):
+def test_runs_dir_runset_notes_draws_of_policies_without_runs(copy_fixture):
     runs_dir = copy_fixture("runs")
     assert load_runset(runs_dir).notes == []
     _edit_run(runs_dir / "fixture-s0-matched_random-d0", matched_to="ghost")
@@ -198,7 +200,7 @@ def _patched_summary(monkeypatch, edit):
     monkeypatch.setattr(runset_module, "summarize_runs", fake)
 
 
-def test_runs_campaign_k_observed_is_not_k_total(monkeypatch, fixtures_dir):
+def test_runs_dir_runset_k_observed_is_not_k_total(monkeypatch, fixtures_dir):
     def more_total(summary, attrs):
         summary["k_total"] = summary["k_observed"] + 3
         return summary
@@ -209,7 +211,7 @@ def test_runs_campaign_k_observed_is_not_k_total(monkeypatch, fixtures_dir):
     assert got.to_dict() == truth.to_dict()
 
 
-def test_runs_campaign_k_total_fallback(monkeypatch, fixtures_dir):
+def test_runs_dir_runset_k_total_fallback(monkeypatch, fixtures_dir):
     def no_observed(summary, attrs):
         summary["k_total"] = summary["k_observed"] + 1
         return summary.drop(columns=["k_observed"])
@@ -220,7 +222,7 @@ def test_runs_campaign_k_total_fallback(monkeypatch, fixtures_dir):
     assert got.to_dict() == (truth + 1).to_dict()
 
 
-def test_runs_campaign_drops_incomplete_summary_rows(monkeypatch, fixtures_dir):
+def test_runs_dir_runset_drops_incomplete_summary_rows(monkeypatch, fixtures_dir):
     def one_incomplete(summary, attrs):
         summary.loc[summary.run_id == "fixture-s2-no_sync", "complete"] = False
         return summary
@@ -230,7 +232,7 @@ def test_runs_campaign_drops_incomplete_summary_rows(monkeypatch, fixtures_dir):
     assert len(runs) == 11 and "fixture-s2-no_sync" not in set(runs.run_id)
 
 
-def test_runs_campaign_excluded_and_unreadable_from_the_summary(monkeypatch, copy_fixture):
+def test_runs_dir_runset_excluded_and_unreadable_from_the_summary(monkeypatch, copy_fixture):
     runs_dir = copy_fixture("runs")
     _edit_run(runs_dir / "fixture-s1-fixed_h", complete=False, error="boom")
 
@@ -249,7 +251,7 @@ def test_runs_campaign_excluded_and_unreadable_from_the_summary(monkeypatch, cop
     assert campaign.notes == ["validation warning: odd spacing"]
 
 
-def test_runs_campaign_rejects_summary_rows_without_a_run(monkeypatch, fixtures_dir):
+def test_runs_dir_runset_rejects_summary_rows_without_a_run(monkeypatch, fixtures_dir):
     def ghost(summary, attrs):
         row = summary.iloc[[0]].copy()
         row["run_id"] = "ghost-run"
@@ -260,7 +262,7 @@ def test_runs_campaign_rejects_summary_rows_without_a_run(monkeypatch, fixtures_
         load_runset(fixtures_dir / "runs")
 
 
-def test_runs_campaign_columns_before_the_table(fixtures_dir):
+def test_runs_dir_runset_columns_before_the_table(fixtures_dir):
     campaign = load_runset(fixtures_dir / "runs")
     run_id = "fixture-s0-no_sync"
     reference = pd.read_parquet(fixtures_dir / "runs" / run_id / "requests.parquet")
@@ -274,7 +276,7 @@ def test_runs_campaign_columns_before_the_table(fixtures_dir):
     assert np.array_equal(again["end_s"], reference.end_s.to_numpy(float), equal_nan=True)
 
 
-def test_runs_campaign_corrupt_log_is_an_input_error(copy_fixture):
+def test_runs_dir_runset_corrupt_log_is_an_input_error(copy_fixture):
     runs_dir = copy_fixture("runs")
     campaign = load_runset(runs_dir)
     run_id = "fixture-s0-no_sync"
@@ -283,3 +285,82 @@ def test_runs_campaign_corrupt_log_is_an_input_error(copy_fixture):
         campaign.columns(run_id, "requests", ("arrival_s",))
     with pytest.raises(InputError, match="cannot read Parquet"):
         campaign.table(run_id, "requests")
+
+
+# ------------------------------------------------------------------- duplicates in claims
+
+def _table(tmp_path, rows):
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)   # one run a row
+    return load_runset(path)
+
+
+def _rows(n_seeds=3):
+    rows = []
+    for seed in range(n_seeds):
+        rows += [{"policy": "wa", "seed": seed, "violation_rate": 0.10},
+                 {"policy": "matched_random", "seed": seed, "violation_rate": 0.20}]
+    return rows
+
+
+def test_duplicate_policy_runs_for_one_seed_are_an_error(tmp_path):
+    assert len(assemble_claims(_table(tmp_path, _rows()))[0].pairs) == 3
+    rows = _rows() + [{"policy": "wa", "seed": 1, "violation_rate": 0.09}]
+    with pytest.raises(InputError) as info:
+        assemble_claims(_table(tmp_path, rows))
+    assert info.value.column == "seed" and "seed 1" in info.value.message
+
+
+def test_duplicate_no_sync_runs_for_one_seed_are_an_error(tmp_path):
+    rows = _rows() + [{"policy": "no_sync", "seed": 2, "violation_rate": 0.01}] * 2
+    with pytest.raises(InputError) as info:
+        assemble_claims(_table(tmp_path, rows))
+    assert info.value.column == "seed" and "no-sync" in info.value.message
+
+
+def test_campaign_tables_of_known_and_unknown_runs(fixtures_dir):
+    campaign = load_runset(fixtures_dir / "runs")
+    run_id = campaign.runs.run_id.iloc[0]
+    req = campaign.table(run_id, "requests")
+    assert len(req) > 0 and "arrival_s" in req.columns
+    assert campaign.table(run_id, "requests") is req                 # cached
+    cols = campaign.columns(run_id, "requests", ("arrival_s",))
+    assert np.array_equal(cols["arrival_s"], req.arrival_s.to_numpy(float))
+    for call in (lambda: campaign.table("no-such-run", "requests"),
+                 lambda: campaign.columns("no-such-run", "requests", ("arrival_s",))):
+        with pytest.raises(InputError) as info:
+            call()
+        assert info.value.column == "run_id" and "no-such-run" in info.value.message
+
+
+def _baseline_rows(fixed_h_draws: bool):
+    rows = []
+    for seed in range(3):
+        rows += [{"policy": "wa", "seed": seed, "violation_rate": 0.10},
+                 {"policy": "matched_random", "matched_to": "wa", "seed": seed,
+                  "violation_rate": 0.20},
+                 {"policy": "fixed_h", "seed": seed, "violation_rate": 0.15}]
+        if fixed_h_draws:
+            rows.append({"policy": "matched_random", "matched_to": "fixed_h", "seed": seed,
+                         "violation_rate": 0.25})
+    return rows
+
+
+def test_harness_baseline_with_its_own_draws_is_a_claim(tmp_path):
+    campaign = _table(tmp_path, _baseline_rows(fixed_h_draws=True))
+    claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
+    assert [c.policy for c in claims] == ["fixed_h", "wa"]
+    fixed_h = claims[0]
+    assert len(fixed_h.paired) == 3 and not fixed_h.generic_draws
+    assert all(float(p.draws.violation_rate.iloc[0]) == 0.25 for p in fixed_h.pairs)
+    assert not any("harness baseline" in note for note in campaign.notes)
+
+
+def test_harness_baseline_without_draws_is_not_a_claim(tmp_path):
+    campaign = _table(tmp_path, _baseline_rows(fixed_h_draws=False))
+    claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
+    assert [c.policy for c in claims] == ["wa"]
+    assert any("fixed_h is a harness baseline" in note for note in campaign.notes)
+    # without the baseline list, fixed_h is an ordinary claim with no draws
+    claims = assemble_claims(_table(tmp_path, _baseline_rows(fixed_h_draws=False)))
+    assert [c.policy for c in claims] == ["fixed_h", "wa"] and claims[0].paired == []
