@@ -41,7 +41,7 @@ __all__ = ["SPENDING", "GroupSequentialDesign", "GroupSequentialPlan", "Look",
            "plan_seeds", "spent_alpha"]
 
 SPENDING = ("obrien-fleming", "hwang-shih-decani")
-_GRID_STEP = 0.01              # z-grid spacing of the recursive integration
+_GRID_STEP = 0.02              # z-grid spacing of the recursive integration
 _GRID_HALF_WIDTH = 9.0         # the grid spans drift +- this many SDs
 
 
@@ -121,8 +121,9 @@ class _Recursion:
         else:
             i_prev, i_k, delta = self._step_args(k)
             sd = math.sqrt(delta)
-            kernel = sps.norm.pdf((z[:, None] * math.sqrt(i_k) - self.z[None, :] * math.sqrt(i_prev)
-                                   - self.theta * delta) / sd) * math.sqrt(i_k) / sd
+            u = (z[:, None] * math.sqrt(i_k) - self.z[None, :] * math.sqrt(i_prev)
+                 - self.theta * delta) / sd
+            kernel = np.exp(-0.5 * u * u) * (math.sqrt(i_k) / (sd * math.sqrt(2.0 * math.pi)))
             f = kernel @ (self.f * _trapezoid_weights(self.z))
         self.z, self.f = z, f
 
@@ -239,7 +240,8 @@ def _expected_seeds(gs: GroupSequentialDesign, theta: float) -> tuple[float, flo
 def plan_seeds(effect_sd: float, alpha: float = 0.025, power: float = 0.8, block: int = 5,
                spending: str = "obrien-fleming", gamma: float = -4.0,
                futility: float | None = 0.0, max_seeds_limit: int = 400) -> GroupSequentialPlan:
-    """Smallest maximum number of seeds (a multiple of ``block``) whose design reaches
+    """Smallest maximum number of seeds (a multiple of ``block``, found by bisection: power
+    grows with the maximum) whose design reaches
     ``power`` at a mean gain of ``effect_sd`` SDs of d, with the expected seeds to a decision
     under that gain and under none, beside the fixed-n seeds of a one-sided z-test (normal
     theory; small-n t boundaries cost a little more: the study measures it)."""
@@ -256,17 +258,34 @@ def plan_seeds(effect_sd: float, alpha: float = 0.025, power: float = 0.8, block
     block = int(block)
     theta = float(effect_sd)
     fixed = int(math.ceil(((sps.norm.isf(alpha) + sps.norm.isf(1.0 - power)) / theta) ** 2))
-    for n_max in range(block, int(max_seeds_limit) + 1, block):
-        gs = design(tuple(range(block, n_max + 1, block)), alpha, spending, gamma, futility)
-        got, seeds_effect = _expected_seeds(gs, theta)
-        if got >= power:
-            _, seeds_null = _expected_seeds(gs, 0.0)
-            return GroupSequentialPlan(design=gs, effect_sd=theta, power=got,
-                                       expected_seeds_effect=seeds_effect,
-                                       expected_seeds_null=seeds_null, fixed_seeds=fixed)
-    raise InputError(f"no design with at most {max_seeds_limit} seeds reaches power {power} "
-                     f"at {effect_sd} SD", column="effect_sd",
-                     fix="a larger effect, a lower power target or a higher max_seeds_limit")
+    def build(n_max):
+        return design(tuple(range(block, n_max + 1, block)), alpha, spending, gamma, futility)
+
+    def reaches(n_max):
+        return _expected_seeds(build(n_max), theta)[0] >= power
+
+    limit = int(max_seeds_limit) // block
+    # power grows with the maximum seeds: double the blocks until reached, then bisect
+    lo, hi = 0, 1                                 # not reached at lo blocks, reached at hi
+    while not (hi <= limit and reaches(hi * block)):
+        if hi >= limit:
+            raise InputError(f"no design with at most {max_seeds_limit} seeds reaches power "
+                             f"{power} at {effect_sd} SD", column="effect_sd",
+                             fix="a larger effect, a lower power target or a higher "
+                                 "max_seeds_limit")
+        lo, hi = hi, min(2 * hi, limit)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if reaches(mid * block):
+            hi = mid
+        else:
+            lo = mid
+    gs = build(hi * block)
+    got, seeds_effect = _expected_seeds(gs, theta)
+    _, seeds_null = _expected_seeds(gs, 0.0)
+    return GroupSequentialPlan(design=gs, effect_sd=theta, power=got,
+                               expected_seeds_effect=seeds_effect,
+                               expected_seeds_null=seeds_null, fixed_seeds=fixed)
 
 
 @dataclass(frozen=True)
