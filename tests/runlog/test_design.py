@@ -1,5 +1,11 @@
 """Design facts of a run (``evalkit.runlog.design``) against independent computations: arrival
-fingerprints (hashlib), tied and identical shares, corridor tolerance and violations."""
+fingerprints (hashlib), tied and identical shares, corridor tolerance and violations.
+
+Corridor violations at their edges: gaps of exactly min_gap / max_gap / D, no merges,
+windows past the run's end.
+
+The design facts' fast paths (one merged sort for the last completion before each send,
+shared arrival ticks) give the numbers of the plain computations they replace."""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ import numpy as np
 import pytest
 
 from evalkit.runlog import design
+from evalkit.runlog.design import (arrival_fingerprint, arrival_ticks, completion_tied_share,
+                                   corridor_violations, identical_arrival_share)
 
 
 # ----------------------------------------------------------------------------- design facts
@@ -140,3 +148,112 @@ def test_design_facts_corridor_only_for_runs_that_merge_by_policy():
     assert "first merge 5 s after training start < min_gap 20 s" in policy["corridor_note"]
     no_sync = design.design_facts({**CORRIDOR_META, "role": "no_sync"}, req, bad, None)
     assert no_sync["corridor_violations"] == 0 and no_sync["corridor_note"] == ""
+
+
+def test_corridor_violation_edges():
+    span, d = (0.0, 300.0), 8.0
+    ok = [64.0, 128.0, 192.0, 256.0]
+    ends = [x + d for x in ok]
+    assert corridor_violations(ok, ends, span, d, 64.0, 64.0) == []
+    # first merge one ulp-ish early / late
+    early = [63.99] + ok[1:]
+    assert any("< min_gap" in v for v in corridor_violations(early, ends, span, d, 64, 70))
+    assert corridor_violations(early, ends, span, d, 64, 70, tol=0.01) == []
+    late = [70.01, 134.01, 198.01, 262.01]
+    assert any("> max_gap" in v for v in corridor_violations(late, ends, span, d, 0, 70))
+    # gaps: exactly D is allowed when min_gap < D; below D is not
+    tight = [64.0, 72.0, 136.0, 200.0, 264.0]
+    assert corridor_violations(tight, [x + d for x in tight], span, d, 4.0, 70.0) == []
+    tighter = [64.0, 71.9, 136.0, 200.0, 264.0]
+    out = corridor_violations(tighter, [x + d for x in tighter], span, d, 4.0, 70.0)
+    assert len(out) == 1 and "< D" in out[0]
+    # the trailing edge: last start 292 - 70 = 222 s before the last feasible start is forced
+    trail_ok = [64.0, 128.0, 192.0, 222.01]
+    assert corridor_violations(trail_ok, [x + d for x in trail_ok], span, d, 0, 70) == []
+    trail_bad = [64.0, 128.0, 192.0, 222.0]
+    out = corridor_violations(trail_bad, [x + d for x in trail_bad], span, d, 0, 70)
+    assert len(out) == 1 and "forced merge" in out[0]
+
+
+def test_corridor_no_merges_edge():
+    # 292 s of training without a merge: forced at max_gap >= 292, allowed when max_gap > 292
+    assert corridor_violations([], [], (0, 300), 8.0, 0, 292.0) != []
+    assert corridor_violations([], [], (0, 300), 8.0, 0, 292.01) == []
+
+
+def test_corridor_window_past_end():
+    assert corridor_violations([200.0], [300.0], (0, 300), 8.0, 0, 300) == []
+    out = corridor_violations([200.0], [300.5], (0, 300), 8.0, 0, 300)
+    assert out == ["a merge window runs past the end of the run"]
+    out = corridor_violations([292.5], [300.0], (0, 300), 8.0, 0, 300)
+    assert out and "past the end" in out[-1]
+
+
+def test_corridor_window_end_within_tolerance_of_the_run_end():
+    kw = dict(train_start=0.0, tol=0.05)
+    assert corridor_violations([200.0], [300.0], (0, 300), 8.0, 0, 300, **kw) == []
+    assert corridor_violations([200.0], [300.04], (0, 300), 8.0, 0, 300, **kw) == []
+    out = corridor_violations([200.0], [300.06], (0, 300), 8.0, 0, 300, **kw)
+    assert out and "past the end" in out[-1]
+
+
+def test_corridor_gap_within_tolerance_of_max_gap_is_allowed_from_both_sides():
+    span, d, tol = (0.0, 300.0), 8.0, 0.5
+    def gaps_of(g):
+        s = [64.0 + i * g for i in range(4)]
+        return corridor_violations(s, [x + d for x in s], span, d, 0.0, 70.0, tol=tol)
+    assert gaps_of(69.8) == []                     # just below max_gap: never a violation
+    assert gaps_of(70.4) == []                     # above it, but within the tolerance
+    out = gaps_of(70.6)
+    assert len(out) == 3 and all("> max_gap" in v for v in out)
+
+
+def searched_tied_share(sent, end, window=1e-3):
+    sent, end = np.asarray(sent, float), np.asarray(end, float)
+    end = np.sort(end[np.isfinite(end)])
+    s = sent[np.isfinite(sent)]
+    if s.size == 0 or end.size == 0:
+        return 0.0
+    i = np.searchsorted(end, s, side="right") - 1
+    prev = np.where(i >= 0, end[np.maximum(i, 0)], -np.inf)
+    return float(np.count_nonzero(s - prev <= window) / s.size)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_last_completion_by_merged_sort_gives_the_searched_share(seed):
+    rng = np.random.default_rng(200 + seed)
+    n = int(rng.integers(1, 3000))
+    sent = np.sort(rng.uniform(0, 300, n)) + rng.exponential(0.002, n)
+    end = sent + rng.gamma(2.0, 0.2, n)
+    if seed % 2:
+        sent, end = np.round(sent, 2), np.round(end, 2)     # sends tied to completions
+    end[rng.random(n) < 0.05] = np.nan
+    sent[rng.random(n) < 0.02] = np.nan
+    for window in (1e-3, 0.05, 0.0):
+        assert completion_tied_share(sent, end, window) == \
+            searched_tied_share(sent, end, window)
+
+
+@pytest.mark.parametrize("sent, end", [
+    ([0.0, -0.0, 1.0, 1.0], [-0.0, 0.0, 1.0, 0.9995]),     # signed zeros, exact ties
+    ([-1.0, 0.5, 2.0], [0.4995, 1.0, 2.0]),                 # a negative time: plain search
+    ([3.0, 4.0], [np.nan, np.nan]),                          # no completion at all
+    ([np.nan], [1.0]),
+])
+def test_tied_share_edges(sent, end):
+    assert completion_tied_share(sent, end) == searched_tied_share(sent, end)
+
+
+@pytest.mark.parametrize("arrival", [
+    np.array([3.0, 1.0, 1.0, 2.0]), np.array([1.0, 1.0000001, 2.0, np.nan, 2.0]),
+    np.arange(10.0), np.array([4.0]),
+])
+def test_arrival_ticks_serve_fingerprint_and_identical_share(arrival):
+    ticks = arrival_ticks(arrival)
+    assert arrival_fingerprint(arrival) == arrival_fingerprint(None, ticks)
+    assert identical_arrival_share(arrival) == identical_arrival_share(None, ticks)
+    a = arrival[np.isfinite(arrival)]
+    if a.size >= 2:
+        us = np.round(a / 1e-6).astype(np.int64)
+        _, inverse, counts = np.unique(us, return_inverse=True, return_counts=True)
+        assert identical_arrival_share(arrival) == np.count_nonzero(counts[inverse] > 1) / a.size

@@ -1,4 +1,4 @@
-"""Audit soundness II: every run is judged only by what it cannot set itself.
+"""Audit soundness, runs and draws: every run is judged only by what it cannot set itself.
 
 Each attack starts from an honest fixture campaign (asserted to pass first) and tampers with
 it the way a party whose scheduler is judged would: a run setting its own terms (SLO,
