@@ -156,3 +156,66 @@ def test_plan_prints_pairs_and_interleaved_order_and_blocks_decide(tmp_path, cap
     e, f = make_sides(tmp_path / "partial", reps=block + 1)
     assert run(e, f, "--metric", "ttft_p50", "--plan-file", tmp_path / "plan" / "plan.json") == 2
     assert "not a whole number of blocks" in capsys.readouterr().err
+
+
+def test_guidellm_reports_need_one_benchmark_each(tmp_path, capsys):
+    from tests.interop.test_guidellm import make_report
+
+    for side in ("A", "B"):
+        (tmp_path / side).mkdir()
+        for rep in range(3):
+            make_report(tmp_path / side / f"benchmarks-{rep}.json")
+    assert run(tmp_path / "A", tmp_path / "B", "--metric", "ttft_p50") == 2
+    err = capsys.readouterr().err
+    assert "holds 2 benchmarks" in err and "--benchmark" in err
+    code, doc = doc_of(capsys, tmp_path / "A", tmp_path / "B", "--metric", "ttft_p50",
+                       "--benchmark", "poisson@4.00")
+    assert code == 0 and doc["pairing"]["key"] == "repetition"
+    assert doc["runs"]["A"][0]["provenance"]["tool"] == "guidellm"
+    assert doc["metrics"][0]["difference"] == 0 and doc["metrics"][0]["verdict"] != "better"
+
+
+def test_runs_recorded_with_different_slos_are_refused(tmp_path, capsys):
+    import numpy as np
+    rng = np.random.default_rng(5)
+    for side, slo in (("A", 0.9), ("B", 1.5)):
+        for seed in range(3):
+            f = tmp_path / f"{side}-{seed}.json"
+            f.write_text(json.dumps(vllm_result(rng)))
+            import_vllm_bench(f, tmp_path / side, policy="no_sync", seed=seed, slo_e2e_s=slo,
+                              merge_duration_s=1.0, role="no_sync")
+    assert run(tmp_path / "A", tmp_path / "B", "--metric", "violation_rate") == 2
+    assert "different SLOs" in capsys.readouterr().err
+    # one SLO for both sides, given on the command line: compared
+    code, doc = doc_of(capsys, tmp_path / "A", tmp_path / "B", "--metric", "violation_rate",
+                       "--slo-e2e", "1.0")
+    assert code == 0 and doc["slo_source"] == "--slo options"
+
+
+def _plan(tmp_path, **changes) -> str:
+    plan = {"schema": "evalkit-compare-plan/1", "pairs_max": 8, "looks": 2, "block": 4,
+            "alpha": 0.05, **changes}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    return path
+
+
+@pytest.mark.parametrize("changes, args, words", [
+    ({}, ("--alpha", "0.1"), "made for alpha = 0.05"),
+    ({"pairs_max": 4, "looks": 1}, (), "exceed the plan's 4"),
+    ({"block": 3}, (), "block x looks differs"),
+    ({"schema": "other"}, (), "not a comparison plan"),
+    ({}, ("--pair-by", "none"), "could not be paired"),
+    ({}, ("--plan",), "--plan makes a plan"),
+])
+def test_plans_are_checked(tmp_path, capsys, changes, args, words):
+    a, b = make_sides(tmp_path, reps=8)
+    assert run(a, b, "--metric", "ttft_p50", "--plan-file", _plan(tmp_path, **changes),
+               *args) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_a_metric_named_twice_is_refused(tmp_path, capsys):
+    a, b = make_sides(tmp_path, reps=3)
+    assert run(a, b, "--metric", "ttft_p50", "--metric", "ttft_p50") == 2
+    assert "named twice" in capsys.readouterr().err

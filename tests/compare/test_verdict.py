@@ -117,3 +117,8 @@ def test_pairs_to_decide_for_equivalence_and_when_out_of_reach():
     assert vd.pairs_to_decide(0.0, 1.0, alpha=0.05, power=0.8, margin=None) is None
     # a spread of zero decides at the exact test's floor
     assert vd.pairs_to_decide(0.2, 0.0, alpha=0.01, power=0.8, margin=None) == vd.min_pairs_for(0.01)
+
+
+def test_a_large_effect_still_needs_the_exact_tests_floor_of_pairs():
+    # the t formula says 3 pairs; the sign-flip test cannot reach 0.05 with fewer than 6
+    assert vd.pairs_to_decide(10.0, 1.0, alpha=0.05, power=0.8, margin=None) == 6
