@@ -316,14 +316,18 @@ class RayExecutor:
         self._ray, self._refs = ray, []
         self._owns = connect_ray(address)
         self._check_resources(cpus_per_task, gpus_per_task)
-        if camp.path is not None:           # trace paths resolve next to it on every node
-            camp = dataclasses.replace(camp, path=Path(camp.path).resolve())
-        self._camp_ref = ray.put(camp)
+        self._put_campaign(camp)
         self.worker = worker
         retries = {} if max_retries is None else {"max_retries": max_retries}
         self._task = ray.remote(worker).options(num_cpus=cpus_per_task,
                                                   num_gpus=gpus_per_task, **retries)
         self.max_in_flight = max_in_flight
+
+    def _put_campaign(self, camp) -> None:
+        self._camp = camp
+        if camp.path is not None:           # trace paths resolve next to it on every node
+            camp = dataclasses.replace(camp, path=Path(camp.path).resolve())
+        self._camp_ref = self._ray.put(camp)
 
     def _check_resources(self, cpus: float, gpus: float) -> None:
         total = self._ray.cluster_resources()
@@ -338,6 +342,8 @@ class RayExecutor:
 
     def submit(self, fn, *args) -> cf.Future:
         if fn is self.worker:
+            if args[0] is not self._camp:   # e.g. stamped with the plan's hash by the sweep
+                self._put_campaign(args[0])
             target = args[2] if is_store_url(args[2]) else str(Path(args[2]).resolve())
             ref = self._task.remote(self._camp_ref, args[1], target)
         else:
