@@ -37,6 +37,7 @@ ALLOWED = {
     "report": {BASE, "document"},
     "replay": {BASE, "runlog", "stats", "policies", "document", "protocol"},
     "interop": {BASE, "runlog"},
+    "compare": {BASE, "runlog", "stats", "interop", "report"},
     TOP: None,          # anything
 }
 # the one module of a higher layer that a lower one may read: the protocol reader, which a
@@ -202,6 +203,7 @@ def test_the_leftover_rule_finds_orig_and_rej_files(tmp_path):
 
 # packages and base modules whose public modules say what they offer (``__all__``)
 DECLARED = ("stats", "audit", "runlog", "report", "interop", "compose", "document",
+            "compare",
             *sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"))
 
 
