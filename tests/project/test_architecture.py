@@ -201,6 +201,73 @@ def test_the_leftover_rule_finds_orig_and_rej_files(tmp_path):
     assert tracked_merge_leftovers(tracked_files(tmp_path)) == ["pkg/b.py.orig", "pkg/c.py.rej"]
 
 
+# --------------------------------------------------------------- every check family in checks/
+
+CHECKS_CORE = "evalkit.audit.checks.core"
+
+
+def checks_outside_the_checks_package(root=PACKAGE) -> list[str]:
+    """``file:line: @check name`` for each function that a module of the audit outside
+    ``audit/checks/`` registers with the check decorator (under any name it imports it as):
+    every check family lives in ``checks/``, whose ``__init__`` imports them all."""
+    out = []
+    for path in sorted((root / "audit").rglob("*.py")):
+        rel = path.relative_to(root.parent)
+        if rel.parts[2:3] == ("checks",):
+            continue
+        tree = ast.parse(path.read_text())
+        decorators, modules = set(), set()      # names bound to check / to its module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == CHECKS_CORE:
+                decorators |= {a.asname or a.name for a in node.names if a.name == "check"}
+            elif isinstance(node, ast.ImportFrom) and f"{node.module}.core" == CHECKS_CORE:
+                modules |= {a.asname or a.name for a in node.names if a.name == "core"}
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname for a in node.names if a.name == CHECKS_CORE and a.asname}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for dec in node.decorator_list:
+                dec = dec.func if isinstance(dec, ast.Call) else dec
+                if (isinstance(dec, ast.Name) and dec.id in decorators) or (
+                        isinstance(dec, ast.Attribute) and dec.attr == "check"
+                        and isinstance(dec.value, ast.Name) and dec.value.id in modules):
+                    out.append(f"{rel}:{node.lineno}: @check {node.name}")
+    return out
+
+
+def test_every_check_family_lives_in_audit_checks():
+    bad = checks_outside_the_checks_package()
+    assert bad == [], "move these check families into evalkit/audit/checks/:\n" + "\n".join(bad)
+
+
+def test_the_check_family_rule_finds_a_check_outside_checks(tmp_path):
+    core = "def check(name, params=None):\n    return lambda f: f\n"
+    _tree(tmp_path, {
+        "evalkit/audit/checks/core.py": core,
+        "evalkit/audit/checks/fine.py": ("from evalkit.audit.checks.core import check\n\n\n"
+                                         "@check('inside')\ndef inside(ctx, spec):\n    pass\n"),
+        "evalkit/audit/drift.py": ("from evalkit.audit.checks.core import check\n\n\n"
+                                   "@check('drift', params={'alpha': 0.05})\n"
+                                   "def drift(ctx, spec):\n    pass\n"),
+        "evalkit/audit/renamed.py": ("from evalkit.audit.checks.core import check as register\n\n\n"
+                                     "@register('renamed')\ndef renamed(ctx, spec):\n    pass\n"),
+        "evalkit/audit/dotted.py": ("from evalkit.audit.checks import core\n\n\n"
+                                    "@core.check('dotted')\ndef dotted(ctx, spec):\n    pass\n"),
+        "evalkit/audit/aliased.py": ("import evalkit.audit.checks.core as C\n\n\n"
+                                     "@C.check\ndef aliased(ctx, spec):\n    pass\n"),
+        "evalkit/audit/other.py": ("import functools\n\n\n@functools.cache\n"
+                                   "def check(x):\n    return x\n\n\n"
+                                   "@check\ndef not_a_family(ctx):\n    pass\n"),
+    })
+    assert checks_outside_the_checks_package(tmp_path / "evalkit") == [
+        "evalkit/audit/aliased.py:5: @check aliased",
+        "evalkit/audit/dotted.py:5: @check dotted",
+        "evalkit/audit/drift.py:5: @check drift",
+        "evalkit/audit/renamed.py:5: @check renamed",
+    ]
+
+
 # packages and base modules whose public modules say what they offer (``__all__``)
 DECLARED = ("stats", "audit", "runlog", "report", "interop", "compose", "document",
             "compare",
