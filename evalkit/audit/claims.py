@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from evalkit.document import tiers as T
 from evalkit.audit import verdicts
 from evalkit.audit.checks.core import Check, Status, run_check
 from evalkit.audit.checks.plan import campaign_plan
@@ -22,6 +21,8 @@ from evalkit.audit.transfer_evidence import TransferEvidence
 from evalkit.audit.protocol import Protocol
 from evalkit.audit.slo_breakdown import slo_breakdown
 from evalkit.audit.runset import ClaimData, RunSet
+from evalkit.document import tiers as T
+from evalkit.document.words import vouched_note
 from evalkit.errors import InputError
 from evalkit.stats import holm
 
@@ -126,13 +127,16 @@ class ClaimResult:
             "pre_registered": self.pre_registered,
             "checks": [c.to_dict() for c in self.checks], "notes": self.notes,
             "per_seed": self.per_seed().to_dict("records"),
+            "units": self.units(),
             "slo_breakdown": slo_breakdown(self.ctx.campaign.runs, self.data),
         }
 
-
-def vouched_note(names) -> str:
-    """The claim's note naming the checks the user vouched for."""
-    return "vouched by the user (--accept-vouched), not verified: " + ", ".join(names)
+    def units(self) -> list[dict]:
+        """The independent paired seeds the tests use, in seed order: each one's policy V
+        and its draws' V (what the sequential gate's e-process reads from the document)."""
+        return [{"seed": int(u.seed), "v_policy": float(u.v_policy),
+                 "v_draws": [float(v) for v in u.draws.violation_rate]}
+                for u in self.ctx.units]
 
 
 def _power_dict(ctx) -> dict | None:

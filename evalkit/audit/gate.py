@@ -2,8 +2,11 @@
 earlier audit's tier, and which exit code says so.
 
 ``evalkit gate`` parses its options, checks the policy against the campaign's claims, audits
-the campaign (or reads a fresh audit.json: :func:`document_audit`), calls :func:`decide` and
-prints the decision's lines: a one-screen summary, or every check with ``--verbose``.  A fixed-design gate passes (exit 0) when the claim reaches the tier and, with
+the campaign into the document audit.json holds (or reads a fresh audit.json:
+:func:`check_fresh`), calls :func:`decide` on that document and prints the decision's lines: a
+one-screen summary, or every check with ``--verbose``.  The decision reads the document only,
+and writes into nothing.  A fixed-design gate passes (exit 0) when the claim reaches the tier
+and, with
 a baseline, no claim ranks below its baseline tier and the protocol's rules (and the audit
 seed) are the baseline's; else it fails (exit 1).  ``--sequential`` decides from the
 e-process instead (:mod:`evalkit.audit.sequential`; exit 4 while undecided).
@@ -16,16 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from evalkit.audit.checks.core import Check, Status
-from evalkit.audit.claims import vouched_note
+from evalkit.audit.sequential import protocol_min_effect, sequential_verdicts
 from evalkit.document.rules import protocol_change
-from evalkit.audit.result import find_claim
-from evalkit.audit.sequential import planned_design, protocol_min_effect, sequential_verdicts
-from evalkit.document.tiers import (filled_status, reaches, stop_heading, stop_point,
-                                 tier_drops, tier_walk)
-from evalkit.document.words import pp
-from evalkit.errors import EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.document.schema import AUDIT_SCHEMA
+from evalkit.document.tiers import (filled_status, reaches, stop_heading, stop_point,
+                                    tier_drops, tier_walk)
+from evalkit.document.words import pp, vouched_note
+from evalkit.errors import EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.version import __version__
 
 SUMMARY_CHECKS = 5       # blocking checks the default (one-screen) output lists
@@ -162,39 +162,26 @@ def _finite(x) -> bool:
     return x is not None and math.isfinite(float(x))
 
 
-def claim_numbers(claim) -> dict:
-    """``mean_diff``, ``ci``, ``p_adjusted``, ``wins``, ``n_seeds`` of a claim (a ClaimResult
-    or a claim read from an audit.json); empty for a stand-in without them."""
-    if isinstance(getattr(claim, "numbers", None), dict):
-        return claim.numbers
-    numbers = getattr(claim, "effect_numbers", None)
-    return numbers() if numbers is not None else {}
-
-
-def fixed_design_note(result) -> str | None:
+def fixed_design_note(doc: dict) -> str | None:
     """A note for a fixed-design gate on a campaign planned as sequential."""
-    design, _, _ = planned_design(result.campaign)
-    if design is None:
+    if ((doc.get("design") or {}).get("sequential")) is None:
         return None
     return ("this campaign was planned as sequential: if it was stopped on its results "
             "(sweep --until-decided), the fixed-n p ignores that; decide with --sequential")
 
 
-def decide(result, claim, protocol, tier: str, baseline: Baseline | None = None,
+def decide(doc: dict, claim: dict, protocol, tier: str, baseline: Baseline | None = None,
            accept_protocol_change: bool = False, sequential: bool = False,
            min_effect: float | None = None, verbose: bool = False) -> GateDecision:
-    """The gate's decision on ``claim`` of the audit ``result`` (an
-    :class:`evalkit.audit.AuditResult` evaluated with ``walk_above=tier``, or an audit.json
-    read by :func:`document_audit`).  Its lines: a one-screen summary (verdict, G with its
-    CI and p, the blocking checks and what to add), every check with ``verbose``."""
-    # the walk above the required tier stops where the claim does: the tiers it never
-    # evaluated are "not run", never missing
-    claim.tier_status = filled_status(protocol.tiers, claim.tier_status)
+    """The gate's decision on ``claim`` (one of ``doc["claims"]``) of the audit document
+    ``doc`` (the dictionary audit.json holds, of an audit evaluated with ``walk_above=tier``).
+    Its lines: a one-screen summary (verdict, G with its CI and p, the blocking checks and
+    what to add), every check with ``verbose``."""
+    claim = claim_view(claim, protocol)
     if sequential:
-        return _sequential(result, claim, protocol, tier, min_effect, baseline is not None)
-    note = fixed_design_note(result)
-    if note:
-        claim.notes.append(note)
+        return _sequential(doc, claim, protocol, tier, min_effect, baseline is not None)
+    note = fixed_design_note(doc)
+    notes = claim.notes + ([note] if note else [])
     order = list(protocol.tier_names)
     ok = reaches(claim.tier, tier, order)
     changed = baseline.changed if baseline is not None else None
@@ -202,31 +189,29 @@ def decide(result, claim, protocol, tier: str, baseline: Baseline | None = None,
     lines = [f"gate {'PASS' if ok else 'FAIL'}{flag}: {claim.regime}/{claim.policy} reached "
              f"{claim.tier or 'no tier'}; required {tier} (alpha = {protocol.alpha:g})",
              f"  {claim.verdict}"]
-    numbers = claim_numbers(claim)
-    if numbers:
-        tested = [c for c in result.claims
-                  if _finite(claim_numbers(c).get("p_adjusted"))]
-        lines.append(effect_line(numbers, protocol.multiplicity, len(tested)))
+    tested = [c for c in doc["claims"] if _finite(c.get("p_adjusted"))]
+    lines.append(effect_line(claim.numbers, protocol.multiplicity, len(tested)))
     if not ok:
         lines.append(f"  {claim.stop_reason if verbose else _stop_line(claim, tier, protocol)}")
-    excluded = [f"  excluded {e['run_id']}: {e['reason']}" for e in result.campaign.excluded]
+    excluded = [f"  excluded {e['run_id']}: {e['reason']}"
+                for e in (doc.get("input") or {}).get("excluded") or []]
     if verbose:
-        lines += [f"  note: {n}" for n in claim.notes]
+        lines += [f"  note: {n}" for n in notes]
         lines += excluded + check_lines(claim, tier, protocol)
     else:
         # the notes that qualify the decision itself; the others are counted
         caveats = {note, vouched_note(c.name for c in claim.checks if c.vouched)}
-        lines += [f"  note: {n}" for n in claim.notes if n in caveats]
+        lines += [f"  note: {n}" for n in notes if n in caveats]
         if excluded:
             lines.append(excluded[0] + (f" (+{len(excluded) - 1} more)"
                                         if len(excluded) > 1 else ""))
         lines += summary_lines(claim, tier, protocol)
-        lines[-1] += (f"{len(claim.notes)} note(s), {len(excluded)} excluded run(s) "
+        lines[-1] += (f"{len(notes)} note(s), {len(excluded)} excluded run(s) "
                       "(--verbose: each check's expected and found, every note and exclusion)")
     drops: list[str] = []
     if baseline is not None:
-        drops = tier_drops(baseline.audit, {(c.regime, c.policy): c.tier
-                                            for c in result.claims}, order)
+        drops = tier_drops(baseline.audit, {(c["regime"], c["policy"]): c.get("tier")
+                                            for c in doc["claims"]}, order)
         n_tier = len(drops)
         if changed and not accept_protocol_change:
             drops.append(f"protocol: {changed}; tiers reached under other rules are not "
@@ -246,10 +231,12 @@ def is_audit_document(path) -> bool:
     return (p.is_file() and p.suffix.lower() == ".json") or (p / "audit.json").is_file()
 
 
-def document_audit(doc: dict, path, protocol, seed: int) -> SimpleNamespace:
-    """An audit.json as the gate's audit: refused (InputError) unless it is fresh, i.e.
-    written by this evalkit under the protocol rules and seed the gate is given, so its tiers
-    are the ones a new audit of the same runs would reach."""
+def check_fresh(doc: dict, path, protocol, seed: int, sequential: bool = False) -> None:
+    """Refuse (InputError) an audit.json the gate may not decide on: one not fresh, i.e. not
+    written by this evalkit under the protocol rules and seed the gate is given, or one whose
+    recorded tiers its checks do not give, so its tiers are the ones a new audit of the same
+    runs would reach; with ``sequential``, one without the planned design and each claim's
+    per-seed units the e-process reads."""
     where = str(Path(path) / "audit.json" if Path(path).is_dir() else path)
     redo = "re-run 'evalkit audit RUNS --out DIR' and gate DIR/audit.json, or gate the runs"
     if doc.get("schema") != AUDIT_SCHEMA:
@@ -267,13 +254,14 @@ def document_audit(doc: dict, path, protocol, seed: int) -> SimpleNamespace:
     if doc.get("seed") != seed:
         raise InputError(f"audited with --seed {doc.get('seed')}, the gate has --seed {seed}",
                          file=where, column="seed", fix=f"gate with --seed {doc.get('seed')}")
-    claims = [_document_claim(c) for c in doc["claims"]]
-    for i, claim in enumerate(claims):
-        _check_walk(claim, protocol, where, i)
-    excluded = list((doc.get("input") or {}).get("excluded") or [])
-    return SimpleNamespace(claims=claims, campaign=SimpleNamespace(
-        excluded=excluded, has_logs=False, runs_dir=None),
-        claim=lambda policy, regime=None: find_claim(claims, policy, regime))
+    for i, claim in enumerate(doc["claims"]):
+        _check_walk(claim_view(claim), protocol, where, i)
+        if sequential and "units" not in claim:
+            raise InputError("the claim records no per-seed units for the e-process",
+                             file=where, column=f"claims[{i}].units", fix=redo)
+    if sequential and "design" not in doc:
+        raise InputError("the document records no planned design", file=where,
+                         column="design", fix=redo)
 
 
 def _check_walk(claim, protocol, where: str, index: int) -> None:
@@ -289,22 +277,25 @@ def _check_walk(claim, protocol, where: str, index: int) -> None:
                              "and nobody edited")
 
 
-def _document_claim(c: dict) -> SimpleNamespace:
-    checks = [Check(name=k["name"], tier=k["tier"], passed=k["passed"],
-                    evaluable=k["evaluable"], expected=k["expected"], found=k["found"],
-                    recommendation=k.get("recommendation", ""), blocking=k["blocking"],
-                    vouched=k.get("vouched", False), status=Status(k["status"]),
-                    values=dict(k.get("values") or {}))
+def claim_view(c: dict, protocol=None) -> SimpleNamespace:
+    """A claim of an audit document read as the gate reads it (attributes; its checks too);
+    with ``protocol``, the tiers the walk never evaluated are "not run", never missing."""
+    checks = [SimpleNamespace(name=k["name"], tier=k["tier"], passed=k["passed"],
+                              evaluable=k["evaluable"], expected=k["expected"],
+                              found=k["found"], recommendation=k.get("recommendation", ""),
+                              blocking=k["blocking"], vouched=k.get("vouched", False),
+                              status=k["status"], values=dict(k.get("values") or {}))
               for k in c.get("checks", [])]
+    status = dict(c.get("tier_status") or {})
     return SimpleNamespace(
         regime=c["regime"], policy=c["policy"], tier=c.get("tier"),
-        tier_status=dict(c.get("tier_status") or {}), verdict=c.get("verdict", ""),
-        stop_reason=c.get("stop_reason", ""), notes=list(c.get("notes") or []),
-        checks=checks, numbers={k: c.get(k) for k in ("mean_diff", "ci", "p_adjusted",
-                                                     "wins", "n_seeds")})
+        tier_status=filled_status(protocol.tiers, status) if protocol is not None else status,
+        verdict=c.get("verdict", ""), stop_reason=c.get("stop_reason", ""),
+        notes=list(c.get("notes") or []), checks=checks,
+        numbers={k: c.get(k) for k in ("mean_diff", "ci", "p_adjusted", "wins", "n_seeds")})
 
 
-def _sequential(result, claim, protocol, tier: str, min_effect: float | None,
+def _sequential(doc: dict, claim, protocol, tier: str, min_effect: float | None,
                 with_baseline: bool) -> GateDecision:
     if with_baseline:
         raise InputError("--baseline compares fixed-design tiers; it does not combine with "
@@ -312,7 +303,7 @@ def _sequential(result, claim, protocol, tier: str, min_effect: float | None,
                          fix="drop --baseline, or gate without --sequential")
     if min_effect is None:
         min_effect = protocol_min_effect(protocol)
-    verdicts = sequential_verdicts(result, protocol, tier, min_effect)
+    verdicts = sequential_verdicts(doc, protocol, tier, min_effect)
     mine = next(v for v in verdicts if (v.regime, v.policy) == (claim.regime, claim.policy))
     lines = mine.lines()
     others = [v for v in verdicts if v is not mine]
@@ -322,6 +313,6 @@ def _sequential(result, claim, protocol, tier: str, min_effect: float | None,
     return GateDecision(mine.exit_code, lines)
 
 
-__all__ = ["Baseline", "GateDecision", "baseline_for", "campaign_lines", "check_lines",
-           "claim_numbers", "decide", "document_audit", "effect_line", "fixed_design_note",
+__all__ = ["Baseline", "GateDecision", "baseline_for", "campaign_lines", "check_fresh",
+           "check_lines", "claim_view", "decide", "effect_line", "fixed_design_note",
            "is_audit_document", "summary_lines"]

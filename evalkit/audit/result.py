@@ -17,6 +17,7 @@ from pathlib import Path
 from evalkit.version import __version__
 from evalkit.audit.checks.plan import NOT_PRE_REGISTERED, campaign_plan
 from evalkit.audit.claims import ClaimResult, evaluate_claims
+from evalkit.audit.design import planned_design
 from evalkit.audit.figure_data import (claim_figure_data, figure_paths, load_match_rows,
                                        regime_figure_data)
 from evalkit.audit.protocol import Protocol, load_protocol
@@ -99,6 +100,7 @@ class AuditResult:
                       "excluded": self.campaign.excluded},
             "notes": self.campaign.notes,
             "pre_registration": _pre_registration(self.campaign),
+            "design": planned_design(self.campaign),
             "provenance": provenance(self.campaign, self.protocol),
             "regimes": regimes,
             "claims": claims,

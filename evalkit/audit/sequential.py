@@ -20,20 +20,23 @@ A campaign without a plan, or planned as fixed, gets no sequential verdict (``re
 seed count was fixed in advance and nothing licenses stopping on the e-process; nor does a
 campaign whose audit alpha differs from the alpha its plan fixed.  Seeds enter the e-process
 in the plan's seed order (the order batches run in), never sorted by outcome.
+
+The verdicts are a function of the audit document: its ``design`` (the plan's design and seed
+order) and each claim's ``units`` (every independent seed's policy V and its draws' V) and
+``checks``, so the gate decides on ``evalkit gate RUNS`` and on an audit.json alike.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from evalkit.document.words import pp
-from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK
-from evalkit.runlog.plan import read_plan
+from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.stats.sequential import anytime_test
 
-__all__ = ["SequentialVerdict", "planned_design", "protocol_min_effect", "sequential_verdicts",
-           "verdict_for"]
+__all__ = ["SequentialVerdict", "protocol_min_effect", "sequential_verdicts", "verdict_for"]
 
 # the fixed-n checks the e-process replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
@@ -95,29 +98,13 @@ def protocol_min_effect(protocol) -> float:
     return float(spec.params.get("min_effect", 0.0)) if spec is not None else 0.0
 
 
-def planned_design(campaign) -> tuple[dict | None, list[int], str]:
-    """(design, planned seed order, why not) from the runs directory's plan."""
-    if not campaign.has_logs or campaign.runs_dir is None:
-        return None, [], "a summary table has no plan"
-
-    plan = read_plan(campaign.runs_dir)
-    if plan is None:
-        return None, [], "the runs directory has no plan.json (it was not swept under a plan)"
-    design = plan.get("design") or {}
-    seeds = [int(s) for s in ((plan.get("campaign") or {}).get("settings") or {}).get(
-        "seeds", [])]
-    if design.get("kind") != "sequential":
-        return None, seeds, (f"the plan's design is {design.get('kind')!r}, not sequential: its "
-                             "seed count was fixed in advance")
-    return design, seeds, ""
-
-
 def _claim_data(claim, order: list[int]):
-    """Policy V (n,) and draws (n lists) of the claim's independent seeds in plan order."""
-    units = {p.seed: p for p in claim.ctx.units}
+    """Policy V (n,) and draws (n lists) of the claim's independent seeds in plan order
+    (``claim``: an audit.json claim with its ``units``)."""
+    units = {int(u["seed"]): u for u in claim["units"]}
     seeds = [s for s in order if s in units] + sorted(set(units) - set(order))
-    pol = [units[s].v_policy for s in seeds]
-    draws = [units[s].draws.violation_rate.to_numpy(float) for s in seeds]
+    pol = [units[s]["v_policy"] for s in seeds]
+    draws = [units[s]["v_draws"] for s in seeds]
     return seeds, pol, draws
 
 
@@ -125,14 +112,14 @@ def verdict_for(claim, protocol, tier: str, design, order, n_claims: int,
                 min_effect: float) -> SequentialVerdict:
     alpha = float(design["alpha"])
     max_seeds = design.get("max_seeds")
-    base = dict(regime=claim.regime, policy=claim.policy, alpha=alpha, claims=n_claims,
+    base = dict(regime=claim["regime"], policy=claim["policy"], alpha=alpha, claims=n_claims,
                 max_seeds=max_seeds, min_effect=float(min_effect))
     if not math.isclose(alpha, protocol.alpha):
         return SequentialVerdict(decision="refused", reason=(
             f"the audit's alpha {protocol.alpha:g} is not the plan's {alpha:g}"), **base)
     upto = protocol.tier_names[:protocol.tier_names.index(tier) + 1]
-    blocking = [c for c in claim.checks
-                if c.blocking and c.tier in upto and c.name not in REPLACED_CHECKS]
+    blocking = [SimpleNamespace(**c) for c in claim["checks"]
+                if c["blocking"] and c["tier"] in upto and c["name"] not in REPLACED_CHECKS]
     seeds, pol, draws = _claim_data(claim, order)
     base.update(n_seeds=len(seeds), seeds=seeds, blocking=blocking)
     if len(seeds) < 1:
@@ -169,15 +156,20 @@ def verdict_for(claim, protocol, tier: str, design, order, n_claims: int,
         + ": run more seeds"), **base)
 
 
-def sequential_verdicts(result, protocol, tier: str, min_effect: float = 0.0
+def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float = 0.0
                         ) -> list[SequentialVerdict]:
-    """A verdict for every claim of an audit (:class:`evalkit.audit.AuditResult`)."""
-    design, order, why = planned_design(result.campaign)
-    if design is None:
-        return [SequentialVerdict(regime=c.regime, policy=c.policy, decision="refused",
-                                  reason=f"no sequential verdict: {why}")
-                for c in result.claims]
-    n_claims = max(1, len(result.claims))
-    return [verdict_for(c, protocol, tier, design, order, n_claims, min_effect)
-            for c in result.claims]
-
+    """A verdict for every claim of an audit document (the dictionary audit.json holds)."""
+    design = doc.get("design")
+    if design is None or any("units" not in c for c in doc["claims"]):
+        raise InputError("the audit document records no planned design or per-seed units "
+                         "(it was written before the sequential gate read documents)",
+                         column="design", fix="re-run 'evalkit audit RUNS --out DIR' and gate "
+                         "DIR/audit.json, or gate the runs directory")
+    if design["sequential"] is None:
+        return [SequentialVerdict(regime=c["regime"], policy=c["policy"], decision="refused",
+                                  reason=f"no sequential verdict: {design['why_not']}")
+                for c in doc["claims"]]
+    n_claims = max(1, len(doc["claims"]))
+    return [verdict_for(c, protocol, tier, design["sequential"], design["seed_order"],
+                        n_claims, min_effect)
+            for c in doc["claims"]]

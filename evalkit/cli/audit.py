@@ -86,10 +86,9 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     INPUT is a runs directory or summary table (audited here), or the audit.json of
     'evalkit audit' (or its --out directory) under the same rules and seed: read, not
     audited again."""
-    from evalkit.audit.gate import baseline_for, decide, document_audit, is_audit_document
+    from evalkit.audit.gate import baseline_for, check_fresh, decide, is_audit_document
     from evalkit.audit.protocol import load_protocol
     from evalkit.audit.result import audit_campaign, find_claim, read_claims
-    from evalkit.errors import InputError
     from evalkit.document.schema import load_audit
 
     proto = load_protocol(protocol).with_alpha(alpha).with_accept_vouched(accept_vouched)
@@ -101,18 +100,15 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     # are evaluated only while the walk goes on, so a claim that stops below calibrated
     # never fits psi (nor imports isotonic regression)
     if is_audit_document(input_path):
-        if sequential:
-            raise InputError("--sequential decides from the runs' e-process, which an "
-                             "audit.json does not hold", file=str(input_path),
-                             column="--sequential", fix="gate the runs directory")
-        result = document_audit(load_audit(input_path), input_path, proto, seed)
+        doc = load_audit(input_path)
+        check_fresh(doc, input_path, proto, seed, sequential=sequential)
     else:
         read = read_claims(input_path, proto)
         find_claim(read[1], policy, regime, options=True)  # unknown: exit 2 before the audit
-        result = audit_campaign(input_path, protocol=proto, seed=seed, walk_above=tier,
-                                claims_read=read)
-    claim = find_claim(result.claims, policy, regime, options=True)
-    decision = decide(result, claim, proto, tier, base,
+        doc = audit_campaign(input_path, protocol=proto, seed=seed, walk_above=tier,
+                             claims_read=read).to_dict()
+    claim = find_claim(doc["claims"], policy, regime, options=True)
+    decision = decide(doc, claim, proto, tier, base,
                       accept_protocol_change=accept_protocol_change, sequential=sequential,
                       min_effect=min_effect, verbose=verbose)
     for line in decision.lines:

@@ -103,6 +103,8 @@ CLAIM = Obj({
                           "text": STR}, nullable=True, required=("text",)),
     "load_match": Obj({"reason": OPT_STR, "summary": OPT_STR, "rows": ListOf(_LOAD_ROW)},
                       nullable=True, required=("reason", "rows")),
+    "units": ListOf(Obj({"seed": INT, "v_policy": NUM, "v_draws": ListOf(NUM)},
+                        required=("seed", "v_policy", "v_draws"))),
     "figures": MapOf(FIGURE), "figure_data": MapOf(MapOf(ANY, nullable=True)),
 })
 DOCUMENT = Obj({
@@ -116,6 +118,11 @@ DOCUMENT = Obj({
                                           "skip_if_not_evaluable": BOOL}))}),
     "input": Obj({"name": STR, "kind": STR, "n_runs": INT, "excluded": ListOf(MapOf(ANY))}),
     "pre_registration": Obj({"pre_registered": BOOL, "plan_sha256": OPT_STR, "text": STR}),
+    "design": Obj({"sequential": Obj({"kind": STR, "alpha": NUM, "max_seeds": OPT_INT,
+                                      "batch": OPT_INT},
+                                     nullable=True, required=("kind", "alpha")),
+                   "seed_order": ListOf(INT), "why_not": STR},
+                  required=("sequential", "seed_order", "why_not")),
     "provenance": MapOf(SCALAR),
     "transfer": MapOf(ANY),
     "transfer_figure": FIGURE,

@@ -19,7 +19,7 @@ __all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "DESIGN_CHECKS", "EFFECT_TOL", 
            "beats", "ci_side", "ci_words", "drift_share_words", "explained_fix",
            "explained_reason", "failed_design_checks", "gain_state", "gain_text", "gain_words",
            "is_negligible", "not_valid_words", "num", "p_value", "pct", "pp", "prediction_text",
-           "significance_text"]
+           "significance_text", "vouched_note"]
 
 EFFECT_TOL = 1e-12           # a gain equal to min_effect up to rounding is not below it
 
@@ -135,6 +135,11 @@ def failed_design_checks(checks) -> list[str]:
     checks: the claim's check dictionaries (``name``, ``passed``)."""
     failed = {c.get("name") for c in checks or [] if c.get("passed") is False}
     return [name for name in DESIGN_CHECKS if name in failed]
+
+
+def vouched_note(names) -> str:
+    """The claim's note naming the checks the user vouched for."""
+    return "vouched by the user (--accept-vouched), not verified: " + ", ".join(names)
 
 
 def not_valid_words(failed: list[str]) -> str:

@@ -1,21 +1,20 @@
-"""Sequential verdicts: `evalkit gate --sequential` and `evalkit sweep --until-decided`."""
+"""Sequential verdicts: `evalkit gate --sequential` and `evalkit sweep --until-decided`.
+
+The verdicts are decided on audit documents: the unit cases on small hand-built claims (each
+seed's policy V and its draws' V, the checks), the end-to-end ones on a sweep's runs."""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from evalkit.audit.runset import SeedPair
-from evalkit.audit.checks.core import Check
 from evalkit.audit.protocol import load_protocol
-from evalkit.audit.sequential import verdict_for
+from evalkit.audit.sequential import sequential_verdicts, verdict_for
 from evalkit.cli.main import cli
-from evalkit.errors import EXIT_CONTINUE
+from evalkit.errors import EXIT_CONTINUE, InputError
 from evalkit.stats.sequential import anytime_test
 
 CAMPAIGN = """
@@ -62,13 +61,18 @@ PROTO = load_protocol()
 DESIGN = {"kind": "sequential", "alpha": 0.05, "max_seeds": 12, "batch": 2}
 
 
-def _claim(v_pol, draws, checks=()):
-    units = [SeedPair(s, f"p{s}", float(v), 4, None,
-                      pd.DataFrame({"run_id": [f"d{s}-{j}" for j in range(len(d))],
-                                    "violation_rate": np.asarray(d, float)}), None)
+def _claim(v_pol, draws, checks=(), policy="pol"):
+    """An audit.json claim with the fields the sequential verdict reads."""
+    units = [{"seed": s, "v_policy": float(v), "v_draws": [float(x) for x in d]}
              for s, (v, d) in enumerate(zip(v_pol, draws))]
-    return SimpleNamespace(regime="r", policy="pol", checks=list(checks),
-                           ctx=SimpleNamespace(units=units))
+    return {"regime": "r", "policy": policy, "checks": list(checks), "units": units}
+
+
+def _check(name, tier, found):
+    """A failed, blocking check as audit.json records it."""
+    return {"name": name, "tier": tier, "passed": False, "evaluable": True, "expected": "e",
+            "found": found, "recommendation": "r", "blocking": True, "vouched": False,
+            "status": "failed", "values": {}}
 
 
 def _data(n, gain, seed=0):
@@ -132,15 +136,51 @@ def test_exhausted_refused_and_blocking_checks():
                     list(range(12)), 1, 0.0)
     assert v.decision == "refused" and "alpha" in v.reason
     good, dr2 = _data(12, 0.03)
-    bad = Check("k_match", "matched_budget", False, True, "e", "K mismatch", "r", True)
-    replaced = Check("enough_seeds", "matched_budget", False, True, "e", "few", "r", True)
-    higher = Check("load_match", "placement_gain", False, True, "e", "x", "r", True)
+    bad = _check("k_match", "matched_budget", "K mismatch")
+    replaced = _check("enough_seeds", "matched_budget", "few")
+    higher = _check("load_match", "placement_gain", "x")
     v = verdict_for(_claim(good, dr2, [replaced, higher]), PROTO, "matched_budget", DESIGN,
                     list(range(12)), 1, 0.0)
     assert v.decision == "pass"             # fixed-n checks replaced; higher tiers not asked
     v = verdict_for(_claim(good, dr2, [bad]), PROTO, "matched_budget", DESIGN,
                     list(range(12)), 1, 0.0)
     assert v.decision == "fail" and "k_match" in v.reason
+    assert v.lines()[-1] == "  [FAIL] matched_budget/k_match: K mismatch"
+
+
+def test_the_document_gives_every_claim_a_verdict_in_the_plans_seed_order():
+    pol, dr = _data(8, 0.02, seed=3)
+    order = [5, 2, 7, 0, 1, 3, 4, 6]
+    doc = {"design": {"sequential": DESIGN, "seed_order": order, "why_not": ""},
+           "claims": [_claim(pol, dr), _claim(pol, dr, policy="other")]}
+    verdicts = sequential_verdicts(doc, PROTO, "matched_budget", -1.0)
+    assert [(v.policy, v.seeds, v.claims) for v in verdicts] == [("pol", order, 2),
+                                                                 ("other", order, 2)]
+    ref = anytime_test([pol[s] for s in order], [dr[s] for s in order], "two-sided", 0.025,
+                       confidence_sequence=False)
+    assert verdicts[0].result.e_process == ref.e_process
+
+
+def test_a_document_without_a_sequential_design_is_refused_with_the_reason():
+    doc = {"design": {"sequential": None, "seed_order": [0, 1],
+                      "why_not": "the plan's design is 'fixed', not sequential"},
+           "claims": [_claim([0.1], [[0.2]])]}
+    (v,) = sequential_verdicts(doc, PROTO, "matched_budget")
+    assert (v.decision, v.exit_code) == ("refused", 1)
+    assert v.reason == "no sequential verdict: the plan's design is 'fixed', not sequential"
+
+
+@pytest.mark.parametrize("drop", ["design", "units"])
+def test_a_document_without_the_design_or_the_units_is_bad_input(drop):
+    doc = {"design": {"sequential": DESIGN, "seed_order": [0], "why_not": ""},
+           "claims": [_claim([0.1], [[0.2]])]}
+    if drop == "design":
+        del doc["design"]
+    else:
+        del doc["claims"][0]["units"]
+    with pytest.raises(InputError) as err:
+        sequential_verdicts(doc, PROTO, "matched_budget")
+    assert err.value.column == "design" and "re-run 'evalkit audit" in err.value.fix
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -163,6 +203,11 @@ def test_until_decided_then_gate_on_the_simulator(tmp_path):
     gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
     assert gate.exit_code == EXIT_CONTINUE, gate.output
     assert "sequential CONTINUE" in gate.output and "run more seeds" in gate.output
+    # the audit writes what the sequential gate reads: its audit.json decides the same
+    assert _invoke(["audit", str(runs), "--out", str(tmp_path / "rep")]).exit_code in (0, 1)
+    again = _invoke(["gate", str(tmp_path / "rep" / "audit.json"), "--policy",
+                     "calibrated_offline", "--sequential"])
+    assert (again.exit_code, again.output) == (gate.exit_code, gate.output)
     fixed = _invoke(["gate", str(runs), "--policy", "calibrated_offline"])
     assert fixed.exit_code == 1 and "planned as sequential" in fixed.output
     bad = _invoke(["sweep", str(camp), "--out", str(runs), "--until-decided",

@@ -1,6 +1,10 @@
 """`evalkit gate`: a one-screen summary by default, the policy checked before the audit, an
 audit.json read instead of auditing again, and a campaign without the harness baselines
-told what to add (not evaluable, never failed)."""
+told what to add (not evaluable, never failed).
+
+The gate decides on documents: most cases gate the recorded audit of the fixture campaign
+(``tests/report_documents/sim_bursty.audit.json``) or a small hand-built one; a few gate the runs end
+to end."""
 
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from evalkit.replay.campaign import parse_campaign
 from tests.conftest import REPO
 
 BURSTY = REPO / "fixtures" / "campaigns" / "sim_bursty"
+# the fixture campaign's audit.json as 'evalkit audit' writes it
+RECORDED = REPO / "tests" / "report_documents" / "sim_bursty.audit.json"
 MAX_SUMMARY_LINES = 15
 
 
@@ -32,9 +38,10 @@ def gate(*args):
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    """The fixture campaign's audit.json, as 'evalkit audit --out DIR' writes it."""
+    """The fixture campaign's audit.json, as 'evalkit audit --out DIR' writes it (recorded)."""
     out = tmp_path_factory.mktemp("gate") / "report"
-    run_audit(BURSTY, out)
+    out.mkdir()
+    shutil.copyfile(RECORDED, out / "audit.json")
     return out / "audit.json"
 
 
@@ -103,7 +110,8 @@ def test_the_gate_on_a_document_says_what_the_gate_on_the_runs_says(audited):
     (lambda d: d.update(evalkit_version="0.0.1"), (), "written by evalkit 0.0.1"),
     (lambda d: d.update(schema="evalkit-audit/0"), (), "evalkit-audit/0"),
     (None, ("--alpha", "0.1"), "audited under other rules"),
-    (None, ("--sequential",), "--sequential"),
+    (lambda d: d.pop("design"), ("--sequential",), "no planned design"),
+    (lambda d: d["claims"][1].pop("units"), ("--sequential",), "claims[1].units"),
 ])
 def test_a_stale_or_mismatched_audit_json_is_refused_with_exit_2(audited, no_audit, tmp_path,
                                                                  change, args, words):
@@ -276,19 +284,19 @@ def test_a_stop_check_the_summary_has_no_room_for_stays_on_the_stop_line():
     from evalkit.audit.gate import SUMMARY_CHECKS, decide
 
     def failed(name, tier):
-        return Check(name, tier, False, True, "e", f"{name} found", f"fix {name}", True)
+        return Check(name, tier, False, True, "e", f"{name} found", f"fix {name}",
+                     True).to_dict()
     above = [failed(f"p{i}", "placement_gain") for i in range(SUMMARY_CHECKS)]
-    claim = SimpleNamespace(
+    claim = dict(
         regime="r", policy="wa", tier="harness", verdict="v", notes=[],
         tier_status={"harness": "passed", "sidecar_transfer": "not_evaluable",
                      "matched_budget": "failed", "placement_gain": "failed"},
         stop_reason="stops before matched_budget (failed): mb: mb found",
         checks=above + [failed("mb", "matched_budget")])
-    result = SimpleNamespace(claims=[claim], campaign=SimpleNamespace(
-        excluded=[], has_logs=False, runs_dir=None))
-    lines = decide(result, claim, load_protocol("diloco-slo"), "placement_gain").lines
+    doc = {"claims": [claim], "input": {"excluded": []}}
+    lines = decide(doc, claim, load_protocol("diloco-slo"), "placement_gain").lines
     assert "  stops before matched_budget (failed): mb: mb found" in lines, lines
     assert not any(x.startswith("  [FAIL] matched_budget/mb") for x in lines)
-    claim.checks = [failed("mb", "matched_budget")] + above
-    lines = decide(result, claim, load_protocol("diloco-slo"), "placement_gain").lines
+    claim["checks"] = [failed("mb", "matched_budget")] + above
+    lines = decide(doc, claim, load_protocol("diloco-slo"), "placement_gain").lines
     assert "  stops before matched_budget (failed)" in lines, lines

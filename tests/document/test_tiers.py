@@ -14,11 +14,9 @@ from types import SimpleNamespace
 import pytest
 
 from evalkit.audit.checks import core as C
-from evalkit.document import tiers as T
 from evalkit.audit.claims import _verdict
-from evalkit.audit.gate import decide
 from evalkit.audit.protocol import TierSpec, load_protocol, parse_protocol
-from evalkit.errors import EXIT_NOT_REACHED
+from evalkit.document import tiers as T
 from evalkit.report.headline import headline
 
 NO_BUDGET = """[protocol]
@@ -167,26 +165,6 @@ def test_tier_rank_and_reaches():
     assert T.reaches("matched_budget", "matched_budget", order)
     assert not T.reaches("harness", "matched_budget", order)
     assert not T.reaches(None, "harness", order)
-
-
-def test_gate_fills_the_tiers_above_a_cut_walk_and_fails_below_the_required_tier():
-    proto = load_protocol()
-    claim = SimpleNamespace(regime="r", policy="wa", tier="harness",
-                            tier_status={"harness": "passed", "sidecar_transfer": "not_evaluable",
-                                         "matched_budget": "failed"},
-                            verdict="v", stop_reason="stops before matched_budget (failed)",
-                            notes=[], checks=[])
-    result = SimpleNamespace(claims=[claim], campaign=SimpleNamespace(
-        excluded=[], has_logs=False, runs_dir=None))
-    decision = decide(result, claim, proto, "matched_budget")
-    assert decision.exit_code == EXIT_NOT_REACHED and not decision.passed
-    assert decision.lines[:3] == [
-        "gate FAIL: r/wa reached harness; required matched_budget (alpha = 0.05)", "  v",
-        "  stops before matched_budget (failed)"]
-    assert list(claim.tier_status) == list(proto.tier_names)
-    assert [claim.tier_status[t] for t in ("placement_gain", "calibrated", "deployable")] == [
-        "not_run"] * 3
-    assert claim.tier_status["matched_budget"] == "failed"
 
 
 # ------------------------------------------------------ missing runs: not evaluable, not failed

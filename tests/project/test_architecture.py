@@ -88,6 +88,16 @@ def test_the_replay_reads_nothing_of_the_audit_but_the_protocol():
     assert bad == [], "\n".join(bad)
 
 
+def test_the_gate_reads_documents_only():
+    """The gate decides on an audit document: its modules import the document layer, the
+    statistics (the e-process) and the base, never the audit that writes the document."""
+    gate = ("evalkit.audit.gate", "evalkit.audit.sequential")
+    graph = import_graph()
+    for mod in gate:
+        assert {layer(t) for t in graph[mod] if t not in gate} <= {"document", "stats", BASE}, \
+            graph[mod]
+
+
 def test_the_layer_check_finds_an_upward_import(tmp_path):
     pkg = tmp_path / "evalkit"
     for sub in ("runlog", "audit", "report"):

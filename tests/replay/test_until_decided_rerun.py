@@ -3,6 +3,8 @@ computed over (the one the first run recorded), not the size of the first batch.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import evalkit.compose.until_decided as until_decided
 from evalkit.audit.sequential import SequentialVerdict
 from evalkit.replay.job import JobOutcome
@@ -15,13 +17,14 @@ def _fake_store(monkeypatch, seeds_in_store: int, decision: str = "pass"):
     def run_campaign(camp, runs_dir, *, jobs, **kw):
         return SweepSummary([JobOutcome(j.run_id, "skipped") for j in jobs], runs_dir=runs_dir)
 
-    def verdicts(result, proto, tier, min_effect):
+    def verdicts(doc, proto, tier, min_effect):
         return [SequentialVerdict(regime="seqdemo", policy="calibrated_offline",
                                   decision=decision, reason="e-process", n_seeds=seeds_in_store,
                                   max_seeds=12, seeds=list(range(seeds_in_store)))]
 
     monkeypatch.setattr(until_decided, "run_campaign", run_campaign)
-    monkeypatch.setattr(until_decided, "audit_campaign", lambda *a, **k: None)
+    monkeypatch.setattr(until_decided, "audit_campaign",
+                        lambda *a, **k: SimpleNamespace(to_dict=dict))
     monkeypatch.setattr(until_decided, "sequential_verdicts", verdicts)
 
 
