@@ -1,4 +1,5 @@
-"""CLI commands (imports): ``evalkit import vllm-bench``, ``guidellm`` and ``table``."""
+"""CLI commands (imports): ``evalkit import vllm-bench``, ``guidellm``, ``aiperf``,
+``inference-perf`` and ``table``."""
 
 from __future__ import annotations
 
@@ -119,6 +120,60 @@ def guidellm_cmd(report, runs_dir, benchmarks, **kwargs):
                             **kwargs)
     for path in paths:
         click.echo(f"wrote {path}")
+
+
+_HARNESS_MERGES = click.option(
+    "--merges", type=click.Path(dir_okay=False), default=None,
+    help="CSV/JSON of merge windows (start_s, end_s: s from the run's first arrival; one run "
+         "only); omit only for --role no_sync.")
+_HARNESS_REGIME = click.option(
+    "--regime", default=None,
+    help="Regime prefix: each run's regime is REGIME-LOAD (default: the tool's name, e.g. "
+         "aiperf-concurrency@8).")
+
+
+@import_group.command("aiperf")
+@click.argument("path", type=click.Path())
+@click.option("--out", "runs_dir", required=True, type=click.Path(file_okay=False),
+              help="Run store to write the runs into (one per profiling run).")
+@_HARNESS_MERGES
+@click.option("--policy", required=True)
+@click.option("--seed", required=True, type=int,
+              help="Seed of the first run; repetition i (profile_runs/run_NNNN) gets SEED+i.")
+@_HARNESS_REGIME
+@_run_options
+@click.option("--trace-name", default=None, help="Default: aiperf-LOAD.")
+def aiperf_cmd(path, runs_dir, **kwargs):
+    """Import NVIDIA AIPerf results: PATH is an artifact directory (its profile_runs/run_NNNN
+    repetitions too) or its profile_export_aiperf.json / profile_export.jsonl; each run's
+    per-request records become one run, failed requests are violations."""
+    from evalkit.interop.aiperf import import_aiperf
+
+    for written in import_aiperf(path, runs_dir, **kwargs):
+        click.echo(f"wrote {written}")
+
+
+@import_group.command("inference-perf")
+@click.argument("path", type=click.Path())
+@click.option("--out", "runs_dir", required=True, type=click.Path(file_okay=False),
+              help="Run store to write the run into.")
+@click.option("--tool-version", required=True,
+              help="The inference-perf version that wrote the reports (they do not record it; "
+                   "`pip show inference-perf` says it).")
+@_HARNESS_MERGES
+@click.option("--policy", required=True)
+@click.option("--seed", required=True, type=int)
+@_HARNESS_REGIME
+@_run_options
+@click.option("--trace-name", default=None, help="Default: inference-perf-LOAD.")
+def inference_perf_cmd(path, runs_dir, **kwargs):
+    """Import a kubernetes-sigs inference-perf run: PATH is its report directory or its
+    per_request_lifecycle_metrics.json (report.request_lifecycle.per_request: true), with
+    config.yaml beside it; one stage per run."""
+    from evalkit.interop.inference_perf import import_inference_perf
+
+    for written in import_inference_perf(path, runs_dir, **kwargs):
+        click.echo(f"wrote {written}")
 
 
 @import_group.command("table")
