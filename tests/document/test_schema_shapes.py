@@ -62,6 +62,16 @@ FORGED = [
     ("input.n_runs", "![x](http://e)", "input.n_runs", "expected an integer"),
     ("claims.0.load_match.rows", [{"seed": 0}], "claims[0].load_match.rows[0].passed",
      "is missing"),
+    # what the sequential gate reads: the planned design and each claim's per-seed units
+    ("design", {"sequential": None}, "design.seed_order", "is missing"),
+    ("design", {"sequential": {"kind": "sequential"}, "seed_order": [], "why_not": ""},
+     "design.sequential.alpha", "is missing"),
+    ("design", {"sequential": None, "seed_order": ["3"], "why_not": ""},
+     "design.seed_order[0]", "is a string, expected an integer"),
+    ("claims.0.units", [{"seed": 0, "v_policy": 0.1, "v_draws": ["x"]}],
+     "claims[0].units[0].v_draws[0]", "is a string"),
+    ("claims.0.units", [{"seed": 0, "v_policy": 0.1}], "claims[0].units[0].v_draws",
+     "is missing"),
 ]
 
 
@@ -83,6 +93,8 @@ def test_the_statuses_are_the_writers():
 
 def test_every_written_document_has_the_shape():
     assert shape_problem(_doc(), DOCUMENT, "") is None
+    for recorded in DOC.parent.glob("*.audit.json"):
+        assert shape_problem(json.loads(recorded.read_text()), DOCUMENT, "") is None, recorded
     for golden in (Path(__file__).resolve().parents[1] / "golden").glob("*.audit.json"):
         assert shape_problem(json.loads(golden.read_text()), DOCUMENT, "") is None, golden
 
