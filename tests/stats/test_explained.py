@@ -10,7 +10,7 @@ import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from evalkit.errors import InputError, NotEstimable
-from evalkit.stats.explained import explained_gain
+from evalkit.stats.explained import explained_gain, unexplained_within_share
 
 
 def _campaign(rng, n_seeds=8, draws=3, policy="low_phi", slope=0.002, noise=0.004):
@@ -46,10 +46,12 @@ def test_matches_a_brute_force_leave_one_seed_out_fit():
         assert row.d == pytest.approx(np.mean(vex[draws]) - vex[pol])
     assert res.gain == pytest.approx(np.mean([r.d for r in res.per_seed]))
     assert res.unexplained == pytest.approx(res.gain - res.g_pred)
-    lo, hi = res.unexplained_ci
     assert res.predicts_gain
-    # equivalence: the CI must lie inside the band (here 8 seeds at 0.4 pp noise: too wide)
-    assert res.within_tolerance == (-res.tolerance_abs <= lo and hi <= res.tolerance_abs)
+    # equivalence: both one-sided tests on the per-seed combinations reject at alpha
+    d = np.array([r.d for r in res.per_seed])
+    g = np.array([r.g_pred for r in res.per_seed])
+    assert res.p_equivalence == max(unexplained_within_share(d, g, 0.25))
+    assert res.within_tolerance == (res.p_equivalence <= 0.05)
     quiet = explained_gain(*_campaign(np.random.default_rng(0), noise=0.001), n_boot=500, rng=1)
     assert quiet.predicts_gain and quiet.within_tolerance and quiet.explained
 
