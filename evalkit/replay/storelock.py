@@ -30,6 +30,7 @@ import errno
 import json
 import os
 import re
+import secrets
 import socket
 import stat as _stat
 import sys
@@ -42,6 +43,7 @@ from evalkit.errors import InputError, StoreLocked
 from evalkit.fileread import not_regular, read_bounded
 from evalkit.jsonio import loads_json
 from evalkit.pids import pid_alive
+from evalkit.runlog.store_url import redact
 
 try:
     import fcntl
@@ -489,10 +491,6 @@ class LeaseLock:
                 f"(it removes {self.store.where(lease.key)})")
 
     def _record(self) -> bytes:
-        import secrets
-
-        from evalkit.runlog.store_url import redact
-
         self.token = self.token or secrets.token_hex(8)
         info = {"token": self.token, "pid": os.getpid(), "host": socket.gethostname(),
                 "scope": self.scope, "lease_s": self.lease_s,
