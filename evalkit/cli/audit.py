@@ -103,10 +103,15 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
         doc = load_audit(input_path)
         check_fresh(doc, input_path, proto, seed, sequential=sequential)
     else:
-        read = read_claims(input_path, proto)
-        find_claim(read[1], policy, regime, options=True)  # unknown: exit 2 before the audit
-        doc = audit_campaign(input_path, protocol=proto, seed=seed, walk_above=tier,
-                             claims_read=read).to_dict()
+        from evalkit.runlog.store_url import local_view
+
+        with local_view(input_path) as (local, view):   # a run store URL: its complete runs
+            read = read_claims(local, proto)
+            find_claim(read[1], policy, regime, options=True)  # unknown: exit 2 first
+            doc = audit_campaign(local, protocol=proto, seed=seed, walk_above=tier,
+                                 claims_read=read).to_dict()
+            for note in view.notes() if view is not None else []:
+                click.echo(f"excluded {note}", err=True)
     claim = find_claim(doc["claims"], policy, regime, options=True)
     decision = decide(doc, claim, proto, tier, base,
                       accept_protocol_change=accept_protocol_change, sequential=sequential,
