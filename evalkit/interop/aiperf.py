@@ -169,14 +169,14 @@ def _tokens(metrics: dict, keys: tuple[str, str], *, where: str, line: int):
     return None, None
 
 
-def _ns(meta: dict, key: str, *, where: str, line: int, required: bool) -> float | None:
+def _ns(meta: dict, key: str, *, where: str, line: int, required: bool) -> int | None:
     value = meta.get(key)
     if value is None and not required:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"line {line}: {value!r:.60} is not a time in integer nanoseconds",
                          file=where, column=f"metadata.{key}", fix=FIX)
-    return value * 1e-9
+    return value
 
 
 def _records(path: Path) -> tuple[list[dict], dict]:
@@ -220,7 +220,7 @@ def _records(path: Path) -> tuple[list[dict], dict]:
         output, output_key = _tokens(metrics, ("usage_completion_tokens",
                                                "output_sequence_length"),
                                      where=where, line=line_no)
-        first = end = math.nan
+        ttft = latency = math.nan
         if ok:
             if prompt is None or output is None:
                 raise InputError(f"line {line_no}: a successful request without its "
@@ -231,12 +231,12 @@ def _records(path: Path) -> tuple[list[dict], dict]:
             if "request_latency" not in metrics:
                 raise InputError(f"line {line_no}: a successful request without its latency",
                                  file=where, column="metrics.request_latency", fix=FIX)
-            end = start + _seconds(metrics["request_latency"], where=where,
-                                   column=f"line {line_no}: metrics.request_latency")
+            latency = _seconds(metrics["request_latency"], where=where,
+                               column=f"line {line_no}: metrics.request_latency")
             if "time_to_first_token" in metrics:
-                first = start + _seconds(metrics["time_to_first_token"], where=where,
-                                         column=f"line {line_no}: metrics.time_to_first_token")
-                if first > end + 1e-9:
+                ttft = _seconds(metrics["time_to_first_token"], where=where,
+                                column=f"line {line_no}: metrics.time_to_first_token")
+                if ttft > latency + 1e-9:
                     raise InputError(f"line {line_no}: the first token comes after the end "
                                      "(time_to_first_token > request_latency)", file=where,
                                      column="metrics.time_to_first_token", fix=FIX)
@@ -253,7 +253,7 @@ def _records(path: Path) -> tuple[list[dict], dict]:
             text_error = ("cancelled by AIPerf" if error is None else
                           str(error.get("message") or error.get("type") or "error"))[:500]
         rows.append({"source_request_id": meta.get("x_request_id") or f"line-{line_no}",
-                     "arrival": credit, "sent": start, "first": first, "end": end,
+                     "arrival": credit, "sent": start, "ttft": ttft, "latency": latency,
                      "prompt_tokens": prompt, "output_tokens": output, "ok": ok,
                      "error": text_error})
     if not rows:
@@ -261,6 +261,14 @@ def _records(path: Path) -> tuple[list[dict], dict]:
             f" ({counts['warmup']} warmup records only)" if counts["warmup"] else ""),
             file=where, column="metadata.benchmark_phase",
             fix="import a run that sent profiling requests")
+    # integer nanoseconds since the epoch lose sub-microsecond digits as floats: seconds are
+    # taken from the earliest arrival before converting
+    origin = min(r["arrival"] for r in rows)
+    for r in rows:
+        r["arrival"] = (r["arrival"] - origin) * 1e-9
+        r["sent"] = (r["sent"] - origin) * 1e-9
+        r["first"] = r["sent"] + r.pop("ttft")
+        r["end"] = r["sent"] + r.pop("latency")
     return rows, counts
 
 
