@@ -12,6 +12,11 @@ losing seeds of ``wa`` can be moved out of sight.  Every name is therefore
   than one script (mixed script: ``wа``), a letter outside ASCII that is a Latin lookalike
   (``ɑ``, ``ı``; accented letters that decompose to an ASCII letter are fine), or consists only
   of letters that look Latin in another script (whole-script confusable: Cyrillic ``ра``).
+
+Names are also compared after case folding (:func:`name_key`): ``Bursty`` beside ``bursty``
+(or ``WA`` beside ``wa``) in one input is refused by :func:`refuse_case_twins`, naming both
+spellings, rather than read as two claims (the losing seeds of one hidden under the other) or
+merged silently under a spelling the report would have to pick.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ import unicodedata
 
 from evalkit.errors import InputError
 
-__all__ = ["file_part", "name_problem", "normalise_name", "reserved_name_problem",
-           "reserved_names_text"]
+__all__ = ["file_part", "name_key", "name_problem", "normalise_name", "refuse_case_twins",
+           "reserved_name_problem", "reserved_names_text"]
 
 # Default-ignorable code points that are not in a format/control category (rendered as
 # nothing): combining grapheme joiner, Hangul fillers, variation selectors, ...
@@ -112,6 +117,28 @@ def normalise_name(value, *, file: str | None, key: str) -> str:
                              "digits, '_', '-', '.'); a name that looks like another is "
                              "another claim in disguise")
     return norm
+
+
+def name_key(name: str) -> str:
+    """The key two names are compared by: NFKC of the case-folded NFKC form (``Bursty``,
+    ``BURSTY`` and ``ｂｕｒｓｔｙ`` share the key ``bursty``)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+def refuse_case_twins(names, *, file: str | None, key: str) -> None:
+    """InputError naming both spellings when two distinct names of ``names`` (already
+    normalised; anything but a string, a missing value, skipped) differ only in case."""
+    seen: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        first = seen.setdefault(name_key(name), name)
+        if first != name:
+            a, b = sorted((first, name))
+            raise InputError(f"{key} {a!r} and {b!r} differ only in case: names are compared "
+                             "after case folding, so they would be one claim under two "
+                             "spellings", file=file, column=key,
+                             fix=f"spell every run's {key} the same way (rename one of them)")
 
 
 FILE_PART_LIMIT = 40      # characters of a name kept in a figure file name

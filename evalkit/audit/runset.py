@@ -23,7 +23,7 @@ import pandas as pd
 
 from evalkit.audit.draws import distinct_draws
 from evalkit.errors import InputError
-from evalkit.names import normalise_name
+from evalkit.names import normalise_name, refuse_case_twins
 from evalkit.runlog.design import DESIGN_COLUMNS
 from evalkit.runlog.table import SYNTH_NOTE, is_summary_table, read_summary_table
 from evalkit.runlog.io import list_runs, read_columns, read_meta, refused_error
@@ -139,6 +139,9 @@ def _standardise(runs: pd.DataFrame, source: str) -> pd.DataFrame:
         runs[col] = [None if v is None else normalise_name(v, file=f"{source}: run {r}",
                                                            key=col)
                      for v, r in zip(runs[col].tolist(), runs["run_id"].tolist())]
+    # ... and one name per case-folded key: "Bursty" beside "bursty" is refused, naming both
+    for col in ("regime", "policy", "matched_to"):
+        refuse_case_twins(runs[col].tolist(), file=source, key=col)
     return runs.sort_values(["regime", "role", "policy", "seed", "draw", "run_id"],
                             na_position="first", kind="mergesort").reset_index(drop=True)
 

@@ -107,3 +107,44 @@ def test_names_the_projects_use_are_accepted():
     for ok in ("wa", "calibrated_offline", "h200", "cpu_real", "bursty_real", "paper",
                "regime-1.2", "é-policy", "Москва", "東京ポリシー", "w a"):
         assert name_problem(ok) is None, ok
+
+
+@pytest.mark.parametrize("how", ["policy", "regime"])
+def test_losing_seeds_moved_to_a_case_twin_are_refused_naming_both(runs, how):
+    # Bursty/WA beside bursty/wa: without case folding they open a second claim, out of
+    # sight, and wa keeps its winning seeds
+    wa = audit_campaign(runs).claim("wa")
+    d = {p.seed: p.d for p in wa.data.pairs}
+    worst = sorted(d, key=d.get)[:2]
+    for d_ in run_dirs(runs):
+        meta = json.loads((d_ / "run.json").read_text())
+        if meta["seed"] not in worst:
+            continue
+        if how == "policy" and meta["role"] == "policy" and meta["policy"] == "wa":
+            edit_meta(d_, lambda m: m.update(policy="WA"))
+        elif how == "policy" and meta["role"] == "matched_random" and meta["matched_to"] == "wa":
+            edit_meta(d_, lambda m: m.update(matched_to="WA"))
+        elif how == "regime":
+            edit_meta(d_, lambda m: m.update(regime="Bursty"))
+    res = gate(runs)
+    assert res.exit_code == 2, res.output
+    twins = ("'WA'", "'wa'") if how == "policy" else ("'Bursty'", "'bursty'")
+    assert all(t in res.output for t in twins) and "case" in res.output, res.output
+
+
+def test_case_twins_in_a_summary_table_are_refused(tmp_path):
+    path = _paired_table(tmp_path / "t.csv", [0.1] * 8)
+    df = pd.read_csv(path)
+    df.loc[(df.seed == 2) & (df.policy == "wa"), "policy"] = "Wa"
+    df.loc[(df.seed == 2) & (df.matched_to == "wa"), "matched_to"] = "Wa"
+    df.to_csv(path, index=False)
+    res = gate(path, "--accept-vouched")
+    assert res.exit_code == 2, res.output
+    assert "'Wa'" in res.output and "'wa'" in res.output and "t.csv" in res.output
+
+
+def test_name_key_folds_case_and_compatibility_forms():
+    from evalkit.names import name_key
+
+    assert name_key("Bursty") == name_key("BURSTY") == name_key("\uff42ursty") == "bursty"
+    assert name_key("wa") != name_key("wb")
