@@ -25,7 +25,8 @@ from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.stats.bootstrap import holm
 from evalkit.version import __version__
 
-__all__ = ["SCHEMA", "CompareOptions", "compare_sides", "compare_units", "exit_code_of"]
+__all__ = ["SCHEMA", "CompareOptions", "compare_sides", "compare_units", "exit_code_of",
+           "finish_rows", "metric_row"]
 
 SCHEMA = "evalkit-compare/1"
 
@@ -92,31 +93,39 @@ def _b_minus_a(x: float, better: str) -> float:
 
 
 def _metric_row(claim: Claim, pairing: Pairing, slo, options, alpha_eff: float) -> dict:
-    spec = METRICS[claim.metric]
     if pairing.paired:
         a = _values([p[0] for p in pairing.pairs], claim.metric, slo)
         b = _values([p[1] for p in pairing.pairs], claim.metric, slo)
     else:
         a = _values(pairing.a, claim.metric, slo)
         b = _values(pairing.b, claim.metric, slo)
+    margin = options.margin if options.margin is not None else claim.margin
+    return metric_row(claim.metric, a, b, paired=pairing.paired, alpha=alpha_eff,
+                      margin=margin, max_regression=_gate(claim, options))
+
+
+def metric_row(name: str, a: np.ndarray, b: np.ndarray, *, paired: bool, alpha: float,
+               margin: Amount | None, max_regression: Amount | None, ci: bool = True) -> dict:
+    """One metric's row before the adjustment over metrics: the values of A and B (paired:
+    in pair order), the tests at ``alpha`` (``ci=False``: no interval, for simulation)."""
+    spec = METRICS[name]
+    margin_amount, gate = margin, max_regression
     mean_a = float(a.mean())
-    margin_amount = options.margin if options.margin is not None else claim.margin
     margin = None if margin_amount is None else margin_amount.absolute(mean_a)
-    if pairing.paired:
+    if paired:
         d = (b - a) if spec.better == "higher" else (a - b)
-        test = vd.analyse_paired(d, alpha=alpha_eff, margin=margin)
+        test = vd.analyse_paired(d, alpha=alpha, margin=margin, ci=ci)
     else:
-        test = vd.analyse_unpaired(a, b, better=spec.better, alpha=alpha_eff, margin=margin)
+        test = vd.analyse_unpaired(a, b, better=spec.better, alpha=alpha, margin=margin)
     lo, hi = test.ci
     diff_ci = sorted((_b_minus_a(lo, spec.better), _b_minus_a(hi, spec.better)))
-    gate = _gate(claim, options)
     return {
-        "metric": claim.metric, "unit": spec.unit, "better": spec.better,
+        "metric": name, "unit": spec.unit, "better": spec.better,
         "meaning": spec.meaning, "paired": test.paired, "n": test.n,
         "mean_a": mean_a, "mean_b": float(b.mean()),
         "difference": float(b.mean() - a.mean()),
         "difference_ci": diff_ci, "improvement": test.mean, "improvement_ci": [lo, hi],
-        "confidence": 1.0 - alpha_eff, "sd": test.sd,
+        "confidence": 1.0 - alpha, "sd": test.sd,
         "margin": margin, "margin_given": None if margin_amount is None else margin_amount.text(),
         "max_regression": None if gate is None else gate.absolute(mean_a),
         "max_regression_given": None if gate is None else gate.text(),
@@ -126,7 +135,7 @@ def _metric_row(claim: Claim, pairing: Pairing, slo, options, alpha_eff: float) 
     }
 
 
-def _finish_rows(rows: list[dict], alpha_eff: float, power: float) -> None:
+def finish_rows(rows: list[dict], alpha_eff: float, power: float) -> None:
     """Holm over the metrics, the verdicts, the pairs that would decide, the gate."""
     if not rows:
         return
@@ -219,7 +228,7 @@ def compare_units(a: list[Unit], b: list[Unit], protocol: CompareProtocol,
                          + "; ".join(f"{s['metric']} {s['reason']}" for s in skipped),
                          column="--slo-e2e", fix="give the SLO with --slo-e2e S, or name "
                                                  "latency metrics with --metric")
-    _finish_rows(rows, alpha_eff, protocol.power)
+    finish_rows(rows, alpha_eff, protocol.power)
     for r in rows:
         r["verdict_text"] = _sentence(r)
     return {

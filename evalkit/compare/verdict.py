@@ -55,10 +55,11 @@ class MetricTest:
     paired: bool
 
 
-def analyse_paired(d, *, alpha: float, margin: float | None) -> MetricTest:
-    """Oriented differences ``d`` (n >= 2) -> the superiority and equivalence tests."""
+def analyse_paired(d, *, alpha: float, margin: float | None, ci: bool = True) -> MetricTest:
+    """Oriented differences ``d`` (n >= 2) -> the superiority and equivalence tests
+    (``ci=False``: no interval -- it decides nothing but the regression gate)."""
     d = np.asarray(d, dtype=float)
-    two = paired_mean_test(d, "two-sided", confidence=1.0 - alpha)
+    two = paired_mean_test(d, "two-sided", confidence=1.0 - alpha if ci else None)
     p_eq = math.nan
     if margin is not None and margin > 0:
         low = paired_mean_test(d, "greater", confidence=None, null_shift=-margin)
