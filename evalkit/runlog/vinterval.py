@@ -30,6 +30,17 @@ the kernel's reach).  With no violation (or all violated) the data say nothing a
 clustering: bursts count one each, and time-block runs are read at
 :data:`ZERO_CLUSTERS_S`-second clusters (at least :data:`MIN_CLUSTERS`) -- the rule of three
 on the number of clusters, not on requests.  Both scan engines pass the same per-block counts.
+
+**What it estimates.**  The interval is for E[V] of the run's process -- the violation rate
+of many runs like this one -- read from this run's own clusters: the 0.95 holds when the run
+holds many independent violation episodes.  A run that holds few cannot show how many a run
+like it may hold, and the count itself moves V: by simulation (60 s episodes at Poisson
+times in 600 s runs, ``tests/runlog/test_vinterval_coverage.py``) coverage of E[V] is 0.57
+at about one episode per run, 0.94 at three, 0.98 at eight (20 s) and at twenty (10 s); the
+misses are mostly runs in which no episode fell, which nothing in the run can tell from an
+unclustered run.  :func:`v_interval` therefore reports the run's episodes and flags
+``few_clusters`` when there are fewer than :data:`FEW_EPISODES` (bursts: fewer bursts with a
+violation); compare such runs across seeds, not by their own interval.
 """
 
 from __future__ import annotations
@@ -41,8 +52,9 @@ from scipy import special
 
 from evalkit.runlog.metrics import is_sorted, unique_inverse
 
-__all__ = ["BLOCKS", "BURSTS", "SEGMENT_PENALTY", "block_length", "cluster_counts",
-           "episode_blocks", "robust_v_ci", "robust_v_fit", "segments", "uses_bursts", "v_interval"]
+__all__ = ["BLOCKS", "BURSTS", "FEW_EPISODES", "SEGMENT_PENALTY", "VInterval", "block_length",
+           "cluster_counts", "episode_blocks", "episode_count", "robust_v_ci", "robust_v_fit",
+           "segments", "uses_bursts", "v_interval"]
 
 FINE_BLOCK_S = 5.0   # time-block length (s) the counts are taken at
 FINE_BLOCKS = 60     # short runs get shorter blocks so that the autocorrelation has >= this many
@@ -50,6 +62,7 @@ ZERO_CLUSTERS_S = 30.0   # V = 0 or 1: read the run as clusters of this length .
 MIN_CLUSTERS = 10        # ... but as at least this many (and never more than its blocks)
 EPISODE_REACH = 0.25      # bandwidth floor, in mean episode lengths
 SEGMENT_PENALTY = 3.0     # binary segmentation: split when 2 log LR > this * log B
+FEW_EPISODES = 5          # fewer violation episodes than this: the interval's few_clusters flag
 BAND_C = 1.0             # autocorrelation noise band, in units of sqrt(log10 B / B)
 BURSTS = "identical-arrival bursts"
 BLOCKS = "time blocks"
@@ -245,6 +258,21 @@ def _segments_by_level(n_b: np.ndarray, v_b: np.ndarray, threshold: float):
     return sorted(out)
 
 
+def episode_count(n_b, v_b) -> int:
+    """Number of the run's violation episodes: segments (:func:`segments`) whose rate is above
+    the run's V; 0 when the rate does not change (or the run has no violation)."""
+    n_b = np.asarray(n_b, dtype=float)
+    v_b = np.asarray(v_b, dtype=float)
+    total = n_b.sum()
+    if total <= 0 or v_b.sum() <= 0:
+        return 0
+    v = v_b.sum() / total
+    parts = segments(n_b, v_b)
+    if len(parts) < 2:
+        return 0
+    return sum(1 for a, z in parts if v_b[a:z].sum() > v * n_b[a:z].sum())
+
+
 def episode_blocks(n_b, v_b) -> float:
     """Mean length (blocks) of the run's violation episodes: the segments (:func:`segments`)
     whose rate is above the run's V; 0 when the rate does not change."""
@@ -326,11 +354,30 @@ def robust_v_ci(n_b, v_b, kind: str = BLOCKS, confidence: float = 0.95,
     return robust_v_fit(n_b, v_b, kind, confidence, block_s)[:3]
 
 
-def v_interval(arrival, violated, confidence: float = 0.95) -> tuple[float, float, float, str]:
+class VInterval(tuple):
+    """``(low, high, clusters, kind)`` of :func:`v_interval` (it unpacks as that 4-tuple),
+    with ``episodes`` (:func:`episode_count`; bursts: the bursts that hold a violation) and
+    ``few_clusters``: the interval rests on fewer than :data:`FEW_EPISODES` episodes (or
+    bursts with a violation), so how many hit this run -- which it cannot show -- moves V
+    more than the interval says (module docstring, "What it estimates")."""
+
+    def __new__(cls, low: float, high: float, clusters: float, kind: str, episodes: int):
+        out = super().__new__(cls, (low, high, clusters, kind))
+        out.episodes = int(episodes)
+        return out
+
+    @property
+    def few_clusters(self) -> bool:
+        return 0 < self.episodes < FEW_EPISODES
+
+
+def v_interval(arrival, violated, confidence: float = 0.95) -> VInterval:
     """(low, high, clusters, kind): the cluster-robust interval of one run's V and the
-    effective number of independent clusters it rests on (:func:`robust_v_fit`)."""
+    effective number of independent clusters it rests on (:func:`robust_v_fit`), with the
+    run's violation episodes and the few-clusters flag (:class:`VInterval`)."""
     n_b, v_b, kind = cluster_counts(arrival, violated)
     arrival = np.asarray(arrival, dtype=float)
     length = block_length(arrival.min(), arrival.max()) if arrival.size else 0.0
     low, high, _, clusters = robust_v_fit(n_b, v_b, kind, confidence, length)
-    return low, high, clusters, kind
+    episodes = (int(np.count_nonzero(v_b)) if kind == BURSTS else episode_count(n_b, v_b))
+    return VInterval(low, high, clusters, kind, episodes)

@@ -157,3 +157,63 @@ if __name__ == "__main__":          # the coverage table: python tests/<this fil
             covs.append(hits / 400)
         print(f"{name:34s} coverage (seeds 1-5) {min(covs):.3f}-{max(covs):.3f}  "
               f"mean width {np.mean(widths):.3f}  median {np.median(widths):.3f}")
+
+
+def _episodes_run(starts, length=30.0, horizon=600.0, rate=5.0):
+    """Deterministic arrivals at ``rate``/s; every second request inside an episode violates."""
+    t = np.arange(0.0, horizon, 1.0 / rate)
+    inside = np.zeros(t.size, dtype=bool)
+    for s in starts:
+        inside |= (t >= s) & (t < s + length)
+    return t, inside & (np.arange(t.size) % 2 == 0)
+
+
+def test_a_run_with_few_episodes_is_flagged_and_one_with_many_is_not():
+    one = v_interval(*_episodes_run([200.0]))
+    assert one.episodes == 1 and one.few_clusters
+    low, high, clusters, kind = one                         # still the 4-tuple it was
+    assert (low, high, clusters, kind) == tuple(one)[:4] and kind == "time blocks"
+    four = v_interval(*_episodes_run([40.0, 180.0, 320.0, 460.0]))
+    assert four.episodes == 4 and four.few_clusters
+    many = v_interval(*_episodes_run(np.arange(10.0, 590.0, 60.0), length=20.0))
+    assert many.episodes >= 5 and not many.few_clusters
+    # no change of rate: nothing clustered to count, not flagged
+    t = np.arange(0.0, 600.0, 0.2)
+    flat = v_interval(t, np.arange(t.size) % 7 == 0)
+    assert flat.episodes == 0 and not flat.few_clusters
+    assert not v_interval(t, np.zeros(t.size, dtype=bool)).few_clusters
+
+
+def test_few_bursts_with_a_violation_are_flagged():
+    arrival = np.repeat(np.arange(20) * 15.0, 16)            # 20 bursts of 16 identical
+    bad = np.zeros(arrival.size, dtype=bool)
+    bad[:16 * 3] = True                                      # three bursts violate
+    res = v_interval(arrival, bad)
+    assert res[3] == "identical-arrival bursts" and res.episodes == 3 and res.few_clusters
+    bad[:16 * 8] = True
+    assert not v_interval(arrival, bad).few_clusters
+
+
+EPISODE_COUNTS = {"about one episode": dict(horizon=600, length=60, episodes=1, p_in=0.5,
+                                            p_out=0.02, rate=5),
+                  "about twenty episodes": dict(horizon=600, length=10, episodes=20, p_in=0.5,
+                                                p_out=0.02, rate=5)}
+
+
+@pytest.mark.slow
+def test_coverage_at_one_and_at_many_episodes_per_run():
+    # measured at 200 runs: 0.57 at about one episode (runs with < 5 episodes: 0.99 of them),
+    # 0.985 at about twenty (flagged: 0.03 of them) -- the module docstring's numbers
+    out = {}
+    for name, kw in EPISODE_COUNTS.items():
+        target = truth(**kw)
+        rng = np.random.default_rng(3)
+        hits = flagged = 0
+        for _ in range(200):
+            t, v = run(rng, **kw)
+            res = v_interval(t, v)
+            hits += res[0] <= target <= res[1]
+            flagged += res.few_clusters or res.episodes == 0
+        out[name] = (hits / 200, flagged / 200)
+    assert out["about one episode"][0] < 0.75 and out["about one episode"][1] > 0.9
+    assert out["about twenty episodes"][0] >= 0.95 and out["about twenty episodes"][1] < 0.1
