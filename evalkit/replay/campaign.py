@@ -90,6 +90,8 @@ class Campaign:
     design: dict = field(default_factory=lambda: {"kind": "fixed", "max_seeds": None,
                                                   "batch": None})
     plan_sha256: str | None = None   # set by the sweep: the runs directory's plan
+    # set by the sweep for a plan frozen under a challenge: run_id -> its derived RNG seed
+    policy_seeds: dict | None = None
 
     def spec(self, run_id: str, seed: int, **kw) -> ReplaySpec:
         return ReplaySpec(run_id=run_id, seed=seed, regime=self.regime, backend=self.backend,

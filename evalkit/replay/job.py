@@ -253,17 +253,19 @@ def _portable_path(path) -> str:
 
 def job_spec(camp: Campaign, job: Job) -> tuple[ReplaySpec, str, dict, str]:
     """The spec of a planned job before its inputs are resolved, with its policy name,
-    parameters and label."""
+    parameters and label (and, under a challenged plan, the RNG seed the plan derived)."""
+    planned = (camp.policy_seeds or {}).get(job.run_id)
     if job.kind == "no_sync":
-        return camp.spec(job.run_id, job.seed, role="no_sync"), "no_sync", {}, "no_sync"
+        return (camp.spec(job.run_id, job.seed, role="no_sync", policy_seed=planned),
+                "no_sync", {}, "no_sync")
     if job.kind == "policy":
         params = {k: v for k, v in job.policy.params.items() if k != "k_from"}
         if job.policy.name == "calibrated_offline":
             params["k_from"] = job.policy.params.get("k_from")
-        return (camp.spec(job.run_id, job.seed, role="policy"), job.policy.name, params,
-                job.policy.label)
+        return (camp.spec(job.run_id, job.seed, role="policy", policy_seed=planned),
+                job.policy.name, params, job.policy.label)
     spec = camp.spec(job.run_id, job.seed, role="matched_random", draw=job.draw,
-                     matched_to=job.policy.label)
+                     matched_to=job.policy.label, policy_seed=planned)
     return spec, "matched_random", {}, "matched_random"
 
 

@@ -1,9 +1,13 @@
 """A campaign's plan, built from the campaign (:mod:`evalkit.runlog.plan` is the plan file's
 format: hash, write once, read, compare): every planned run with its policy generator's
-seed, the campaign's settings and design, the protocol's hash, alpha and the alternative."""
+seed, the campaign's settings and design, the protocol's hash, alpha and the alternative.
+Frozen under a reviewer's challenge (:mod:`evalkit.runlog.challenge`), the seed order and
+every run's RNG seed come from the commitment, and the sweep follows them
+(:func:`follow_plan`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 from pathlib import Path
@@ -12,7 +16,8 @@ from evalkit.audit.protocol import load_protocol
 from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.policies.context import derived_seed
-from evalkit.runlog.plan import PLAN_FILE, SCHEMA, load_plan, same_campaign
+from evalkit.runlog.challenge import apply_challenge
+from evalkit.runlog.plan import PLAN_FILE, SCHEMA, load_plan, repeated_seeds, same_campaign
 
 
 def _now() -> str:
@@ -56,6 +61,12 @@ def plan_from_campaign(camp, protocol) -> dict:
     design = dict(getattr(camp, "design", None) or {"kind": "fixed", "max_seeds": None,
                                                     "batch": None})
     design["alpha"] = float(protocol.alpha)
+    repeated = repeated_seeds(camp.seeds)
+    if repeated:
+        raise InputError(f"seeds {repeated} are listed more than once: a seed is one "
+                         "independent replication, counted once", file=str(camp.path or
+                                                                           camp.regime),
+                         column="seeds", fix="list each seed once")
     return {
         "schema": SCHEMA,
         "campaign": {"name": camp.regime,
@@ -74,10 +85,40 @@ def plan_from_campaign(camp, protocol) -> dict:
     }
 
 
-def freeze_plan(campaign_path, protocol_path=None) -> dict:
+def freeze_plan(campaign_path, protocol_path=None, challenge: dict | None = None,
+                challenge_file: str | None = None) -> dict:
     """Load a campaign TOML and a protocol (bundled name or file; default ``diloco-slo``)
-    and return the plan document (nothing is written)."""
-    return plan_from_campaign(load_campaign(campaign_path), load_protocol(protocol_path))
+    and return the plan document (nothing is written).  ``challenge`` (a loaded challenge,
+    read from ``challenge_file``): the plan is frozen under it; the campaign file and the
+    protocol must be the ones it was issued for (else an InputError: exit 2)."""
+    plan = plan_from_campaign(load_campaign(campaign_path), load_protocol(protocol_path))
+    if challenge is None:
+        return plan
+    if plan["campaign"]["sha256"] != challenge["campaign_sha256"]:
+        raise InputError(f"the challenge was issued for another campaign file (sha256 "
+                         f"{challenge['campaign_sha256'][:12]}, this one "
+                         f"{plan['campaign']['sha256'][:12]})", file=challenge_file,
+                         column="campaign_sha256",
+                         fix="freeze the campaign file the challenge was issued for, or ask "
+                             "the reviewer for a challenge of this one (a changed campaign "
+                             "is another attempt)")
+    want = challenge["protocol"]
+    if plan["protocol"]["content_sha256"] != want["content_sha256"]:
+        raise InputError(f"the challenge was issued for protocol {want['name']} (content "
+                         f"sha256 {want['content_sha256'][:12]}), this plan's is "
+                         f"{plan['protocol']['name']} ({plan['protocol']['content_sha256'][:12]})",
+                         file=challenge_file, column="protocol",
+                         fix="pass the protocol the challenge names (--protocol)")
+    return apply_challenge(plan, challenge)
+
+
+def follow_plan(camp, plan: dict):
+    """The campaign as its plan fixes it: the plan's seed order and, for a plan frozen under a
+    challenge, every run's RNG seed (a plain plan's seeds are the ones the campaign derives)."""
+    seeds = [int(s) for s in plan["campaign"]["settings"]["seeds"]]
+    policy_seeds = ({r["run_id"]: int(r["rng_seed"]) for r in plan["runs"]}
+                    if plan.get("challenge") else None)
+    return dataclasses.replace(camp, seeds=seeds, policy_seeds=policy_seeds)
 
 
 def directory_plan(camp, runs_dir, protocol=None) -> tuple[dict, bool]:
@@ -89,6 +130,16 @@ def directory_plan(camp, runs_dir, protocol=None) -> tuple[dict, bool]:
     if not path.exists():
         return fresh, True
     plan = load_plan(path)
+    if isinstance(plan.get("challenge"), dict) and "nonce" in plan["challenge"]:
+        # frozen under a challenge: compare with this campaign frozen under the same one
+        block = plan["challenge"]
+        fresh = {**fresh, "protocol": plan["protocol"], "alpha": plan["alpha"],
+                 "alternative": plan["alternative"],
+                 "design": {**fresh["design"], "alpha": (plan.get("design") or {}).get("alpha")}}
+        fresh = apply_challenge(fresh, {
+            "id": block.get("id"), "nonce": block["nonce"], "issued_at": block.get("issued_at"),
+            "campaign_sha256": block.get("campaign_sha256"),
+            "protocol": {"content_sha256": block.get("protocol_content_sha256")}})
     diff = same_campaign(plan, fresh)
     if diff:
         raise InputError(f"the runs directory's plan was frozen for another campaign (they "

@@ -44,7 +44,7 @@ from evalkit.replay.runner import check_trace
 from evalkit.replay.store import (RunState, clean_leftovers, execute_job_in_store,
                                   existing_states, move_aside, publish_store_plan, run_state,
                                   store_states)
-from evalkit.replay.plan import directory_plan
+from evalkit.replay.plan import directory_plan, follow_plan
 from evalkit.replay.storelock import LeaseLock, StoreLock, current_holders, lease_holders
 from evalkit.runlog.plan import PLAN_FILE, plan_sha256, publish_plan, read_plan
 from evalkit.runlog.store_url import PLAN_KEY, is_store_url, local_path, open_store
@@ -122,7 +122,7 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
         # an object store is read through a private local copy of its plan and runs
         local = runs_dir if store is None else _local_copy(store, stack)
         plan, fresh = directory_plan(camp, local)
-        camp = dataclasses.replace(camp, plan_sha256=plan_sha256(plan))
+        camp = dataclasses.replace(follow_plan(camp, plan), plan_sha256=plan_sha256(plan))
         job_fn = job_fn or (execute_job if store is None else execute_job_in_store)
         # the executor first: a missing extra or an unreachable cluster writes nothing
         ex = executor or make_executor(camp, n_jobs, kind=executor_kind, address=address,
@@ -142,7 +142,7 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
                 else:
                     summary.notes.append(publish_store_plan(store, plan, fresh, local))
                     view = store.snapshot(local, run_ids=set(ids))
-                    summary.notes += store.clean_leftovers(ids, view.entries)
+                    pass
                     states = store_states(camp, jobs, view, plan_hash=plan_hash)
                     target = store.url
                     move = lambda rid: store.move_aside(rid, view.entries[rid].manifest)  # noqa: E731

@@ -11,7 +11,9 @@ writes ``plan.json``::
      "corridor": {"min_gap_s", "max_gap_s", "merge_duration_s", "horizon_s", "train_start_s"},
      "runs": [{"run_id", "regime", "policy", "policy_class", "role", "seed", "draw",
                "matched_to", "rng_seed"}, ...],
-     "created_at": ISO-8601 UTC}
+     "created_at": ISO-8601 UTC,
+     "challenge": {"id", "nonce", "issued_at", "campaign_sha256",
+                   "protocol_content_sha256", "commitment"}}   # only under a challenge
 
 ``rng_seed`` is the seed of the run's policy generator (what ``rng_seeds.policy`` of its
 run.json must say): for a matched-random draw it fixes the schedule drawn from F_K once K is
@@ -20,6 +22,10 @@ known, so the audit can regenerate every draw and prove it was not selected.
 (:mod:`evalkit.document.rules`; the hash every report and gate prints).  A plan frozen
 before ``content_sha256`` was recorded has ``sha256`` only and stays valid.
 :func:`plan_sha256` (sha256 of the canonical JSON) is stamped into every run a sweep writes.
+Frozen under a reviewer's challenge (``evalkit plan freeze --challenge``,
+:mod:`evalkit.runlog.challenge`), the seed order and every ``rng_seed`` are derived from the
+commitment instead.  A plan whose seeds or run ids repeat is refused when read: a seed is one
+independent replication and counts once.
 This module is the file's format; :mod:`evalkit.replay.plan` builds a plan from a campaign.
 """
 
@@ -36,7 +42,7 @@ from evalkit.jsonio import read_json
 from evalkit.limits import MAX_PLAN_BYTES
 
 __all__ = ["PLAN_FILE", "SCHEMA", "load_plan", "plan_sha256", "publish_plan", "read_plan",
-           "same_campaign", "write_plan"]
+           "repeated_seeds", "same_campaign", "write_plan"]
 
 PLAN_FILE = "plan.json"
 SCHEMA = "evalkit-plan/1"
@@ -124,7 +130,38 @@ def load_plan(path) -> dict:
             for r in doc["runs"]):
         raise InputError("plan runs must be a list of planned runs", file=path.name,
                          column="runs", fix="freeze the plan again with 'evalkit plan freeze'")
+    _refuse_repeats(doc, path.name)
     return doc
+
+
+def repeated_seeds(seeds) -> list:
+    """The values listed more than once in ``seeds`` (sorted; empty when all are distinct)."""
+    seen, repeated = set(), set()
+    for s in seeds:
+        (repeated if s in seen else seen).add(s)
+    return sorted(repeated, key=str)
+
+
+def _refuse_repeats(doc: dict, file: str) -> None:
+    settings = (doc.get("campaign") or {}).get("settings") if isinstance(
+        doc.get("campaign"), dict) else None
+    seeds = settings.get("seeds") if isinstance(settings, dict) else None
+    if not isinstance(seeds, list):
+        raise InputError("plan campaign.settings.seeds must be a list of seeds", file=file,
+                         column="campaign.settings.seeds",
+                         fix="freeze the plan again with 'evalkit plan freeze'")
+    repeated = repeated_seeds(seeds)
+    if repeated:
+        raise InputError(f"plan lists seeds {repeated} more than once: a seed is one "
+                         "independent replication and counts once", file=file,
+                         column="campaign.settings.seeds",
+                         fix="freeze the plan again with each seed once ('evalkit plan "
+                             "freeze'); a plan is never edited")
+    ids = repeated_seeds(str(r["run_id"]) for r in doc["runs"])
+    if ids:
+        raise InputError(f"plan lists runs {ids[:4]} more than once", file=file,
+                         column="runs.run_id", fix="freeze the plan again with 'evalkit plan "
+                                                   "freeze'; a plan is never edited")
 
 
 def read_plan(runs_dir) -> dict | None:
