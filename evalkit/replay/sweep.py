@@ -142,7 +142,7 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
                 else:
                     summary.notes.append(publish_store_plan(store, plan, fresh, local))
                     view = store.snapshot(local, run_ids=set(ids))
-                    pass
+                    summary.notes += store.clean_leftovers(ids, view.entries)
                     states = store_states(camp, jobs, view, plan_hash=plan_hash)
                     target = store.url
                     move = lambda rid: store.move_aside(rid, view.entries[rid].manifest)  # noqa: E731
