@@ -1,8 +1,8 @@
 """`evalkit gate` prints the tier the claim reaches (as the audit does) and the tier required.
 
 The tier-reporting cases gate the recorded audit of the fixture campaign
-(``tests/report_documents/sim_bursty.audit.json``); one gates the runs end to end, and the walk's own
-cases (what a gate's audit evaluates) audit the fixture campaigns."""
+(``tests/report_documents/sim_bursty.audit.json``); one gates the runs end to end, and the
+walk's own cases (what a gate's audit evaluates) audit the fixture campaigns."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ audit.json read instead of auditing again, and a campaign without the harness ba
 told what to add (not evaluable, never failed).
 
 The gate decides on documents: most cases gate the recorded audit of the fixture campaign
-(``tests/report_documents/sim_bursty.audit.json``) or a small hand-built one; a few gate the runs end
-to end."""
+(``tests/report_documents/sim_bursty.audit.json``) or a small hand-built one; a few gate the
+runs end to end."""
 
 from __future__ import annotations
 
