@@ -127,7 +127,7 @@ def _load_label(config: dict) -> str:
     return kind
 
 
-def _hashed_config(config: dict) -> tuple[dict, object]:
+def _hashed_config(config: dict, where: str) -> tuple[dict, object]:
     """The configuration without where outputs go (``artifacts``), the console (``runtime``)
     and the random seeds (returned apart: repetitions of one configuration share the hash)."""
     kept = {k: v for k, v in config.items() if k not in ("artifacts", "runtime")}
@@ -137,7 +137,12 @@ def _hashed_config(config: dict) -> tuple[dict, object]:
         clean = []
         for d in datasets:
             if isinstance(d, dict) and "random_seed" in d:
-                seeds.append(d["random_seed"])
+                seed = d["random_seed"]
+                if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+                    raise InputError(f"random_seed is {seed!r:.60}, expected an integer",
+                                     file=where, column="input_config.datasets[].random_seed",
+                                     fix=FIX)
+                seeds.append(seed)
                 d = {k: v for k, v in d.items() if k != "random_seed"}
             clean.append(d)
         kept["datasets"] = clean
@@ -301,7 +306,7 @@ def read_aiperf(path) -> list[HarnessRun]:
         rows, counts = _records(records_path)
         requests = requests_frame(rows, where=str(records_path),
                                   time_column="metadata.request_start_ns", fix=FIX)
-        config, seeds = _hashed_config(data["input_config"])
+        config, seeds = _hashed_config(data["input_config"], str(aggregate_path))
         label = _load_label(data["input_config"])
         notes = [f"imported from AIPerf {data['aiperf_version']} records {records_path.name} "
                  f"(aggregate {aggregate_path.name}), {label}"

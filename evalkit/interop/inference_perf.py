@@ -97,11 +97,23 @@ def _read_config(path: Path) -> dict:
                                  fix="inference-perf writes none; " + FIX)
             return super().compose_node(parent, index)
 
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise InputError(f"the key {key!r:.60} appears twice in one mapping",
+                                     file=str(path), column=str(key)[:60],
+                                     fix="readers disagree on which one wins; " + FIX)
+                if isinstance(key, (str, int, float, bool)):
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
     text = read_text_bounded(path, MAX_CONFIG_BYTES, "the inference-perf configuration",
                              action="cannot read the inference-perf configuration", fix=FIX)
     try:
         data = yaml.load(text, Loader=_NoAliases)     # noqa: S506 (a SafeLoader subclass)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"not valid YAML ({str(exc)[:160]})", file=str(path),
                          fix=FIX) from None
     except RecursionError:
@@ -140,13 +152,16 @@ def _stage(config: dict, where: str) -> tuple[str, dict]:
     return kind, stage
 
 
-def _hashed_config(config: dict) -> tuple[dict, object]:
+def _hashed_config(config: dict, where: str) -> tuple[dict, object]:
     """The configuration without where reports go (``storage``) and the random seed
     (``load.base_seed``, returned apart: repeated runs of one configuration share the hash)."""
     kept = {k: v for k, v in config.items() if k != "storage"}
     seed = None
     if isinstance(kept.get("load"), dict):
         seed = kept["load"].get("base_seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise InputError(f"base_seed is {seed!r:.60}, expected an integer", file=where,
+                             column="load.base_seed", fix=FIX)
         kept["load"] = {k: v for k, v in kept["load"].items() if k != "base_seed"}
     return kept, seed
 
@@ -257,7 +272,7 @@ def read_inference_perf(path, *, tool_version: str) -> list[HarnessRun]:
                          fix="import a run that sent requests")
     rows, counts = _rows(entries, where, streaming)
     requests = requests_frame(rows, where=where, time_column="start_time", fix=FIX)
-    hashed, seed = _hashed_config(config)
+    hashed, seed = _hashed_config(config, str(config_path))
     notes = [f"imported from inference-perf {tool_version.strip()} (version given on the command "
              f"line) report {report.name} (configuration {config_path.name}), {label}",
              "arrival_s = sent_s: the per-request report keeps no scheduled times; latency is "

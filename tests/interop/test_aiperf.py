@@ -162,6 +162,8 @@ def _set(path: tuple, value):
 @pytest.mark.parametrize("mutate, file, field", [
     (_set(("agg", "aiperf_version"), KeyError), AGGREGATE, "aiperf_version"),
     (_set(("agg", "input_config"), "x"), AGGREGATE, "input_config"),
+    (_set(("agg", "input_config", "datasets", 0, "random_seed"), "1"), AGGREGATE,
+     "random_seed"),
     (_set(("rec", "metrics", "request_latency"), KeyError), RECORDS, "request_latency"),
     (_set(("rec", "metrics", "request_latency", "unit"), "fortnights"), RECORDS, "unit"),
     (_set(("rec", "metrics", "time_to_first_token", "value"), -1.0), RECORDS,

@@ -186,6 +186,8 @@ def test_a_damaged_report_is_exit_2_naming_file_and_field(tmp_path, mutate, fiel
     (lambda t: "a: &x [1, 2]\nb: *x\n" + t, "alias"),
     (lambda t: t + "\n  : : [\n", "YAML"),
     (lambda t: "- just\n- a list\n", "mapping"),
+    (lambda t: t.replace("  sweep: null", "  sweep: null\n  sweep: null"), "twice"),
+    (lambda t: t.replace("  base_seed: ", "  base_seed: x"), "load.base_seed"),
 ])
 def test_a_config_it_cannot_use_is_exit_2_naming_it(tmp_path, change, field):
     text = change(config_text())
