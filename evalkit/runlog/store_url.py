@@ -339,7 +339,8 @@ class ObjectStore:
                 or doc.get("run_id") != entry.run_id or not isinstance(doc.get("attempt"), str)
                 or not isinstance(files, list)
                 or not all(isinstance(f, dict) and isinstance(f.get("name"), str)
-                           and "/" not in f["name"] and isinstance(f.get("size"), int)
+                           and "/" not in f["name"] and f["name"] not in ("", ".", "..")
+                           and isinstance(f.get("size"), int)
                            and isinstance(f.get("sha256"), str) for f in files)):
             return None, "the manifest is not an evalkit run manifest of this run"
         return doc, ""

@@ -53,12 +53,14 @@ def test_a_tampered_run_is_moved_aside_and_rerun(s3, tmp_path):
     assert run_campaign(camp, url, progress=False).ok
     store = open_store(url)
     manifest = store.manifest(VICTIM)
-    store.put_bytes(f"{VICTIM}/.attempt-{manifest['attempt']}/requests.parquet", b"PAR1")
+    # an optional table: without the manifest's check the copy would read as a valid run
+    store.put_bytes(f"{VICTIM}/.attempt-{manifest['attempt']}/signals.parquet", b"PAR1")
     states = {s.run_id: s for s in check_campaign(camp, url).states}
-    assert states[VICTIM].state == "damaged" and "requests.parquet" in states[VICTIM].detail
+    assert states[VICTIM].state == "damaged" and "signals.parquet" in states[VICTIM].detail
     resumed = run_campaign(camp, url, progress=False)
     assert resumed.ok and resumed.count("ran") == 1
     assert any("was damaged" in n and "manifest.damaged-" in n for n in resumed.notes)
+    assert run_campaign(camp, url, progress=False).count("skipped") == 3   # resumed again
     entry = store.entries()[VICTIM]
     assert len(entry.damaged) == 1 and manifest["attempt"] in entry.attempts   # kept
     assert check_campaign(camp, url).complete

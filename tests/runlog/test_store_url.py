@@ -5,6 +5,7 @@ error names the URL and the fix (exit 2) without a credential in it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -122,13 +123,35 @@ def test_a_file_that_differs_from_its_manifest_is_never_read(s3, tmp_path):
     assert view.notes()[0].startswith(f"{store.url}/r1: requests.parquet")
 
 
-def test_a_broken_manifest_is_reported_not_read(s3, tmp_path):
+@pytest.mark.parametrize("broken", ["format", "other run", "path", "json"])
+def test_a_broken_manifest_is_reported_not_read(s3, tmp_path, broken):
+    store = _store(s3)
+    manifest = store.publish_run(_run_folder(tmp_path))
+    if broken == "format":
+        manifest["format"] = "something else"
+    elif broken == "other run":                    # r2's manifest copied under r1
+        manifest["run_id"] = "r2"
+    elif broken == "path":                         # a name that would leave the copy
+        manifest["files"][0]["name"] = "../../outside"
+    raw = b"{not json" if broken == "json" else json.dumps(manifest).encode()
+    store.put_bytes(f"r1/{MANIFEST}", raw)
+    view = store.snapshot(tmp_path / "copy")
+    assert not (view.root / "r1").exists() and not (tmp_path / "outside").exists()
+    assert view.unusable["r1"]
+    assert view.notes() == [f"{store.url}/r1/{MANIFEST}: {view.unusable['r1']}; the run is "
+                            "not read"]
+
+
+def test_errors_inside_a_view_name_the_url_not_the_copy(s3, tmp_path):
     store = _store(s3)
     store.publish_run(_run_folder(tmp_path))
-    store.put_bytes(f"r1/{MANIFEST}", b'{"format": "something else"}')
-    view = store.snapshot(tmp_path / "copy")
-    assert not (view.root / "r1").exists()
-    assert "not an evalkit run manifest" in view.unusable["r1"]
+    with pytest.raises(InputError) as err:
+        with local_view(store.url) as (local, _):
+            raise InputError("broken", file=str(local / "r1" / "run.json"),
+                             fix=f"look into {local}")
+    assert err.value.file == f"{store.url}/r1/run.json"
+    assert err.value.fix == f"look into {store.url}"
+    assert "evalkit-store-" not in str(err.value)
 
 
 def test_url_refuses_credentials_and_options():
