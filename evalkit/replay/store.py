@@ -5,7 +5,11 @@ damaged, unreadable, interrupted or complete); :func:`clean_leftovers` undoes wh
 sweep left behind (``.<id>.tmp-*`` unfinished writes are removed, an ``.<id>.old-*`` whose
 replacement never landed is renamed back); :func:`move_aside` renames a damaged run to
 ``.<id>.damaged-<time>`` -- never deleted.  The lock a sweep holds on the directory while it
-does all this is :mod:`evalkit.replay.storelock` (re-exported here).
+does all this is :mod:`evalkit.replay.storelock`.
+
+A run store in an object store (:mod:`evalkit.runlog.store_url`) is judged on a local copy
+of its runs (:func:`store_states`); :func:`execute_job_in_store` runs a job in a private
+staging folder and publishes it there, and :func:`publish_store_plan` writes its plan.
 """
 
 from __future__ import annotations

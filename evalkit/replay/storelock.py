@@ -20,6 +20,9 @@ the other sweep is gone breaks it with ``evalkit sweep --break-lock`` (:func:`br
 which still refuses while the kernel reports the lock held or a pid of this host is alive.
 A short-lived ``flock`` on the runs directory itself serialises taking and dropping the
 per-scope locks.
+
+A run store in an object store has no ``flock``: its lock is a lease (:class:`LeaseLock`),
+an object of the same name renewed while the sweep runs and taken over once it expired.
 """
 
 from __future__ import annotations
