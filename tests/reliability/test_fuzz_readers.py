@@ -6,9 +6,10 @@ case -- truncation, bytes garbage, a value of the wrong type at a random field, 
 a duplicated key, huge or non-finite numbers, a FIFO, /dev/zero, a directory -- and runs the
 command that reads it in-process through the click group (``_Group.main`` maps exceptions
 to exit codes exactly as the console script does).  Readers: run.json and the Parquet tables
-(validate, summarize, audit), audit.json (report, diff, gate --baseline), a GuideLLM report
-and a vLLM bench result (import), a campaign TOML (sweep --check) and a protocol TOML (gate
---protocol).  The whole file runs in well under a minute.
+(validate, summarize, audit), audit.json (report, diff, gate --baseline), a GuideLLM report,
+a vLLM bench result, an AIPerf export (aggregate JSON, records JSONL) and an inference-perf
+report (per-request JSON, config.yaml) (import), a campaign TOML (sweep --check) and a
+protocol TOML (gate --protocol).  The whole file runs in well under a minute.
 """
 
 from __future__ import annotations
@@ -250,6 +251,87 @@ def _import_guidellm(report: Path, tmp_path: Path):
     return _run(["import", "guidellm", report, "--out", tmp_path / "runs", "--benchmark",
                  "0", "--role", "no_sync", "--merge-duration", "2", "--policy", "no_sync",
                  "--seed", "0", "--slo-e2e", "1.2"])
+
+
+AIPERF = REPO / "tests" / "interop" / "fixtures" / "aiperf"
+INFERENCE_PERF = REPO / "tests" / "interop" / "fixtures" / "inference_perf"
+
+
+@pytest.mark.parametrize("case", range(18))
+def test_import_aiperf(tmp_path, case):
+    rng = random.Random(6000 + case)
+    export = tmp_path / "artifacts"
+    shutil.copytree(AIPERF, export)
+    if case % 2 == 0:
+        aggregate = export / "profile_export_aiperf.json"
+        _damage_json(aggregate, json.loads(aggregate.read_text()), rng, case)
+    elif case % 9 == 8 or case % 4 == 1:                  # the whole records file
+        records = export / "profile_export.jsonl"
+        first = json.loads(records.read_text().splitlines()[0])
+        _damage_json(records, first, rng, case)
+    else:                                                 # one record line
+        records = export / "profile_export.jsonl"
+        lines = records.read_bytes().splitlines()
+        i = rng.randrange(len(lines))
+        lines[i] = _json_text(json.loads(lines[i]), rng, case % 6).replace(b"\n", b" ")
+        records.write_bytes(b"\n".join(lines) + b"\n")
+    _import_harness("aiperf", export, tmp_path)
+
+
+@pytest.mark.parametrize("case", range(18))
+def test_import_inference_perf(tmp_path, case):
+    rng = random.Random(7000 + case)
+    report = tmp_path / "reports"
+    shutil.copytree(INFERENCE_PERF, report)
+    if case % 3 == 2:
+        _damage_yaml(report / "config.yaml", rng, case)
+    else:
+        per_request = report / "per_request_lifecycle_metrics.json"
+        _damage_json(per_request, json.loads(per_request.read_text()), rng, case)
+    _import_harness("inference-perf", report, tmp_path, "--tool-version", "0.7.0")
+
+
+def _damage_yaml(path: Path, rng: random.Random, case: int) -> None:
+    text = path.read_text()
+    lines = text.splitlines()
+    kind = case // 3 % 6
+    keyed = [n for n, x in enumerate(lines) if ": " in x]
+    if kind == 0:
+        out = text[:rng.randrange(len(text))]
+    elif kind == 1:                                        # a value of another type
+        i = rng.choice(keyed)
+        lines[i] = lines[i].split(": ")[0] + ": " + rng.choice(
+            ["x", "[]", "{}", "true", "-1", ".nan", "2001-12-14", "!!python/object:os.system",
+             "[[1], []]", "A" * 20_000, "9" * 5000])
+        out = "\n".join(lines)
+    elif kind == 2:
+        out = "a: " + "[" * 100_000 + "]" * 100_000
+    elif kind == 3:                                        # an alias bomb
+        out = "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n" + text
+    elif kind == 4:                                        # a key twice
+        i = rng.choice(keyed)
+        lines.insert(i, lines[i])
+        out = "\n".join(lines)
+    else:
+        raw = bytearray(text.encode())
+        for _ in range(rng.randint(1, 20)):
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+        path.write_bytes(bytes(raw))
+        return
+    path.write_text(out)
+
+
+def _import_harness(tool: str, path: Path, tmp_path: Path, *extra):
+    return _run(["import", tool, path, "--out", tmp_path / "runs", *extra, "--role",
+                 "no_sync", "--merge-duration", "2", "--policy", "no_sync", "--seed", "0",
+                 "--slo-e2e", "1.2"])
+
+
+def test_the_undamaged_harness_exports_are_read(tmp_path):
+    """The AIPerf and inference-perf command lines above import the undamaged fixtures."""
+    assert _import_harness("aiperf", AIPERF, tmp_path / "a").exit_code == 0
+    assert _import_harness("inference-perf", INFERENCE_PERF, tmp_path / "i",
+                           "--tool-version", "0.7.0").exit_code == 0
 
 
 @pytest.mark.parametrize("case", range(21))
