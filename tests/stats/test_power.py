@@ -80,6 +80,24 @@ def test_policy_sd_ratio_overrides_the_pilot_policy_runs():
         pilot_model(policy, list(draws), policy_sd_ratio=-1.0)
 
 
+def test_the_interval_redraws_each_variance_from_its_sampling_distribution():
+    from evalkit.stats.power import _redrawn_model
+
+    rng = np.random.default_rng(6)
+    policy, draws = _lognormal_pilot(rng, 10, 3, sigma=0.4, policy_sigma=0.2)
+    model = pilot_model(policy, list(draws))
+    gen = np.random.default_rng(0)
+    again = [_redrawn_model(model, gen) for _ in range(4000)]
+    sw2 = np.array([a.sigma_within ** 2 for a in again])
+    f = model.dof_within                                     # 10 seeds x 2
+    assert f == 20
+    assert sw2.mean() == pytest.approx(model.sigma_within ** 2 * f / (f - 2), rel=0.04)
+    var_r = np.array([a.sigma_policy ** 2 + a.sigma_within ** 2 * model.inv_k for a in again
+                      if a.sigma_policy > 0])
+    assert np.median(var_r) > model.var_policy_resid          # f v / chi2_f: median above v
+    assert np.mean([a.mean_draw for a in again]) == pytest.approx(model.mean_draw, rel=0.15)
+
+
 def test_one_draw_pilot_reads_the_policy_as_a_draw():
     rng = np.random.default_rng(4)
     policy, draws = _lognormal_pilot(rng, 4000, 1, sigma=0.5)
@@ -171,7 +189,7 @@ def test_the_plan_gives_gain_and_sd_in_pp_and_its_json_keeps_shares():
     assert first.startswith("power plan for wa: gain 1.45 pp of V, alpha 0.05 two-sided"), first
     assert f"within-seed sd of a draw {100 * model.sd_within:.2f} pp (" in first
     assert "0.0145" not in first and str(round(model.sd_within, 4)) not in first
-    assert "the 80% interval of each prediction from the pilot's size (3 refits" in text
+    assert "the 80% interval of each prediction from the pilot's size (3 redraws" in text
     doc = plan.to_dict()
     assert doc["gain"] == 0.0145 and doc["sd_within"] == model.sd_within
 
