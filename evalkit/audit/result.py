@@ -88,19 +88,9 @@ class AuditResult:
                     got = f"failed: {type(exc).__name__}: {exc}"
                 transfer[spec["mechanism"]] = got
         out = {
-            "schema": SCHEMA,
+            **self._head(),
             "transfer": transfer,
-            "evalkit_version": __version__,
-            "protocol": self.protocol.to_dict(),
-            "alpha": self.protocol.alpha,
-            "alternative": self.protocol.alternative,
-            "seed": self.seed,
-            "input": {"name": self.campaign.input_name, "kind": self.campaign.source,
-                      "n_runs": int(len(self.campaign.runs)),
-                      "excluded": self.campaign.excluded},
-            "notes": self.campaign.notes,
             "pre_registration": _pre_registration(self.campaign),
-            "design": planned_design(self.campaign),
             "provenance": provenance(self.campaign, self.protocol),
             "regimes": regimes,
             "claims": claims,
@@ -115,6 +105,30 @@ class AuditResult:
             out["regimes"][regime]["figure_data"] = data
         _name_figures(out)
         return out
+
+    def decision_dict(self) -> dict:
+        """The part of the audit document a decision reads, as :meth:`to_dict` writes it: the
+        layout, version, protocol, seed, input (with the excluded runs), notes, the planned
+        design and every claim; without the regimes' fits, the transfer summary, the
+        load-match rows and the figure data, which only the report draws (so a gate whose walk
+        stopped below a tier never fits what that tier needs)."""
+        return self._plain({**self._head(), "claims": [c.to_dict() for c in self.claims]},
+                           FLOAT_DIGITS)
+
+    def _head(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "evalkit_version": __version__,
+            "protocol": self.protocol.to_dict(),
+            "alpha": self.protocol.alpha,
+            "alternative": self.protocol.alternative,
+            "seed": self.seed,
+            "input": {"name": self.campaign.input_name, "kind": self.campaign.source,
+                      "n_runs": int(len(self.campaign.runs)),
+                      "excluded": self.campaign.excluded},
+            "notes": self.campaign.notes,
+            "design": planned_design(self.campaign),
+        }
 
     def _plain(self, obj, digits):
         return json.loads(self._scrub(json.dumps(to_jsonable(obj, digits))))

@@ -109,7 +109,7 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
             read = read_claims(local, proto)
             find_claim(read[1], policy, regime, options=True)  # unknown: exit 2 first
             doc = audit_campaign(local, protocol=proto, seed=seed, walk_above=tier,
-                                 claims_read=read).to_dict()
+                                 claims_read=read).decision_dict()
             for note in view.notes() if view is not None else []:
                 click.echo(f"excluded {note}", err=True)
     claim = find_claim(doc["claims"], policy, regime, options=True)

@@ -138,7 +138,8 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
             summary.sweep_ok = False
             summary.notes.append(done.format())
             break
-        doc = audit_campaign(runs_dir, protocol=proto, seed=seed, max_tier=tier).to_dict()
+        doc = audit_campaign(runs_dir, protocol=proto, seed=seed,
+                             max_tier=tier).decision_dict()
         verdicts = sequential_verdicts(doc, proto, tier, min_effect)
         summary.batches.append(BatchRecord(order[:start + step], verdicts, done.count("ran"),
                                            done.count("skipped"),

@@ -24,7 +24,7 @@ def _fake_store(monkeypatch, seeds_in_store: int, decision: str = "pass"):
 
     monkeypatch.setattr(until_decided, "run_campaign", run_campaign)
     monkeypatch.setattr(until_decided, "audit_campaign",
-                        lambda *a, **k: SimpleNamespace(to_dict=dict))
+                        lambda *a, **k: SimpleNamespace(decision_dict=dict))
     monkeypatch.setattr(until_decided, "sequential_verdicts", verdicts)
 
 

@@ -82,7 +82,8 @@ def test_until_decided_keeps_one_plan_note(monkeypatch, tmp_path):
                                                        for s in camp.seeds])
     monkeypatch.setattr(ud, "run_campaign", lambda *a, **k: SimpleNamespace(
         notes=next(notes), ok=True, count=lambda state: 0))
-    monkeypatch.setattr(ud, "audit_campaign", lambda *a, **k: SimpleNamespace(to_dict=dict))
+    monkeypatch.setattr(ud, "audit_campaign",
+                        lambda *a, **k: SimpleNamespace(decision_dict=dict))
     monkeypatch.setattr(ud, "sequential_verdicts", lambda *a, **k: undecided)
     summary = ud.sweep_until_decided("c.toml", tmp_path, min_effect=0.01)
     assert len(summary.batches) == 2
