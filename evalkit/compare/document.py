@@ -135,8 +135,10 @@ def metric_row(name: str, a: np.ndarray, b: np.ndarray, *, paired: bool, alpha: 
     }
 
 
-def finish_rows(rows: list[dict], alpha_eff: float, power: float) -> None:
-    """Holm over the metrics, the verdicts, the pairs that would decide, the gate."""
+def finish_rows(rows: list[dict], alpha_eff: float, power: float, *,
+                more_pairs: bool = True) -> None:
+    """Holm over the metrics, the verdicts, the pairs that would decide (``more_pairs``),
+    the gate."""
     if not rows:
         return
     _, p_sup = holm([r["p_two_sided"] for r in rows], alpha_eff)
@@ -153,7 +155,7 @@ def finish_rows(rows: list[dict], alpha_eff: float, power: float) -> None:
                                  r["improvement"], alpha_eff)
         r["pairs_to_decide"] = None
         r["more_pairs"] = None
-        if r["verdict"] == vd.NOT_YET_KNOWN:
+        if r["verdict"] == vd.NOT_YET_KNOWN and more_pairs:
             # Holm's first step is alpha / k: the threshold a metric must pass on its own
             total = vd.pairs_to_decide(r["improvement"], r["sd"], alpha=alpha_eff / k,
                                        power=power, margin=r["margin"])
