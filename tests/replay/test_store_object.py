@@ -86,3 +86,29 @@ def test_store_runs_equal_a_local_sweep_and_hold_no_secret(s3, tmp_path):
         for run in sorted((tmp_path / "runs").glob("tiny__*")):
             for table in sorted(run.glob("*.parquet")):
                 assert (copy / run.name / table.name).read_bytes() == table.read_bytes()
+
+
+def test_summarize_gate_and_break_lock_read_a_store_as_a_folder(s3, tmp_path):
+    """The CLI on a store URL prints what it prints on a folder holding the same runs."""
+    from click.testing import CliRunner
+
+    from evalkit.cli.main import cli
+    from evalkit.replay.storelock import LeaseLock
+
+    camp = write_campaign(tmp_path, draws=1)
+    url = f"s3://{new_bucket()}/runs"
+    assert run_campaign(camp, url, progress=False).ok
+    runner = CliRunner()
+    with local_view(url) as (copy, _):
+        for args in (["summarize", "{}", "--format", "csv"], ["gate", "{}", "--policy", "wa"]):
+            on_store = runner.invoke(cli, [a.format(url) for a in args])
+            on_copy = runner.invoke(cli, [a.format(copy) for a in args])
+            assert on_store.exit_code == on_copy.exit_code == (0 if args[0] == "summarize"
+                                                               else 1), on_store.output
+            assert on_store.output == on_copy.output
+    lock = LeaseLock(open_store(url), settle_s=0.05).acquire()
+    lock._stop.set()                                  # a driver gone without releasing it
+    locked = runner.invoke(cli, ["sweep", str(camp), "--out", url])
+    assert locked.exit_code == 2 and "locked by another sweep" in locked.output
+    broken = runner.invoke(cli, ["sweep", str(camp), "--out", url, "--break-lock"])
+    assert broken.exit_code == 0 and "broke the lock" in broken.output, broken.output
