@@ -67,6 +67,9 @@ def _effects(raw) -> dict:
 @click.option("--benchmark", default=None,
               help="The GuideLLM benchmark (e.g. constant@4.00) to take from multi-benchmark "
                    "reports.")
+@click.option("--tool-version", default=None,
+              help="The inference-perf version, for inference-perf reports (they do not "
+                   "record it).")
 @click.option("--plan", "make_plan", is_flag=True, default=False,
               help="A and B are a pilot: print how many interleaved A/B pairs to run and in "
                    "which order (and write plan.json into --out).")
@@ -83,7 +86,8 @@ def _effects(raw) -> dict:
 @click.option("--json", "as_json", is_flag=True, default=False,
               help="Print compare.json instead of the text summary.")
 def compare_cmd(a, b, metrics, margin, max_regression, protocol_file, alpha, slo_e2e,
-                slo_ttft, slo_tpot, pair_by, benchmark, make_plan, effects, power, looks,
+                slo_ttft, slo_tpot, pair_by, benchmark, tool_version, make_plan, effects, power,
+                looks,
                 plan_file, out_dir, as_json):
     """Compare serving configuration B with A: a verdict per metric (better / equivalent
     within the margin / not yet known -- N more paired runs would decide / worse)."""
@@ -113,7 +117,7 @@ def compare_cmd(a, b, metrics, margin, max_regression, protocol_file, alpha, slo
         max_regression=None if max_regression is None else parse_amount(
             max_regression, what="--max-regression"),
         alpha=alpha, slo=_slo(slo_e2e, slo_ttft, slo_tpot), pair_by=pair_by,
-        benchmark=benchmark, plan=plan)
+        benchmark=benchmark, tool_version=tool_version, plan=plan)
     doc = compare_sides(a, b, protocol, options)
     if make_plan:
         target = protocol.power if power is None else power

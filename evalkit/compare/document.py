@@ -40,6 +40,7 @@ class CompareOptions:
     slo: dict | None = None                              # overrides runs' and protocol's
     pair_by: str = "auto"
     benchmark: str | None = None
+    tool_version: str | None = None                      # inference-perf's version
     plan: SequentialPlan | None = None
 
 
@@ -264,8 +265,10 @@ def _unit_row(u: Unit) -> dict:
 
 def compare_sides(a_path, b_path, protocol: CompareProtocol, options: CompareOptions) -> dict:
     """Load both sides (:func:`evalkit.compare.sources.load_side`) and compare them."""
-    a = load_side(a_path, side="A", benchmark=options.benchmark)
-    b = load_side(b_path, side="B", benchmark=options.benchmark)
+    a = load_side(a_path, side="A", benchmark=options.benchmark,
+                  tool_version=options.tool_version)
+    b = load_side(b_path, side="B", benchmark=options.benchmark,
+                  tool_version=options.tool_version)
     return compare_units(a, b, protocol, options,
                          inputs={"A": str(a_path), "B": str(b_path)})
 

@@ -5,8 +5,12 @@ Each run becomes a :class:`Unit`: its requests (evalkit ``requests`` columns), t
 recorded with (run directories; harness files carry none), and the keys that can pair it with
 a run of the other side -- ``seed``, ``trace`` (the fingerprint of the arrivals actually
 replayed) and ``repetition`` (the last integer in the file or directory name, ``run-3.json``).
-Harness files are recognised by their content: a GuideLLM report (``benchmarks``) or a vLLM
-``bench serve`` result (``start_times`` and ``ttfts``).
+Harness results are recognised by their content: a GuideLLM report (``benchmarks``), a vLLM
+``bench serve`` result (``start_times`` and ``ttfts``), an AIPerf artifact directory or export
+(``profile_export_aiperf.json`` + ``.jsonl``; ``profile_runs/run_NNNN/`` repetitions), an
+inference-perf report directory (``*per_request_lifecycle_metrics.json``, whose version the
+caller gives: its reports do not record it).  A side may also be a directory of such files or
+report directories, one per repetition.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.errors import InputError
+from evalkit.interop.aiperf import AGGREGATE, RECORDS, read_aiperf
 from evalkit.interop.guidellm import read_guidellm
+from evalkit.interop.harness_runs import HarnessRun
+from evalkit.interop.inference_perf import PER_REQUEST, read_inference_perf
 from evalkit.interop.vllm_bench import _load_json, parse_vllm_result
 from evalkit.runlog.design import arrival_fingerprint
 from evalkit.runlog.io import list_runs, refused_error
@@ -30,8 +37,9 @@ __all__ = ["RESULT_SUFFIXES", "Unit", "load_side", "repetition_of"]
 
 RESULT_SUFFIXES = (".json",)
 _TRAILING_INT = re.compile(r"(\d+)(?!.*\d)")
-SIDE_FIX = ("pass a runs directory (evalkit replay/sweep/import), a directory of GuideLLM "
-            "benchmarks.json or vLLM bench --save-result --save-detailed files, or one such file")
+SIDE_FIX = ("pass a runs directory (evalkit replay/sweep/import), or the results of GuideLLM "
+            "(benchmarks.json), vLLM bench (--save-result --save-detailed), AIPerf (artifact "
+            "directory) or inference-perf (report directory): one, or a directory of them")
 
 
 @dataclass
@@ -40,7 +48,7 @@ class Unit:
 
     label: str                       # run id, or file name (#benchmark)
     path: str
-    harness: str                     # "evalkit runs" | "guidellm" | "vllm-bench"
+    harness: str         # "evalkit runs" | "guidellm" | "vllm-bench" | "aiperf" | "inference-perf"
     requests: pd.DataFrame
     slo: dict | None
     seed: int | None
@@ -97,6 +105,39 @@ def _from_runs(root: Path) -> list[Unit]:
     return units
 
 
+def _from_harness_runs(runs: list[HarnessRun], name: str) -> list[Unit]:
+    out = []
+    for run in runs:
+        label = Path(run.source).name if run.repetition is None else \
+            f"{Path(run.source).parent.name}/{Path(run.source).name}"
+        out.append(_finish(Unit(
+            label=f"{name}:{label}" if len(runs) == 1 else label, path=run.source,
+            harness=run.tool, requests=run.requests, slo=None,
+            seed=_int_or_none(run.tool_seed),
+            repetition=run.repetition if run.repetition is not None else repetition_of(name),
+            provenance={"tool": run.tool, "version": run.tool_version,
+                        "config_sha256": run.config_sha256, "load": run.label,
+                        "notes": list(run.notes)})))
+    return out
+
+
+def _report_dir_kind(path: Path) -> str | None:
+    """"aiperf" / "inference-perf" for a harness's report directory, else None."""
+    if (path / AGGREGATE).exists() or (path / RECORDS).exists() or \
+            (path / "profile_runs").is_dir():
+        return "aiperf"
+    if any(path.glob(f"*{PER_REQUEST}")):
+        return "inference-perf"
+    return None
+
+
+def _from_report_dir(path: Path, kind: str, tool_version: str | None) -> list[Unit]:
+    if kind == "aiperf":
+        return _from_harness_runs(read_aiperf(path), path.name)
+    return _from_harness_runs(read_inference_perf(path, tool_version=tool_version),
+                              path.name)
+
+
 def _harness_of(path: Path, data) -> str:
     if isinstance(data, dict) and isinstance(data.get("benchmarks"), list):
         return "guidellm"
@@ -107,8 +148,15 @@ def _harness_of(path: Path, data) -> str:
                      "'ttfts')", file=str(path), column="benchmarks", fix=SIDE_FIX)
 
 
-def _from_file(path: Path, benchmark: str | None) -> list[Unit]:
+def _from_file(path: Path, benchmark: str | None, tool_version: str | None) -> list[Unit]:
+    if path.name.endswith(PER_REQUEST):
+        return _from_harness_runs(read_inference_perf(path, tool_version=tool_version),
+                                  path.name)
+    if path.suffix.lower() == ".jsonl":
+        return _from_harness_runs(read_aiperf(path), path.name)
     data = _load_json(path)
+    if isinstance(data, dict) and "aiperf_version" in data:
+        return _from_harness_runs(read_aiperf(path), path.name)
     harness = _harness_of(path, data)
     prov = {"file": path.name, "sha256": _sha256(path), "tool": harness}
     if harness == "vllm-bench":
@@ -146,22 +194,31 @@ def _is_runs_dir(root: Path) -> bool:
     return False
 
 
-def load_side(path, *, side: str, benchmark: str | None = None) -> list[Unit]:
-    """Every run of one side (``side``: "A" or "B", for messages), in name order."""
+def load_side(path, *, side: str, benchmark: str | None = None,
+              tool_version: str | None = None) -> list[Unit]:
+    """Every run of one side (``side``: "A" or "B", for messages), in name order.
+    ``tool_version``: the inference-perf version (its reports do not record it)."""
     root = Path(path)
     if not root.exists():
         raise InputError(f"side {side} does not exist", file=str(root), fix=SIDE_FIX)
     if root.is_file():
-        return _from_file(root, benchmark)
+        return _from_file(root, benchmark, tool_version)
     if not root.is_dir():
         raise InputError(f"side {side} is neither a file nor a directory", file=str(root),
                          fix=SIDE_FIX)
     if _is_runs_dir(root):
         return _from_runs(root)
-    files = sorted(p for p in root.iterdir()
-                   if p.is_file() and p.suffix.lower() in RESULT_SUFFIXES
-                   and not p.name.startswith("."))
-    if not files:
-        raise InputError(f"side {side} holds no runs (no run.json below it) and no result "
-                         "files (*.json)", file=str(root), fix=SIDE_FIX)
-    return [unit for f in files for unit in _from_file(f, benchmark)]
+    kind = _report_dir_kind(root)
+    if kind is not None:
+        return _from_report_dir(root, kind, tool_version)
+    units = []
+    for child in sorted(p for p in root.iterdir() if not p.name.startswith(".")):
+        if child.is_file() and child.suffix.lower() in RESULT_SUFFIXES:
+            units += _from_file(child, benchmark, tool_version)
+        elif child.is_dir() and (kind := _report_dir_kind(child)) is not None:
+            units += _from_report_dir(child, kind, tool_version)
+    if not units:
+        raise InputError(f"side {side} holds no runs (no run.json below it) and no harness "
+                         "results (*.json files or AIPerf / inference-perf report "
+                         "directories)", file=str(root), fix=SIDE_FIX)
+    return units
