@@ -102,6 +102,10 @@ def test_two_nodes_no_shared_folder_killed_worker_resume_and_equal_audit(tmp_pat
     driver.mkdir()
     monkeypatch.chdir(driver)
     with s3_server(), _two_nodes(tmp_path) as (cluster, nodes):
+        # the driver's own temporary folder: its private copies of the store come and go
+        driver_tmp = tmp_path / "driver-tmp"
+        driver_tmp.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(driver_tmp))
         url = f"s3://{new_bucket()}/campaign/runs"
         # no retry of the killed task: the sweep fails, and a new driver resumes it
         executor = RayExecutor(load_campaign(camp), address=cluster.address,
@@ -120,7 +124,8 @@ def test_two_nodes_no_shared_folder_killed_worker_resume_and_equal_audit(tmp_pat
         assert len(staged) == cut and not list(tmp_path.rglob("evalkit-stage-*"))
 
         resumed = run_cli(["sweep", camp, "--out", url, "--executor", "ray", "--address",
-                           cluster.address, "--no-progress"], cwd=driver, env=cli_env())
+                           cluster.address, "--no-progress"], cwd=driver,
+                          env=cli_env({"TMPDIR": str(driver_tmp)}))
         out = resumed.stdout + resumed.stderr
         # the victim and its draw run; the runs stamped with the plan are kept
         assert resumed.returncode == 0 and "2 ran, 4 skipped" in out, out
@@ -129,7 +134,8 @@ def test_two_nodes_no_shared_folder_killed_worker_resume_and_equal_audit(tmp_pat
         with local_view(url) as (copy, _):            # what evalkit audit URL reads
             store_doc = audit_campaign(copy, seed=0).to_dict()
         plan = store.get_bytes("plan.json")
-    assert list(driver.iterdir()) == []               # nothing written in the driver's folder
+    # nothing written in the driver's folder, nothing left in its temporary folder
+    assert list(driver.iterdir()) == [] and list(driver_tmp.iterdir()) == []
 
     local = tmp_path / "local" / "runs"                # the same plan, swept into a folder
     local.mkdir(parents=True)
