@@ -155,10 +155,10 @@ def plot_plan(plan, path: Path) -> None:
               default="multiplicative", show_default=True,
               help="multiplicative: the policy's V is a draw's x (1 - gain / mean draw V); "
               "additive: gain subtracted from every policy run")
-@click.option("--model", "model_kind", type=click.Choice(["lognormal", "smoothed"]),
-              default="lognormal", show_default=True,
-              help="within-seed noise: lognormal, or a smoothed bootstrap of the pilot's log "
-              "residuals (tools/POWER_VALIDATION.md compares them)")
+@click.option("--model", "model_kind", type=click.Choice(["smoothed", "lognormal"]),
+              default="smoothed", show_default=True,
+              help="within-seed noise: a smoothed bootstrap of the pilot's log residuals, or "
+              "lognormal (tools/POWER_VALIDATION.md compares them)")
 @click.option("--block", type=int, default=5, show_default=True,
               help="the sequential design looks after every BLOCK seeds")
 @click.option("--refits", type=int, default=30, show_default=True,

@@ -14,10 +14,16 @@ from the policy's: it is read as ``sigma_p = sigma_w``.  ``policy_sd_ratio`` ove
 ``sigma_p`` as a multiple of ``sigma_w``.  A V of 0 has no logarithm: it is read as half the
 pilot's smallest positive V (counted in the model's ``zeros_floored``).
 
-Why a parametric model and not the pilot's runs resampled: a 10-seed pilot with 3 draws a
-seed holds 30 centred draws; resampling them gives ties and no tail beyond the largest, and
-the mean test's power on skewed V is decided by the tail (``tools/POWER_VALIDATION.md``
-measures both against the simulated truth).
+The within-seed noise is by default (``kind="smoothed"``) a smoothed bootstrap of the pilot's
+log residuals -- each draw's log V less its seed's shrunken level (the level's best linear
+predictor: centring on the seed's own mean of k draws would pull a burst's residual down by
+1/k), pooled, rescaled to ``sigma_w``, resampled with a Gaussian kernel that keeps their
+variance -- and the policy's noise the same pool scaled by ``sigma_p / sigma_w``;
+``kind="lognormal"`` draws both Gaussian.  Against the simulated truth
+(``tools/POWER_VALIDATION.md``) the two agree on lognormal V and the smoothed bootstrap errs
+less on bursty V.  Why not the pilot's runs resampled as they are (the previous planner): a
+10-seed pilot with 3 draws a seed holds 30 centred draws; resampling them gives ties and no
+tail beyond the largest, and the pilot's policy runs were not used for the policy's spread.
 
 **The effect** is multiplicative by default: the policy's V is the draw's times
 ``1 - gain / E[V of a draw]`` (``relative=True``: times ``1 - gain``); ``effect="additive"``
@@ -132,7 +138,7 @@ MODEL_KINDS = ("lognormal", "smoothed")
 
 
 def pilot_model(policy, draws, source: str = "pilot", *,
-                policy_sd_ratio: float | None = None, kind: str = "lognormal") -> PilotModel:
+                policy_sd_ratio: float | None = None, kind: str = "smoothed") -> PilotModel:
     """A :class:`PilotModel` from a pilot's policy V (n,) and draws (n lists of V)."""
     pol = np.asarray(policy, dtype=float).reshape(-1)
     if pol.size != len(draws) or pol.size < 2:

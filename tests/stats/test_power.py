@@ -241,6 +241,7 @@ def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
     assert f"{row['fixed_power'][-1]:.2f} [{row['fixed_power_low'][-1]:.2f}, " in res.output
     assert "power plan for wa (pilot sim_bursty, 7 seeds): gain 2.00 pp of V" in res.output
     assert "policy spread from the pilot's policy runs" in res.output
+    assert "(smoothed bootstrap of the log residuals, lognormal seed levels" in res.output
     assert plan["gain"] == 0.02 and plan["policy_sd_ratio"] is None     # JSON keeps shares
 
 
@@ -248,11 +249,11 @@ def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
     res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
                    "--policy", "wa", "--gain", "0.02", "--reps", "20", "--max-seeds", "6",
                    "--draws", "1", "--refits", "0", "--policy-sd-ratio", "0.5",
-                   "--effect", "additive", "--model", "smoothed"])
+                   "--effect", "additive", "--model", "lognormal"])
     assert res.exit_code == 0, res.output
     assert "policy spread from x0.5 a draw's (given)" in res.output
     assert "effect subtracted from every policy run" in res.output
-    assert "smoothed bootstrap of the log residuals" in res.output
+    assert "(lognormal: variance components" in res.output
 
 
 @pytest.mark.parametrize("args, match", [
