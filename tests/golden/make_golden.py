@@ -1,4 +1,5 @@
-"""Record the audit documents that tests/e2e/test_audit_golden.py holds the audit to.
+"""Record the audit documents that tests/e2e/test_audit_golden.py holds the audit to, and the
+whole document of sim_bursty the gate tests decide on (tests/report_documents/).
 
     python tests/golden/make_golden.py            # fixture campaigns and the demo
 
@@ -34,6 +35,8 @@ def main() -> None:
         for name in FIXTURE_CAMPAIGNS:
             src = audit_json(REPO / "fixtures" / "campaigns" / name, Path(tmp) / name)
             shutil.copyfile(src, golden_path(name))
+            if name == "sim_bursty":
+                shutil.copyfile(src, REPO / "tests" / "report_documents" / f"{name}.audit.json")
         res = CliRunner().invoke(cli, ["demo", "--out", str(Path(tmp) / "demo"),
                                        "--no-progress"])
         if res.exit_code != 0:
