@@ -33,7 +33,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from evalkit.errors import InputError
+from evalkit.errors import InputError, StoreLocked
 from evalkit.limits import MAX_PLAN_BYTES
 from evalkit.progress import Ticker
 from evalkit.replay import run_order
@@ -153,7 +153,8 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
                                  disable=progress is False))
                 try:
                     _schedule(camp, jobs, local, ex, summary, bar, states, plan_hash,
-                              job_fn=job_fn, target=target, move=move)
+                              job_fn=job_fn, target=target, move=move,
+                              lost=getattr(lock, "lost", None))
                 finally:
                     bar.close()
         finally:
@@ -187,7 +188,7 @@ def _blocked_by(job: Job, dep: str, outcome: JobOutcome) -> JobOutcome:
 def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: SweepSummary,
               bar, states: dict[str, "RunState"] | None = None,
               plan_hash: str | None = None, *, job_fn=execute_job, target=None,
-              move=None) -> None:
+              move=None, lost=None) -> None:
     """Submit each job once its dependencies in ``jobs`` have finished, in the randomised,
     blocked execution order of :mod:`evalkit.replay.run_order` (earliest first, from the
     open blocks only).
@@ -199,7 +200,8 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
     Dependencies outside ``jobs`` (another shard, an earlier sweep) are read from disk by
     :func:`execute_job`.  ``job_fn(camp, job, target)`` runs a job (default
     :func:`execute_job` into ``runs_dir``); ``move(run_id)`` moves a damaged run aside and
-    names where it went.
+    names where it went; ``lost``: an event set when the store's lease was taken over
+    (:class:`~evalkit.replay.storelock.LeaseLock`): no job is started after it.
     """
     target = runs_dir if target is None else target
     move = move or (lambda rid: move_aside(runs_dir / rid).name)
@@ -229,6 +231,13 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
     while ready or running:
         while ready and (cap is None or len(running) < cap) \
                 and window.is_open(jobs[ready[0]].run_id):
+            if lost is not None and lost.is_set():
+                raise StoreLocked(
+                    "this sweep lost its lease on the run store (it was not renewed in "
+                    "time and another sweep took it over); no further run was started",
+                    file=str(target),
+                    fix="let the other sweep finish, then check with --check and resume; "
+                        "runs already published are whole")
             job = jobs[heapq.heappop(ready)]
             bad = [d for d in job.depends_on
                    if d in outcomes and outcomes[d].status in ("failed", "blocked")]

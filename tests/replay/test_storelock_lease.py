@@ -86,3 +86,27 @@ def test_break_lock_removes_the_lease(store):
     assert len(notes) == 1 and lease_key("all") in notes[0]
     assert store.list() == {}
     LeaseLock(store, settle_s=0.05).acquire().release()
+
+
+def test_a_lease_taken_over_is_noticed_and_stops_the_sweep(store, tmp_path):
+    """A driver stalled past its lease: the next renewal finds another sweep's lease, and
+    the sweep starts no further run (exit 2)."""
+    from evalkit.replay.sweep import run_campaign
+    from tests.support.reliability_tools import write_campaign
+
+    lock = LeaseLock(store, renew_s=0.2, settle_s=0.05).acquire()
+    store.put_bytes(lock.key, LeaseLock(store)._record())       # another sweep's lease
+    assert lock.lost.wait(5)
+    lock.release()
+    assert store.list()                                          # its lease is left alone
+
+    camp = write_campaign(tmp_path, draws=1)
+    lost = LeaseLock(store)                   # the sweep's lock, already lost when it runs
+    lost.lost.set()
+    lost.acquire = lambda: lost
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("evalkit.replay.sweep.LeaseLock", lambda *a, **k: lost)
+        with pytest.raises(StoreLocked, match="lost its lease") as err:
+            run_campaign(camp, store.url, progress=False)
+    assert err.value.file == store.url
+    assert [k for k in store.list() if "/.attempt-" in k] == []  # no run was started
