@@ -132,6 +132,7 @@ def test_failed_cancelled_and_warmup_records(tmp_path):
     recs[1]["metadata"]["was_cancelled"] = True
     recs[2]["metadata"]["benchmark_phase"] = "warmup"
     del recs[3]["metadata"]["credit_issued_ns"]
+    recs[4]["metadata"]["credit_issued_ns"] = recs[4]["metadata"]["request_start_ns"] + 1000
     (run,) = read_aiperf(write_export(tmp_path / "a", recs))
     req = run.requests
     assert len(req) == 7 and int((~req["ok"]).sum()) == 2
@@ -139,12 +140,13 @@ def test_failed_cancelled_and_warmup_records(tmp_path):
     assert set(failed["error"]) == {"boom", "cancelled by AIPerf"}
     assert failed["end_s"].isna().all()
     assert any("1 warmup records left out" in n for n in run.notes)
-    assert any("1 of 7 requests have no credit_issued_ns" in n for n in run.notes)
+    assert any("2 of 7 requests have no credit_issued_ns" in n for n in run.notes)
     assert any("1 failed requests without a token count" in n for n in run.notes)
     start3 = recs[3]["metadata"]["request_start_ns"]
     row = req[req["source_request_id"] == recs[3]["metadata"]["x_request_id"]].iloc[0]
-    assert row["arrival_s"] == row["sent_s"]
-    assert start3 > 0
+    assert row["arrival_s"] == row["sent_s"] and start3 > 0
+    late = req[req["source_request_id"] == recs[4]["metadata"]["x_request_id"]].iloc[0]
+    assert late["arrival_s"] == late["sent_s"]        # a credit after the send is not used
 
 
 def _set(path: tuple, value):
@@ -216,6 +218,7 @@ def test_a_missing_half_of_the_pair_is_exit_2_naming_it(tmp_path, missing):
     present = RECORDS if missing == AGGREGATE else AGGREGATE
     res = _import(folder / present, tmp_path / "runs")
     assert res.exit_code == 2 and missing in res.output, res.output
+    assert "is missing beside the other export" in res.output, res.output
 
 
 def test_a_directory_without_exports_is_exit_2(tmp_path):

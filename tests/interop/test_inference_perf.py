@@ -202,6 +202,7 @@ def test_missing_files_are_exit_2_naming_them(tmp_path):
     (folder / CONFIG).unlink()
     res = _import(folder, tmp_path / "runs")
     assert res.exit_code == 2 and CONFIG in res.output, res.output
+    assert "is missing beside the per-request report" in res.output, res.output
     res = _import(tmp_path / "empty", tmp_path / "runs")
     assert res.exit_code == 2 and "does not exist" in res.output, res.output
     (tmp_path / "empty").mkdir()
