@@ -3,7 +3,8 @@
 **How many.**  From a pilot (a few A/B pairs), each metric's spread of paired differences
 ``s`` gives the pairs that decide with the target power: detecting an effect ``E`` (two-sided
 test) and showing equivalence within the margin when there is no difference (TOST), both at
-the per-look level ``alpha / looks``; the plan runs the largest over the metrics.
+``alpha / looks / metrics`` (each look's level, at Holm's first step over the metrics); the
+plan runs the largest over the metrics.
 
 **Order.**  A and B alternate in mirrored pairs -- ``A B``, ``B A``, ``A B``, ... -- so drift of
 the host over time falls on both configurations alike.
@@ -87,7 +88,9 @@ def plan_document(pilot: dict, *, effect: dict, power: float, looks: int,
         raise InputError(f"--looks must be >= 1, got {looks}", column="--looks",
                          fix="use 1 (one decision at the end) or more")
     per_look = alpha / looks
-    rows, total = [], min_pairs_for(per_look)
+    # each metric must pass Holm's first step on its own: alpha / looks / metrics
+    level = per_look / max(1, len(pilot["metrics"]))
+    rows, total = [], min_pairs_for(level)
     for r in pilot["metrics"]:
         if not r["paired"]:
             raise InputError("the pilot's runs could not be paired", column="--pair-by",
@@ -98,10 +101,10 @@ def plan_document(pilot: dict, *, effect: dict, power: float, looks: int,
             raise InputError(f"{r['metric']}: no effect to plan for (no margin and no --effect)",
                              column="--effect", fix="give --effect E (in the metric's unit) "
                                                     "or a margin")
-        detect = pairs_to_decide(e, r["sd"], alpha=per_look, power=power, margin=None)
-        equal = pairs_to_decide(0.0, r["sd"], alpha=per_look, power=power,
+        detect = pairs_to_decide(e, r["sd"], alpha=level, power=power, margin=None)
+        equal = pairs_to_decide(0.0, r["sd"], alpha=level, power=power,
                                 margin=r["margin"]) if r["margin"] else None
-        need = max(x for x in (detect, equal, min_pairs_for(per_look)) if x is not None)
+        need = max(x for x in (detect, equal, min_pairs_for(level)) if x is not None)
         rows.append({"metric": r["metric"], "unit": r["unit"], "sd_pilot": r["sd"],
                      "effect": e, "margin": r["margin"], "pairs_detect": detect,
                      "pairs_equivalent": equal, "pairs": need})
@@ -110,6 +113,7 @@ def plan_document(pilot: dict, *, effect: dict, power: float, looks: int,
     block = math.ceil(total / looks)
     total = block * looks
     return {"schema": PLAN_SCHEMA, "rule": RULE, "alpha": alpha, "alpha_per_look": per_look,
+            "alpha_per_metric": level,
             "power": power, "looks": looks, "block": block, "pairs_max": total,
             "pilot_pairs": pilot["pairing"]["n"], "metrics": rows,
             "order": interleaved_order(total)}
