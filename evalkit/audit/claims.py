@@ -14,7 +14,7 @@ import pandas as pd
 
 from evalkit.audit import verdicts
 from evalkit.audit.checks.core import Check, Status, run_check
-from evalkit.audit.checks.plan import campaign_plan
+from evalkit.audit.checks.plan import campaign_plan, planned_claims
 from evalkit.audit.context import ClaimContext
 from evalkit.audit.evidence import BASELINE, RegimeEvidence
 from evalkit.audit.transfer_evidence import TransferEvidence
@@ -207,8 +207,13 @@ def evaluate_claims(campaign: RunSet, claims: list[ClaimData], protocol: Protoco
                 testable.append((ctx, ctx.sign_flip.p_value))
             except InputError:
                 pass
+    # the family is the plan's claims: a planned claim without a testable result stays in it
+    # (p = 1) rather than leaving it, so deleting the losers' runs buys nothing
+    plan = campaign_plan(campaign)
+    present = {(ctx.claim.regime, ctx.claim.policy) for ctx, _ in testable}
+    missing = [c for c in planned_claims(plan) if c not in present] if plan else []
     if testable:
-        pvals = np.array([p for _, p in testable])
+        pvals = np.array([p for _, p in testable] + [1.0] * len(missing))
         if protocol.multiplicity == "holm" and len(pvals) > 1:
             adjusted = holm(pvals, alpha=protocol.alpha)[1]
         else:

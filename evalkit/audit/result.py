@@ -27,6 +27,7 @@ from evalkit.errors import InputError
 from evalkit.document.schema import AUDIT_SCHEMA
 from evalkit.jsonio import FLOAT_DIGITS, canonical_json, to_jsonable
 from evalkit.progress import step
+from evalkit.runlog.challenge import read_given
 from evalkit.runlog.plan import plan_sha256
 
 __all__ = ["SCHEMA", "AuditResult", "audit_campaign", "document_files", "find_claim",
@@ -228,14 +229,19 @@ def read_claims(input_path, protocol: Protocol) -> tuple[RunSet, list]:
 
 def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
                    max_tier: str | None = None, walk_above: str | None = None,
-                   claims_read: tuple[RunSet, list] | None = None) -> AuditResult:
+                   claims_read: tuple[RunSet, list] | None = None,
+                   challenge=None) -> AuditResult:
     """Evaluate a campaign without writing anything (``max_tier``, ``walk_above``: see
     evaluate_claims; ``claims_read``: what :func:`read_claims` returned for the same input
-    and protocol, not read again)."""
+    and protocol, not read again; ``challenge``: the reviewer's challenge file the plan must
+    have been frozen under, :mod:`evalkit.runlog.challenge`)."""
     proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
     proto = proto.with_alpha(alpha)
+    given = read_given(challenge) if challenge is not None else None   # bad file: exit 2
     campaign, claims = claims_read if claims_read is not None else read_claims(input_path,
                                                                                 proto)
+    if given is not None:
+        campaign._cache["challenge"] = given
     with step(f"audit: checking {len(claims)} claim(s) against protocol {proto.name}"):
         evaluated = evaluate_claims(campaign, claims, proto, seed=int(seed),
                                     max_tier=max_tier, walk_above=walk_above)

@@ -13,6 +13,12 @@ _accept_vouched = click.option(
     help="checks the input cannot evaluate (a summary table without K, pairing, corridor, "
     "merge-length or open-loop evidence) do not block; the report marks the claim as vouched")
 
+_challenge = click.option(
+    "--challenge", "challenge", default=None, type=click.Path(), metavar="CHALLENGE.json",
+    help="the reviewer's challenge ('evalkit plan challenge', with its ledger.jsonl beside "
+    "it): the plan must have been frozen under it as the claim's first attempt; without it "
+    "the campaign is self-registered and stops at matched_budget")
+
 
 @click.command("audit")
 @click.argument("input_path", metavar="INPUT", type=click.Path())
@@ -24,7 +30,8 @@ _accept_vouched = click.option(
 @click.option("--seed", type=int, default=0, show_default=True,
               help="seed for Monte Carlo and bootstrap parts (same seed, same audit.json)")
 @_accept_vouched
-def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
+@_challenge
+def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched, challenge):
     """Audit a runs directory or per-run summary table (CSV/Parquet) and write
     report.html, report.md, audit.json and figures into --out."""
     from evalkit.compose import run_audit
@@ -34,7 +41,8 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
 
     proto = load_protocol(protocol).with_accept_vouched(accept_vouched)
     with local_view(input_path) as (local, view):   # a run store URL: its complete runs
-        result = run_audit(local, out_dir, protocol=proto, alpha=alpha, seed=seed)
+        result = run_audit(local, out_dir, protocol=proto, alpha=alpha, seed=seed,
+                           challenge=challenge)
         for note in view.notes() if view is not None else []:
             click.echo(f"  excluded {note}")
     click.echo(f"audited {len(result.claims)} claim(s) against protocol "
@@ -66,6 +74,7 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
 @click.option("--alpha", type=float, default=None, help="override the protocol's alpha")
 @click.option("--seed", type=int, default=0, show_default=True)
 @_accept_vouched
+@_challenge
 @click.option("--sequential", is_flag=True, default=False,
               help="decide from the anytime-valid e-process (campaigns planned as sequential "
               "only): exit 0 pass, 1 fail / futile / max seeds reached, 4 continue")
@@ -78,7 +87,7 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched):
               help="every check up to TIER with what it expected and found, the notes and "
               "the excluded runs (default: a one-screen summary)")
 def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change, protocol,
-             alpha, seed, accept_vouched, sequential, min_effect, verbose):
+             alpha, seed, accept_vouched, challenge, sequential, min_effect, verbose):
     """Exit 0 when POLICY reaches TIER (and, with --baseline, no claim fell below the
     baseline's tier and the protocol's rules are the baseline's), 1 when it does not
     (underpowered included), 2 on bad input.
@@ -99,6 +108,13 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     # walk would call a calibrated claim "not placement gain"); tiers above the required one
     # are evaluated only while the walk goes on, so a claim that stops below calibrated
     # never fits psi (nor imports isotonic regression)
+    if is_audit_document(input_path) and challenge is not None:
+        from evalkit.errors import InputError
+
+        raise InputError("--challenge is verified against the runs and their plan, which an "
+                         "audit.json does not hold", file=str(input_path),
+                         column="--challenge", fix="gate the runs directory: evalkit gate "
+                                                   "RUNS --challenge CHALLENGE.json")
     if is_audit_document(input_path):
         doc = load_audit(input_path)
         check_fresh(doc, input_path, proto, seed, sequential=sequential)
@@ -109,7 +125,8 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
             read = read_claims(local, proto)
             find_claim(read[1], policy, regime, options=True)  # unknown: exit 2 first
             doc = audit_campaign(local, protocol=proto, seed=seed, walk_above=tier,
-                                 claims_read=read).decision_dict()
+                                 claims_read=read,
+                                 challenge=challenge).decision_dict()
             for note in view.notes() if view is not None else []:
                 click.echo(f"excluded {note}", err=True)
     claim = find_claim(doc["claims"], policy, regime, options=True)

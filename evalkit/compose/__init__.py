@@ -15,10 +15,13 @@ from evalkit.report.render import render
 __all__ = ["run_audit"]
 
 
-def run_audit(input_path, out_dir, protocol=None, alpha=None, seed: int = 0) -> AuditResult:
+def run_audit(input_path, out_dir, protocol=None, alpha=None, seed: int = 0,
+              challenge=None) -> AuditResult:
     """Audit ``input_path`` and publish report.html, report.md, audit.json and figures into
-    ``out_dir`` atomically, leaving files evalkit did not write in place."""
-    result = audit_campaign(input_path, protocol=protocol, alpha=alpha, seed=seed)
+    ``out_dir`` atomically, leaving files evalkit did not write in place (``challenge``: the
+    reviewer's challenge file, see :func:`evalkit.audit.result.audit_campaign`)."""
+    result = audit_campaign(input_path, protocol=protocol, alpha=alpha, seed=seed,
+                            challenge=challenge)
     with step("audit: writing audit.json"):
         result.document = result.to_dict()
     # built in a temporary directory beside out_dir, then swapped in (report/publish.py)

@@ -40,7 +40,7 @@ from evalkit.limits import MAX_PLAN_BYTES
 
 __all__ = ["CHALLENGE_SCHEMA", "LEDGER_FILE", "append_attempt", "apply_challenge",
            "claim_attempts", "commitment", "derivation_faults", "derive", "issue_challenge",
-           "ledger_path", "load_challenge", "read_ledger", "write_challenge"]
+           "ledger_path", "load_challenge", "read_given", "read_ledger", "write_challenge"]
 
 CHALLENGE_SCHEMA = "evalkit-challenge/1"
 LEDGER_FILE = "ledger.jsonl"
@@ -281,3 +281,9 @@ def claim_attempts(entries: list[dict], regime: str, policy: str) -> list[dict]:
     protocol: an attempt under another protocol is another try at the same claim)."""
     return [e for e in entries if e.get("regime") == regime and policy in (e.get("policies")
                                                                            or [])]
+
+
+def read_given(path) -> dict:
+    """A challenge file the reviewer hands the audit, with its ledger:
+    ``{"file", "challenge", "ledger"}`` (InputError, exit 2, when either is malformed)."""
+    return {"file": str(path), "challenge": load_challenge(path), "ledger": read_ledger(path)}

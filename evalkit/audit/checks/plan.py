@@ -7,9 +7,19 @@ the one its planned RNG seed regenerates from F_K at the policy's K, that the pr
 planned one and that every run was written after the plan, under it.
 
 Without a plan the campaign is *not pre-registered*: it cannot reach ``deployable``
-(:func:`pre_registered`), and the draws' overlap ranks inside a fresh seeded sample of F_K
-are tested for uniformity (:func:`draws_phi_uniform`): selected or worst-case "draws" are not
-uniform on F_K.
+(:func:`pre_registered`), and its seeds must be a contiguous range (a deleted seed is a gap).
+
+A plan never switches a check off: the draws' overlap ranks inside a fresh seeded sample of
+F_K are tested for uniformity (:func:`draws_phi_uniform`: selected or worst-case "draws" are
+not uniform on F_K) for every campaign, and every planned claim belongs to the family
+(:func:`plan_complete`; :func:`planned_claims` gives the Holm family its members).
+
+A plan written by the judged party proves nothing it could have chosen: :func:`registration`
+(tier ``placement_gain``) passes only for a plan frozen under the reviewer's challenge the
+audit is given (``--challenge``), whose draw seeds and seed order follow from the commitment
+and which is the first attempt at its claim in the challenge's ledger
+(:mod:`evalkit.runlog.challenge`).  Any other campaign is *self-registered* and stops at
+``matched_budget`` unless the protocol sets ``allow_self_registered = true``.
 """
 
 from __future__ import annotations
@@ -21,11 +31,13 @@ import numpy as np
 from evalkit.audit.checks.core import Outcome, _listing, check, not_evaluable
 from evalkit.audit.checks.like_for_like import run_facts, seed_runs
 from evalkit.errors import InputError
+from evalkit.runlog.challenge import claim_attempts, derivation_faults
 from evalkit.runlog.plan import plan_sha256, read_plan
 from evalkit.stats import RequestIndex, overlap_cost, sample_schedules
 
-__all__ = ["NOT_PRE_REGISTERED", "campaign_plan", "draws_as_planned", "draws_phi_uniform",
-           "merge_lag_bounds", "phi_ranks", "plan_complete", "plan_rules", "pre_registered"]
+__all__ = ["NOT_PRE_REGISTERED", "SELF_REGISTERED", "campaign_plan", "draws_as_planned",
+           "draws_phi_uniform", "given_challenge", "merge_lag_bounds", "phi_ranks",
+           "plan_complete", "plan_rules", "planned_claims", "pre_registered", "registration"]
 
 _IDENTITY = ("regime", "policy", "role", "seed", "draw", "matched_to")
 # clocks of the machines of one distributed sweep may disagree by this much; the order that
@@ -33,6 +45,7 @@ _IDENTITY = ("regime", "policy", "role", "seed", "draw", "matched_to")
 # that did not exist yet), the timestamps only catch runs copied in from before it
 CLOCK_SKEW_S = 300.0
 NOT_PRE_REGISTERED = "not pre-registered"
+SELF_REGISTERED = "self-registered"
 
 
 def campaign_plan(campaign) -> dict | None:
@@ -51,6 +64,35 @@ def _plan_sha(campaign) -> str:
     if "plan_sha" not in campaign._cache:
         campaign._cache["plan_sha"] = plan_sha256(campaign_plan(campaign))
     return campaign._cache["plan_sha"]
+
+
+def given_challenge(campaign) -> dict | None:
+    """The reviewer's challenge the audit was given (``--challenge``:
+    :func:`evalkit.runlog.challenge.read_given`), None without one."""
+    cache = getattr(campaign, "_cache", None)
+    return cache.get("challenge") if cache is not None else None
+
+
+def planned_claims(plan: dict) -> list[tuple[str, str]]:
+    """(regime, policy) of every claim the plan fixes: each planned policy with
+    matched-random draws (the claims tested against random placement, the Holm family)."""
+    return sorted({(str(r.get("regime")), str(r.get("matched_to"))) for r in plan["runs"]
+                   if r.get("role") == "matched_random" and r.get("matched_to") is not None})
+
+
+def _claims_with_runs(ctx) -> set[tuple[str, str]]:
+    runs = ctx.campaign.runs
+    pol = runs[runs.role == "policy"]
+    return {(str(r), str(p)) for r, p in zip(pol.regime, pol.policy)}
+
+
+def _seed_gaps(ctx) -> list[int]:
+    """Seeds missing from the contiguous range the regime's runs span (a plan-less campaign's
+    deleted seeds)."""
+    seeds = sorted({int(s) for s in ctx.regime_runs.seed})
+    if not seeds:
+        return []
+    return sorted(set(range(seeds[0], seeds[-1] + 1)) - set(seeds))
 
 
 def _claim_scope(plan: dict, claim) -> list[dict]:
@@ -95,7 +137,17 @@ def plan_complete(ctx, spec) -> Outcome:
                 "unplanned run counted")
     plan = campaign_plan(ctx.campaign)
     if plan is None:
-        return _without_plan(ctx, expected)
+        out = _without_plan(ctx, expected)
+        gaps = _seed_gaps(ctx)
+        if out.passed and gaps:
+            seeds = sorted({int(s) for s in ctx.regime_runs.seed})
+            return Outcome(False, expected, f"{NOT_PRE_REGISTERED}: seeds "
+                           f"{_listing([str(g) for g in gaps], 8)} are missing from the range "
+                           f"{seeds[0]}..{seeds[-1]} of regime {ctx.claim.regime} (a deleted "
+                           "seed is a missing result)",
+                           "rerun the missing seeds; a campaign with other seeds is swept "
+                           "under a plan ('evalkit sweep' writes one) that lists them")
+        return out
     scope, not_yet = _sequential_prefix(plan, _claim_scope(plan, ctx.claim), ctx)
     planned = {r["run_id"]: r for r in plan["runs"]}
     excluded = {e["run_id"]: e["reason"] for e in ctx.campaign.excluded}
@@ -123,6 +175,11 @@ def plan_complete(ctx, spec) -> Outcome:
     for seed, rid, role in sorted(listed | set(_claim_run_ids(ctx))):
         if rid not in planned:
             faults.append(f"seed {seed}: {rid} ({role}) is not a planned run")
+    # the family is the plan's claims: one whose runs are all gone fails it, never leaves it
+    gone = [f"{r}/{p}" for r, p in planned_claims(plan) if (r, p) not in _claims_with_runs(ctx)]
+    if gone:
+        faults.append(f"planned claim(s) {', '.join(gone)} have no runs (they stay in the "
+                      "Holm family as missing results)")
     if faults:
         return Outcome(False, expected, "not as planned: " + _listing(faults, 8),
                        "rerun the missing planned runs ('evalkit sweep' resumes them); a "
@@ -315,7 +372,84 @@ def pre_registered(ctx, spec) -> Outcome:
     return Outcome(True, expected, f"plan {_plan_sha(ctx.campaign)[:12]}")
 
 
-# ----------------------------------------------------------------- without a plan: Phi ranks
+def _self_registered(ctx, spec, expected: str, why: str) -> Outcome:
+    values = {"registration": SELF_REGISTERED}
+    if spec["allow_self_registered"]:
+        return Outcome(True, expected, f"{SELF_REGISTERED} ({why}); the protocol allows "
+                       "self-registration (allow_self_registered = true)", values=values)
+    return Outcome(False, expected, f"{SELF_REGISTERED}: {why}; the campaign's author chose "
+                   "every seed the audit would take from a challenge, so the claim stops at "
+                   "matched_budget",
+                   "ask the reviewer for a challenge ('evalkit plan challenge CAMPAIGN.toml'), "
+                   "freeze under it ('evalkit plan freeze --challenge'), sweep, and audit or "
+                   "gate with --challenge", values=values)
+
+
+@check("registration", params={"allow_self_registered": ((bool,), False)},
+       tier="placement_gain")
+def registration(ctx, spec) -> Outcome:
+    """The plan was frozen under the reviewer's challenge the audit is given, its seeds and
+    seed order follow from the commitment, and it is the claim's first attempt."""
+    expected = ("a plan frozen under the reviewer's challenge (audit/gate --challenge): its "
+                "draw seeds and seed order derived from sha256(nonce, plan content), and the "
+                "first attempt at this claim in the challenge's ledger")
+    plan = campaign_plan(ctx.campaign)
+    given = given_challenge(ctx.campaign)
+    block = plan.get("challenge") if plan is not None else None
+    if plan is not None and block is not None:
+        faults = derivation_faults(plan)
+        if faults:
+            return Outcome(False, expected, "the plan's challenge does not hold: "
+                           + _listing(faults, 4), "freeze the plan again under the challenge "
+                           "('evalkit plan freeze --challenge'); a plan is never edited")
+    if given is None:
+        why = ("no plan.json" if plan is None else "the plan was frozen without a challenge"
+               if block is None else f"the plan names challenge {block.get('id')}, but the "
+               "audit was given no challenge file to verify it against (--challenge)")
+        return _self_registered(ctx, spec, expected, why)
+    challenge, where = given["challenge"], given["file"]
+    fix = ("audit the runs swept under a plan frozen with this challenge "
+           "('evalkit plan freeze --challenge'), or pass the challenge it was frozen under")
+    if block is None:
+        return Outcome(False, expected, f"challenge {challenge['id']} ({where}) was given, but "
+                       + ("the runs directory has no plan.json" if plan is None
+                          else "the plan was frozen without a challenge"), fix)
+    if (block.get("id"), block.get("nonce")) != (challenge["id"], challenge["nonce"]):
+        return Outcome(False, expected, f"the plan was frozen under challenge "
+                       f"{block.get('id')}, not under {challenge['id']} ({where}): its nonce "
+                       "differs", fix)
+    bound = [what for what, mine, theirs in (
+        ("campaign file", plan["campaign"].get("sha256"), challenge["campaign_sha256"]),
+        ("protocol", plan["protocol"].get("content_sha256"),
+         challenge["protocol"]["content_sha256"])) if mine != theirs]
+    if bound:
+        return Outcome(False, expected, f"challenge {challenge['id']} ({where}) was issued for "
+                       f"another {' and '.join(bound)} than the plan's", fix)
+    sha = _plan_sha(ctx.campaign)
+    attempts = claim_attempts(given["ledger"], ctx.claim.regime, ctx.claim.policy)
+    k = len(attempts)
+    mine = [i for i, e in enumerate(attempts, start=1) if e.get("plan_sha256") == sha]
+    values = {"registration": "challenge", "challenge_id": challenge["id"],
+              "commitment": block["commitment"], "attempt": mine[0] if mine else None,
+              "attempts": k}
+    if not mine:
+        return Outcome(False, expected, f"plan {sha[:12]} is not in the ledger of challenge "
+                       f"{challenge['id']} ({k} attempt(s) at {ctx.claim.regime}/"
+                       f"{ctx.claim.policy} recorded): it was not frozen with 'evalkit plan "
+                       "freeze --challenge' beside this ledger", fix, values=values)
+    if mine[0] != 1:
+        return Outcome(False, expected, f"plan {sha[:12]} is attempt {mine[0]} of {k} at "
+                       f"{ctx.claim.regime}/{ctx.claim.policy} under challenge "
+                       f"{challenge['id']}: only the first attempt under a challenge counts "
+                       "(a later one could be the lucky one of several)",
+                       "audit the first attempt's runs, or ask the reviewer for a new "
+                       "challenge (its ledger records the attempt too)", values=values)
+    return Outcome(True, expected, f"frozen under challenge {challenge['id']} (commitment "
+                   f"{block['commitment'][:12]}): seeds and order derived from it; attempt 1 "
+                   f"of {k} at {ctx.claim.regime}/{ctx.claim.policy}", values=values)
+
+
+# ----------------------------------------------------------------- draws' Phi ranks
 
 def phi_ranks(ctx, pair, n_reference: int, rng) -> list[tuple[str, float]]:
     """(draw run, randomised rank of its Phi in a fresh sample of F_K, in (0, 1))."""
@@ -351,16 +485,13 @@ def phi_ranks(ctx, pair, n_reference: int, rng) -> list[tuple[str, float]]:
 @check("draws_phi_uniform", params={"n_reference": ((int,), 999),
                                     "min_p": ((int, float), 0.001)}, tier="matched_budget")
 def draws_phi_uniform(ctx, spec) -> Outcome:
-    """Without a plan: the draws' overlap ranks in F_K are uniform (Kolmogorov-Smirnov)."""
+    """The draws' overlap ranks in F_K are uniform (Kolmogorov-Smirnov), for every campaign."""
     from scipy import stats
 
     n_ref, min_p = int(spec["n_reference"]), float(spec["min_p"])
     expected = (f"the draws' overlap Phi ranks inside {n_ref} fresh schedules from F_K are "
-                f"uniform (Kolmogorov-Smirnov p >= {min_p:g}); pre-registered draws are "
-                "regenerated from their seeds instead")
-    if campaign_plan(ctx.campaign) is not None:
-        return Outcome(True, expected, "pre-registered: every draw is checked against the "
-                       "schedule its planned seed regenerates (draws_as_planned)")
+                f"uniform (Kolmogorov-Smirnov p >= {min_p:g}), planned or not (a plan whose "
+                "seeds were chosen offline regenerates selected draws)")
     if not ctx.campaign.has_logs:
         return not_evaluable(expected, "a summary table has no merge or request logs: that its "
                              "draws are random placements is the table's word",
