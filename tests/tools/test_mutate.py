@@ -156,7 +156,8 @@ def test_score_counts_equivalent_survivors_out_and_rejects_killed_ones(mutate, t
     assert "all                 5 mutants     3 killed    1 equivalent  score 3/4 = 75.0%" in text
     assert "score 1/1 = 100.0%" in text.splitlines()[1]                  # stats
     assert "score 1/2 = 50.0%" in text.splitlines()[3]                   # runlog
-    assert text.splitlines()[4].startswith("survived, not equivalent: evalkit/runlog/c.py:1:0")
+    assert text.splitlines()[4].startswith("evalkit/document    0 mutants")
+    assert text.splitlines()[5].startswith("survived, not equivalent: evalkit/runlog/c.py:1:0")
     assert "score 3/5 = 60.0%" in mutate.score_report(results)          # nothing excused
     eq.write_text("evalkit/audit/b.py:1:0\tclaimed equivalent\n")
     with pytest.raises(SystemExit, match="listed as equivalent but killed"):
