@@ -55,6 +55,10 @@ _UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
 def _pair(path: Path) -> tuple[Path, Path]:
     """(aggregate JSON, per-request JSONL) named like ``path``, one of them."""
     name = path.name
+    if name.endswith("_aggregate.json"):
+        raise InputError("this is AIPerf's summary across repetitions: it holds no requests",
+                         file=str(path), fix="pass the artifact directory above it (each "
+                                             "profile_runs/run_NNNN becomes a run)")
     if name == AGGREGATE or name == RECORDS:
         return path.with_name(AGGREGATE), path.with_name(RECORDS)
     if path.suffix == ".jsonl":

@@ -221,6 +221,14 @@ def test_a_missing_half_of_the_pair_is_exit_2_naming_it(tmp_path, missing):
     assert "is missing beside the other export" in res.output, res.output
 
 
+def test_the_summary_across_repetitions_is_exit_2_naming_the_directory_to_pass(tmp_path):
+    summary = tmp_path / "aggregate" / "profile_export_aiperf_aggregate.json"
+    summary.parent.mkdir()
+    summary.write_text("{}")
+    res = _import(summary, tmp_path / "runs")
+    assert res.exit_code == 2 and "summary across repetitions" in res.output, res.output
+
+
 def test_a_directory_without_exports_is_exit_2(tmp_path):
     res = _import(tmp_path, tmp_path / "runs")
     assert res.exit_code == 2 and "profile_runs" in res.output, res.output
