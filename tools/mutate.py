@@ -1,4 +1,5 @@
-"""Deterministic mutation testing for evalkit.stats, evalkit.audit and evalkit.runlog.
+"""Deterministic mutation testing for evalkit.stats, evalkit.audit, evalkit.runlog and
+evalkit.document (the audit's stack; the policies are the replay's and are not mutated).
 
 Each mutant is one small, realistic bug from a fixed catalogue (:data:`OPERATORS`), applied
 to one module of a private copy of the package; the test files of that module, found by
@@ -364,7 +365,7 @@ def score_report(results: Path, equivalent: Path | None = None) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--modules", nargs="*", default=None,
-                    help="module globs relative to the repo (default: the three packages)")
+                    help="module globs relative to the repo (default: the four packages)")
     ap.add_argument("--sample", type=int, default=0, help="run a random sample of N mutants")
     ap.add_argument("--seed", type=int, default=16, help="seed of the sample")
     ap.add_argument("--only", nargs="*", default=None, help="mutant ids to run, in this order")

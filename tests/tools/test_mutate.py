@@ -52,6 +52,8 @@ def test_every_module_of_the_three_packages_is_mapped_to_existing_test_files(mut
     assert mutate._owner("test_plan_checks_gate.py", ["plan", "plan_checks"]) == "plan_checks"
     assert "tests/document/test_tiers_walk.py" in mutate.own_tests_for(
         "evalkit/document/tiers.py")
+    # the run set (audit/runset.py, once audit/campaign.py) owns its name checks
+    assert "tests/audit/test_runset_names.py" in mutate.own_tests_for("evalkit/audit/runset.py")
     nested = mutate.tests_for("evalkit/audit/checks/design.py")
     assert nested[0] == "tests/audit/checks/test_design.py"               # its own tests
     assert "tests/audit/checks/test_package_registry.py" in nested      # its own package
@@ -64,7 +66,7 @@ def test_every_module_of_the_three_packages_is_mapped_to_existing_test_files(mut
     assert "tests/stats/test_fk.py" in init and len(init) == len(set(init))
     assert not any(f.startswith("tests/audit/") for f in init)
     assert nested.index("tests/e2e/test_audit_golden.py") < nested.index(
-        "tests/audit/test_campaign.py")
+        "tests/audit/test_result_audit_campaign.py")
 
 
 def test_catalogue_is_deterministic_with_unique_ids(mutate):
