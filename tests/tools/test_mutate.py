@@ -190,3 +190,10 @@ def test_only_refuses_an_unknown_mutant_id(mutate, capsys):
     assert exc.value.code == 2
     assert "unknown mutant id(s): evalkit/stats/exposure.py:1:0 evalkit/stats/nope.py:9:9" \
         in capsys.readouterr().err
+
+
+def test_the_modules_of_one_package_share_one_baseline_run(mutate):
+    keys = {mutate.baseline_key(mutate.tests_for(m))
+            for m in ("evalkit/stats/fk.py", "evalkit/stats/power.py", "evalkit/stats/__init__.py")}
+    assert len(keys) == 1
+    assert mutate.baseline_key(mutate.tests_for("evalkit/runlog/io.py")) not in keys
