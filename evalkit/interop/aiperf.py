@@ -18,7 +18,7 @@ Mapping (seconds from the run's first arrival; only ``profiling``-phase records)
 ``first_token_s``   ``sent_s + time_to_first_token`` (null when not streamed)
 ``end_s``           ``sent_s + request_latency``; null for a failed request
 ``prompt_tokens``   ``usage_prompt_tokens`` (the server's count), else
-                    ``input_sequence_length`` (AIPerf's tokenizer)
+                    ``input_sequence_length`` (AIPerf's tokenizer), else ``error_isl``
 ``output_tokens``   ``usage_completion_tokens``, else ``output_sequence_length``
 ``ok``              ``error`` is null and the request was not cancelled
 ==================  ==============================================================
@@ -164,7 +164,7 @@ def _seconds(metric, *, where: str, column: str) -> float:
     return nonneg_number(metric["value"], where=where, column=column, fix=FIX) * _UNIT_S[unit]
 
 
-def _tokens(metrics: dict, keys: tuple[str, str], *, where: str, line: int):
+def _tokens(metrics: dict, keys: tuple[str, ...], *, where: str, line: int):
     """(count, which key gave it) of the first of ``keys`` present, else (None, None)."""
     for key in keys:
         metric = metrics.get(key)
@@ -224,8 +224,8 @@ def _records(path: Path) -> tuple[list[dict], dict]:
                              "null", file=where, column="error", fix=FIX)
         cancelled = meta.get("was_cancelled") is True
         ok = error is None and not cancelled
-        prompt, prompt_key = _tokens(metrics, ("usage_prompt_tokens", "input_sequence_length"),
-                                     where=where, line=line_no)
+        prompt, prompt_key = _tokens(metrics, ("usage_prompt_tokens", "input_sequence_length",
+                                               "error_isl"), where=where, line=line_no)
         output, output_key = _tokens(metrics, ("usage_completion_tokens",
                                                "output_sequence_length"),
                                      where=where, line=line_no)
@@ -296,9 +296,9 @@ def _notes(counts: dict, n: int) -> list[str]:
                      f"usage: {counts['prompt_fallback']} prompts, {counts['output_fallback']} "
                      "outputs")
     if counts["failed_without_tokens"]:
-        notes.append(f"{counts['failed_without_tokens']} failed requests without a token "
-                     "count: recorded as 0 tokens (a failure is a violation whatever its "
-                     "length)")
+        notes.append(f"{counts['failed_without_tokens']} failed requests without a prompt or "
+                     "output token count (AIPerf records no output for a failure): the missing "
+                     "count is recorded as 0 (a failure is a violation whatever its length)")
     return notes
 
 
@@ -316,13 +316,20 @@ def read_aiperf(path) -> list[HarnessRun]:
                  f"(aggregate {aggregate_path.name}), {label}"
                  + (f", repetition {repetition}" if repetition is not None else "")]
         notes += _notes(counts, len(rows))
-        if data.get("was_cancelled") is True or data.get("is_complete") is False:
-            notes.append("AIPerf marked this run cancelled or incomplete: its records cover "
-                         "only what ran")
         run_info = data.get("run_info") if isinstance(data.get("run_info"), dict) else {}
         measured = {k: data[k] for k in ("benchmark_id", "schema_version", "start_time",
                                          "end_time", "was_cancelled", "is_complete")
                     if k in data}
+        counted = (data.get("completed_request_count") or {}).get("avg") \
+            if isinstance(data.get("completed_request_count"), dict) else None
+        if isinstance(counted, (int, float)) and not isinstance(counted, bool) \
+                and counted != len(rows):
+            notes.append(f"the records hold {len(rows)} profiling requests, AIPerf's aggregate "
+                         f"counts {counted:g} completed: V is over the records AIPerf wrote")
+            measured["completed_request_count"] = counted
+        if data.get("was_cancelled") is True or data.get("is_complete") is False:
+            notes.append("AIPerf marked this run cancelled or incomplete: its records cover "
+                         "only what ran")
         measured["trial"] = run_info.get("trial")
         measured["failed"] = int((~requests["ok"]).sum())
         ok = requests["ok"].to_numpy()

@@ -141,12 +141,35 @@ def test_failed_cancelled_and_warmup_records(tmp_path):
     assert failed["end_s"].isna().all()
     assert any("1 warmup records left out" in n for n in run.notes)
     assert any("2 of 7 requests have no credit_issued_ns" in n for n in run.notes)
-    assert any("1 failed requests without a token count" in n for n in run.notes)
+    assert any("1 failed requests without a prompt or output token count" in n
+               for n in run.notes)
     start3 = recs[3]["metadata"]["request_start_ns"]
     row = req[req["source_request_id"] == recs[3]["metadata"]["x_request_id"]].iloc[0]
     assert row["arrival_s"] == row["sent_s"] and start3 > 0
     late = req[req["source_request_id"] == recs[4]["metadata"]["x_request_id"]].iloc[0]
     assert late["arrival_s"] == late["sent_s"]        # a credit after the send is not used
+
+
+def test_real_timeouts_are_failed_requests_with_their_prompt_length(tmp_path):
+    """A real AIPerf export of 6 requests, 5 cut by --request-timeout-seconds 0.2: AIPerf
+    records a failure's prompt length as error_isl and no output."""
+    runs = tmp_path / "runs"
+    res = _import(FIXTURE.parent / "aiperf_timeouts", runs)
+    assert res.exit_code == 0, res.output
+    run = read_run(iter_run_dirs(runs)[0])
+    req = run.requests
+    failed = req[~req["ok"]]
+    assert len(req) == 6 and len(failed) == 5
+    assert (failed["error"] == "TimeoutError()").all() and failed["end_s"].isna().all()
+    assert (failed["prompt_tokens"] == 24).all() and (failed["output_tokens"] == 0).all()
+    assert summarize_runs(runs).iloc[0]["violation_rate"] == pytest.approx(5 / 6)
+
+
+def test_records_fewer_than_the_aggregate_counts_are_said(tmp_path):
+    (run,) = read_aiperf(write_export(tmp_path / "a", records()[:-1]))
+    assert any("the records hold 7 profiling requests, AIPerf's aggregate counts 8" in n
+               for n in run.notes), run.notes
+    assert not any("aggregate counts" in n for n in read_aiperf(FIXTURE)[0].notes)
 
 
 def _set(path: tuple, value):
