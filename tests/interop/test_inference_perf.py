@@ -113,6 +113,22 @@ def test_a_failed_request_is_a_violation(tmp_path):
     assert any("1 failed requests without a token count" in n for n in run.notes)
 
 
+def test_real_timeouts_are_failed_requests(tmp_path):
+    """A real inference-perf report (load.request_timeout 0.15 s, 64 output tokens): 5 of 12
+    requests time out; inference-perf records them with error_type TimeoutError, an empty
+    error_msg, 0 input tokens and no response metrics."""
+    runs = tmp_path / "runs"
+    res = _import(FIXTURE.parent / "inference_perf_timeouts", runs)
+    assert res.exit_code == 0, res.output
+    run = read_run(iter_run_dirs(runs)[0])
+    req = run.requests
+    failed = req[~req["ok"]]
+    assert len(req) == 12 and len(failed) == 5
+    assert (failed["error"] == "TimeoutError").all() and failed["end_s"].isna().all()
+    assert (req[req["ok"]]["output_tokens"] == 64).all()
+    assert any("5 failed requests without a token count" in n for n in run.meta["notes"])
+
+
 def test_first_token_from_output_token_times_without_computed_metrics(tmp_path):
     ents = entries()
     for e in ents:
