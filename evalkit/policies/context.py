@@ -8,12 +8,22 @@ import numpy as np
 
 from evalkit.policies.base import Corridor, RunContext
 
+__all__ = ["arrivals_so_far", "derived_seed", "make_context", "observed_span", "policy_seed"]
+
 
 def derived_seed(seed: int, *labels) -> int:
     """A stable 63-bit seed from ``seed`` and labels (crc32 of the labels; not Python's hash)."""
     tag = zlib.crc32("|".join(str(x) for x in labels).encode())
     ss = np.random.SeedSequence([int(seed), tag])
     return int(ss.generate_state(2, dtype=np.uint32).astype(np.uint64).dot([1, 1 << 31]))
+
+
+def arrivals_so_far(arrivals, n: int) -> np.ndarray:
+    """The first ``n`` arrival times as a read-only copy: what a policy may see at a decision.
+    Never a slice of the trace's array (a view's ``.base`` is the whole trace, future included)."""
+    seen = np.array(arrivals[:n], dtype=float)
+    seen.flags.writeable = False
+    return seen
 
 
 def policy_seed(spec) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evalkit.audit.checks.core import (Outcome, _listing, check, needs_real_backend,
                                        not_evaluable)
-from evalkit.audit.registry import oracle_status
+from evalkit.audit.registry import code_identity_status
 from evalkit.runlog.schema import BACKENDS
 
 __all__ = ["not_oracle", "real_sidecar"]
@@ -17,16 +17,20 @@ CAMPAIGN_BACKENDS = tuple(b for b in BACKENDS if b != "import")
 
 @check("not_oracle", tier=TIER)
 def not_oracle(ctx, spec) -> Outcome:
-    """Oracle status from the policy registry (the class's code), never run.json's word."""
-    expected = ("the policy class uses decision-time information only (the registry's "
-                "oracle flag, whatever run.json says)")
+    """Oracle status from the code each policy run records (``policy_identity``: class path
+    and source sha256) resolved against the built-ins and installed entry points, and from a
+    causality probe of that code; never from a name the run gives.  Code that cannot be
+    resolved or probed fails closed (not evaluable)."""
+    expected = ("the policy code each run records resolves to an installed, non-oracle class "
+                "whose past decisions do not change with the future (causality probe)")
     if not ctx.campaign.has_logs:
         if ctx.claim.oracle:
             return Outcome(False, expected, "oracle = true: the policy saw future information",
                            "report it as a bound, never as a deployable controller")
         return not_evaluable(expected, "a summary table names no policy class: its oracle "
                              "column is the table's word", "audit the runs directory")
-    status = {r: oracle_status(ctx._meta(r)) for r in ctx.claim.policy_runs.run_id.tolist()}
+    status = {r: code_identity_status(ctx._meta(r))
+              for r in ctx.claim.policy_runs.run_id.tolist()}
     seers = [f"{r}: {why}" for r, (o, why) in status.items() if o]
     if seers:
         return Outcome(False, expected, "oracle: " + _listing(seers, 3),
@@ -34,9 +38,9 @@ def not_oracle(ctx, spec) -> Outcome:
     unknown = [f"{r}: {why}" for r, (o, why) in status.items() if o is None]
     if unknown:
         return not_evaluable(expected, _listing(unknown, 3),
-                             "register the class under the entry-point group evalkit.policies "
-                             "and replay it by that name (the audit never imports a "
-                             "package.module:Class a run names)")
+                             "replay the policy with the installed code, registered as a "
+                             "built-in or under the entry-point group evalkit.policies (the "
+                             "audit never imports a package.module:Class a run names)")
     return Outcome(True, expected, next(iter(status.values()))[1])
 
 

@@ -10,15 +10,19 @@ import pandas as pd
 import pytest
 
 from evalkit.document import tiers as T
+from evalkit.audit import registry
 from evalkit.audit.checks import deployable as C
 from evalkit.audit.checks.core import Check, needs_real_backend, run_check
 from evalkit.audit.protocol import TierSpec
+from evalkit.policies import POLICIES, Decision, Policy, policy_identity
+from evalkit.policies.forecast import EWMA
 from evalkit.replay.backends.torch.config import resolve
 from evalkit.replay.campaign import parse_campaign
 from evalkit.replay.runner import BACKENDS
 from evalkit.report.headline import blocker_phrase
 
 from tests.conftest import REPO
+from tests.policies.test_causality import FrameReader
 from tests.support.decision_stubs import claim, ctx, pair, spec
 
 
@@ -36,18 +40,73 @@ def _run_ctx(pairs, metas=None, backends=None, has_logs=True, oracle=False):
     return c
 
 
-def test_not_oracle_reads_the_registry_not_run_json():
+def _ran(cls, **extra) -> dict:
+    """A run.json of ``cls`` with its recorded code identity."""
+    return {"policy": cls.name, "oracle": False, "policy_identity": policy_identity(cls),
+            "settings": {"effective": {"policy": {"name": cls.name}}}, **extra}
+
+
+class Seer(Policy):
+    name = "seer"
+    oracle = True
+
+    def decide(self, state):
+        return Decision(merge=True)
+
+
+def _installed(monkeypatch, *plugins):
+    monkeypatch.setattr(registry, "installed_classes",
+                        lambda: [*POLICIES.values(), *plugins])
+
+
+def test_not_oracle_resolves_the_recorded_code_not_the_name(monkeypatch):
+    _installed(monkeypatch, Seer, FrameReader)
     two = [pair(0), pair(1)]
-    assert C.not_oracle(_run_ctx(two), spec()).passed is True
-    seer = {"policy": "smart", "oracle": False,
-            "settings": {"effective": {"policy": {"name": "calibrated_offline"}}}}
-    out = C.not_oracle(_run_ctx(two, metas={"s1-pol": seer}), spec())
-    assert out.passed is False and "s1-pol" in out.found and "registry" in out.found
-    said = {"policy": "ewma", "oracle": True}            # the run's own word counts against it
-    assert C.not_oracle(_run_ctx(two, metas={"s0-pol": said}), spec()).passed is False
-    unknown = {"policy": "home_made", "oracle": False}
-    out = C.not_oracle(_run_ctx(two, metas={"s0-pol": unknown}), spec())
-    assert out.evaluable is False and "not a registered class" in out.found
+    honest = {r: _ran(EWMA) for r in ("s0-pol", "s1-pol")}
+    out = C.not_oracle(_run_ctx(two, metas=honest), spec())
+    assert out.passed is True and "causality probe" in out.found
+    # the attack: an oracle plugin whose settings name it "ewma"
+    seer = _ran(Seer)
+    seer["policy"] = "ewma"
+    seer["settings"]["effective"]["policy"]["name"] = "ewma"
+    out = C.not_oracle(_run_ctx(two, metas={**honest, "s1-pol": seer}), spec())
+    assert out.passed is False and "s1-pol" in out.found and "Seer" in out.found
+    said = _ran(EWMA, oracle=True)                       # the run's own word counts against it
+    assert C.not_oracle(_run_ctx(two, metas={**honest, "s0-pol": said}), spec()).passed is False
+    # a non-oracle class that names itself ewma: its word does not match its code
+    liar = _ran(FrameReader)
+    liar["settings"]["effective"]["policy"]["name"] = "ewma"
+    out = C.not_oracle(_run_ctx(two, metas={**honest, "s0-pol": liar}), spec())
+    assert out.passed is False and "does not match its code" in out.found
+
+
+def test_not_oracle_runs_the_causality_probe_on_the_resolved_code(monkeypatch):
+    """A plugin that reads the future through the driver's stack, registered and honest
+    about its name, fails: causality is tested, not declared."""
+    _installed(monkeypatch, FrameReader)
+    two = [pair(0), pair(1)]
+    metas = {"s0-pol": _ran(EWMA), "s1-pol": _ran(FrameReader)}
+    out = C.not_oracle(_run_ctx(two, metas=metas), spec())
+    assert out.passed is False and "reads the future" in out.found
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda m: m.pop("policy_identity"), "records no policy_identity"),
+    (lambda m: m["policy_identity"].update({"class": "mine:Seer"}), "neither a built-in"),
+    (lambda m: m["policy_identity"].update({"source_sha256": "0" * 64}),
+     "not the code installed"),
+])
+def test_not_oracle_fails_closed_when_the_code_cannot_be_resolved(monkeypatch, edit, said):
+    _installed(monkeypatch)
+    meta = _ran(EWMA)
+    meta["policy_identity"] = dict(meta["policy_identity"])
+    edit(meta)
+    out = C.not_oracle(_run_ctx([pair(0)], metas={"s0-pol": meta}), spec())
+    assert out.evaluable is False and said in out.found
+
+
+def test_not_oracle_on_a_summary_table_is_the_tables_word():
+    two = [pair(0), pair(1)]
     # a summary table: its oracle column can fail the check, never pass it
     assert C.not_oracle(_run_ctx(two, has_logs=False, oracle=True), spec()).passed is False
     assert C.not_oracle(_run_ctx(two, has_logs=False), spec()).evaluable is False

@@ -37,7 +37,8 @@ import pandas as pd
 from evalkit.replay import portable_math
 from evalkit.replay.backends.sim.model import SimConfig, inverse_cdf
 from evalkit.policies.base import DecisionState, Policy
-from evalkit.policies.context import derived_seed, make_context, policy_seed
+from evalkit.policies.context import (arrivals_so_far, derived_seed, make_context,
+                                      policy_seed)
 from evalkit.replay.spec import ReplaySpec, RunOutput
 
 _INF = math.inf
@@ -475,7 +476,7 @@ class _Simulation:
                 loss_drop=self.loss_at_merge - self.loss[self.g],
                 tokens_since_sync=self.j * cfg.tokens_per_step,
                 staleness_s=te - (self.last_merge_end or 0.0),
-                recent_arrivals=self.sent[:n_arr])
+                recent_arrivals=arrivals_so_far(self.sent, n_arr))
             d = self.policy.decide(state)
             row = {"t_s": te, "step": self.j, "action": "merge" if d.merge else "defer",
                    "score": d.score}

@@ -33,7 +33,7 @@ import pandas as pd
 
 from evalkit.errors import InputError
 from evalkit.policies.base import DecisionState
-from evalkit.policies.context import make_context, policy_seed
+from evalkit.policies.context import arrivals_so_far, make_context, policy_seed
 from evalkit.replay.backends.procs import Managed
 from evalkit.replay.backends.torch import client as cl
 from evalkit.replay.backends.torch import rig as rigs
@@ -64,7 +64,7 @@ class LiveState:
 
     def snapshot(self):
         with self.lock:
-            return self.running, self.waiting, np.asarray(self.arrivals, dtype=float)
+            return self.running, self.waiting, arrivals_so_far(self.arrivals, len(self.arrivals))
 
 
 async def probe_capacity(server: Server, requests: pd.DataFrame, cfg: dict, seed: int) -> dict:
