@@ -181,6 +181,7 @@ def test_protocol_defaults_of_every_check_parameter():
                           "max_idle_steps": 20.0},
         "plan_complete": {}, "draws_as_planned": {"tolerance_s": 0.05, "start_lag_s": 0.25}, "plan_rules": {},
         "draws_phi_uniform": {"n_reference": 999, "min_p": 0.001}, "pre_registered": {},
+        "registration": {"allow_self_registered": False},
     }
     assert {name: spec.params for name, spec in p.checks.items()} == expected
     for name, spec in p.checks.items():

@@ -14,7 +14,7 @@ def test_every_registered_check_has_a_decision_test():
               "real_sidecar",
               "execution_drift"}           # its decisions: tests/audit/checks/test_drift.py
     # like for like and the plan checks: tests/audit/test_package_soundness_ii.py,
-    # tests/audit/checks/test_plan.py
+    # tests/audit/checks/test_plan.py, tests/audit/checks/test_plan_challenge.py
     tested |= {"like_for_like", "plan_complete", "draws_as_planned", "plan_rules",
-               "draws_phi_uniform", "pre_registered"}
+               "draws_phi_uniform", "pre_registered", "registration"}
     assert set(C.CHECKS) == tested
