@@ -115,7 +115,7 @@ def test_gain_explained_by_overlap_outcomes():
 
 # ---------------------------------------------------- explained gain: the decision's edges
 
-def _explained_inputs():
+def _explained_inputs(policy_excess=0.02):
     rng = np.random.default_rng(11)
     phi, vex, groups, seeds = [], [], [], []
     for s in range(6):
@@ -124,7 +124,7 @@ def _explained_inputs():
             p = rng.uniform(0, 10) if j else rng.uniform(0, 3)
             rows.append(len(phi))
             phi.append(p)
-            vex.append(0.01 * p + rng.normal(0, 0.002) + (0.02 if j == 0 else 0.0))
+            vex.append(0.01 * p + rng.normal(0, 0.002) + (policy_excess if j == 0 else 0.0))
             groups.append(s)
         seeds.append((s, rows[0], rows[1:]))
     return np.array(phi), np.array(vex), np.array(groups), seeds
@@ -133,18 +133,25 @@ def _explained_inputs():
 def test_explained_gain_tolerance_edges():
     from evalkit.stats.explained import explained_gain
 
-    phi, vex, groups, seeds = _explained_inputs()
+    # all of the gain is overlap's: every seed gains, so a wide enough band is shown
+    phi, vex, groups, seeds = _explained_inputs(policy_excess=0.0)
 
     def run(tol):
         return explained_gain(phi, vex, groups, seeds, n_boot=400, rng=5, tolerance=tol)
     base = run(0.0)
     assert base.predicts_gain and base.g_pred_ci[0] > 0
-    lo, hi = base.unexplained_ci
-    # equivalence: the tolerance that just holds the whole CI inside the band decides
-    need = max(abs(lo), abs(hi)) / abs(base.gain)
-    assert need > 0 and not base.within_tolerance and not base.explained
+    assert not base.within_tolerance and not base.explained
+    # equivalence: the band moves with G; the smallest tolerance whose two one-sided tests
+    # both reject at alpha decides (p_equivalence falls as the tolerance grows)
+    lo, hi = 0.0, 50.0
+    assert run(hi).within_tolerance
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if run(mid).within_tolerance else (mid, hi)
+    need = hi
     at = run(need * (1 + 1e-9))
-    assert at.unexplained_ci == [lo, hi] and at.within_tolerance and at.explained
+    assert at.p_equivalence <= 0.05 and at.within_tolerance and at.explained
     assert at.tolerance_abs == pytest.approx(need * abs(base.gain))
     below = run(need * (1 - 1e-6))
+    assert below.p_equivalence > 0.05
     assert not below.within_tolerance and not below.explained
