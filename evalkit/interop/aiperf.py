@@ -39,6 +39,7 @@ from evalkit.interop.harness_runs import (HarnessRun, config_sha256, nonneg_numb
                                           requests_frame, whole_number, write_harness_runs)
 from evalkit.jsonio import loads_json, read_json
 from evalkit.limits import MAX_IMPORT_JSON_BYTES
+from evalkit.runlog.schema import short_repr
 
 __all__ = ["find_aiperf_exports", "import_aiperf", "read_aiperf"]
 
@@ -182,9 +183,10 @@ def _ns(meta: dict, key: str, *, where: str, line: int, required: bool) -> int |
     value = meta.get(key)
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f"line {line}: {value!r:.60} is not a time in integer nanoseconds",
-                         file=where, column=f"metadata.{key}", fix=FIX)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+        raise InputError(f"line {line}: {short_repr(value)} is not a time in integer "
+                         "nanoseconds (0 to 2**63 - 1)", file=where, column=f"metadata.{key}",
+                         fix=FIX)
     return value
 
 

@@ -27,6 +27,7 @@ from evalkit.interop._meta import (check_identity, check_slo, default_run_id, im
 from evalkit.interop.vllm_bench import _trace_identity, read_merge_windows
 from evalkit.jsonio import canonical_json
 from evalkit.limits import MAX_LOG_TIME_S, MAX_TOKENS
+from evalkit.runlog.schema import short_repr
 
 __all__ = ["HarnessRun", "config_sha256", "requests_frame", "whole_number", "nonneg_number",
            "write_harness_runs"]
@@ -55,10 +56,17 @@ def nonneg_number(value, *, where: str, column: str, fix: str, integer: bool = F
     """``value`` as a float: a finite number >= 0 (a whole number if ``integer``), else an
     InputError naming ``column``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{value!r} is not a number", file=where, column=column, fix=fix)
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{value!r} is not a finite number >= 0", file=where, column=column,
+        raise InputError(f"{short_repr(value)} is not a number", file=where, column=column,
                          fix=fix)
+    try:
+        number = float(value)
+    except OverflowError:       # an integer beyond any float
+        raise InputError(f"{short_repr(value)} is too large to be a time or a count",
+                         file=where, column=column, fix=fix) from None
+    if not math.isfinite(number) or number < 0:
+        raise InputError(f"{short_repr(value)} is not a finite number >= 0", file=where,
+                         column=column, fix=fix)
+    value = number
     if integer and float(value) != math.floor(value):
         raise InputError(f"{value!r} is not a whole number of tokens", file=where,
                          column=column, fix=fix)

@@ -206,6 +206,11 @@ def _set(path: tuple, value):
      "usage_prompt_tokens"),
     (_set(("rec", "metrics", "usage_prompt_tokens"), 3), RECORDS, "usage_prompt_tokens"),
     (_set(("rec", "metadata"), []), RECORDS, "metadata"),
+    (_set(("rec", "metrics", "request_latency", "value"), 10 ** 400), RECORDS,
+     "request_latency"),
+    (_set(("rec", "metrics", "usage_completion_tokens", "value"), 10 ** 400), RECORDS,
+     "usage_completion_tokens"),
+    (_set(("rec", "metadata", "request_start_ns"), 1 << 64), RECORDS, "request_start_ns"),
 ])
 def test_a_damaged_export_is_exit_2_naming_file_and_field(tmp_path, mutate, file, field):
     recs, agg = records(), aggregate()

@@ -172,6 +172,7 @@ def _no_tokens(ents):
 @pytest.mark.parametrize("mutate, field", [
     (_entry(("start_time",), "soon"), "start_time"),
     (_entry(("start_time",), -1.0), "start_time"),
+    (_entry(("start_time",), 10 ** 400), "start_time"),        # beyond any float
     (_entry(("end_time",), KeyError), "end_time"),
     (_entry(("end_time",), 0.5), "end_time"),                     # before its start
     (_late, "start_time"),                                        # out of range
