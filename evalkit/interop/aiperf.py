@@ -35,8 +35,9 @@ from pathlib import Path
 
 from evalkit.errors import InputError
 from evalkit.fileread import read_text_bounded
-from evalkit.interop.harness_runs import (HarnessRun, config_sha256, nonneg_number,
-                                          requests_frame, whole_number, write_harness_runs)
+from evalkit.interop.harness_runs import (HarnessRun, config_sha256, load_label,
+                                          nonneg_number, requests_frame, whole_number,
+                                          write_harness_runs)
 from evalkit.jsonio import loads_json, read_json
 from evalkit.limits import MAX_IMPORT_JSON_BYTES
 from evalkit.runlog.schema import short_repr
@@ -117,7 +118,7 @@ def _aggregate(path: Path) -> dict:
     return data
 
 
-def _load_label(config: dict) -> str:
+def _load_label(config: dict, where: str) -> str:
     """``TYPE@VALUE`` of the profiling phase (``concurrency@2``, ``request_rate@4``)."""
     phases = config.get("phases")
     phase = next((p for p in phases if isinstance(p, dict) and p.get("kind") == "profiling"),
@@ -128,7 +129,7 @@ def _load_label(config: dict) -> str:
     for key in ("concurrency", "request_rate", "rate"):
         value = phase.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return f"{kind}@{value:g}"
+            return load_label(kind, value, where=where, column=f"input_config.phases[].{key}")
     return kind
 
 
@@ -313,7 +314,7 @@ def read_aiperf(path) -> list[HarnessRun]:
         requests = requests_frame(rows, where=str(records_path),
                                   time_column="metadata.request_start_ns", fix=FIX)
         config, seeds = _hashed_config(data["input_config"], str(aggregate_path))
-        label = _load_label(data["input_config"])
+        label = _load_label(data["input_config"], str(aggregate_path))
         notes = [f"imported from AIPerf {data['aiperf_version']} records {records_path.name} "
                  f"(aggregate {aggregate_path.name}), {label}"
                  + (f", repetition {repetition}" if repetition is not None else "")]

@@ -29,8 +29,8 @@ from evalkit.jsonio import canonical_json
 from evalkit.limits import MAX_LOG_TIME_S, MAX_TOKENS
 from evalkit.runlog.schema import short_repr
 
-__all__ = ["HarnessRun", "config_sha256", "requests_frame", "whole_number", "nonneg_number",
-           "write_harness_runs"]
+__all__ = ["HarnessRun", "config_sha256", "load_label", "nonneg_number", "requests_frame",
+           "whole_number", "write_harness_runs"]
 
 
 @dataclass
@@ -71,6 +71,14 @@ def nonneg_number(value, *, where: str, column: str, fix: str, integer: bool = F
         raise InputError(f"{value!r} is not a whole number of tokens", file=where,
                          column=column, fix=fix)
     return float(value)
+
+
+def load_label(kind: str, value, *, where: str, column: str) -> str:
+    """``KIND@VALUE`` (``concurrency@2``, ``constant@4``): the load setting a run's regime
+    and trace are named after."""
+    number = nonneg_number(value, where=where, column=column,
+                           fix="a load setting is a finite number >= 0")
+    return f"{kind}@{number:g}"
 
 
 def whole_number(value, *, where: str, column: str, fix: str) -> int:

@@ -37,8 +37,9 @@ from pathlib import Path
 
 from evalkit.errors import InputError
 from evalkit.fileread import read_text_bounded
-from evalkit.interop.harness_runs import (HarnessRun, config_sha256, nonneg_number,
-                                          requests_frame, whole_number, write_harness_runs)
+from evalkit.interop.harness_runs import (HarnessRun, config_sha256, load_label,
+                                          nonneg_number, requests_frame, whole_number,
+                                          write_harness_runs)
 from evalkit.jsonio import read_json
 from evalkit.limits import MAX_IMPORT_JSON_BYTES
 
@@ -148,7 +149,7 @@ def _stage(config: dict, where: str) -> tuple[str, dict]:
     for key in ("rate", "concurrency_level", "concurrent_sessions", "session_rate"):
         value = stage.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return f"{kind}@{value:g}", stage
+            return load_label(kind, value, where=where, column=f"load.stages[0].{key}"), stage
     return kind, stage
 
 

@@ -211,6 +211,8 @@ def _set(path: tuple, value):
     (_set(("rec", "metrics", "usage_completion_tokens", "value"), 10 ** 400), RECORDS,
      "usage_completion_tokens"),
     (_set(("rec", "metadata", "request_start_ns"), 1 << 64), RECORDS, "request_start_ns"),
+    (_set(("agg", "input_config", "phases", 0, "concurrency"), 10 ** 400), AGGREGATE,
+     "phases[].concurrency"),
 ])
 def test_a_damaged_export_is_exit_2_naming_file_and_field(tmp_path, mutate, file, field):
     recs, agg = records(), aggregate()
