@@ -21,6 +21,7 @@ from evalkit.audit.result import audit_campaign
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.sequential import protocol_min_effect, sequential_verdicts
 from evalkit.replay.campaign import Campaign, load_campaign, plan_campaign
+from evalkit.replay.plan import directory_plan, follow_plan
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.plan import PLAN_FILE
 
@@ -124,6 +125,9 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
     proto.tier(tier)
     if min_effect is None:
         min_effect = protocol_min_effect(proto)
+    if Path(str(runs_dir)).is_dir():
+        # a plan frozen before the sweep fixes the seed order (a challenge's derived one)
+        camp = follow_plan(camp, directory_plan(camp, runs_dir)[0])
     order = list(camp.seeds)[:limit]
     jobs = plan_campaign(camp)
     summary = UntilDecidedSummary(runs_dir=Path(runs_dir), max_seeds=limit, batch=step)

@@ -353,3 +353,32 @@ def test_deleting_whole_seeds_of_an_unplanned_campaign_fails(case):
         shutil.rmtree(d)
     pc = claim_checks(runs, proto)[0]["plan_complete"]
     assert pc.passed is False and "seeds 1 are missing from the range 0..2" in pc.found
+
+
+@pytest.mark.slow
+def test_a_sequential_sweep_runs_the_seeds_in_the_order_the_challenge_derived(tmp_path):
+    # the seed order is the commitment's, not the order the campaign lists them in
+    import hashlib
+
+    from evalkit.compose.until_decided import sweep_until_decided
+    from evalkit.replay.plan import freeze_plan
+    from evalkit.runlog.challenge import issue_challenge, write_challenge
+    from evalkit.runlog.plan import write_plan
+
+    camp = tmp_path / "seq.toml"
+    camp.write_text(tiny_campaign(6, 1) + '\n[design]\nkind = "sequential"\nmax_seeds = 6\n'
+                    'batch = 2\n')
+    proto = load_protocol(None)
+    doc = issue_challenge(hashlib.sha256(camp.read_bytes()).hexdigest(), proto.name,
+                          proto.content_sha256)
+    for i in range(100):             # a nonce whose order does not start with seeds 0 and 1
+        plan = freeze_plan(camp, None, dict(doc, nonce=f"{i:064x}"))
+        if set(plan["campaign"]["settings"]["seeds"][:2]) != {0, 1}:
+            break
+    write_challenge(dict(doc, nonce=f"{i:064x}"), tmp_path / "challenge.json")
+    (tmp_path / "runs").mkdir()
+    write_plan(plan, tmp_path / "runs" / PLAN_FILE)
+    sweep_until_decided(camp, tmp_path / "runs", max_seeds=2, batch=2, progress=False)
+    ran = {json.loads((d / "run.json").read_text())["seed"]
+           for d in (tmp_path / "runs").iterdir() if (d / "run.json").exists()}
+    assert ran == set(plan["campaign"]["settings"]["seeds"][:2])
