@@ -168,6 +168,7 @@ def policy_name(spec: str) -> str:
 
 # ----------------------------------------------------------------------------- identity
 
+@functools.lru_cache(maxsize=256)
 def _distribution_of(module_name: str) -> tuple[str | None, str | None]:
     from importlib import metadata
     top = module_name.split(".")[0]

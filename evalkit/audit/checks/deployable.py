@@ -2,17 +2,76 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from evalkit.audit.checks.core import (Outcome, _listing, check, needs_real_backend,
                                        not_evaluable)
 from evalkit.audit.registry import code_identity_status
+from evalkit.errors import InputError
 from evalkit.runlog.schema import BACKENDS
 
-__all__ = ["not_oracle", "real_sidecar"]
+__all__ = ["not_oracle", "real_sidecar", "sidecar_evidence"]
 
 TIER = "deployable"
 _LIST = (list,)
 # the backends a campaign file can name (imported runs have no campaign to change)
 CAMPAIGN_BACKENDS = tuple(b for b in BACKENDS if b != "import")
+# the columns a real sidecar's client writes per metrics scrape (evalkit/runlog/FORMAT.md 4.5)
+SCRAPE_COLUMNS = ("t_s", "scrape_ok", "arrivals_seen", "queue_running", "queue_waiting")
+# slack of the join, beyond each scrape's own latency: the client's clock reads around a scrape
+JOIN_SLACK_S = 0.25
+
+
+def sidecar_evidence(campaign, run_id: str) -> str | None:
+    """None when the run carries what only a real serving sidecar's client writes: metrics
+    scrapes (signals.parquet rows with ``scrape_ok``) whose counts join the client's own
+    requests (``arrivals_seen`` = requests sent by then; the server's running + waiting
+    gauges no more than the requests in flight) and agree with run.json's scrape counts;
+    otherwise why not.  The backend string is never evidence."""
+    try:
+        sig = campaign.table(run_id, "signals")
+    except (InputError, OSError):
+        return "no signals.parquet (no metrics scrape was recorded)"
+    missing = [c for c in SCRAPE_COLUMNS if c not in sig.columns]
+    if missing:
+        return (f"signals.parquet has no {', '.join(missing)}: the simulator's signals, not a "
+                "sidecar's metrics scrape")
+    ok = sig[sig.scrape_ok.fillna(False).astype(bool)]
+    if ok.empty:
+        return "no successful metrics scrape"
+    effective = ((campaign.meta(run_id).get("settings") or {}).get("effective") or {})
+    said = (effective.get("scrapes"), effective.get("scrapes_ok"))
+    if said != (len(sig), len(ok)):
+        return (f"run.json says {said[0]} scrapes ({said[1]} ok), signals.parquet has "
+                f"{len(sig)} ({len(ok)} ok)")
+    req = campaign.table(run_id, "requests")
+    sent = np.sort(req.sent_s.to_numpy(dtype=float, na_value=np.nan))
+    sent = sent[np.isfinite(sent)]
+    ends = req.end_s.to_numpy(dtype=float, na_value=np.inf)
+    ends = np.sort(np.where(np.isfinite(ends), ends, np.inf))
+    t = ok.t_s.to_numpy(dtype=float)
+    lat = (ok.scrape_latency_s.to_numpy(dtype=float, na_value=0.0)
+           if "scrape_latency_s" in ok.columns else np.zeros(len(ok)))
+    lo, hi = t - np.maximum(lat, 0.0) - JOIN_SLACK_S, t + JOIN_SLACK_S
+    seen = ok.arrivals_seen.to_numpy(dtype=float, na_value=np.nan)
+    off = ~((seen >= np.searchsorted(sent, lo, side="right"))
+            & (seen <= np.searchsorted(sent, hi, side="right")))
+    if off.any():
+        i = int(np.argmax(off))
+        return (f"{int(off.sum())} of {len(ok)} scrapes do not join the client's requests "
+                f"(at t = {t[i]:.3g} s the scrape saw {seen[i]:g} arrivals, the client had "
+                f"sent {int(np.searchsorted(sent, t[i], side='right'))})")
+    in_flight = (np.searchsorted(sent, hi, side="right")
+                 - np.searchsorted(ends, lo, side="left"))
+    gauges = (ok.queue_running.to_numpy(dtype=float, na_value=0.0)
+              + ok.queue_waiting.to_numpy(dtype=float, na_value=0.0))
+    over = gauges > in_flight
+    if over.any():
+        i = int(np.argmax(over))
+        return (f"{int(over.sum())} of {len(ok)} scrapes report more requests running or "
+                f"waiting than the client had in flight (at t = {t[i]:.3g} s: {gauges[i]:g} > "
+                f"{int(in_flight[i])})")
+    return None
 
 
 @check("not_oracle", tier=TIER)
@@ -46,25 +105,36 @@ def not_oracle(ctx, spec) -> Outcome:
 
 @check("real_sidecar", params={"real_backends": (_LIST, ["torch", "vllm"])}, tier=TIER)
 def real_sidecar(ctx, spec) -> Outcome:
-    """Every run of the claim's seeds (policy, draws, no-sync) on a real sidecar.  A claim
-    the campaign replayed on the simulator only is not evaluable (missing runs: the campaign
-    lines that switch the backend); one with some runs off a real sidecar fails."""
+    """Every run of the claim's seeds (policy, draws, no-sync) on a real sidecar, shown by
+    what only a real sidecar's client writes (:func:`sidecar_evidence`), never by run.json's
+    backend string.  A claim the campaign replayed on the simulator only is not evaluable
+    (missing runs: the campaign lines that switch the backend); one with some runs off a
+    real sidecar, or labelled real without the evidence, fails."""
     backends = spec["real_backends"]
     expected = (f"every run of the claim's seeds (policy, draws, no-sync) on a real sidecar "
-                f"({'/'.join(backends)})")
+                f"({'/'.join(backends)}), shown by its metrics scrapes joined to the client's "
+                "requests")
     ids = []
     for p in ctx.claim.pairs:
         ids += [p.policy_run] + p.draws.run_id.tolist()
         ids += [p.no_sync.run_id] if p.no_sync is not None else []
     runs = ctx.campaign.runs.set_index("run_id")
     got = runs.loc[ids, "backend"]
-    if got.isna().all():
-        return not_evaluable(expected, "no backend recorded (summary table)",
-                             "add a backend column or audit the run logs")
+    if got.isna().all() or not ctx.campaign.has_logs:
+        return not_evaluable(expected, "no run logs: a summary table's backend column is its "
+                             "word", "audit the run logs")
     found = sorted(set(got.fillna("unknown")))
     off = [f"{r} ({b})" for r, b in zip(ids, got.fillna("unknown")) if b not in backends]
     if not off:
-        return Outcome(True, expected, "backends: " + ", ".join(found))
+        unshown = [f"{r}: {why}" for r in ids
+                   if (why := sidecar_evidence(ctx.campaign, r)) is not None]
+        if not unshown:
+            return Outcome(True, expected, "backends: " + ", ".join(found) + f"; {len(ids)} "
+                           "runs with metrics scrapes that join the client's requests")
+        return Outcome(False, expected, f"labelled {', '.join(found)} but without a real "
+                       "sidecar's evidence: " + _listing(unshown, 3),
+                       "replay on a real serving sidecar with its metrics scrape on; a "
+                       "backend name in run.json is not evidence")
     said = "backends: " + ", ".join(found) + "; not real: " + _listing(off, 4)
     sweepable = [b for b in backends if b in CAMPAIGN_BACKENDS]
     if sweepable and len(off) == len(ids) and set(found) <= set(CAMPAIGN_BACKENDS):

@@ -3,9 +3,10 @@ sidecar (:mod:`evalkit.audit.transfer_evidence`)."""
 
 from __future__ import annotations
 
-from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
+from evalkit.audit.checks.core import Outcome, _fmt, _listing, check, not_evaluable
+from evalkit.audit.checks.deployable import sidecar_evidence
 
-__all__ = ["transfer_ci_excludes_one", "transfer_paired"]
+__all__ = ["transfer_ci_excludes_one", "transfer_paired", "unshown_real_runs"]
 
 TIER = "sidecar_transfer"
 _LIST = (list,)
@@ -18,11 +19,32 @@ TRANSFER_PARAMS = {"mechanism": ((str,), "sync"), "harness_backends": (_LIST, ["
                    "fallback_length_strata": ((int,), 10)}
 
 
+def unshown_real_runs(ctx, spec) -> Outcome | None:
+    """A failure when a run the transfer estimate would take as real serving (its backend
+    string is one of ``real_backends``) lacks a real sidecar's evidence; None otherwise."""
+    campaign = ctx.campaign
+    if not campaign.has_logs:
+        return None
+    runs = campaign.runs
+    real = runs.loc[runs.backend.isin(spec["real_backends"]), "run_id"].tolist()
+    unshown = [f"{r}: {why}" for r in real if (why := sidecar_evidence(campaign, r)) is not None]
+    if not unshown:
+        return None
+    return Outcome(False, "every run taken as real serving carries a real sidecar's evidence "
+                   "(metrics scrapes joined to the client's requests)",
+                   f"{len(unshown)} run(s) labelled {'/'.join(spec['real_backends'])} without "
+                   "it: " + _listing(unshown, 3),
+                   "replay the real side on a real serving sidecar with its metrics scrape "
+                   "on; a backend name in run.json is not evidence")
+
+
 @check("transfer_ci_excludes_one", params=TRANSFER_PARAMS, tier=TIER,
        choices={"mechanism": ("sync",)})
 def transfer_ci_excludes_one(ctx, spec) -> Outcome:
     expected = (f"real-sidecar rho_{spec['mechanism'][0]} (p95 of the in-window requests over "
                 "the same requests in the seed's no-sync run) with a 95% CI above 1")
+    if (unshown := unshown_real_runs(ctx, spec)) is not None:
+        return unshown
     res = ctx.transfer(spec)
     if isinstance(res, str):
         return not_evaluable(expected, res)
@@ -50,6 +72,8 @@ def transfer_paired(ctx, spec) -> Outcome:
     guard-band fallback (no no-sync pairing) is weaker evidence and not evaluable here."""
     expected = ("both sides paired against the same requests in each seed's no-sync run, "
                 "with the post-window drain curve measured")
+    if (unshown := unshown_real_runs(ctx, spec)) is not None:
+        return unshown
     res = ctx.transfer(spec)
     if isinstance(res, str):
         return not_evaluable(expected, res)

@@ -112,7 +112,13 @@ def test_not_oracle_on_a_summary_table_is_the_tables_word():
     assert C.not_oracle(_run_ctx(two, has_logs=False), spec()).evaluable is False
 
 
-def test_real_sidecar_looks_at_every_run_of_the_seed():
+@pytest.fixture
+def every_run_shown(monkeypatch):
+    """Every stub run carries a real sidecar's evidence (tested in test_sidecar_evidence)."""
+    monkeypatch.setattr(C, "sidecar_evidence", lambda campaign, run_id: None)
+
+
+def test_real_sidecar_looks_at_every_run_of_the_seed(every_run_shown):
     sp = spec(real_backends=["torch", "vllm"])
     two = [pair(0), pair(1)]
     assert C.real_sidecar(_run_ctx(two, backends={"s1-pol": "vllm"}), sp).passed is True
@@ -125,6 +131,15 @@ def test_real_sidecar_looks_at_every_run_of_the_seed():
     assert C.real_sidecar(_run_ctx(two, backends=none), sp).evaluable is False
     sims = {r: "sim" for r in none}
     assert C.real_sidecar(_run_ctx(two, backends=sims), spec(real_backends=["sim"])).passed
+
+
+def test_real_sidecar_fails_runs_labelled_real_without_the_evidence(monkeypatch):
+    """The backend string is not evidence: runs labelled torch whose logs lack a sidecar's
+    metrics scrape fail (the attack: simulator runs with backend "torch" in run.json)."""
+    monkeypatch.setattr(C, "sidecar_evidence",
+                        lambda campaign, run_id: None if run_id != "s1-d0" else "no scrape")
+    out = C.real_sidecar(_run_ctx([pair(0), pair(1)]), spec(real_backends=["torch", "vllm"]))
+    assert out.passed is False and "s1-d0: no scrape" in out.found
 
 
 # ------------------------------------------- a campaign that never planned a real sidecar

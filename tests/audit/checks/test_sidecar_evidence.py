@@ -1,0 +1,92 @@
+"""What only a real sidecar writes (evalkit/audit/checks/deployable.py:sidecar_evidence): its
+metrics scrapes joined to the client's requests; the backend string in run.json is no
+evidence, neither for the deployable tier nor for the transfer estimate."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from evalkit.audit.checks import transfer as T
+from evalkit.audit.checks.deployable import sidecar_evidence
+from evalkit.audit.runset import load_runset
+
+from tests.conftest import REPO
+from tests.support.decision_stubs import spec
+
+REAL = REPO / "examples" / "cpu_real" / "runs"
+REAL_RUN = "cpu_real__ewma__s0"
+
+
+def _copy(tmp_path, run=REAL_RUN):
+    dest = tmp_path / "runs" / run
+    shutil.copytree(REAL / run, dest)
+    return dest
+
+
+def _edit_meta(run_dir, edit):
+    meta = json.loads((run_dir / "run.json").read_text())
+    edit(meta)
+    (run_dir / "run.json").write_text(json.dumps(meta))
+
+
+def _edit_signals(run_dir, edit):
+    sig = pd.read_parquet(run_dir / "signals.parquet")
+    sig = edit(sig)
+    sig.to_parquet(run_dir / "signals.parquet", index=False)
+
+
+def _evidence(run_dir):
+    runs = load_runset(run_dir.parent)
+    return sidecar_evidence(runs, run_dir.name)
+
+
+def test_every_recorded_real_sidecar_run_carries_the_evidence():
+    runs = load_runset(REAL)
+    assert [r for r in runs.run_ids if sidecar_evidence(runs, r) is not None] == []
+
+
+def test_a_simulator_run_labelled_torch_has_none(tmp_path):
+    """The attack: a simulator run whose run.json says backend "torch"."""
+    sim = next(p for p in sorted((REPO / "fixtures" / "campaigns" / "sim_bursty").iterdir())
+               if (p / "run.json").exists())
+    dest = tmp_path / "runs" / sim.name
+    shutil.copytree(sim, dest)
+    _edit_meta(dest, lambda m: m.update(backend="torch"))
+    assert "no signals.parquet" in _evidence(dest)
+
+
+def _set(column, value):
+    def edit(sig):
+        sig[column] = value
+        return sig
+    return edit
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda sig: sig.drop(columns=["arrivals_seen"]), "has no arrivals_seen"),
+    (_set("scrape_ok", False), "no successful metrics scrape"),
+    (lambda sig: sig.assign(arrivals_seen=sig.arrivals_seen + 5), "do not join the client"),
+    (lambda sig: sig.assign(queue_waiting=sig.queue_waiting + 500), "more requests running"),
+    (lambda sig: sig.iloc[:-3], "run.json says 200 scrapes"),
+])
+def test_forged_or_partial_scrapes_do_not_join(tmp_path, edit, said):
+    dest = _copy(tmp_path)
+    _edit_signals(dest, edit)
+    assert said in _evidence(dest)
+
+
+def test_the_transfer_estimate_refuses_real_labelled_runs_without_evidence():
+    """The transfer fixture's torch runs are synthetic (no scrape): the transfer checks fail
+    them before estimating anything; recorded real runs pass through."""
+    fixture = load_runset(REPO / "fixtures" / "campaigns" / "transfer")
+    ctx = type("Ctx", (), {"campaign": fixture})()
+    out = T.unshown_real_runs(ctx, spec(real_backends=["torch", "vllm"]))
+    assert out.passed is False and "labelled torch/vllm without it" in out.found
+    real = type("Ctx", (), {"campaign": load_runset(REAL)})()
+    assert T.unshown_real_runs(real, spec(real_backends=["torch", "vllm"])) is None
+    for check in (T.transfer_ci_excludes_one, T.transfer_paired):
+        assert check(ctx, spec(real_backends=["torch", "vllm"], mechanism="sync")).passed is False
