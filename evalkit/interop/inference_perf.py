@@ -50,7 +50,7 @@ PER_REQUEST = "per_request_lifecycle_metrics.json"
 CONFIG = "config.yaml"
 FIX = ("pass the report directory inference-perf wrote (storage.local_storage.path) with "
        "report.request_lifecycle.per_request: true, unmodified")
-MAX_CONFIG_BYTES = 16 << 20
+MAX_CONFIG_BYTES = 256 << 10       # a configuration is a few KiB (PyYAML in Python is slow)
 
 
 def find_inference_perf_reports(path) -> tuple[Path, Path]:

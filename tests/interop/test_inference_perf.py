@@ -206,6 +206,7 @@ def test_a_damaged_report_is_exit_2_naming_file_and_field(tmp_path, mutate, fiel
     (lambda t: t.replace("  sweep: null", "  sweep: null\n  sweep: null"), "twice"),
     (lambda t: t.replace("  base_seed: ", "  base_seed: x"), "load.base_seed"),
     (lambda t: t.replace("rate: 4.0", "rate: .inf"), "load.stages[0].rate"),
+    (lambda t: t + "#" * (256 << 10), "more than 262,144 bytes"),
 ])
 def test_a_config_it_cannot_use_is_exit_2_naming_it(tmp_path, change, field):
     text = change(config_text())
