@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.version import __version__
-from evalkit.audit.checks.plan import NOT_PRE_REGISTERED, campaign_plan
+from evalkit.audit.checks.plan import (NOT_PRE_REGISTERED, campaign_plan,
+                                       registration_summary)
 from evalkit.audit.claims import ClaimResult, evaluate_claims
 from evalkit.audit.design import planned_design
 from evalkit.audit.figure_data import (claim_figure_data, figure_paths, load_match_rows,
@@ -207,10 +208,12 @@ def _pre_registration(campaign) -> dict:
     """Whether the runs follow a campaign plan (the plan checks verify it) and its hash."""
     plan = campaign_plan(campaign)
     if plan is None:
-        return {"pre_registered": False, "plan_sha256": None, "text": NOT_PRE_REGISTERED}
+        return {"pre_registered": False, "plan_sha256": None, "text": NOT_PRE_REGISTERED,
+                "registration": registration_summary(campaign)}
     sha = plan_sha256(plan)
     return {"pre_registered": True, "plan_sha256": sha,
-            "text": f"pre-registered (plan {sha[:12]}, created {plan['created_at']})"}
+            "text": f"pre-registered (plan {sha[:12]}, created {plan['created_at']})",
+            "registration": registration_summary(campaign)}
 
 
 def harness_baselines(protocol: Protocol) -> list[str]:

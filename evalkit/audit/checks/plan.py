@@ -37,7 +37,8 @@ from evalkit.stats import RequestIndex, overlap_cost, sample_schedules
 
 __all__ = ["NOT_PRE_REGISTERED", "SELF_REGISTERED", "campaign_plan", "draws_as_planned",
            "draws_phi_uniform", "given_challenge", "merge_lag_bounds", "phi_ranks",
-           "plan_complete", "plan_rules", "planned_claims", "pre_registered", "registration"]
+           "plan_complete", "plan_rules", "planned_claims", "pre_registered", "registration",
+           "registration_summary"]
 
 _IDENTITY = ("regime", "policy", "role", "seed", "draw", "matched_to")
 # clocks of the machines of one distributed sweep may disagree by this much; the order that
@@ -383,6 +384,33 @@ def _self_registered(ctx, spec, expected: str, why: str) -> Outcome:
                    "ask the reviewer for a challenge ('evalkit plan challenge CAMPAIGN.toml'), "
                    "freeze under it ('evalkit plan freeze --challenge'), sweep, and audit or "
                    "gate with --challenge", values=values)
+
+
+def registration_summary(campaign) -> dict:
+    """The campaign's registration as the audit document records it
+    (``pre_registration.registration``): ``"challenge"`` when its plan was frozen under the
+    reviewer's challenge the audit was given and its derivation holds, else
+    ``"self-registered"`` (each claim's ledger attempt is its ``registration`` check's)."""
+    plan = campaign_plan(campaign)
+    given = given_challenge(campaign)
+    block = plan.get("challenge") if plan is not None else None
+    named = block.get("id") if isinstance(block, dict) else None
+    if given is None or block is None:
+        why = ("no plan" if plan is None else "a plan frozen without a challenge"
+               if block is None else f"challenge {named} named by the plan, none given to "
+               "verify it")
+        return {"kind": SELF_REGISTERED, "challenge_id": named,
+                "text": f"{SELF_REGISTERED} ({why})"}
+    challenge = given["challenge"]
+    held = (not derivation_faults(plan)
+            and (block.get("id"), block.get("nonce")) == (challenge["id"], challenge["nonce"]))
+    if not held:
+        return {"kind": SELF_REGISTERED, "challenge_id": named,
+                "text": f"{SELF_REGISTERED} (the plan's challenge does not hold against "
+                        f"challenge {challenge['id']})"}
+    return {"kind": "challenge", "challenge_id": challenge["id"],
+            "text": f"frozen under the reviewer's challenge {challenge['id']} (commitment "
+                    f"{block['commitment'][:12]})"}
 
 
 @check("registration", params={"allow_self_registered": ((bool,), False)},

@@ -135,6 +135,13 @@ def test_the_cli_gate_and_audit_take_the_challenge(case, tmp_path):
     wa = next(c for c in doc["claims"] if c["policy"] == "wa")
     reg = next(c for c in wa["checks"] if c["name"] == "registration")
     assert reg["passed"] is True
+    assert doc["pre_registration"]["registration"]["kind"] == "challenge"
+    # the same runs audited without the challenge: the document says self-registered
+    res = invoke("audit", runs, "--protocol", proto, "--out", tmp_path / "plain")
+    assert res.exit_code == 0, res.output
+    plain = json.loads((tmp_path / "plain" / "audit.json").read_text())["pre_registration"]
+    assert plain["registration"]["kind"] == "self-registered"
+    assert "none given to verify it" in plain["registration"]["text"]
     # a gate on the document cannot verify a challenge: exit 2, never a silent pass
     res = invoke("gate", tmp_path / "report" / "audit.json", "--policy", "wa", "--protocol",
                  proto, "--challenge", challenge)
