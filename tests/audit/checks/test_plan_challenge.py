@@ -389,3 +389,19 @@ def test_a_sequential_sweep_runs_the_seeds_in_the_order_the_challenge_derived(tm
     ran = {json.loads((d / "run.json").read_text())["seed"]
            for d in (tmp_path / "runs").iterdir() if (d / "run.json").exists()}
     assert ran == set(plan["campaign"]["settings"]["seeds"][:2])
+
+
+def test_a_challenge_is_issued_once_and_bound_to_its_campaign(tmp_path):
+    camp = tmp_path / "tiny.toml"
+    camp.write_text(tiny_campaign(2, 1))
+    out = tmp_path / "challenge.json"
+    assert invoke("plan", "challenge", camp, "--out", out).exit_code == 0
+    first = out.read_text()
+    doc = json.loads(first)
+    import hashlib
+
+    assert doc["campaign_sha256"] == hashlib.sha256(camp.read_bytes()).hexdigest()
+    assert len(doc["nonce"]) == 64 and doc["protocol"]["name"] == "diloco-slo"
+    res = invoke("plan", "challenge", camp, "--out", out)
+    assert res.exit_code == 2 and "exists already" in res.output
+    assert out.read_text() == first
