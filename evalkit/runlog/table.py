@@ -52,6 +52,9 @@ PASSTHROUGH = ("arrival_rate_achieved", "prompt_tokens_total", "output_tokens_to
                "merge_duration_median_s", "corridor_violations", "corridor_note",
                "completion_tied_share", "identical_arrival_share", "inner_step_median_s")
 TEXT_PASSTHROUGH = ("arrival_fingerprint", "corridor_note")
+# passthrough columns that are counts or shares of the row's own requests
+COUNT_OR_SHARE = {"corridor_violations": {"integer": True, "lo": 0},
+                  "exposure_requests": {"lo": 0, "hi": 1}}
 OPTIONAL = ("role", "draw", "regime", "n_requests", "K", "oracle", "no_sync_violation_rate",
             "matched_to", "backend", "trace_realisation", "run_id", "k_observed",
             "draws_per_row")
@@ -152,7 +155,8 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
             bad(i, col, f"not an integer: {value!r}", "write a whole number")
         if (lo is not None and x < lo) or (hi is not None and x > hi):
             bad(i, col, f"{x} is outside [{lo}, {hi}]",
-                "violation rates are shares in [0, 1], not percentages")
+                f"{col} is a share of the row's requests in [0, 1], not a percentage"
+                if hi == 1 else f"write a value of at least {lo}")
         return int(x) if integer else x
 
     def text(value, default=None):
@@ -168,6 +172,7 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
             bad(i, col, exc.message, exc.fix)
 
     rows = []
+    first_row: dict[str, int] = {}
     no_sync_given: dict[tuple[str, int], tuple[float, int]] = {}
     for i, rec in enumerate(table.to_dict("records")):
         policy = name(i, "policy", rec["policy"])
@@ -198,6 +203,11 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
                 "write true or false")
         k_col = "K" if not _blank(rec.get("K")) else "k_observed"
         k = number(i, k_col, rec.get(k_col), integer=True, lo=0, allow_blank=True)
+        if k_col == "K" and not _blank(rec.get("k_observed")):
+            k_said = number(i, "k_observed", rec.get("k_observed"), integer=True, lo=0)
+            if k_said != k:
+                bad(i, "k_observed", f"k_observed {k_said} contradicts K {k} on the same row",
+                    "give one merge count per run (K or k_observed), or make them agree")
         n_req = number(i, "n_requests", rec.get("n_requests"), integer=True, lo=1,
                        allow_blank=True)
         draw = number(i, "draw", rec.get("draw"), integer=True, lo=0, allow_blank=True)
@@ -212,7 +222,14 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
                 "test over-rejects)", f"list each of the {per_row} draws as its own "
                 "matched_random row (draw = 0, 1, ...) with draws_per_row = 1; the "
                 "within-seed permutation test then applies")
+        if role == "policy" and not np.isnan(draw):
+            bad(i, "draw", f"a policy row names draw {draw}: a draw is a matched_random row",
+                "set role = matched_random on a draw's row, or leave draw empty")
         v = number(i, "violation_rate", rec["violation_rate"], lo=0, hi=1)
+        if not np.isnan(n_req) and abs(v * n_req - round(v * n_req)) > 1e-6 * n_req:
+            bad(i, "violation_rate", f"violation_rate {v} of {n_req} requests is "
+                f"{v * n_req:.6g} violations, not a whole number of requests",
+                "write V = violating requests / n_requests, unrounded")
         ns = number(i, "no_sync_violation_rate", rec.get("no_sync_violation_rate"), lo=0, hi=1,
                     allow_blank=True)
         if not np.isnan(ns):
@@ -229,8 +246,13 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
                 if col in TEXT_PASSTHROUGH:
                     extra[col] = text(val) or ("" if col == "corridor_note" else None)
                 else:
-                    extra[col] = number(i, col, val, allow_blank=True)
+                    extra[col] = number(i, col, val, allow_blank=True,
+                                        **COUNT_OR_SHARE.get(col, {}))
         run_id = text(rec.get("run_id")) or f"{path.name}:row{i + offset}"
+        if run_id in first_row:
+            bad(i, "run_id", f"run_id {run_id!r} is also row {first_row[run_id]}",
+                "give every run its own run_id")
+        first_row[run_id] = i + offset
         rows.append({
             **extra,
             "run_id": run_id, "role": role, "policy": policy,

@@ -103,10 +103,10 @@ def test_summary_table_blank_required_and_non_finite_rates(tmp_path):
     ("no_sync_violation_rate", "-0.01", False), ("no_sync_violation_rate", "1.01", False),
     ("K", "0", True), ("K", "-1", False), ("k_observed", "0", True), ("k_observed", "-1", False),
     ("n_requests", "1", True), ("n_requests", "0", False),
-    ("draw", "0", True), ("draw", "-1", False),
+    ("draw", "-1", False),     # draw 0 on a policy row: test_table_contradictions
 ])
 def test_summary_table_value_bounds(tmp_path, col, value, ok):
-    cols = {"policy": "wa", "seed": "0", "violation_rate": "0.5", col: value}
+    cols = {"policy": "wa", "seed": "0", "violation_rate": "0", col: value}
     text = ",".join(cols) + "\n" + ",".join(cols.values()) + "\n"
     if ok:
         runs, _ = read_csv(tmp_path, text)
@@ -120,8 +120,11 @@ def test_summary_table_value_bounds(tmp_path, col, value, ok):
 
 def test_summary_table_k_column_choice(tmp_path):
     runs, _ = read_csv(tmp_path, "policy,seed,violation_rate,K,k_observed\n"
-                       "wa,0,0.1,5,7\nwa,1,0.1,,7\nwa,2,0.1,,\n")
+                       "wa,0,0.1,5,5\nwa,1,0.1,,7\nwa,2,0.1,,\n")
     assert runs.k_observed.iloc[:2].tolist() == [5, 7] and np.isnan(runs.k_observed.iloc[2])
+    err = table_error(tmp_path, "policy,seed,violation_rate,K,k_observed\nwa,0,0.1,5,7\n",
+                      "k_observed 7 contradicts K 5")           # K beside another k_observed
+    assert err.column == "k_observed"
     err = table_error(tmp_path, "policy,seed,violation_rate,K,k_observed\nwa,0,0.1,,x\n",
                       "not a number")
     assert err.column == "k_observed"

@@ -178,17 +178,14 @@ def check(name: str, params: dict | None = None, tier: str | None = None,
 
 
 def run_check(name: str, tier: str, ctx, spec) -> Check:
-    """Run one check; an exception inside it is a failed check naming the exception, a
-    :class:`~evalkit.errors.NotEstimable` makes it not evaluable."""
+    """Run one check; a :class:`~evalkit.errors.NotEstimable` makes it not evaluable.  Any
+    other exception propagates: an InputError is bad input (exit 2 naming it), anything else
+    a bug (exit 3, traceback logged), never shown as a failed check."""
     try:
         out = CHECKS[name](ctx, spec)
     except NotEstimable as exc:
         out = not_evaluable(spec.description, f"cannot be estimated: {exc.message}",
                             exc.fix or "")
-    except Exception as exc:  # a broken check must fail loudly, never pass
-        out = Outcome(passed=False, expected=spec.description,
-                      found=f"check raised {type(exc).__name__}: {exc}",
-                      recommendation="fix the input named in the error, then rerun the audit")
     accept = bool(getattr(getattr(ctx, "protocol", None), "accept_vouched", False))
     vouchable = spec.on_not_evaluable == "vouch"
     if name in TABLE_WORD_CHECKS and out.passed is True and (where := table_says(ctx)):

@@ -1,6 +1,7 @@
 """The @check registry: a check registered with the decorator is known to the protocol reader
 (with its parameters, validated) and reaches audit.json with its status and values, without
-editing any list; a check that raises is a failed check naming the exception."""
+editing any list; a check that raises is a bug (exit 3, traceback logged), never a failed
+check."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from click.testing import CliRunner
+
 from evalkit.audit import audit_campaign
 from evalkit.audit.checks import core as C
 from evalkit.audit.protocol import CheckSpec, parse_protocol
+from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from tests.conftest import REPO
 
@@ -60,24 +64,35 @@ def test_a_registered_check_reaches_the_protocol_and_the_audit_json(probes):
         _protocol(["probe_unknown"])
     assert "probe_seed_count" in err.value.fix        # the error lists the registered checks
 
-    doc = json.loads(audit_campaign(CAMPAIGN, protocol=proto).to_json())
+    doc = json.loads(audit_campaign(CAMPAIGN, protocol=_protocol(
+        ["probe_seed_count"], "[checks.probe_seed_count]\nat_least = 3\n")).to_json())
     assert doc["protocol"]["checks"]["probe_seed_count"]["at_least"] == 3
     for claim in doc["claims"]:
         checks = {c["name"]: c for c in claim["checks"]}
-        assert set(checks) == {"probe_seed_count", "probe_raises"}
+        assert set(checks) == {"probe_seed_count"}
         mine = checks["probe_seed_count"]
         n = mine["values"]["n"]
         assert mine["found"] == f"{n} seeds" and n == len(claim["seeds"]) > 0
         assert mine["status"] == ("passed" if n >= 3 else "failed")
         assert mine["passed"] is (n >= 3)
-        # the raising check fails, names the exception and stops the claim
-        boom = checks["probe_raises"]
-        assert boom["status"] == "failed" and boom["passed"] is False and boom["blocking"]
-        assert boom["found"] == "check raised RuntimeError: the probe exploded"
-        assert claim["tier"] is None and claim["tier_status"] == {"matched_budget": "failed"}
-        assert claim["stop"] == {"tier": "matched_budget", "state": "failed",
-                                 "checks": ["probe_raises"] + ([] if n >= 3 else [])} or \
-            claim["stop"]["checks"][-1] == "probe_raises"
+
+
+def test_a_check_that_raises_is_exit_3_with_its_traceback_logged(probes, tmp_path,
+                                                                  monkeypatch):
+    """Never a "failed check": a bug inside a check stops the audit (exit 3) and the
+    traceback goes to the log, not into audit.json."""
+    with pytest.raises(RuntimeError, match="the probe exploded"):
+        audit_campaign(CAMPAIGN, protocol=_protocol(["probe_seed_count", "probe_raises"]))
+    (tmp_path / "p.toml").write_text(
+        '[protocol]\nname = "probe"\nalpha = 0.05\ntier_order = ["matched_budget"]\n\n'
+        '[tiers.matched_budget]\nclaim = "probe"\nchecks = ["probe_raises"]\n\n[checks]\n')
+    monkeypatch.setenv("EVALKIT_LOG_DIR", str(tmp_path / "logs"))
+    res = CliRunner().invoke(cli, ["audit", str(CAMPAIGN), "--protocol",
+                                   str(tmp_path / "p.toml"), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 3, res.output
+    logged = "".join(p.read_text() for p in (tmp_path / "logs").rglob("*") if p.is_file())
+    assert "RuntimeError: the probe exploded" in logged and "Traceback" in logged
+    assert not (tmp_path / "out" / "audit.json").exists()
 
 
 def test_a_name_registered_twice_is_refused(probes):
