@@ -806,13 +806,17 @@ def test_transfer_found_text():
                          "= 1.6, transfer fraction 0.5 [0.2, 0.9]; paired: the harness effect "
                          "did not transfer")
     assert out.expected.startswith("real-sidecar rho_s (p95")
-    out = transfer.transfer_paired(_c(campaign=SimpleNamespace(has_logs=False), transfer=lambda s: res), _spec(mechanism="sync"))
+    out = transfer.transfer_paired(
+        _c(campaign=SimpleNamespace(has_logs=False), transfer=lambda s: res),
+        _spec(mechanism="sync"))
     assert out.found == ("harness: 3 runs over 2 seeds paired, 40 in-window requests, drain "
                          "curve at 1 from lag 0 (no post-window effect); real: 4 runs over 2 "
                          "seeds paired, 50 in-window requests, drain curve still above 1 at "
                          "12.5 s (n1; n2)")
     weak = {**res, "guard_band_measured": False, "method": "fallback"}
-    out = transfer.transfer_paired(_c(campaign=SimpleNamespace(has_logs=False), transfer=lambda s: weak), _spec(mechanism="sync"))
+    out = transfer.transfer_paired(
+        _c(campaign=SimpleNamespace(has_logs=False), transfer=lambda s: weak),
+        _spec(mechanism="sync"))
     assert out.found == ("weaker evidence only (fallback): no no-sync run to pair with, so the "
                          "post-window effect was assumed to end after 12.5 s, not measured. "
                          "n1 n2")
