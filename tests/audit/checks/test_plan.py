@@ -247,8 +247,10 @@ def test_plan_survives_the_cli_audit_and_the_headline_says_so(runs, tmp_path):
     res = audit_campaign(runs)
     doc = res.to_dict()
     assert "not pre-registered" in headline(doc["claims"][0], doc).sentence()
-    assert doc["pre_registration"] == {"pre_registered": False, "plan_sha256": None,
-                                       "text": "not pre-registered"}
+    assert doc["pre_registration"] == {
+        "pre_registered": False, "plan_sha256": None, "text": "not pre-registered",
+        "registration": {"kind": "self-registered", "challenge_id": None,
+                         "text": "self-registered (no plan)"}}
     assert read_plan(runs) is None
 
 
