@@ -73,11 +73,10 @@ def rule_differences(old: dict, new: dict, limit: int = 6) -> list[str]:
 def protocol_change(old: dict, new: dict) -> str | None:
     """Why the rules of ``old`` and ``new`` (protocol dictionaries) differ, or None.
 
-    A dictionary without ``content_sha256`` (an audit written before it was recorded) is
-    hashed from the rules it lists, so an older baseline is still compared by content.
+    Both are hashed from the rules they list, never taken from a recorded
+    ``content_sha256`` (an edited hash would hide an edited rule).
     """
-    h_old = old.get("content_sha256") or content_sha256(old)
-    h_new = new.get("content_sha256") or content_sha256(new)
+    h_old, h_new = content_sha256(old), content_sha256(new)     # never the recorded hashes
     if h_old == h_new:
         return None
     what = rule_differences(old, new)

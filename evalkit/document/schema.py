@@ -12,14 +12,16 @@ present must have its shape.  :func:`read_document` also requires what the repor
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
 
 from evalkit.document import tiers as T
+from evalkit.document.rules import content_sha256
 from evalkit.errors import InputError
 from evalkit.jsonio import read_json
 from evalkit.limits import MAX_DOCUMENT_BYTES
 
-__all__ = ["AUDIT_SCHEMA", "DOCUMENT", "REWRITE", "check_shape", "load_audit", "read_document",
-           "shape_problem"]
+__all__ = ["AUDIT_SCHEMA", "DOCUMENT", "REWRITE", "check_derived", "check_shape", "load_audit",
+           "read_document", "shape_problem"]
 
 # The layout of the audit document (audit.json): the audit writes only this one, and the
 # report, the diff and the gate read only this one.
@@ -213,6 +215,44 @@ def check_shape(doc, file: str) -> None:
                          fix=f"pass an unmodified audit.json ({REWRITE})")
 
 
+def check_derived(doc: dict, file: str) -> None:
+    """Raise an InputError naming the first recorded value of ``doc`` that does not follow
+    from the rest of it: the protocol's ``content_sha256`` (recomputed from its rules), a
+    claim's ``tier`` and ``tier_status`` (the tier walk of its checks under the document's
+    own tiers).  A document is verified on read, never taken on its word."""
+    edited = f"pass the audit.json evalkit audit wrote, unedited ({REWRITE})"
+    protocol = doc.get("protocol") or {}
+    recorded = protocol.get("content_sha256")
+    if recorded is not None and recorded != content_sha256(protocol):
+        raise InputError(f"protocol.content_sha256 {str(recorded)[:12]}... is not the hash of "
+                         f"the protocol's rules in the document ({content_sha256(protocol)[:12]}"
+                         "...): the hash or the rules were edited", file=file,
+                         column="protocol.content_sha256", fix=edited)
+    tiers = protocol.get("tiers")
+    for i, claim in enumerate(doc.get("claims") or []):
+        checks = claim.get("checks")
+        if checks is None:
+            continue
+        if not tiers or "tier" not in claim:
+            continue
+        for j, c in enumerate(checks):
+            missing = next((k for k in ("name", "tier", "blocking", "evaluable")
+                            if k not in c), None)
+            if missing is not None:
+                raise InputError("the check has no field the tier walk reads", file=file,
+                                 column=f"claims[{i}].checks[{j}].{missing}", fix=edited)
+        view = [SimpleNamespace(**{"values": {}, **c}) for c in checks]
+        walk = SimpleNamespace(tiers=[SimpleNamespace(**t) for t in tiers])
+        tier, status, _ = T.tier_walk(walk, view)
+        said = claim.get("tier_status")
+        if tier != claim["tier"] or (said is not None and T.filled_status(tiers, status)
+                                     != T.filled_status(tiers, said)):
+            raise InputError(f"claim {claim.get('regime')}/{claim.get('policy')} records tier "
+                             f"{claim['tier']!r}, but its checks reach {tier!r} under the "
+                             "document's tier walk", file=file, column=f"claims[{i}].tier",
+                             fix=edited)
+
+
 # ------------------------------------------------------------------------------ readers
 
 def load_audit(path) -> dict:
@@ -236,6 +276,7 @@ def load_audit(path) -> dict:
             raise InputError(f"claim {i} has no policy/regime", file=str(p),
                              column=f"claims[{i}]", fix="pass an unmodified audit.json")
     check_shape(audit, str(p))
+    check_derived(audit, str(p))
     return audit
 
 

@@ -62,9 +62,11 @@ def test_protocol_change_is_none_for_the_same_rules_and_names_the_change_otherwi
     assert "; p v1 -> p v2): alpha: 0.05 -> 0.1" in renamed
 
 
-def test_a_recorded_content_hash_is_used_and_a_missing_one_is_computed():
+def test_the_hash_is_always_recomputed_from_the_rules():
     old = _protocol(content_sha256=content_sha256(_protocol()))
     assert protocol_change(old, _protocol()) is None                    # computed for new
-    stale = _protocol(content_sha256="0" * 64)
-    assert protocol_change(stale, _protocol()) is not None              # the recorded one counts
-    assert protocol_change(stale, _protocol()).endswith("the rules differ")
+    stale = _protocol(content_sha256="0" * 64)       # an edited hash hides no rule and adds none
+    assert protocol_change(stale, _protocol()) is None
+    loosened = _protocol(alpha=0.5)
+    forged = _protocol(content_sha256=content_sha256(loosened))
+    assert protocol_change(forged, loosened) is not None
