@@ -22,7 +22,7 @@ from evalkit.audit.protocol import Protocol
 from evalkit.audit.slo_breakdown import slo_breakdown
 from evalkit.audit.runset import ClaimData, RunSet
 from evalkit.document import tiers as T
-from evalkit.document.words import vouched_note
+from evalkit.document.words import p_value, vouched_note
 from evalkit.errors import InputError
 from evalkit.stats import holm
 
@@ -119,6 +119,10 @@ class ClaimResult:
             "min_p": sf.min_p if sf is not None else None,
             "seeds_needed": self.ctx.seeds_needed,
             "power": _power_dict(self.ctx),
+            "skewness": _diagnostic(lambda: self.ctx.paired.skewness)
+            if sf is not None else None,
+            "exchangeability": _exchangeability_dict(self.ctx),
+            "tail_luck": _tail_luck_dict(self.ctx),
             "tier": self.tier, "tier_status": self.tier_status,
             "stop_reason": self.stop_reason, "verdict": self.verdict,
             "claim_status": self.claim_status, "ladder": [r.to_dict() for r in self.ladder],
@@ -137,6 +141,28 @@ class ClaimResult:
         return [{"seed": int(u.seed), "v_policy": float(u.v_policy),
                  "v_draws": [float(v) for v in u.draws.violation_rate]}
                 for u in self.ctx.units]
+
+
+def _diagnostic(get):
+    """A diagnostic of the claim, or None where its test cannot run (too few seeds)."""
+    try:
+        return get()
+    except InputError:
+        return None
+
+
+def _exchangeability_dict(ctx) -> dict | None:
+    res = _diagnostic(lambda: ctx.exchangeability)
+    if res is None:
+        return None
+    return {"name": "exchangeability", "test": "within-seed relabelling (raw mean)",
+            "null": "the policy run is exchangeable with its seed's draws",
+            "p_two_sided": res.p_two_sided, "exact": res.exact, "blocking": False}
+
+
+def _tail_luck_dict(ctx) -> dict | None:
+    res = _diagnostic(lambda: ctx.tail_luck)
+    return None if res is None else dict(res.to_dict(), blocking=False)
 
 
 def _power_dict(ctx) -> dict | None:
@@ -237,12 +263,15 @@ def evaluate_claims(campaign: RunSet, claims: list[ClaimData], protocol: Protoco
                          "seeds: seeds that replay another seed's requests count once ("
                          + ", ".join(f"seed {a} = seed {b}" for a, b in ctx.pseudo_replicates[:6])
                          + ")")
-        if ctx.averaged_draws:
-            notes.append("averaged draws: tested by a studentized within-seed permutation "
-                         "test (does the policy's mean V differ from its draws'?), not by a "
-                         "sign-flip on d")
-        elif ctx.campaign.source == "summary":
-            notes.append("one baseline row per seed: sign-flip test, symmetry of d assumed")
+        exch = _diagnostic(lambda: ctx.exchangeability)
+        if exch is not None:
+            notes.append("exchangeability (diagnostic, not the claim's test): the within-seed "
+                         "relabelling test of 'the policy run looks like one more draw' gives "
+                         f"two-sided p = {p_value(exch.p_value)}; the claim is tested on the "
+                         "mean of d over seeds")
+        luck = _diagnostic(lambda: ctx.tail_luck)
+        if luck is not None and luck.sentence():
+            notes.append(luck.sentence())
         if ctx.claim.generic_draws:
             notes.append("matched-random rows without matched_to serve every policy of the "
                          "regime: the input vouches that their K matches this policy's K")

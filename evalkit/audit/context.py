@@ -16,10 +16,14 @@ from evalkit.audit.transfer_evidence import TransferEvidence
 from evalkit.audit.runset import ClaimData, RunSet
 from evalkit.runlog.design import run_corridor_violations
 from evalkit.runlog.io import read_meta
-from evalkit.stats import load_match, sign_flip_test
+from evalkit.stats import load_match
 from evalkit.stats.loadmatch import CHECK_KEYS
+from evalkit.stats.paired import METHOD as PAIRED_METHOD
+from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.randomisation import (MAX_EXACT_N, exact_enumerable, min_attainable_p,
-                                         seeds_needed, within_seed_permutation_test)
+                                         seeds_needed, sign_flip_test,
+                                         within_seed_permutation_test)
+from evalkit.audit.tail_luck import TailLuck, tail_luck
 
 __all__ = ["ClaimContext"]
 
@@ -117,49 +121,69 @@ class ClaimContext:
 
     @property
     def test_name(self) -> str:
-        if self.averaged_draws:
-            return "studentized within-seed permutation test"
-        if self.campaign.source == "summary":
-            return "sign-flip test (one baseline row per seed: symmetry of d assumed)"
-        return "sign-flip test"
+        return PAIRED_METHOD
 
     @cached_property
     def seeds_needed(self) -> int:
-        m = int(self.draws_per_seed.min()) if self.draws_per_seed.size else 1
-        return int(seeds_needed(self.alpha, self.alternative, m=max(m, 1)))
+        """Fewest seeds at which the claim's test (a sign flip on d: one value per seed,
+        whatever the draws per seed) can reach alpha at all."""
+        return int(seeds_needed(self.alpha, self.alternative, m=1))
 
     @property
     def design_min_p(self) -> float:
         if not self.draws_per_seed.size:
             return 1.0
-        return min_attainable_p(self.draws_per_seed, self.alternative)
+        return min_attainable_p(int(self.draws_per_seed.size), self.alternative)
 
     @cached_property
     def d(self) -> np.ndarray:
         return np.array([p.d for p in self.units], dtype=float)
 
+    @property
+    def _n_resamples(self):
+        return None if len(self.d) <= MAX_EXACT_N else self.protocol.n_resamples
+
+    @cached_property
+    def paired(self):
+        """The claim's test: the studentized sign-flip test of mean(d) over independent seeds
+        (:func:`evalkit.stats.paired.paired_mean_test`), its p, mean and CI the claim's
+        numbers; the same test whatever the draws per seed (one estimand: the mean gain)."""
+        return paired_mean_test(self.d, self.alternative, n_resamples=self._n_resamples,
+                                rng=self.rng())
+
     @cached_property
     def sign_flip(self):
-        """The paired test of the claim: the studentized within-seed permutation test
-        (mean/se: equal means, the claim users make) when any seed averages >= 2 draws (the
-        sign-flip test assumes a symmetric d, which averaged draws break), else the exact
-        sign-flip test (the same test, same p, when every seed has one draw)."""
-        rng = self.rng()
-        if self.averaged_draws:
-            return within_seed_permutation_test(
-                [p.v_policy for p in self.units],
-                [p.draws.violation_rate.to_numpy(float) for p in self.units],
-                alternative=self.alternative, rng=rng,
-                n_resamples=None if self._exact_ok else self.protocol.n_resamples)
+        """The claim's test in the form the document, verdicts and null figure read.  A sign
+        flip keeps sum d^2, so the studentized statistic orders sign vectors as the mean does:
+        the sign-flip engine on d counts exactly the vectors :attr:`paired` counts (same p,
+        same CI, checked in tests/audit/test_claim_test.py) and also carries the null."""
         return sign_flip_test(self.d, alternative=self.alternative,
-                              n_resamples=None if len(self.d) <= MAX_EXACT_N
-                              else self.protocol.n_resamples,
-                              rng=rng)
+                              n_resamples=self._n_resamples, rng=self.rng())
 
-    @property
-    def _exact_ok(self) -> bool:
-        """The permutation test enumerates this design exactly (else protocol.n_resamples)."""
-        return exact_enumerable(self.draws_per_seed)
+    @cached_property
+    def exchangeability(self):
+        """Diagnostic, never the licence for "beats": the within-seed relabelling test of
+        "the policy run looks like one more draw of its seed" (raw mean), two-sided; None
+        when no seed averages >= 2 draws (then it is the sign-flip test itself)."""
+        if not self.averaged_draws or self.effective_n < 2:
+            return None
+        return within_seed_permutation_test(
+            [p.v_policy for p in self.units],
+            [p.draws.violation_rate.to_numpy(float) for p in self.units],
+            alternative="two-sided", rng=self.rng(7), confidence_level=None,
+            statistic="mean",
+            n_resamples=None if exact_enumerable(self.draws_per_seed, "mean")
+            else self.protocol.n_resamples)
+
+    @cached_property
+    def tail_luck(self) -> TailLuck | None:
+        """Diagnostic: did the policy's runs miss the draws' upper tail by design or by luck
+        (:func:`evalkit.audit.tail_luck.tail_luck`)?  None without >= 2 averaged draws."""
+        if self.effective_n < 2 or not self.averaged_draws:
+            return None
+        return tail_luck([p.v_policy for p in self.units],
+                         [p.draws.violation_rate.to_numpy(float) for p in self.units],
+                         alpha=self.alpha)
 
     def _meta(self, run_id: str) -> dict:
         cache = self.campaign._cache

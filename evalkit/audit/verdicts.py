@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from evalkit.document.words import beats, gain_text, num, prediction_text, significance_text
 
-__all__ = ["Power", "explained_result", "power", "tier_sentence", "underpowered_verdict"]
+__all__ = ["SMALL_N", "Power", "assumption_text", "explained_result", "power", "tier_sentence",
+           "underpowered_verdict"]
 
 
 @dataclass(frozen=True)
@@ -117,4 +118,32 @@ def tier_sentence(tier, ctx) -> str:
                 "random is shown")
     res = explained_result(ctx)
     pred = f"; {prediction_text(res)}" if res is not None else ""
-    return f"{tier.name}: {tier.claim}; {g}{pred}"
+    return f"{tier.name}: {tier.claim}; {g}{pred}{assumption_text(ctx)}"
+
+
+# Below this many seeds the study measured false passes of every mean test far above nominal
+# for a policy much worse in a few seeds (0.35 at n 10, 0.12 at n 20: tools/INFERENCE_STUDY.md)
+SMALL_N = 20
+
+
+def assumption_text(ctx) -> str:
+    """What a gain rests on beyond the test's p, in words from the numbers: the tail_luck
+    diagnostic when the policy's runs missed the draws' tail by what may be luck, and at
+    small n the shape of d (its sample skewness) the mean test assumes."""
+    out = []
+    try:
+        luck = ctx.tail_luck
+    except Exception:  # noqa: BLE001 - no diagnostic without paired seeds
+        luck = None
+    if luck is not None and luck.flagged:
+        out.append(luck.sentence())
+    try:
+        paired = ctx.paired if ctx.effective_n < SMALL_N else None
+    except Exception:  # noqa: BLE001
+        paired = None
+    if paired is not None:
+        out.append(f"with {paired.n} seeds the mean test assumes d has no long tail of seeds "
+                   f"where the policy is much worse (sample skewness g1 = "
+                   f"{num(paired.skewness, 3)}); {SMALL_N} or more seeds make that "
+                   "assumption matter less")
+    return "".join(f"; {x}" for x in out)

@@ -95,44 +95,14 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     INPUT is a runs directory or summary table (audited here), or the audit.json of
     'evalkit audit' (or its --out directory) under the same rules and seed: read, not
     audited again."""
-    from evalkit.audit.gate import baseline_for, check_fresh, decide, is_audit_document
-    from evalkit.audit.protocol import load_protocol
-    from evalkit.audit.result import audit_campaign, find_claim, read_claims
-    from evalkit.document.schema import load_audit
+    from evalkit.audit.gate_api import gate_document
 
-    proto = load_protocol(protocol).with_alpha(alpha).with_accept_vouched(accept_vouched)
-    proto.tier(tier)                     # unknown tier -> InputError -> exit 2
-    base = (baseline_for(load_audit(baseline), baseline, proto, seed)
-            if baseline is not None else None)   # a tier this protocol lacks -> exit 2
-    # "reached" is the tier the audit reports, not one capped at the required tier (a capped
-    # walk would call a calibrated claim "not placement gain"); tiers above the required one
-    # are evaluated only while the walk goes on, so a claim that stops below calibrated
-    # never fits psi (nor imports isotonic regression)
-    if is_audit_document(input_path) and challenge is not None:
-        from evalkit.errors import InputError
-
-        raise InputError("--challenge is verified against the runs and their plan, which an "
-                         "audit.json does not hold", file=str(input_path),
-                         column="--challenge", fix="gate the runs directory: evalkit gate "
-                                                   "RUNS --challenge CHALLENGE.json")
-    if is_audit_document(input_path):
-        doc = load_audit(input_path)
-        check_fresh(doc, input_path, proto, seed, sequential=sequential)
-    else:
-        from evalkit.runlog.store_url import local_view
-
-        with local_view(input_path) as (local, view):   # a run store URL: its complete runs
-            read = read_claims(local, proto)
-            find_claim(read[1], policy, regime, options=True)  # unknown: exit 2 first
-            doc = audit_campaign(local, protocol=proto, seed=seed, walk_above=tier,
-                                 claims_read=read,
-                                 challenge=challenge).decision_dict()
-            for note in view.notes() if view is not None else []:
-                click.echo(f"excluded {note}", err=True)
-    claim = find_claim(doc["claims"], policy, regime, options=True)
-    decision = decide(doc, claim, proto, tier, base,
-                      accept_protocol_change=accept_protocol_change, sequential=sequential,
-                      min_effect=min_effect, verbose=verbose)
+    _, _, _, decision = gate_document(
+        input_path, policy, regime, tier, protocol=protocol, alpha=alpha, seed=seed,
+        accept_vouched=accept_vouched, challenge=challenge, baseline=baseline,
+        accept_protocol_change=accept_protocol_change, sequential=sequential,
+        min_effect=min_effect, verbose=verbose,
+        notes=lambda note: click.echo(f"excluded {note}", err=True))
     for line in decision.lines:
         click.echo(line)
     sys.exit(decision.exit_code)

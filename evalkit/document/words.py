@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "DESIGN_CHECKS", "EFFECT_TOL", "TIED", "WORSE",
+__all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "CLAIM_TEST_FALSE_WORSE", "DESIGN_CHECKS",
+           "EFFECT_TOL", "WORSE_SIZE_FACTOR", "TIED", "WORSE",
            "beats", "ci_side", "ci_words", "drift_share_words", "explained_fix",
            "explained_reason", "failed_design_checks", "gain_state", "gain_text", "gain_words",
            "is_negligible", "not_valid_words", "num", "p_value", "pct", "pp", "prediction_text",
-           "significance_text", "vouched_note"]
+           "significance_text", "vouched_note", "worse_licensed", "worse_words"]
 
 EFFECT_TOL = 1e-12           # a gain equal to min_effect up to rounding is not below it
 
@@ -52,9 +53,33 @@ def gain_state(gain, p, alpha) -> str:
     return BETTER if g > 0 else WORSE
 
 
+# The false "worse" rate of the claim's test (the seed-level studentized sign flip), the
+# largest over the designs of tools/INFERENCE_STUDY.md (bursty V, n 10, m 3, fixed schedule),
+# against its nominal one-sided rate: a side may be named only from a decision whose false
+# rate there is <= WORSE_SIZE_FACTOR x nominal.
+CLAIM_TEST_FALSE_WORSE = 0.097
+WORSE_SIZE_FACTOR = 1.5
+
+
+def worse_licensed(false_worse: float = CLAIM_TEST_FALSE_WORSE,
+                   nominal: float = 0.025) -> bool:
+    """Whether a significant negative gain may be called "worse": the decision's measured
+    false "worse" rate is at most 1.5 x its nominal rate."""
+    return false_worse <= WORSE_SIZE_FACTOR * nominal
+
+
+def worse_words() -> str:
+    """The words for a significant negative gain, chosen by :func:`worse_licensed`."""
+    if worse_licensed():
+        return "significantly WORSE than matched random"
+    return (f"not better than matched random (a negative gain; the test's measured false "
+            f"'worse' rate {CLAIM_TEST_FALSE_WORSE:g} exceeds {WORSE_SIZE_FACTOR:g} x nominal, "
+            "so no 'worse' is claimed)")
+
+
 def gain_words(state: str) -> str:
     return {BETTER: "significantly better than matched random",
-            WORSE: "significantly WORSE than matched random",
+            WORSE: worse_words(),
             TIED: "not shown to differ from matched random"}[state]
 
 
@@ -84,8 +109,8 @@ def explained_reason(predicts_gain: bool, within: bool, g_pred_ci, unexplained_c
 def explained_fix(state: str, predicts_gain: bool) -> str:
     """What to report instead, given whether the gain itself is significant."""
     if state == WORSE:
-        return ("there is no gain to explain: the policy is significantly worse than matched "
-                "random; do not claim an improvement")
+        return (f"there is no gain to explain: the policy is {worse_words()}; do not claim "
+                "an improvement")
     if state == TIED:
         return ("there is no significant gain to explain; do not claim an improvement over "
                 "matched random")
@@ -223,7 +248,7 @@ def significance_text(sf, p_adjusted: float, alpha: float) -> str:
         return "no paired test"
     p = f"p = {num(p_adjusted, 3)}"
     if p_adjusted <= alpha and sf.statistic < 0:
-        return f"the policy is significantly worse than matched random ({p})"
+        return f"the policy is {worse_words()} ({p})"
     if p_adjusted <= alpha and sf.statistic > 0:
         return f"the policy is significantly better than matched random ({p})"
     return f"the difference is not significant ({p})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from evalkit.audit.checks.core import Outcome, Status, _fmt, check, not_evaluable
 from evalkit.audit.verdicts import power
-from evalkit.document.words import is_negligible, pp
+from evalkit.document.words import is_negligible, pp, worse_words
 
 __all__ = ["enough_seeds", "gain_significant"]
 
@@ -80,8 +80,8 @@ def gain_significant(ctx, spec) -> Outcome:
                            status=Status.NEGLIGIBLE, values=values)
         return Outcome(True, expected, found, values=values)
     if sf.statistic <= 0 and p_adj <= ctx.alpha:
-        return Outcome(False, expected, found + ": the policy is significantly WORSE than "
-                       "matched random", "do not claim an improvement", values=values)
+        return Outcome(False, expected, found + f": the policy is {worse_words()}",
+                       "do not claim an improvement", values=values)
     return Outcome(False, expected, found + ": not significant",
                    "no evidence the policy beats random placement of the same budget; more "
                    "seeds only help if the effect is real", values=values)
