@@ -4,6 +4,7 @@ load match); evidence is computed on first use."""
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from functools import cached_property
 
 import numpy as np
@@ -153,12 +154,17 @@ class ClaimContext:
 
     @cached_property
     def sign_flip(self):
-        """The claim's test in the form the document, verdicts and null figure read.  A sign
-        flip keeps sum d^2, so the studentized statistic orders sign vectors as the mean does:
-        the sign-flip engine on d counts exactly the vectors :attr:`paired` counts (same p,
-        same CI, checked in tests/audit/test_claim_test.py) and also carries the null."""
-        return sign_flip_test(self.d, alternative=self.alternative,
-                              n_resamples=self._n_resamples, rng=self.rng())
+        """The claim's test in the form the document, verdicts and null figure read: the
+        numbers (p, CI, method) are :attr:`paired`'s; a sign flip keeps sum d^2, so the
+        studentized statistic orders sign vectors as the mean does, and the sign-flip engine's
+        null of mean(d) is the null figure's."""
+        engine = sign_flip_test(self.d, alternative=self.alternative,
+                                n_resamples=self._n_resamples, rng=self.rng())
+        paired = self.paired
+        return replace(engine, p_value=paired.p_value, p_greater=paired.p_greater,
+                       p_less=paired.p_less, p_two_sided=paired.p_two_sided,
+                       ci_low=paired.ci[0], ci_high=paired.ci[1], ci_method=paired.ci_method,
+                       method=paired.method, t_statistic=paired.t)
 
     @cached_property
     def exchangeability(self):

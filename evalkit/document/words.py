@@ -61,11 +61,11 @@ CLAIM_TEST_FALSE_WORSE = 0.097
 WORSE_SIZE_FACTOR = 1.5
 
 
-def worse_licensed(false_worse: float = CLAIM_TEST_FALSE_WORSE,
-                   nominal: float = 0.025) -> bool:
+def worse_licensed(false_worse: float | None = None, nominal: float = 0.025) -> bool:
     """Whether a significant negative gain may be called "worse": the decision's measured
-    false "worse" rate is at most 1.5 x its nominal rate."""
-    return false_worse <= WORSE_SIZE_FACTOR * nominal
+    false "worse" rate (default: the claim test's) is at most 1.5 x its nominal rate."""
+    rate = CLAIM_TEST_FALSE_WORSE if false_worse is None else false_worse
+    return rate <= WORSE_SIZE_FACTOR * nominal
 
 
 def worse_words() -> str:
