@@ -35,7 +35,8 @@ RUN_COLUMNS = (
     "run_id", "role", "policy", "seed", "draw", "matched_to", "regime", "backend", "oracle",
     "trace_realisation", "violation_rate", "n_requests", "k_observed", "exposure_requests",
     "exposure_time", "arrival_rate_achieved", "prompt_tokens_total", "output_tokens_total",
-    "step_rate", "merge_duration_s", "horizon_s", "span_start_s", "span_end_s",
+    "step_rate", "trainer_active_share", "merge_duration_s", "horizon_s", "span_start_s",
+    "span_end_s",
 ) + DESIGN_COLUMNS
 
 

@@ -41,7 +41,7 @@ SUMMARY_COLUMNS = META_COLUMNS + (
     "p50_s", "p95_s", "p99_s", "ttft_p95_s",
     "k_total", "k_observed", "exposure_requests", "exposure_time", "span_start_s", "span_end_s",
     "arrival_rate_scheduled", "arrival_rate_achieved", "send_lag_p99_s",
-    "prompt_tokens_total", "output_tokens_total", "step_rate",
+    "prompt_tokens_total", "output_tokens_total", "step_rate", "trainer_active_share",
     "merge_duration_s", "horizon_s", "slo_e2e_s", "slo_ttft_s", "slo_tpot_s",
 )
 REQUEST_COLUMNS = ("arrival_s", "sent_s", "first_token_s", "end_s", "prompt_tokens",
@@ -110,6 +110,22 @@ def _step_rate(steps: dict | None, merges: dict) -> float:
         return float("nan")
     return m.step_rate(steps["end_s"].size, steps["start_s"].min(), steps["end_s"].max(),
                        merges["start_s"], merges["end_s"])
+
+
+# a pause between the trainer's steps shorter than this is still training (data loading,
+# logging); a longer one is an idle stretch
+ACTIVE_BRIDGE_S = 1.0
+
+
+def _trainer_active_share(steps: dict | None, merges: dict, horizon: float) -> float:
+    """Share of the horizon [0, horizon] the trainer was stepping or merging: a trainer idle
+    after 30 s of a 300 s run has 0.1 whatever its step rate while it ran.  NaN without
+    steps."""
+    if steps is None or steps["end_s"].size == 0 or not horizon > 0:
+        return float("nan")
+    starts = np.concatenate([steps["start_s"], merges["start_s"]])
+    ends = np.concatenate([steps["end_s"] + ACTIVE_BRIDGE_S, merges["end_s"]])
+    return m.time_exposure(starts, ends, (0.0, float(horizon)))
 
 
 def summarize_arrays(meta: dict, req: dict, merges: dict, steps: dict | None = None,
@@ -195,6 +211,7 @@ def request_numbers(req: dict, merges: dict, steps: dict | None, slo: dict,
         # generated tokens: completed requests only (failed rows hold the requested count)
         "output_tokens_total": _sum_where(out_tokens, ok),
         "step_rate": _step_rate(steps, merges),
+        "trainer_active_share": _trainer_active_share(steps, merges, horizon),
         "merge_duration_s": D, "horizon_s": horizon, "slo_e2e_s": float(slo["e2e_s"]),
         "slo_ttft_s": _slo_or_nan(slo.get("ttft_s")), "slo_tpot_s": _slo_or_nan(slo.get("tpot_s")),
     }

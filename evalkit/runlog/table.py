@@ -47,14 +47,15 @@ SYNTH_NOTE = "synthesised from summary table"
 REQUIRED = ("policy", "seed", "violation_rate")
 # columns of `evalkit summarize` the audit uses when present: load match, design facts
 PASSTHROUGH = ("arrival_rate_achieved", "prompt_tokens_total", "output_tokens_total",
-               "step_rate", "merge_duration_s", "horizon_s", "exposure_requests",
-               "exposure_time", "span_start_s", "span_end_s", "arrival_fingerprint",
+               "step_rate", "trainer_active_share", "merge_duration_s", "horizon_s",
+               "exposure_requests", "exposure_time", "span_start_s", "span_end_s", "arrival_fingerprint",
                "merge_duration_median_s", "corridor_violations", "corridor_note",
                "completion_tied_share", "identical_arrival_share", "inner_step_median_s")
 TEXT_PASSTHROUGH = ("arrival_fingerprint", "corridor_note")
 # passthrough columns that are counts or shares of the row's own requests
 COUNT_OR_SHARE = {"corridor_violations": {"integer": True, "lo": 0},
-                  "exposure_requests": {"lo": 0, "hi": 1}}
+                  "exposure_requests": {"lo": 0, "hi": 1},
+                  "trainer_active_share": {"lo": 0, "hi": 1}}
 OPTIONAL = ("role", "draw", "regime", "n_requests", "K", "oracle", "no_sync_violation_rate",
             "matched_to", "backend", "trace_realisation", "run_id", "k_observed",
             "draws_per_row")
@@ -240,6 +241,8 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
                     f"(regime {regime}, seed {seed})", "one no-sync V per regime and seed")
             no_sync_given.setdefault(key, (ns, i + offset))
         extra = {}
+        if "step_rate" in table.columns and "trainer_active_share" not in table.columns:
+            extra["trainer_active_share"] = np.nan     # the horizon is not shown: not matched
         for col in PASSTHROUGH:
             if col in table.columns:
                 val = rec.get(col)

@@ -19,6 +19,8 @@ DEFAULT_TOLERANCES = {
     "prompt_tokens_total": 0.0,
     "output_tokens_total": 0.01,
     "step_rate": 0.05,
+    # the whole horizon: a no-sync trainer idle after 30 s steps at the same rate while it ran
+    "trainer_active_share": 0.05,
 }
 CHECK_KEYS = tuple(DEFAULT_TOLERANCES)
 
@@ -85,7 +87,7 @@ def load_match(policy_summary, no_sync_summary, tolerances=None) -> LoadMatchRes
     """Compare a policy run with its no-sync run (same seed, same trace, same training load).
 
     Summaries are dict-like with keys n_requests, arrival_rate_achieved, prompt_tokens_total,
-    output_tokens_total, step_rate and violation_rate.  A missing no-sync run (None) raises
+    output_tokens_total, step_rate, trainer_active_share and violation_rate.  A missing no-sync run (None) raises
     InputError: V(no-sync) is never taken to be 0.
     """
     if no_sync_summary is None:
