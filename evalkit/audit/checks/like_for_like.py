@@ -31,7 +31,9 @@ __all__ = ["like_for_like", "run_facts", "seed_runs", "training_facts"]
 # run is and what its schedule was, its own random generator, host timing and what the
 # run measured (which follows from the schedule).  Everything else must be identical.
 MAY_DIFFER = (
-    "run_id", "policy", "role", "draw", "matched_to", "created_at", "host", "rng_seeds.policy",
+    "run_id", "policy", "role", "draw", "matched_to", "created_at", "rng_seeds.policy",
+    # the machine's name may differ; its platform and Python may not
+    "host.hostname",
     "oracle", "policy_params", "reference_run_id", "reference_k", "k_observed",
     "inner_step_s", "ewma_alpha", "notes", "plan_sha256", "complete", "error",
     # the policy's code identity differs by role (policy vs matched_random); one identity per
@@ -41,16 +43,17 @@ MAY_DIFFER = (
     "run_order",
     "settings.effective.policy",
     # what a real backend measured during the run (counts, timings, the rig's state and
-    # addresses), not how it was configured
-    "settings.effective.rig", "settings.effective.pids", "settings.effective.sidecar_port",
+    # addresses), not how it was configured; any other rig key (its hardware) is compared
+    "settings.effective.rig.reset_s", "settings.effective.rig.runs_before",
+    "settings.effective.rig.startup_s", "settings.effective.rig.warm",
+    "settings.effective.pids", "settings.effective.sidecar_port",
     "settings.effective.base_url", "settings.effective.inner_steps", "settings.effective.merges",
     "settings.effective.merge_duration_mean_s", "settings.effective.scrapes",
     "settings.effective.scrapes_ok", "settings.effective.send_lag_max_s",
     "settings.effective.send_lag_p50_s", "settings.effective.send_lag_p99_s",
     "settings.effective.warmup_inner_step_s", "settings.effective.capacity_probe_cached",
-    "settings.effective.capacity_requests_per_s", "settings.effective.capacity_tokens_per_s",
-    "settings.effective.client_keeps_up", "settings.effective.probe_elapsed_s",
-    "settings.effective.probe_ttft_median_s", "settings.effective.single_request_s",
+    # (the capacity probe itself, measured once per seed on its hardware, is compared)
+    "settings.effective.client_keeps_up",
     "settings.effective.requests_failed", "settings.effective.prompts_truncated",
     # an imported run's source file and what its tool measured (dates, durations, counts)
     "settings.effective.imported",
