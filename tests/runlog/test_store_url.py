@@ -99,6 +99,19 @@ def test_an_upload_without_its_manifest_is_invisible(s3, tmp_path, monkeypatch):
     assert store.list() == {}
 
 
+def test_cleaning_leftovers_keeps_the_attempt_a_damaged_manifest_names(s3, tmp_path):
+    """A run moved aside as damaged keeps its upload for inspection: no manifest names its
+    attempt any more, yet cleaning the leftovers of killed writers never removes it."""
+    store = _store(s3)
+    published = store.publish_run(_run_folder(tmp_path))
+    store.move_aside("r1", published)
+    entry = store.entries()["r1"]
+    assert entry.manifest is None and len(entry.damaged) == 1
+    assert entry.leftover_attempts() == {published["attempt"]}
+    assert store.clean_leftovers(["r1"], store.entries()) == []
+    assert store.entries()["r1"].attempts == {published["attempt"]}
+
+
 def test_replacing_a_run_keeps_one_attempt(s3, tmp_path):
     store = _store(s3)
     run = _run_folder(tmp_path)

@@ -425,3 +425,15 @@ def test_clusters_of_unsorted_or_nan_arrivals_take_the_general_path():
     assert np.array_equal(got[1], want[1])
     n_b, v_b, _ = cluster_counts(np.array([1.0, 2.0, np.nan]), np.array([1, 0, 1], bool))
     assert n_b.sum() == 3 and v_b.sum() == 2
+
+
+def test_long_run_variance_caps_the_bandwidth_at_a_whole_quarter_of_the_blocks():
+    # 10 blocks: the cap is 10 // 4 = 2 lags (not 2.5), so big M = 4 and the weights of
+    # lags 1..4 are 1, 1, 0.5, 0 -- checked against the autocovariances computed directly
+    r = np.array([2.0, 1.8, 1.5, 1.2, 0.5, -0.5, -1.2, -1.5, -1.8, -2.0])
+    gamma = np.array([np.dot(r[:r.size - j], r[j:]) / r.size for j in range(r.size)])
+    lrv, clusters = vinterval._long_run(r, floor=100)
+    expected = gamma[0] + 2.0 * np.dot([1.0, 1.0, 0.5, 0.0], gamma[1:5])
+    assert expected > gamma[0]
+    assert lrv == pytest.approx(expected, rel=1e-12)
+    assert clusters == 2.0
