@@ -21,6 +21,7 @@ from evalkit.stats import load_match
 from evalkit.stats.loadmatch import CHECK_KEYS
 from evalkit.stats.paired import METHOD as PAIRED_METHOD
 from evalkit.stats.paired import paired_mean_test
+from evalkit.stats._result import DEFAULT_RTOL
 from evalkit.stats.randomisation import (MAX_EXACT_N, exact_enumerable, min_attainable_p,
                                          seeds_needed, sign_flip_test,
                                          within_seed_permutation_test)
@@ -104,13 +105,13 @@ class ClaimContext:
 
     @property
     def informative_n(self) -> int:
-        """Independent seeds whose runs differ: a seed whose policy run and draws all have
-        the same V cannot move the test statistic (it counts for nothing in min p)."""
-        count = 0
-        for p in self.units:
-            v = np.concatenate(([p.v_policy], p.draws.violation_rate.to_numpy(float)))
-            count += bool(np.ptp(v) > 1e-12 * max(1.0, float(np.max(np.abs(v)))))
-        return count
+        """Independent seeds whose d is not 0: a seed with d = 0 (its policy run at its
+        draws' mean) cannot move the sign flip on d (it counts for nothing in min p)."""
+        d = np.array([p.d for p in self.units], dtype=float)
+        if not d.size:
+            return 0
+        zero = DEFAULT_RTOL * float(np.mean(np.abs(d)))
+        return int(np.count_nonzero(np.abs(d) > zero))
 
     @cached_property
     def draws_per_seed(self) -> np.ndarray:

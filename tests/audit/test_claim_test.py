@@ -162,3 +162,15 @@ def test_tail_luck_flags_a_policy_that_missed_the_tail_by_what_may_be_luck():
     assert caught.policy_in_tail == 1 and not caught.flagged
     calm = TL.tail_luck([0.8, 0.8], draws[1:], alpha=0.05)
     assert calm.q is None and not calm.flagged and calm.sentence() == ""
+
+
+def test_a_gain_on_few_seeds_states_what_the_mean_test_assumes():
+    table, units = bursty_campaign(1, n=10, m=5, effect=0.5)
+    result = evalkit.gate(table, "wa", accept_vouched=True)
+    d = np.array([d.mean() - p for p, d in units])
+    g1 = paired_mean_test(d).skewness
+    assert result.passed
+    assert (f"with 10 seeds the mean test assumes d has no long tail of seeds where the "
+            f"policy is much worse (sample skewness g1 = {words.num(g1, 3)})") in result.lines[1]
+    many = evalkit.gate(bursty_campaign(0, n=20, m=5, effect=0.22)[0], "wa", accept_vouched=True)
+    assert "the mean test assumes" not in many.lines[1]

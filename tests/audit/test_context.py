@@ -25,6 +25,7 @@ from evalkit.audit.context import ClaimContext
 from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.runset import assemble_claims, ClaimData, load_runset, SeedPair
+from evalkit.stats.paired import paired_mean_test
 from tests.support.decision_stubs import claim, pair
 
 
@@ -133,9 +134,11 @@ def test_claim_result_fields_of_a_sign_flip_claim(tmp_path):
     assert out["regime"] == "ra" and out["policy"] == "pra" and out["baseline"] == "matched_random"
     assert out["n_seeds"] == 6 and out["seeds"] == list(range(6)) and out["effective_n"] == 6
     assert out["draws_per_seed"] == [1] * 6 and out["design_min_p"] == pytest.approx(2.0 ** -5)
-    assert out["test"].startswith("sign-flip test (one baseline row per seed")
+    assert out["test"] == "studentized sign-flip test of the mean of d"
     assert out["null_size"] == 2 ** 6 and out["exact"] is True
-    assert out["method"].startswith("exact sign-flip")
+    assert out["method"].startswith("studentized sign-flip test of the mean of d (exact")
+    assert out["exchangeability"] is None and out["tail_luck"] is None   # one draw a seed
+    assert out["skewness"] == pytest.approx(paired_mean_test(d).skewness)
     assert out["wins"] == 4
     assert out["mean_diff"] == pytest.approx(np.mean(d))
     assert out["p_one_sided"] == pytest.approx(g) and out["p_two_sided"] == pytest.approx(two)
@@ -184,6 +187,8 @@ def _stub_result(excluded=(), effective_n=2, checks=(), d=(0.125, -0.25)):
     sf = SimpleNamespace(null_size=4, method="m", ci_low=-1.0, ci_high=2.0, ci_method="cm",
                          p_greater=0.25, p_two_sided=0.5, exact=True, min_p=0.5)
     ctx = SimpleNamespace(effective_n=effective_n, sign_flip=sf, d=np.array(d),
+                          paired=SimpleNamespace(skewness=0.0), exchangeability=None,
+                          tail_luck=None, units=[],
                           pseudo_replicates=[(2, 0)], test_name="t",
                           draws_per_seed=np.array([2, 1]), design_min_p=0.5, p_adjusted=0.75,
                           seeds_needed=6,
@@ -260,7 +265,8 @@ def _vctx(stat=0.0625, lo=0.03125, hi=0.125, needed=7, explained=None, n=4, p_ad
         seeds_needed=needed, claim=SimpleNamespace(policy="wa"), regime_evidence=ev,
         protocol=load_protocol(), informative_n=n, effective_n=n, design_min_p=design_min_p,
         alpha=0.05, alternative="two-sided", p_adjusted=p_adj,
-        sign_flip=SimpleNamespace(statistic=stat, ci_low=lo, ci_high=hi, min_p=min_p))
+        sign_flip=SimpleNamespace(statistic=stat, ci_low=lo, ci_high=hi, min_p=min_p),
+        paired=None, tail_luck=None)
 
 
 def _explained(g_pred=0.05, lo=0.02, hi=0.08, explained=True):
@@ -304,7 +310,8 @@ def test_verdict_wording_per_tier():
         "no claim beyond the mechanism tiers")
     worse = _verdict("harness", proto, claim, under, "",
                      _vctx(stat=-0.04, lo=-0.06, hi=-0.02, p_adj=0.008, needed=3))
-    assert "significantly worse than matched random (p = 0.008)" in worse
+    assert "not better than matched random (a negative gain" in worse and "(p = 0.008)" in worse
+    assert "significantly worse" not in worse
     assert "needs >= 3" not in worse and "minimum of 5" in worse
     # a non-blocking underpowered text does not make the verdict underpowered
     soft = [replace(under[0], blocking=False)]
@@ -448,20 +455,19 @@ def test_notes_of_a_claim(tmp_path):
                                         "verified: " + ", ".join(vouched))
     assert res.notes[1] == ("effective n = 4 of 6 paired seeds: seeds that replay another "
                             "seed's requests count once (seed 2 = seed 0, seed 4 = seed 0)")
-    assert res.notes[2] == "one baseline row per seed: sign-flip test, symmetry of d assumed"
-    assert res.notes[3].startswith("matched-random rows without matched_to serve every policy")
-    assert res.notes[4].startswith("not pre-registered: no campaign plan")
-    assert len(res.notes) == 5
+    assert res.notes[2].startswith("matched-random rows without matched_to serve every policy")
+    assert res.notes[3].startswith("not pre-registered: no campaign plan")
+    assert len(res.notes) == 4
     # no vouching, no duplicates: only the design notes
     plain = _table(tmp_path / "p.csv", _regimes({"ra": d}))
     _, (res,) = _evaluate(plain)
-    assert res.notes[0].startswith("one baseline row per seed") and len(res.notes) == 3
+    assert res.notes[0].startswith("matched-random rows without") and len(res.notes) == 2
 
 
 def test_default_seed_is_zero_for_monte_carlo_p(tmp_path):
-    # 21 seeds x 3 draws: 4^21 label sets, beyond exact enumeration -> Monte Carlo
+    # 41 seeds: 2^41 sign vectors, beyond exact enumeration -> Monte Carlo
     rng = np.random.default_rng(3)
-    seeds = [(0.25, list(0.25 + rng.normal(0.01, 0.05, 3)), None) for _ in range(21)]
+    seeds = [(0.25, list(0.25 + rng.normal(0.01, 0.05, 3)), None) for _ in range(41)]
     path = _table(tmp_path / "t.csv", {"ra": ("pra", seeds)})
     _, (default,) = _evaluate(path)
     _, (zero,) = _evaluate(path, seed=0)
@@ -1143,23 +1149,13 @@ def test_phi_table_vex_subtracts_a_nonzero_no_sync_v(tmp_path):
                                         abs=1e-15)
 
 
-@pytest.mark.parametrize("n_seeds, exact", [(11, True), (12, False)])
-def test_claim_context_exact_permutation_limit(n_seeds, exact):
-    # 3 draws per seed: 4^n label sets; the studentized statistic is not additive, so
-    # exact means enumerating all of them: up to 2^22 = 4^11
-    from evalkit.audit.context import ClaimContext
-
-    fake = SimpleNamespace(draws_per_seed=np.full(n_seeds, 3.0))
-    assert ClaimContext._exact_ok.fget(fake) is exact
-
-
 @pytest.mark.parametrize("m, alternative, needed", [
-    ([1, 3, 2], "two-sided", 6),        # the fewest draws decide: 2 * 2^-n <= 0.05 from n = 6
-    ([3, 3, 3], "two-sided", 3),        # 2 * 4^-n <= 0.05 from n = 3
+    ([1, 3, 2], "two-sided", 6),        # one d per seed: 2 * 2^-n <= 0.05 from n = 6
+    ([3, 3, 3], "two-sided", 6),        # averaged draws do not lower it (the test is on d)
     ([3, 1], "greater", 5),             # 2^-n <= 0.05 from n = 5
-    ([], "two-sided", 6),               # no draws known: one per seed
+    ([], "two-sided", 6),
 ])
-def test_claim_context_seeds_needed_from_the_fewest_draws(m, alternative, needed):
+def test_claim_context_seeds_needed_is_the_sign_flip_on_d(m, alternative, needed):
     from evalkit.audit.context import ClaimContext
 
     fake = SimpleNamespace(draws_per_seed=np.array(m, dtype=int), alpha=0.05,
@@ -1208,10 +1204,8 @@ def test_informative_seeds_are_those_whose_runs_differ():
     c = _stub_context(pairs)
     assert c.effective_n == 4 and c.informative_n == 2
     assert c.averaged_draws is True and list(c.draws_per_seed) == [2, 2, 1, 1]
-    assert c.test_name == "studentized within-seed permutation test"
-    assert c.design_min_p == pytest.approx(2 / (3 * 3 * 2 * 2))
+    assert c.test_name == "studentized sign-flip test of the mean of d"
+    assert c.design_min_p == pytest.approx(2 / 2 ** 4)
     one = _stub_context([pair(0), pair(1)])
-    assert one.averaged_draws is False and one.test_name == "sign-flip test"
-    table = _stub_context([pair(0), pair(1)], source="summary")
-    assert table.test_name.startswith("sign-flip test (one baseline row per seed")
+    assert one.averaged_draws is False and one.test_name == c.test_name
     assert _stub_context([]).design_min_p == 1.0 and _stub_context([]).averaged_draws is False
