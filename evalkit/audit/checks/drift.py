@@ -36,11 +36,17 @@ import math
 import numpy as np
 import pandas as pd
 
-from evalkit.audit.checks.core import Outcome, _fmt, check, not_evaluable
+from evalkit.audit.checks.core import Outcome, _fmt, _listing, check, not_evaluable
+from evalkit.audit.checks.plan import campaign_plan
 from evalkit.document.words import drift_share_words, pp
 from evalkit.stats import sign_flip_test
 
-__all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift"]
+__all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift", "order_faults"]
+
+# clocks of the hosts a campaign ran on may disagree by this much
+CLOCK_SKEW_S = 300.0
+# with several workers a run may start a little before the one submitted just ahead of it
+ORDER_SLACK_S = 60.0
 
 LOAD_MEASURES = (("step_rate", "trainer step rate", "load_rel_tol"),
                  ("probe_s", "host probe latency", "probe_rel_tol"))
@@ -72,6 +78,53 @@ def _run_record(ctx, run_id: str) -> dict:
                 "probe_s": float(probe) if isinstance(probe, (int, float)) else math.nan}
     return {"t": _parse_time(meta.get("created_at")), "time_source": "created_at",
             "position": None, "probe_s": math.nan}
+
+
+def order_faults(ctx) -> list[str]:
+    """What the campaign's execution records contradict: a run started before the plan it
+    carries was frozen, or after it was written; runs of one campaign under several order
+    seeds or in one slot; start times against the recorded order (a run starting more than
+    :data:`ORDER_SLACK_S` before the run ahead of it in the order)."""
+    campaign = ctx.campaign
+    if not campaign.has_logs:
+        return []
+    plan = campaign_plan(campaign)
+    frozen = _parse_time(plan.get("created_at")) if plan else math.nan
+    faults, slots = [], {}
+    for run_id in getattr(campaign, "run_ids", ()):     # a stand-in campaign may have none
+        meta = campaign.meta(run_id)
+        order = meta.get("run_order")
+        if not isinstance(order, dict):
+            continue
+        started = _parse_time(order.get("started_at"))
+        written = _parse_time(meta.get("created_at"))
+        if started < frozen - CLOCK_SKEW_S:
+            faults.append(f"{run_id} started {order.get('started_at')}, before the plan was "
+                          f"frozen ({plan.get('created_at')})")
+        if started > written + CLOCK_SKEW_S:
+            faults.append(f"{run_id} started {order.get('started_at')}, after it was written "
+                          f"({meta.get('created_at')})")
+        slots.setdefault(order.get("order_seed"), []).append(
+            (order.get("position"), started, run_id))
+    if len(slots) > 1:
+        faults.append(f"the runs record {len(slots)} order seeds "
+                      f"({', '.join(str(k) for k in sorted(slots, key=str))}): one campaign "
+                      "has one order")
+    for seed, runs in slots.items():
+        positions = [p for p, _, _ in runs]
+        twice = sorted({p for p in positions if positions.count(p) > 1}, key=str)
+        if twice:
+            faults.append(f"order seed {seed}: position {twice[0]} is recorded by "
+                          f"{positions.count(twice[0])} runs")
+        ordered = sorted((r for r in runs if isinstance(r[0], int) and np.isfinite(r[1])),
+                         key=lambda r: r[0])
+        latest = -math.inf
+        for pos, started, run_id in ordered:
+            if started < latest - ORDER_SLACK_S:
+                faults.append(f"{run_id} (position {pos}) started {latest - started:.0f} s "
+                              "before a run ahead of it in the recorded order")
+            latest = max(latest, started)
+    return faults
 
 
 def claim_timing(ctx) -> pd.DataFrame:
@@ -202,6 +255,10 @@ def execution_drift(ctx, spec) -> Outcome:
                        "rerun with `evalkit sweep`, which randomises, blocks and records the "
                        "run order")
     notes, blocks, imbalance = [], [], {}
+    contradictions = order_faults(ctx)
+    if contradictions:
+        blocks.append("the execution records contradict each other: "
+                      + _listing(contradictions, 4))
     if has_time:
         gap = [g.loc[~g.is_policy, "t_min"].mean() - g.loc[g.is_policy, "t_min"].iloc[0]
                for _, g in df.groupby("seed")]

@@ -110,7 +110,9 @@ def test_historical_artifact_is_blocked_and_passes_without_the_check(tmp_path):
     # red team: without the drift check the artifact reaches matched_budget (10/10 seeds)
     without = audit_campaign(tmp_path / "runs", protocol=_protocol_without_drift(tmp_path),
                              max_tier="matched_budget").claim("fixed_h", "cpu")
-    assert without.tier == "matched_budget", without.stop_reason
+    # (its synthetic runs, labelled torch without a sidecar's scrapes, fail sidecar_transfer:
+    # the matched_budget rung is what the drift check guards)
+    assert without.to_dict()["tier_status"]["matched_budget"] == "passed", without.stop_reason
     assert without.sign_flip.statistic > 0 and without.sign_flip.wins == 10
     claim = audit_campaign(tmp_path / "runs", max_tier="matched_budget").claim("fixed_h", "cpu")
     chk = _drift_check(claim)
