@@ -182,9 +182,8 @@ def verdict_line(c: dict, alpha: float) -> str:
                 f"and are no evidence for or against the policy, not a null result: {numbers}.")
     p, min_p, g = c.get("p_adjusted"), c.get("min_p"), c.get("mean_diff")
     if p is not None and p <= alpha and g:
-        side = "better" if g > 0 else "WORSE"
-        return (f"- **{name}**: significantly {side} than matched random: {numbers}; tier "
-                f"reached: {c.get('tier') or 'none'}.")
+        words = wording.gain_words(wording.BETTER if g > 0 else wording.WORSE)
+        return (f"- **{name}**: {words}: {numbers}; tier reached: {c.get('tier') or 'none'}.")
     if min_p is not None and min_p < alpha:
         return (f"- **{name}**: not significant although the design could have reached p = "
                 f"{f(min_p, 5)}: a powered null result for this comparison: {numbers}.")

@@ -40,7 +40,9 @@ def test_gain_state_at_alpha(gain, p, state):
 
 def test_gain_words():
     assert W.gain_words(W.BETTER) == "significantly better than matched random"
-    assert "WORSE" in W.gain_words(W.WORSE)
+    # the claim test's false "worse" rate exceeds 1.5 x nominal: the side is not named
+    assert W.gain_words(W.WORSE).startswith("not better than matched random")
+    assert "WORSE" not in W.gain_words(W.WORSE)
     assert W.gain_words(W.TIED) == "not shown to differ from matched random"
 
 
@@ -97,7 +99,7 @@ def test_explained_passes_only_with_both_cis_right():
 
 @pytest.mark.parametrize("gain, p, starts, absent", [
     (0.02, 0.01, "claim no more than placement gain", "do not claim"),
-    (-0.02, 0.01, "there is no gain to explain: the policy is significantly worse",
+    (-0.02, 0.01, "there is no gain to explain: the policy is not better",
      "placement gain"),
     (0.02, 0.2, "there is no significant gain to explain", "placement gain"),
     (-0.02, 0.2, "there is no significant gain to explain", "placement gain"),
@@ -170,7 +172,7 @@ def _claim(g, ci, p, **kw):
 
 
 @pytest.mark.parametrize("g, ci, p, phrase", [
-    (-0.0118, [-0.0136, -0.0100], 0.004, "the policy is significantly WORSE than matched random"),
+    (-0.0118, [-0.0136, -0.0100], 0.004, "the policy is " + W.gain_words(W.WORSE)),
     (0.0118, [0.0100, 0.0136], 0.2, "the policy is not shown to differ from matched random"),
     (0.0020, [-0.004, 0.008], 0.6, "the policy is not shown to differ from matched random"),
 ])
