@@ -48,7 +48,7 @@ class RunSet:
     summary: pd.DataFrame | None         # full summarize_runs output (runs dir only)
     runs_dir: Path | None
     excluded: list[dict] = field(default_factory=list)   # {run_id, reason}
-    table_word_runs: set = field(default_factory=set)    # runs synthesised from a table
+    table_word_runs: set = field(default_factory=set)    # imported runs: a file's word
     notes: list[str] = field(default_factory=list)
     _dirs: dict = field(default_factory=dict)
     _cache: dict = field(default_factory=dict)
@@ -166,13 +166,15 @@ def _from_runs_dir(path: Path) -> RunSet:
     parsed: dict = {}                   # run.json of each run, parsed once by the scan
     summary = summarize_runs(path, metas=parsed)
     excluded, run_dirs, table_word, metas = [], {}, set(), {}
+    synthesised = 0
     for run_dir in dirs:
         meta = parsed.get(Path(run_dir))
         if meta is None:                # unreadable: listed with its reason by the summary
             continue
         run_id = str(meta.get("run_id", run_dir.name))
-        if _synthesised(meta):
+        if meta.get("backend") == "import":       # a file's word, whatever the file
             table_word.add(run_id)
+            synthesised += _synthesised(meta)
         if not meta.get("complete", False):
             reason = "incomplete run" + (f": {meta['error']}" if meta.get("error") else "")
             # who the run belonged to: an excluded run is a missing result for its seed
@@ -212,8 +214,12 @@ def _from_runs_dir(path: Path) -> RunSet:
     if orphans:
         notes.append("matched-random draws matched to policies with no policy runs (not "
                       "audited): " + ", ".join(orphans))
-    if table_word:
-        notes.append(f"{len(table_word)} run(s) were synthesised from a summary table (backend "
+    if len(table_word) > synthesised:
+        notes.append(f"{len(table_word) - synthesised} run(s) were imported from benchmark "
+                     "files (backend import): their request logs and design facts are the "
+                     "file's word, checks on them pass only vouched (--accept-vouched)")
+    if synthesised:
+        notes.append(f"{synthesised} run(s) were synthesised from a summary table (backend "
                      "import): their request logs and design facts are the table's word")
     return RunSet(source="runs", input_name=path.name, runs=runs, summary=summary,
                     runs_dir=path, excluded=sorted(excluded, key=lambda e: e["run_id"]),

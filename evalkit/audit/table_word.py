@@ -6,8 +6,9 @@ checks that read a table's design columns (fingerprints, corridor, merge duratio
 timings, load) therefore never *pass* on a table: a result they would pass becomes "not
 evaluable: the table's word", which counts only when the user vouches for it
 (``--accept-vouched``; the report marks the claim vouched).  What the columns contradict
-still fails: a table is checked for internal consistency.  Runs that ``evalkit import
-summary-table`` synthesised from a table carry the same word in request logs of its making.
+still fails: a table is checked for internal consistency.  Every imported run (backend
+``import``: a benchmark tool's results, or request logs ``evalkit import summary-table``
+synthesised from a table) carries the same word: the file's, not a measurement the audit saw.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def claim_run_ids(claim) -> list[str]:
 
 
 def table_says(ctx) -> str | None:
-    """Where the claim's design evidence is a table's word ("the summary table", "runs
-    synthesised from a summary table"), or None when it comes from real logs."""
+    """Where the claim's design evidence is a file's word ("the summary table", request logs
+    imported from a file), or None when it comes from logs a replay wrote."""
     campaign = getattr(ctx, "campaign", None)
     if campaign is None:
         return None
@@ -42,5 +43,6 @@ def table_says(ctx) -> str | None:
         return "the summary table's own columns"
     synthetic = getattr(campaign, "table_word_runs", set())
     if synthetic and any(r in synthetic for r in claim_run_ids(ctx.claim)):
-        return "request logs synthesised from a summary table"
+        return ("request logs imported from a file (backend import: a benchmark's results "
+                "or synthesised from a summary table)")
     return None

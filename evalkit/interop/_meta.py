@@ -47,7 +47,13 @@ def check_slo(e2e_s, ttft_s, tpot_s, *, where: str) -> Slo:
 def import_meta(*, run_id: str, policy: str, role: str, seed: int, draw, matched_to,
                 regime: str, trace: dict, slo: dict, merge_duration_s: float,
                 horizon_s: float, corridor: dict, oracle: bool, settings: dict,
-                rng_seeds: dict, notes: list[str], trace_realisation: str | None = None) -> dict:
+                rng_seeds: dict, notes: list[str], engine: str,
+                trace_realisation: str | None = None) -> dict:
+    """run.json of an imported run.  ``engine``: what produced the file (the tool it names),
+    recorded as ``settings.effective.engine`` beside the backend label ``import``, so runs
+    from different sources never compare alike."""
+    settings = {**settings, "effective": {**(settings.get("effective") or {}),
+                                          "engine": str(engine)}}
     meta = {
         "run_id": run_id, "policy": policy, "role": role, "seed": int(seed),
         "draw": None if draw is None else int(draw),

@@ -471,6 +471,6 @@ def import_guidellm(report, runs_dir, *, policy: str, seed: int, merges=None,
             merge_duration_s=d, horizon_s=h, corridor=corridor, oracle=oracle,
             settings={"requested": {"incomplete": incomplete, "merge_clock": merge_clock},
                       "effective": effective},
-            rng_seeds={"seed": int(seed)}, notes=notes)
+            rng_seeds={"seed": int(seed)}, notes=notes, engine="guidellm")
         metas.append((meta, b.requests, m))
     return publish_imports(runs_dir, metas, replace=replace, where=str(report))

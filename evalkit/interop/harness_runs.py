@@ -203,6 +203,6 @@ def write_harness_runs(runs: list[HarnessRun], runs_dir, *, where: str, policy: 
             oracle=oracle, settings={"requested": {"merges": None if merges is None
                                                    else Path(merges).name},
                                      "effective": {"source": source, "imported": imported}},
-            rng_seeds={"seed": run_seed}, notes=notes)
+            rng_seeds={"seed": run_seed}, notes=notes, engine=run.tool)
         planned.append((meta, req, m))
     return publish_imports(runs_dir, planned, replace=replace, where=where)

@@ -185,7 +185,8 @@ def _run(path, sha, run_id, rec, role, regime, seed, draw, matched_to, n, violat
         oracle=bool(rec["oracle"]),
         settings={"requested": {"source": path.name, "row": rec["run_id"]},
                   "effective": {"n_requests": n, "violation_rate": v, "K": k}},
-        rng_seeds={"seed": seed}, notes=notes, trace_realisation=realisation)
+        rng_seeds={"seed": seed}, notes=notes, trace_realisation=realisation,
+        engine=f"summary table ({rec.get('backend') or 'engine not named'})")
     return meta, requests, merges
 
 

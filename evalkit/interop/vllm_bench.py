@@ -344,7 +344,7 @@ def import_vllm_bench(result_json, runs_dir, *, policy: str, seed: int,
         slo=slo.to_dict(),
         merge_duration_s=merge_duration_s, horizon_s=horizon_s, corridor=corridor,
         oracle=oracle, settings={"requested": requested, "effective": effective},
-        rng_seeds={"seed": int(seed)}, notes=notes)
+        rng_seeds={"seed": int(seed)}, notes=notes, engine="vllm bench serve")
     (path,) = publish_imports(runs_dir, [(meta, requests, merges_df)], replace=replace,
                               where=str(result_json))
     return path
