@@ -189,7 +189,7 @@ def _view(audit: dict, figures: dict, embed: bool) -> dict:
     exclusions = _exclusions(audit, heads)
     return {
         "audit": audit, "prov": audit.get("provenance", {}), "heads": heads,
-        "protocol_hash": protocol_hash(audit),
+        "protocol_hash": protocol_hash(audit), "registration": registration_text(audit),
         "claims": claims, "regimes": regimes, "tiers": audit["protocol"]["tiers"],
         "states": STATES, "exclusions": exclusions, "transfer_cols": TRANSFER_COLUMNS,
         "drain_notes": figs.drain_curve_notes(_mechanisms(audit)),
@@ -204,6 +204,13 @@ def protocol_hash(audit: dict) -> str:
     document written before the audit recorded it is hashed from the rules it lists."""
     protocol = audit.get("protocol") or {}
     return str(protocol.get("content_sha256") or content_sha256(protocol))[:12]
+
+
+def registration_text(audit: dict) -> str | None:
+    """How the campaign was registered (``pre_registration.registration``: under the
+    reviewer's challenge, or self-registered and why); None for a document that predates it."""
+    block = (audit.get("pre_registration") or {}).get("registration")
+    return str(block["text"]) if isinstance(block, dict) and block.get("text") else None
 
 
 def _exclusions(audit: dict, heads) -> list[dict]:
