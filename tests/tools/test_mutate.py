@@ -197,3 +197,13 @@ def test_the_modules_of_one_package_share_one_baseline_run(mutate):
             for m in ("evalkit/stats/fk.py", "evalkit/stats/power.py", "evalkit/stats/__init__.py")}
     assert len(keys) == 1
     assert mutate.baseline_key(mutate.tests_for("evalkit/runlog/io.py")) not in keys
+
+
+def test_a_deselected_test_is_left_out_of_the_run(mutate, tmp_path):
+    # a test that fails without any mutant (work in progress at the commit measured) would
+    # kill every mutant that reaches it; --deselect leaves it out of the baseline and the runs
+    (tmp_path / "test_wip.py").write_text("def test_ok():\n    pass\n\n\n"
+                                          "def test_wip():\n    assert False\n")
+    assert mutate._run_tests(tmp_path, ["test_wip.py"], 120)[0] == "failed"
+    assert mutate._run_tests(tmp_path, ["test_wip.py"], 120, ("test_wip.py::test_wip",))[0] \
+        == "passed"

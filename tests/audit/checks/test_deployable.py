@@ -114,7 +114,7 @@ def test_not_oracle_on_a_summary_table_is_the_tables_word():
 
 @pytest.fixture
 def every_run_shown(monkeypatch):
-    """Every stub run carries a real sidecar's evidence (tested in test_sidecar_evidence)."""
+    """Every stub run carries a real sidecar's evidence (tested in test_deployable_sidecar_evidence)."""
     monkeypatch.setattr(C, "sidecar_evidence", lambda campaign, run_id: None)
 
 
