@@ -10,7 +10,7 @@ from evalkit.audit.protocol import load_protocol
 
 __all__ = ["SELFREG_PROTOCOL", "selfreg_protocol"]
 
-SELFREG_PROTOCOL = Path(__file__).resolve().parent / "protocols" / "diloco-slo-selfreg.toml"
+SELFREG_PROTOCOL = Path(__file__).resolve().parent / "protocol_files" / "diloco-slo-selfreg.toml"
 
 
 def selfreg_protocol():
