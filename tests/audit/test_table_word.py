@@ -26,7 +26,8 @@ def _typed_table(path: Path, fingerprint=lambda seed, role: f"seed-{seed}") -> P
                   "corridor_note": "", "merge_duration_s": 8.0, "merge_duration_median_s": 8.0,
                   "completion_tied_share": 0.0, "identical_arrival_share": 0.0,
                   "arrival_rate_achieved": 5.0, "prompt_tokens_total": 200000,
-                  "output_tokens_total": 100000, "step_rate": 0.5, "horizon_s": 200.0}
+                  "output_tokens_total": 100000, "step_rate": 0.5,
+                  "trainer_active_share": 1.0, "horizon_s": 200.0}
         rows.append({**common, "policy": "wa", "violation_rate": 0.10,
                      "arrival_fingerprint": fingerprint(seed, "policy")})
         for d in range(2):
@@ -83,7 +84,14 @@ def test_an_edited_summarize_table_cannot_pass_unvouched(tmp_path):
     assert gate(table, policy="ewma", *("--accept-vouched",)).exit_code == 1   # honest: no win
     df = pd.read_csv(table)
     pol = (df.policy == "ewma") & (df.role == "policy")
-    df.loc[pol, "violation_rate"] *= 0.1
+    typed = df.loc[pol, "violation_rate"] * 0.1
+    df.loc[pol, "violation_rate"] = typed
+    df.to_csv(table, index=False)
+    refused = gate(table, "--tier", "placement_gain", "--accept-vouched", policy="ewma")
+    assert refused.exit_code == 2 and "not a whole number of requests" in refused.output
+    # typed as whole violating requests, the table no longer contradicts itself
+    df.loc[pol, "violation_rate"] = (typed * df.loc[pol, "n_requests"]).round() / \
+        df.loc[pol, "n_requests"]
     df.to_csv(table, index=False)
     assert gate(table, "--tier", "placement_gain", "--accept-vouched",
                 policy="ewma").exit_code == 0           # what it passed before, unvouched
