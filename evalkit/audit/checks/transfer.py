@@ -20,8 +20,9 @@ TRANSFER_PARAMS = {"mechanism": ((str,), "sync"), "harness_backends": (_LIST, ["
 
 
 def unshown_real_runs(ctx, spec) -> Outcome | None:
-    """A failure when a run the transfer estimate would take as real serving (its backend
-    string is one of ``real_backends``) lacks a real sidecar's evidence; None otherwise."""
+    """A failure when a run the transfer estimate takes as real serving (its backend string
+    is one of ``real_backends``) lacks a real sidecar's evidence; None otherwise.  Asked only
+    once the estimate exists (a campaign without both sides leaves the tier not evaluable)."""
     campaign = ctx.campaign
     if not campaign.has_logs:
         return None
@@ -43,11 +44,11 @@ def unshown_real_runs(ctx, spec) -> Outcome | None:
 def transfer_ci_excludes_one(ctx, spec) -> Outcome:
     expected = (f"real-sidecar rho_{spec['mechanism'][0]} (p95 of the in-window requests over "
                 "the same requests in the seed's no-sync run) with a 95% CI above 1")
-    if (unshown := unshown_real_runs(ctx, spec)) is not None:
-        return unshown
     res = ctx.transfer(spec)
     if isinstance(res, str):
         return not_evaluable(expected, res)
+    if (unshown := unshown_real_runs(ctx, spec)) is not None:
+        return unshown
     lo, hi = res["rho_real_ci"]
     glo, ghi = res["gm_ratio_real_ci"]
     f_lo, f_hi = res["transfer_fraction_ci"]
@@ -72,11 +73,11 @@ def transfer_paired(ctx, spec) -> Outcome:
     guard-band fallback (no no-sync pairing) is weaker evidence and not evaluable here."""
     expected = ("both sides paired against the same requests in each seed's no-sync run, "
                 "with the post-window drain curve measured")
-    if (unshown := unshown_real_runs(ctx, spec)) is not None:
-        return unshown
     res = ctx.transfer(spec)
     if isinstance(res, str):
         return not_evaluable(expected, res)
+    if (unshown := unshown_real_runs(ctx, spec)) is not None:
+        return unshown
     band = res["guard_band_s"]
     if not res["guard_band_measured"]:
         return not_evaluable(

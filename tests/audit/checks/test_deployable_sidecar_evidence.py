@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -80,13 +81,18 @@ def test_forged_or_partial_scrapes_do_not_join(tmp_path, edit, said):
 
 
 def test_the_transfer_estimate_refuses_real_labelled_runs_without_evidence():
-    """The transfer fixture's torch runs are synthetic (no scrape): the transfer checks fail
-    them before estimating anything; recorded real runs pass through."""
+    """The transfer fixture's torch runs are synthetic (no scrape): once the estimate exists
+    the transfer checks fail them; a campaign without both sides stays not evaluable (the
+    tier is skipped, real_sidecar judges the label); recorded real runs pass through."""
     fixture = load_runset(REPO / "fixtures" / "campaigns" / "transfer")
-    ctx = type("Ctx", (), {"campaign": fixture})()
-    out = T.unshown_real_runs(ctx, spec(real_backends=["torch", "vllm"]))
+    sp = spec(real_backends=["torch", "vllm"], mechanism="sync")
+    out = T.unshown_real_runs(SimpleNamespace(campaign=fixture), sp)
     assert out.passed is False and "labelled torch/vllm without it" in out.found
-    real = type("Ctx", (), {"campaign": load_runset(REAL)})()
-    assert T.unshown_real_runs(real, spec(real_backends=["torch", "vllm"])) is None
+    real = SimpleNamespace(campaign=load_runset(REAL))
+    assert T.unshown_real_runs(real, sp) is None
+    estimated = SimpleNamespace(campaign=fixture, transfer=lambda s: {"estimate": "made"})
+    one_side = SimpleNamespace(campaign=fixture, transfer=lambda s: "not evaluable: one side")
     for check in (T.transfer_ci_excludes_one, T.transfer_paired):
-        assert check(ctx, spec(real_backends=["torch", "vllm"], mechanism="sync")).passed is False
+        out = check(estimated, sp)
+        assert out.passed is False and "without it" in out.found
+        assert check(one_side, sp).evaluable is False
