@@ -32,11 +32,15 @@ import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from evalkit.document.words import pp
+from evalkit.document.words import EFFECT_TOL, pp, worse_words
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.stats.sequential import anytime_test
 
 __all__ = ["SequentialVerdict", "protocol_min_effect", "sequential_verdicts", "verdict_for"]
+
+# the e-process's false "worse" rate on equal means (fixed schedule, bursty V; issue 32's
+# independent check): far above 1.5 x nominal, so its negative crossings read "not better"
+E_PROCESS_FALSE_WORSE = 0.59
 
 # the fixed-n checks the e-process replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
@@ -133,6 +137,11 @@ def verdict_for(claim, protocol, tier: str, design, order, n_claims: int,
         return SequentialVerdict(decision="fail", reason=(
             f"{len(blocking)} check(s) up to {tier} block: "
             + ", ".join(c.name for c in blocking)), **base)
+    if res.rejected and res.statistic > 0 and res.statistic < min_effect - EFFECT_TOL:
+        return SequentialVerdict(decision="fail", reason=(
+            f"negligible: the e-process reached {res.threshold:g} after {res.crossed_at} "
+            f"seed(s), but the mean gain {pp(res.statistic)} pp is below the smallest effect "
+            f"of interest {pp(min_effect, signed=False)} pp"), **base)
     if res.rejected and res.statistic > 0:
         return SequentialVerdict(decision="pass", reason=(
             f"the e-process reached {res.threshold:g} after {res.crossed_at} seed(s) with a "
@@ -140,7 +149,7 @@ def verdict_for(claim, protocol, tier: str, design, order, n_claims: int,
     if res.rejected:
         return SequentialVerdict(decision="fail", reason=(
             f"the e-process reached {res.threshold:g} after {res.crossed_at} seed(s) with a "
-            "negative mean gain: the policy is WORSE than matched random"), **base)
+            f"negative mean gain: the policy is {worse_words(E_PROCESS_FALSE_WORSE)}"), **base)
     if res.futile(min_effect):
         return SequentialVerdict(decision="futile", reason=(
             f"the confidence sequence's upper bound {pp(res.ci_high)} pp is below the "

@@ -68,13 +68,15 @@ def worse_licensed(false_worse: float | None = None, nominal: float = 0.025) -> 
     return rate <= WORSE_SIZE_FACTOR * nominal
 
 
-def worse_words() -> str:
-    """The words for a significant negative gain, chosen by :func:`worse_licensed`."""
-    if worse_licensed():
+def worse_words(false_worse: float | None = None) -> str:
+    """The words for a significant negative gain, chosen by :func:`worse_licensed` from the
+    deciding test's measured false "worse" rate (default: the claim test's)."""
+    rate = CLAIM_TEST_FALSE_WORSE if false_worse is None else false_worse
+    if worse_licensed(rate):
         return "significantly WORSE than matched random"
     return (f"not better than matched random (a negative gain; the test's measured false "
-            f"'worse' rate {CLAIM_TEST_FALSE_WORSE:g} exceeds {WORSE_SIZE_FACTOR:g} x nominal, "
-            "so no 'worse' is claimed)")
+            f"'worse' rate {rate:g} exceeds {WORSE_SIZE_FACTOR:g} x nominal, so no 'worse' is "
+            "claimed)")
 
 
 def gain_words(state: str) -> str:

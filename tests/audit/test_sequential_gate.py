@@ -91,7 +91,17 @@ def test_pass_continue_and_worse():
     worse, dr2 = _data(12, -0.03)
     v = verdict_for(_claim(worse, dr2), PROTO, "matched_budget", DESIGN, list(range(12)), 1,
                     0.0)
-    assert v.decision == "fail" and "WORSE" in v.reason and v.exit_code == 1
+    assert v.decision == "fail" and "not better than matched random" in v.reason
+    assert "WORSE" not in v.reason and v.exit_code == 1
+
+
+def test_a_crossing_with_a_gain_below_min_effect_does_not_pass():
+    pol, dr = _data(12, 0.03)
+    gain = float(np.mean([np.mean(d) for d in dr]) - np.mean(pol))
+    args = (_claim(pol, dr), PROTO, "matched_budget", DESIGN, list(range(12)), 1)
+    assert verdict_for(*args, gain * 0.99).decision == "pass"
+    v = verdict_for(*args, gain * 1.01)
+    assert v.decision == "fail" and v.exit_code == 1 and v.reason.startswith("negligible")
 
 
 def test_seeds_enter_in_plan_order_not_sorted():
