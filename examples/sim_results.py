@@ -58,7 +58,7 @@ def table(audit: dict) -> list[str]:
             f"[{pp(ci[0])}, {pp(ci[1])}] | "
             f"{c['wins']}/{c['effective_n']} | {c['p_adjusted']:.2g} | "
             f"{_fmt(_mean(rows, 'exposure_policy'))} / {_fmt(_mean(rows, 'exposure_mr'))} | "
-            f"{'permutation' if 'permutation' in c['test'] else 'sign-flip'} | "
+            f"{'sign flip on d' if 'sign-flip' in c['test'] else c['test']} | "
             f"{c['tier'] or 'none'} | {stop} |")
     return lines
 
@@ -71,8 +71,8 @@ HEADER = ["# Simulator campaigns: audited results", "",
           "matched-random draws (%), G = mean over independent seeds of MR − V with the "
           "test-inversion CI (pp), wins = seeds where the policy beats its draws' mean, p = "
           "two-sided, Holm-adjusted over the claims; exposed = share of requests overlapping "
-          "a merge window, policy / draws; test = within-seed permutation (5 draws a seed) or "
-          "sign-flip. Every policy fails the deployable tier (simulator only), so the tier "
+          "a merge window, policy / draws; test = the studentized sign-flip test of the mean "
+          "of d over seeds (5 draws a seed averaged into d). Every policy fails the deployable tier (simulator only), so the tier "
           "column is the highest reached.", ""]
 
 
