@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
+from evalkit.policies import POLICIES, policy_identity
 from tests.support import fixture_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +77,11 @@ def test_honest_bases_pass(base, tmp_path):
     # the tolerance), and deployable would need a plan besides
     assert ewma.tier == "placement_gain"
     assert check(ewma, "pre_registered").passed is False
-    assert check(ewma, "not_oracle").passed is True and check(ewma, "real_sidecar").passed
+    # the fixture's runs record no code identity and its "vllm" runs no metrics scrape: the
+    # deployable evidence is missing (not_oracle fails closed, real_sidecar fails the label)
+    assert "records no policy_identity" in check(ewma, "not_oracle").found
+    assert check(ewma, "not_oracle").evaluable is False
+    assert check(ewma, "real_sidecar").passed is False
 
 
 # ------------------------------------------------- 1. each run sets the terms it is judged by
@@ -136,10 +141,12 @@ def test_overlapping_steps_do_not_widen_the_corridor_tolerance(base):
 def test_run_json_oracle_false_does_not_make_the_oracle_deployable(tmp_path):
     runs = copy(tmp_path, "real_oracle")
     for seed in range(7):
-        edit_meta(runs / f"calibrated_offline-s{seed}", lambda m: m.update(oracle=False))
+        edit_meta(runs / f"calibrated_offline-s{seed}", lambda m: m.update(
+            oracle=False, policy_identity=policy_identity(POLICIES["calibrated_offline"])))
     claim = audit_campaign(runs).claim("calibrated_offline")
     c = check(claim, "not_oracle")
-    assert c.passed is False and "calibrated_offline sees the future (registry)" in c.found
+    assert c.passed is False and "CalibratedOffline sees the future (its recorded code)" in \
+        c.found
     assert claim.data.oracle and claim.tier != "deployable"
     assert gate(runs, "calibrated_offline", "--tier", "deployable").exit_code == 1
 
@@ -149,17 +156,17 @@ def test_oracle_under_another_label_is_an_oracle(tmp_path):
     runs = copy(tmp_path, "real_oracle")
     for seed in range(7):
         edit_meta(runs / f"calibrated_offline-s{seed}", lambda m: (m.update(
-            oracle=False), m["settings"]["effective"].update(
-            policy={"name": "calibrated_offline", "oracle": False})))
+            oracle=False, policy_identity=policy_identity(POLICIES["calibrated_offline"])),
+            m["settings"]["effective"].update(policy={"name": "ewma", "oracle": False})))
     c = check(audit_campaign(runs).claim("calibrated_offline"), "not_oracle")
-    assert c.passed is False and "registry" in c.found
+    assert c.passed is False and "its recorded code" in c.found
     # a class the registry does not know: its oracle status is unknown, never assumed false
     for seed in range(7):
         edit_meta(runs / f"ewma-s{seed}", lambda m: m.update(policy="home_made"))
         for d in range(2):
             edit_meta(runs / f"mr-ewma-s{seed}-d{d}", lambda m: m.update(matched_to="home_made"))
     c = check(audit_campaign(runs).claim("home_made"), "not_oracle")
-    assert c.passed is None and "not a registered class" in c.found
+    assert c.passed is None and "records no policy_identity" in c.found
 
 
 # ------------------------------------------------ 2. like for like is the rule, not a list
