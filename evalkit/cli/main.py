@@ -34,13 +34,14 @@ Exit codes (every command):
   0  success (gate: the claim reaches the tier)
   1  gate: the claim does not reach the tier (or, with --baseline, a tier
      dropped or the protocol's rules changed); diff --fail-on-protocol-change:
-     the protocol's rules changed
+     the protocol's rules changed; compare --max-regression: B is
+     significantly worse beyond the allowed regression
   2  bad input or environment: unreadable or invalid file, permission,
      read-only or invalid --out, a limit exceeded, a locked runs
      directory, runs that failed; the message names the path and the fix
   3  internal error (a bug): the traceback is written to a log file
      (EVALKIT_LOG_DIR, else ~/.local/state/evalkit/logs), not the terminal
-  4  gate --sequential only: not decided yet (continue: run more seeds)
+  4  not decided yet (gate --sequential, compare --plan-file): run the next block
   130 interrupted (Ctrl-C)"""
 
 
