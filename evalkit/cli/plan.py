@@ -30,6 +30,7 @@ def plan_group():
 def freeze_cmd(campaign, protocol, out, challenge_file):
     """Freeze CAMPAIGN's plan: every planned run, every draw's RNG seed, the protocol's hash,
     alpha, the alternative and the design.  An existing file is never overwritten."""
+    from evalkit.audit.protocol import load_protocol
     from evalkit.replay.plan import freeze_plan
     from evalkit.runlog.challenge import (append_attempt, claim_attempts, load_challenge,
                                           read_ledger)
@@ -42,7 +43,7 @@ def freeze_cmd(campaign, protocol, out, challenge_file):
     challenge = load_challenge(challenge_file) if challenge_file is not None else None
     if challenge is not None:
         read_ledger(challenge_file)          # a broken ledger is refused before anything
-    plan = freeze_plan(campaign, protocol, challenge,
+    plan = freeze_plan(campaign, load_protocol(protocol), challenge,
                        str(challenge_file) if challenge_file else None)
     write_plan(plan, out)
     sha = plan_sha256(plan)

@@ -187,10 +187,12 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
                          fix="e.g. 1 (as variable as a draw) or 0.5, or leave it out to "
                              "measure the policy's spread from the pilot")
     if twin is not None:
+        from evalkit.audit.protocol import load_protocol
         from evalkit.replay.sweep import run_campaign
 
         with tempfile.TemporaryDirectory(prefix="evalkit-twin-pilot-") as tmp:
-            done = run_campaign(twin, Path(tmp) / "runs", progress=False)
+            done = run_campaign(twin, Path(tmp) / "runs", progress=False,
+                                protocol=load_protocol(None))
             if not done.ok:
                 raise InputError("the twin pilot's runs failed:\n" + done.format(),
                                  file=str(twin), fix="fix the campaign and rerun")

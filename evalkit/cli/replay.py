@@ -161,6 +161,7 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
               shard_spec, check, progress, break_lock, until_decided, max_seeds, batch,
               min_effect):
     """Run (or resume) CAMPAIGN.toml: no-sync + policies + matched-random draws per seed."""
+    from evalkit.audit.protocol import load_protocol
     from evalkit.replay.campaign import load_campaign, parse_shard
     from evalkit.replay.sweep import check_campaign, run_campaign
 
@@ -202,7 +203,8 @@ def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_
         sys.exit(0 if report.complete else EXIT_BAD_INPUT)
     summary = run_campaign(camp, out, n_jobs=n_jobs, progress=progress, shard=shard,
                            executor_kind=executor, address=address,
-                           cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
+                           cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task,
+                           protocol=load_protocol(None))
     click.echo(summary.format())
     if not summary.ok:        # failed or blocked runs are listed above; resume reruns them
         sys.exit(EXIT_BAD_INPUT)
@@ -221,11 +223,13 @@ def bundled_campaign() -> Path:
 @click.option("--progress/--no-progress", default=None)
 def demo_cmd(out, n_jobs, progress):
     """Sweep the bundled bursty campaign on the simulator, audit it, say where the report is."""
+    from evalkit.audit.protocol import load_protocol
     from evalkit.replay.sweep import run_campaign
 
     n_jobs = n_jobs or min(8, os.cpu_count() or 1)
     runs = out / "runs"
-    summary = run_campaign(bundled_campaign(), runs, n_jobs=n_jobs, progress=progress)
+    summary = run_campaign(bundled_campaign(), runs, n_jobs=n_jobs, progress=progress,
+                           protocol=load_protocol(None))
     click.echo(summary.format())
     if not summary.ok:
         click.echo("some runs failed; the audit below treats them as missing", err=True)

@@ -127,14 +127,14 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
         min_effect = protocol_min_effect(proto)
     if Path(str(runs_dir)).is_dir():
         # a plan frozen before the sweep fixes the seed order (a challenge's derived one)
-        camp = follow_plan(camp, directory_plan(camp, runs_dir)[0])
+        camp = follow_plan(camp, directory_plan(camp, runs_dir, proto)[0])
     order = list(camp.seeds)[:limit]
     jobs = plan_campaign(camp)
     summary = UntilDecidedSummary(runs_dir=Path(runs_dir), max_seeds=limit, batch=step)
     for start in range(0, limit, step):
         now = set(order[start:start + step])
         done = run_campaign(camp, runs_dir, jobs=[j for j in jobs if j.seed in now],
-                            **sweep_kw)
+                            protocol=proto, **sweep_kw)
         # one plan note: the first batch's ("written"); later batches only follow that plan
         summary.notes += [n for n in done.notes if n not in summary.notes
                           and not (summary.batches and PLAN_FILE in n)]

@@ -12,7 +12,6 @@ import datetime as _dt
 import hashlib
 from pathlib import Path
 
-from evalkit.audit.protocol import load_protocol
 from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.policies.context import derived_seed
@@ -55,12 +54,21 @@ def planned_runs(camp) -> list[dict]:
 
 def plan_from_campaign(camp, protocol) -> dict:
     """The plan of a loaded campaign (:class:`evalkit.replay.campaign.Campaign`) under a
-    loaded protocol (:class:`evalkit.audit.protocol.Protocol`)."""
+    loaded protocol.  The replay does not read protocols (that reader belongs to the audit,
+    :func:`evalkit.audit.protocol.load_protocol`); its caller passes one in, and only its
+    header is read: ``name``, ``version``, ``sha256``, ``content_sha256``, ``alpha`` (also
+    the design's alpha) and ``alternative``."""
+    header = {"name": protocol.name, "version": int(protocol.version),
+              "sha256": protocol.sha256, "content_sha256": protocol.content_sha256}
+    return _plan(camp, header, float(protocol.alpha), protocol.alternative)
+
+
+def _plan(camp, protocol: dict, alpha, alternative) -> dict:
     lo, hi = camp.spec("plan", 0).gaps()
     text = camp.text or ""
     design = dict(getattr(camp, "design", None) or {"kind": "fixed", "max_seeds": None,
                                                     "batch": None})
-    design["alpha"] = float(protocol.alpha)
+    design["alpha"] = alpha
     repeated = repeated_seeds(camp.seeds)
     if repeated:
         raise InputError(f"seeds {repeated} are listed more than once: a seed is one "
@@ -73,9 +81,7 @@ def plan_from_campaign(camp, protocol) -> dict:
                      "sha256": hashlib.sha256(text.encode()).hexdigest(),
                      "fingerprint": camp.fingerprint(),
                      "settings": _campaign_settings(camp)},
-        "protocol": {"name": protocol.name, "version": int(protocol.version),
-                     "sha256": protocol.sha256, "content_sha256": protocol.content_sha256},
-        "alpha": float(protocol.alpha), "alternative": protocol.alternative,
+        "protocol": protocol, "alpha": alpha, "alternative": alternative,
         "design": {k: design.get(k) for k in ("kind", "alpha", "max_seeds", "batch")},
         "corridor": {"min_gap_s": float(lo), "max_gap_s": float(hi),
                      "merge_duration_s": float(camp.merge_duration_s),
@@ -85,13 +91,13 @@ def plan_from_campaign(camp, protocol) -> dict:
     }
 
 
-def freeze_plan(campaign_path, protocol_path=None, challenge: dict | None = None,
+def freeze_plan(campaign_path, protocol, challenge: dict | None = None,
                 challenge_file: str | None = None) -> dict:
-    """Load a campaign TOML and a protocol (bundled name or file; default ``diloco-slo``)
-    and return the plan document (nothing is written).  ``challenge`` (a loaded challenge,
-    read from ``challenge_file``): the plan is frozen under it; the campaign file and the
-    protocol must be the ones it was issued for (else an InputError: exit 2)."""
-    plan = plan_from_campaign(load_campaign(campaign_path), load_protocol(protocol_path))
+    """Load a campaign TOML and return its plan document under ``protocol`` (a loaded one,
+    read as :func:`plan_from_campaign` says; nothing is written).  ``challenge`` (a loaded
+    challenge, read from ``challenge_file``): the plan is frozen under it; the campaign file
+    and the protocol must be the ones it was issued for (else an InputError: exit 2)."""
+    plan = plan_from_campaign(load_campaign(campaign_path), protocol)
     if challenge is None:
         return plan
     if plan["campaign"]["sha256"] != challenge["campaign_sha256"]:
@@ -121,15 +127,24 @@ def follow_plan(camp, plan: dict):
     return dataclasses.replace(camp, seeds=seeds, policy_seeds=policy_seeds)
 
 
-def directory_plan(camp, runs_dir, protocol=None) -> tuple[dict, bool]:
+def directory_plan(camp, runs_dir, protocol) -> tuple[dict, bool]:
     """The plan ``runs_dir`` follows for campaign ``camp`` (nothing is written): the one there,
     which must plan the same campaign (else an InputError: exit 2), or a fresh one frozen
-    under ``protocol`` (default the bundled one).  Returns (plan, fresh)."""
+    under ``protocol`` (a loaded one, read as :func:`plan_from_campaign` says).  ``protocol``
+    may be None only where a plan is there already (a resumed sweep).  Returns (plan, fresh)."""
     path = Path(runs_dir) / PLAN_FILE
-    fresh = plan_from_campaign(camp, protocol or load_protocol(None))
     if not path.exists():
-        return fresh, True
+        if protocol is None:
+            raise InputError("no plan in the runs directory and no protocol to freeze one "
+                             "under", file=str(path), column="protocol",
+                             fix="pass the protocol the campaign will be audited under "
+                                 "(protocol=evalkit.load_protocol(None) for the bundled one), "
+                                 "or freeze the plan first with 'evalkit plan freeze'")
+        return plan_from_campaign(camp, protocol), True
     plan = load_plan(path)
+    # same_campaign does not compare the protocol: a resumed sweep may pass none
+    fresh = (_plan(camp, plan["protocol"], plan["alpha"], plan["alternative"])
+             if protocol is None else plan_from_campaign(camp, protocol))
     if isinstance(plan.get("challenge"), dict) and "nonce" in plan["challenge"]:
         # frozen under a challenge: compare with this campaign frozen under the same one
         block = plan["challenge"]

@@ -93,7 +93,8 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
                  progress: bool | None = None, jobs: list[Job] | None = None,
                  shard: Shard | None = None, executor_kind: str = "local",
                  address: str | None = None, cpus_per_task: float | None = None,
-                 gpus_per_task: float | None = None, job_fn=None) -> SweepSummary:
+                 gpus_per_task: float | None = None, job_fn=None,
+                 protocol=None) -> SweepSummary:
     """Run (or resume) a campaign into ``runs_dir``; returns what ran, was skipped or failed.
 
     ``jobs``: a filtered plan (default: the whole plan); ``shard``: only that part of it
@@ -103,6 +104,10 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
     ``runs_dir``: a folder, or a run store URL (``s3://BUCKET/PREFIX``,
     :mod:`evalkit.runlog.store_url`).  ``job_fn(camp, job, target)``: what runs one job
     (default :func:`execute_job`, or :func:`execute_job_in_store` for a store URL).
+    ``protocol``: the loaded protocol a fresh plan is frozen under
+    (:func:`evalkit.audit.protocol.load_protocol`; see
+    :func:`~evalkit.replay.plan.directory_plan`); without one, ``runs_dir`` must hold a plan
+    already (else an InputError).
     Raises :class:`~evalkit.errors.StoreLocked` when another sweep works on ``runs_dir``.
     """
     camp = campaign if isinstance(campaign, Campaign) else load_campaign(campaign)
@@ -121,7 +126,7 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
     with contextlib.ExitStack() as stack:
         # an object store is read through a private local copy of its plan and runs
         local = runs_dir if store is None else _local_copy(store, stack)
-        plan, fresh = directory_plan(camp, local)
+        plan, fresh = directory_plan(camp, local, protocol)
         camp = dataclasses.replace(follow_plan(camp, plan), plan_sha256=plan_sha256(plan))
         job_fn = job_fn or (execute_job if store is None else execute_job_in_store)
         # the executor first: a missing extra or an unreachable cluster writes nothing

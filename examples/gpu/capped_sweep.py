@@ -11,6 +11,7 @@ import concurrent.futures as cf
 import sys
 import time
 
+from evalkit.audit.protocol import load_protocol
 from evalkit.replay.backends.torch.rig import close_rig
 from evalkit.replay.campaign import load_campaign
 from evalkit.replay.job import JobOutcome, execute_job
@@ -54,7 +55,8 @@ def main() -> int:
     camp = load_campaign(sys.argv[1])
     ex = DeadlineExecutor(float(sys.argv[3]), camp.horizon_s + 10.0)
     try:
-        summary = run_campaign(camp, sys.argv[2], executor=ex, progress=False)
+        summary = run_campaign(camp, sys.argv[2], executor=ex, progress=False,
+                               protocol=load_protocol(None))
     finally:
         close_rig()
     print(summary.format(), flush=True)

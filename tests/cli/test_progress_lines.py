@@ -12,6 +12,7 @@ import pytest
 from evalkit import progress
 from evalkit.replay.campaign import parse_campaign
 from evalkit.replay.sweep import run_campaign
+from tests.support.protocols import BUNDLED
 
 from tests.support.tiny_campaign import TINY_SQUARE_WAVE
 
@@ -66,7 +67,7 @@ def test_the_sweep_writes_progress_lines_to_a_non_terminal_stderr(monkeypatch, t
     camp = parse_campaign(tomllib.loads(
         TINY_SQUARE_WAVE.replace("seeds = 2", "seeds = 1")
         .replace("matched_random_draws = 2", "matched_random_draws = 1")))
-    summary = run_campaign(camp, tmp_path / "runs", progress=None)
+    summary = run_campaign(camp, tmp_path / "runs", progress=None, protocol=BUNDLED)
     n = len(summary.outcomes)
     lines = [x for x in _lines(log_file) if x.startswith("sweep tiny: ")]
     assert n >= 3 and lines[0].startswith(f"sweep tiny: 1 of {n} runs (")

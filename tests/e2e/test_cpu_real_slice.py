@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.main import cli
+from tests.support.protocols import BUNDLED
 from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,7 +104,8 @@ def test_campaign_slice_on_the_real_rig_fits_a_twin(tmp_path):
 
     runs = tmp_path / "runs"
     try:
-        summary = run_campaign(parse_campaign(data), runs, n_jobs=1, progress=False)
+        summary = run_campaign(parse_campaign(data), runs, n_jobs=1, progress=False,
+                               protocol=BUNDLED)
     finally:
         close_rig()
     assert summary.ok, summary.format()
@@ -119,7 +121,8 @@ def test_campaign_slice_on_the_real_rig_fits_a_twin(tmp_path):
     from evalkit.replay.campaign import load_campaign
     lines.write_text(_toml(twin))
     camp = load_campaign(lines)
-    assert run_campaign(camp, tmp_path / "twin_runs", n_jobs=1, progress=False).ok
+    assert run_campaign(camp, tmp_path / "twin_runs", n_jobs=1, progress=False,
+                        protocol=BUNDLED).ok
     res = CliRunner().invoke(cli, ["audit", str(tmp_path), "--out", str(tmp_path / "audit")])
     assert res.exit_code in (0, 1), res.output
     audit = json.loads((tmp_path / "audit" / "audit.json").read_text())

@@ -18,6 +18,7 @@ from evalkit.runlog.validate import validate_runs
 from tests.interop.test_guidellm import MERGES_UNIX, make_report
 from tests.interop.test_summary_table import TABLE
 from tests.interop.test_vllm_bench import _files, _result
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import run_fingerprints, write_campaign
 
 RUN = "default-wa-s3"
@@ -84,7 +85,7 @@ def test_replace_brings_the_old_run_back_when_the_new_one_cannot_be_written(tmp_
 def test_run_id_of_a_sweep_run_is_refused(tmp_path):
     camp = write_campaign(tmp_path)
     runs = tmp_path / "runs"
-    assert run_campaign(camp, runs, progress=False).ok
+    assert run_campaign(camp, runs, progress=False, protocol=BUNDLED).ok
     before = run_fingerprints(runs)
     res = _vllm(tmp_path, runs, "--run-id", "tiny__wa__s0")
     assert res.exit_code == 2, res.output

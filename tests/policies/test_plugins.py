@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.policies import (POLICIES, get_policy, policy_identity, resolve_policy)
+from tests.support.protocols import BUNDLED
 
 PLUGIN = '''
 from evalkit.policies import Decision, Policy
@@ -308,7 +309,7 @@ def test_a_campaign_of_plugins_sweeps_and_audits_like_built_ins(plug, tmp_path):
     camp = load_campaign(path)
     assert [p.label for p in camp.policies] == ["fixed_h", "every_h", "every_h_ep", "peek"]
     runs = tmp_path / "runs"
-    summary = run_campaign(path, runs, progress=False)
+    summary = run_campaign(path, runs, progress=False, protocol=BUNDLED)
     assert summary.ok, [o.message for o in summary.outcomes if o.status != "ran"]
     for seed in (0, 1):
         base = runs / f"plug__fixed_h__s{seed}"

@@ -35,15 +35,11 @@ ALLOWED = {
     "document": {BASE},
     "audit": {BASE, "runlog", "stats", "policies", "document"},
     "report": {BASE, "document"},
-    "replay": {BASE, "runlog", "stats", "policies", "document", "protocol"},
+    "replay": {BASE, "runlog", "stats", "policies", "document"},
     "interop": {BASE, "runlog"},
     "compare": {BASE, "runlog", "stats", "interop", "report"},
     TOP: None,          # anything
 }
-# the one module of a higher layer that a lower one may read: the protocol reader, which a
-# campaign plan is frozen under (it checks each check's parameters against the audit's check
-# registry, so it lives beside that registry)
-NARROW = {"evalkit.audit.protocol": "protocol"}
 
 
 def layer(module: str) -> str:
@@ -64,7 +60,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
             continue
         for t in sorted(targets):
             there = layer(t)
-            if there == here or there in allowed or NARROW.get(t) in allowed:
+            if there == here or there in allowed:
                 continue
             out.append(f"{mod} ({here}) imports {t} ({there})")
     return out
@@ -84,10 +80,10 @@ GATE = ("evalkit.audit.gate", "evalkit.audit.sequential")
 
 
 def replay_imports_of_the_audit(graph: dict[str, set[str]]) -> list[str]:
-    """Imports of the audit by the replay, other than the protocol reader."""
+    """Imports of the audit by the replay: none, not even the protocol reader (the top layer
+    loads the protocol a plan is frozen under and passes it in)."""
     return sorted(f"{mod} imports {t}" for mod, targets in graph.items()
-                  if layer(mod) == "replay" for t in targets
-                  if layer(t) == "audit" and t not in NARROW)
+                  if layer(mod) == "replay" for t in targets if layer(t) == "audit")
 
 
 def gate_imports_beyond_documents(graph: dict[str, set[str]]) -> list[str]:
@@ -96,7 +92,7 @@ def gate_imports_beyond_documents(graph: dict[str, set[str]]) -> list[str]:
                   if t not in GATE and layer(t) not in ("document", "stats", BASE))
 
 
-def test_the_replay_reads_nothing_of_the_audit_but_the_protocol():
+def test_the_replay_imports_nothing_of_the_audit():
     bad = replay_imports_of_the_audit(import_graph())
     assert bad == [], "\n".join(bad)
 
@@ -114,6 +110,7 @@ def test_the_replay_and_gate_rules_find_an_import_of_the_audit():
                                     "evalkit.document.tiers", "evalkit.errors"},
              "evalkit.audit.sequential": {"evalkit.stats.sequential", "evalkit.runlog.plan"}}
     assert replay_imports_of_the_audit(graph) == [
+        "evalkit.replay.plan imports evalkit.audit.protocol",
         "evalkit.replay.plan imports evalkit.audit.tiers"]
     assert gate_imports_beyond_documents(graph) == [
         "evalkit.audit.gate imports evalkit.audit.claims",
@@ -133,6 +130,24 @@ def test_the_layer_check_finds_an_upward_import(tmp_path):
     bad = upward_imports(import_graph(pkg))
     assert bad == ["evalkit.report.render (report) imports evalkit.audit.tiers (audit)",
                    "evalkit.runlog.io (runlog) imports evalkit.audit.x (audit)"]
+
+
+def test_a_replay_that_reads_the_protocol_itself_runs_against_the_layers(tmp_path):
+    """The protocol reader is the audit's like any other of its modules: a replay module that
+    imports it (here inside a function) is an upward import, whichever rule looks."""
+    pkg = tmp_path / "evalkit"
+    for sub in ("replay", "audit"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "audit" / "protocol.py").write_text("")
+    (pkg / "replay" / "plan.py").write_text(
+        "def freeze_plan(path):\n    from evalkit.audit.protocol import load_protocol\n")
+    graph = import_graph(pkg)
+    assert upward_imports(graph) == [
+        "evalkit.replay.plan (replay) imports evalkit.audit.protocol (audit)"]
+    assert replay_imports_of_the_audit(graph) == [
+        "evalkit.replay.plan imports evalkit.audit.protocol"]
 
 
 @pytest.mark.parametrize("module, expected", [

@@ -22,6 +22,7 @@ from evalkit.replay.campaign import load_campaign, parse_shard
 from evalkit.replay.storelock import STALE_AFTER_S, StoreLock, lock_path, scopes_conflict
 from evalkit.replay.sweep import check_campaign, run_campaign
 from evalkit.runlog.validate import validate_runs
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import (cli_env, complete_runs, run_cli, run_fingerprints, unprivileged,
                                write_campaign)
 
@@ -37,7 +38,7 @@ def reference(tmp_path_factory):
     """A complete sweep of the tiny campaign (4 runs), made once; tests copy it."""
     folder = tmp_path_factory.mktemp("reference")
     camp = write_campaign(folder)
-    s = run_campaign(camp, folder / "runs", progress=False)
+    s = run_campaign(camp, folder / "runs", progress=False, protocol=BUNDLED)
     assert s.ok and s.count("ran") == 4
     return camp, folder / "runs"
 
@@ -133,7 +134,7 @@ def test_resume_restores_a_run_whose_replacement_never_landed(store):
     assert "replacement never landed" in lost.message and f".{WA}.old-1234abcd {WA}" in lost.fix
     check = check_campaign(camp, runs)
     assert {s.run_id: s.state for s in check.missing} == {WA: "interrupted"}
-    s = run_campaign(camp, runs, progress=False)
+    s = run_campaign(camp, runs, progress=False, protocol=BUNDLED)
     assert s.ok and s.count("skipped") == 4 and s.count("ran") == 0     # restored, not re-run
     assert any(f"restored {WA}" in n for n in s.notes)
     assert run_fingerprints(runs) == before
@@ -150,7 +151,7 @@ def test_resume_removes_old_copies_whose_replacement_landed(store):
     assert len(warnings) == 2 and all(w.severity == "warning" for w in warnings)
     old = [w for w in warnings if ".old-" in w.run][0]
     assert f"run {NS} is in place" in old.fix                         # the right fix, not "rerun"
-    s = run_campaign(camp, runs, progress=False)
+    s = run_campaign(camp, runs, progress=False, protocol=BUNDLED)
     assert s.ok and s.count("skipped") == 4
     assert not [p for p in runs.iterdir() if p.name.startswith(".tiny")]
 
@@ -164,7 +165,7 @@ def test_leftovers_of_other_shards_are_left_alone(store):
               if j not in shard_jobs(plan_campaign(load_campaign(camp)), mine)]
     other = runs / f".{theirs[0]}.tmp-0badf00d"
     other.mkdir()
-    run_campaign(camp, runs, progress=False, shard=mine)
+    run_campaign(camp, runs, progress=False, shard=mine, protocol=BUNDLED)
     assert other.exists()
 
 
@@ -203,7 +204,7 @@ def test_other_damage_is_detected_and_repaired(store, reference, damage):
         (runs / WA / "merges.parquet").unlink()
     states = {s.run_id: s.state for s in check_campaign(camp, runs).missing}
     assert states == {WA: "damaged"}
-    s = run_campaign(camp, runs, progress=False)
+    s = run_campaign(camp, runs, progress=False, protocol=BUNDLED)
     assert s.ok and {o.run_id for o in s.outcomes if o.status == "ran"} == {WA}
     assert run_fingerprints(runs) == run_fingerprints(reference[1])
     assert len([p for p in runs.iterdir() if p.name.startswith(f".{WA}.damaged-")]) == 1

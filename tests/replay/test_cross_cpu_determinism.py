@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.replay.sweep import run_campaign
+from tests.support.protocols import BUNDLED
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,8 +89,10 @@ FEEDING_MODULES = ("evalkit/replay/runner.py", "evalkit/replay/job.py",
 
 SWEEP = ("import sys\nfrom pathlib import Path\nfrom evalkit.replay.sweep import run_campaign\n"
          "from tests.replay.test_cross_cpu_determinism import audit_fingerprint\n"
+         "from tests.support.protocols import BUNDLED\n"
          "out = Path(sys.argv[1])\n"
-         "assert run_campaign(out / 'c.toml', out / 'runs', progress=False).ok\n"
+         "assert run_campaign(out / 'c.toml', out / 'runs', progress=False,\n"
+         "                    protocol=BUNDLED).ok\n"
          "print(audit_fingerprint(out / 'runs'))\n")
 
 # numpy and math functions whose last bit depends on the CPU or the C library
@@ -168,7 +171,7 @@ def reference(tmp_path_factory) -> tuple[dict[str, bytes], str]:
     feature on."""
     out = tmp_path_factory.mktemp("xcpu-reference")
     (out / "c.toml").write_text(CAMPAIGN)
-    assert run_campaign(out / "c.toml", out / "runs", progress=False).ok
+    assert run_campaign(out / "c.toml", out / "runs", progress=False, protocol=BUNDLED).ok
     tables = parquet_bytes(out / "runs")
     assert len(tables) >= 5 * 8
     return tables, audit_fingerprint(out / "runs")

@@ -18,6 +18,7 @@ from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.replay.job import MissingInput, build_trace, job_spec, resolve_inputs
 from evalkit.replay.sweep import run_campaign
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import tiny_campaign
 
 # the tiny campaign (wa, and calibrated_offline taking wa's K): one seed, one draw
@@ -34,7 +35,7 @@ def swept(tmp_path_factory):
     path = tmp / "c.toml"
     path.write_text(CAMPAIGN)
     runs = tmp / "runs"
-    summary = run_campaign(path, runs, progress=False)
+    summary = run_campaign(path, runs, progress=False, protocol=BUNDLED)
     assert summary.ok, summary.format()
     trace_file = tmp / "trace.parquet"
     camp = load_campaign(path)

@@ -18,6 +18,7 @@ from evalkit.replay.run_order import (BlockWindow, execution_order, order_seed,
 from evalkit.replay.job import JobOutcome, execute_job
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.schema import RUN_ORDER_KEYS
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import run_fingerprints
 from tests.support.tiny_campaign import TINY_SQUARE_WAVE
 
@@ -85,7 +86,7 @@ def test_serial_sweep_runs_each_block_whole_and_records_its_order(tmp_path):
     """Before: ``--jobs 1`` submitted every ready job (all no-sync and policy runs of every
     seed) before any draw.  Now a seed's draws run inside its block, right after its runs."""
     camp = _camp(tmp_path)
-    s = run_campaign(camp, tmp_path / "runs", progress=False)
+    s = run_campaign(camp, tmp_path / "runs", progress=False, protocol=BUNDLED)
     assert s.ok and s.count("ran") == 4 * 7
     metas = _metas(tmp_path / "runs")
     by_start = sorted(metas, key=lambda r: metas[r]["run_order"]["started_at"])
@@ -109,8 +110,8 @@ def test_serial_sweep_runs_each_block_whole_and_records_its_order(tmp_path):
 
 def test_same_campaign_gives_byte_identical_runs_apart_from_wall_clock(tmp_path):
     camp = _camp(tmp_path, CAMPAIGN.replace("seeds = 4", "seeds = 2"))
-    run_campaign(camp, tmp_path / "a", progress=False)
-    run_campaign(camp, tmp_path / "b", n_jobs=2, progress=False)
+    run_campaign(camp, tmp_path / "a", progress=False, protocol=BUNDLED)
+    run_campaign(camp, tmp_path / "b", n_jobs=2, progress=False, protocol=BUNDLED)
     fa, fb = run_fingerprints(tmp_path / "a"), run_fingerprints(tmp_path / "b")
     for runs in (fa, fb):        # the plan's hash covers its creation time
         for run in runs.values():
@@ -152,7 +153,7 @@ def test_parallel_blocks_interleave_but_never_separate_a_policy_from_its_draws(t
         "matched_random_draws = 2", "matched_random_draws = 3")
     camp = _camp(tmp_path, text)
     ex = ThreadExecutor(workers)
-    s = run_campaign(camp, tmp_path / "runs", executor=ex, progress=False)
+    s = run_campaign(camp, tmp_path / "runs", executor=ex, progress=False, protocol=BUNDLED)
     assert s.ok
     ordered, _ = ordered_jobs(camp, plan_campaign(camp))
     block = {j.run_id: j.order["block"] for j in ordered}

@@ -10,6 +10,7 @@ import pytest
 from evalkit.replay.sweep import check_campaign, run_campaign
 from evalkit.runlog import store_url
 from evalkit.runlog.store_url import local_view, open_store
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import run_cli, write_campaign
 from tests.support.s3_server import SECRET, new_bucket, s3_server
 
@@ -33,14 +34,14 @@ def test_cut_upload_is_missing_then_resume_removes_and_reruns_it(s3, tmp_path, m
         real(self, rel, data)
 
     monkeypatch.setattr(store_url.ObjectStore, "put_bytes", cut)
-    first = run_campaign(camp, url, progress=False)
+    first = run_campaign(camp, url, progress=False, protocol=BUNDLED)
     monkeypatch.undo()
     assert first.count("failed") == 1 and first.count("blocked") == 1    # and its draw
     store = open_store(url)
     assert store.entries()[VICTIM].manifest is None                      # files, no manifest
     states = {s.run_id: s.state for s in check_campaign(camp, url).states}
     assert states[VICTIM] == "missing"
-    resumed = run_campaign(camp, url, progress=False)
+    resumed = run_campaign(camp, url, progress=False, protocol=BUNDLED)
     assert resumed.ok and resumed.count("ran") == 2 and resumed.count("skipped") == 1
     assert any("removed 1 unfinished upload" in n for n in resumed.notes), resumed.notes
     assert all(len(e.attempts) == 1 for e in store.entries().values())
@@ -50,17 +51,18 @@ def test_cut_upload_is_missing_then_resume_removes_and_reruns_it(s3, tmp_path, m
 def test_a_tampered_run_is_moved_aside_and_rerun(s3, tmp_path):
     camp = write_campaign(tmp_path, draws=1)
     url = f"s3://{new_bucket()}/runs"
-    assert run_campaign(camp, url, progress=False).ok
+    assert run_campaign(camp, url, progress=False, protocol=BUNDLED).ok
     store = open_store(url)
     manifest = store.manifest(VICTIM)
     # an optional table: without the manifest's check the copy would read as a valid run
     store.put_bytes(f"{VICTIM}/.attempt-{manifest['attempt']}/signals.parquet", b"PAR1")
     states = {s.run_id: s for s in check_campaign(camp, url).states}
     assert states[VICTIM].state == "damaged" and "signals.parquet" in states[VICTIM].detail
-    resumed = run_campaign(camp, url, progress=False)
+    resumed = run_campaign(camp, url, progress=False, protocol=BUNDLED)
     assert resumed.ok and resumed.count("ran") == 1
     assert any("was damaged" in n and "manifest.damaged-" in n for n in resumed.notes)
-    assert run_campaign(camp, url, progress=False).count("skipped") == 3   # resumed again
+    again = run_campaign(camp, url, progress=False, protocol=BUNDLED)
+    assert again.count("skipped") == 3   # resumed again
     entry = store.entries()[VICTIM]
     assert len(entry.damaged) == 1 and manifest["attempt"] in entry.attempts   # kept
     assert check_campaign(camp, url).complete
@@ -74,7 +76,7 @@ def test_store_runs_equal_a_local_sweep_and_hold_no_secret(s3, tmp_path):
     url = f"s3://{new_bucket()}/runs"
     remote = run_cli(["sweep", camp, "--out", url, "--no-progress"], cwd=tmp_path)
     assert remote.returncode == 0, remote.stdout + remote.stderr
-    assert run_campaign(camp, tmp_path / "runs", progress=False).ok
+    assert run_campaign(camp, tmp_path / "runs", progress=False, protocol=BUNDLED).ok
     printed = remote.stdout + remote.stderr
     store = open_store(url)
     assert SECRET not in printed and all(SECRET.encode() not in store.get_bytes(key)
@@ -96,7 +98,7 @@ def test_summarize_gate_and_break_lock_read_a_store_as_a_folder(s3, tmp_path):
 
     camp = write_campaign(tmp_path, draws=1)
     url = f"s3://{new_bucket()}/runs"
-    assert run_campaign(camp, url, progress=False).ok
+    assert run_campaign(camp, url, progress=False, protocol=BUNDLED).ok
     runner = CliRunner()
     with local_view(url) as (copy, _):
         for args in (["summarize", "{}", "--format", "csv"], ["gate", "{}", "--policy", "wa"]):

@@ -13,6 +13,7 @@ from evalkit.replay import storelock
 from evalkit.replay.campaign import Shard
 from evalkit.replay.storelock import LeaseLock, break_leases, lease_holders, lease_key
 from evalkit.runlog.store_url import open_store
+from tests.support.protocols import BUNDLED
 from tests.support.s3_server import new_bucket, s3_server
 
 
@@ -107,6 +108,6 @@ def test_a_lease_taken_over_is_noticed_and_stops_the_sweep(store, tmp_path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("evalkit.replay.sweep.LeaseLock", lambda *a, **k: lost)
         with pytest.raises(StoreLocked, match="lost its lease") as err:
-            run_campaign(camp, store.url, progress=False)
+            run_campaign(camp, store.url, progress=False, protocol=BUNDLED)
     assert err.value.file == store.url
     assert [k for k in store.list() if "/.attempt-" in k] == []  # no run was started

@@ -13,6 +13,7 @@ from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.replay.sweep import run_campaign
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import tiny_campaign
 
 SMALL = tiny_campaign(seeds=2, draws=2, calibrated_offline=True)
@@ -39,7 +40,7 @@ def test_plan_orders_references_before_draws(tmp_path):
 def test_sweep_runs_resumes_and_redoes_incomplete(tmp_path):
     camp = _write(tmp_path, SMALL)
     runs = tmp_path / "runs"
-    s1 = run_campaign(camp, runs, progress=False)
+    s1 = run_campaign(camp, runs, progress=False, protocol=BUNDLED)
     assert s1.ok and s1.count("ran") == 14
     for d in ("tiny__mr-calibrated_offline__s0__d0", "tiny__mr-wa__s1__d1"):
         meta = json.loads((runs / d / "run.json").read_text())
@@ -47,16 +48,37 @@ def test_sweep_runs_resumes_and_redoes_incomplete(tmp_path):
         assert meta["reference_k"] == ref["k_observed"] == meta["k_observed"]
         assert meta["role"] == "matched_random" and meta["matched_to"] in ("wa",
                                                                          "calibrated_offline")
-    s2 = run_campaign(camp, runs, progress=False)
+    s2 = run_campaign(camp, runs, progress=False, protocol=BUNDLED)
     assert s2.count("skipped") == 14 and s2.count("ran") == 0
     shutil.rmtree(runs / "tiny__wa__s0")
     meta_p = runs / "tiny__no_sync__s1" / "run.json"
     meta = json.loads(meta_p.read_text())
     meta["complete"] = False
     meta_p.write_text(json.dumps(meta))
-    s3 = run_campaign(camp, runs, progress=False)
+    s3 = run_campaign(camp, runs, progress=False, protocol=BUNDLED)
     ran = {o.run_id for o in s3.outcomes if o.status == "ran"}
     assert ran == {"tiny__wa__s0", "tiny__no_sync__s1"}
+
+
+def test_a_fresh_plan_needs_the_protocol_given_and_a_resumed_sweep_follows_the_one_there(
+        tmp_path):
+    """The replay loads no protocol: a runs directory without a plan and no protocol passed is
+    refused before anything is written; resuming needs none, and still refuses a campaign the
+    plan there was not frozen for."""
+    camp = _write(tmp_path, tiny_campaign(seeds=1, draws=1))
+    runs = tmp_path / "runs"
+    with pytest.raises(InputError) as err:
+        run_campaign(camp, runs, progress=False)
+    assert err.value.column == "protocol" and err.value.file.endswith("plan.json")
+    assert "load_protocol" in err.value.fix and "evalkit plan freeze" in err.value.fix
+    assert not runs.exists()
+    jobs = plan_campaign(load_campaign(camp))[:1]
+    assert run_campaign(camp, runs, progress=False, jobs=jobs, protocol=BUNDLED).ok
+    again = run_campaign(camp, runs, progress=False, jobs=jobs)
+    assert again.count("skipped") == 1 and again.ok
+    other = _write(tmp_path, tiny_campaign(seeds=2, draws=1), name="other.toml")
+    with pytest.raises(InputError, match="frozen for another campaign"):
+        run_campaign(other, runs, progress=False, jobs=jobs)
 
 
 def test_failed_reference_blocks_its_draws(tmp_path, monkeypatch):
@@ -70,7 +92,7 @@ def test_failed_reference_blocks_its_draws(tmp_path, monkeypatch):
         return real(spec, trace, policy, progress=progress)
 
     monkeypatch.setattr(sim, "replay", flaky)
-    s = run_campaign(_write(tmp_path, SMALL), tmp_path / "runs", progress=False)
+    s = run_campaign(_write(tmp_path, SMALL), tmp_path / "runs", progress=False, protocol=BUNDLED)
     st = {o.run_id: o.status for o in s.outcomes}
     assert st["tiny__wa__s0"] == "failed"
     assert st["tiny__mr-wa__s0__d0"] == "blocked"

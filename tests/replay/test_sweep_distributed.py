@@ -20,6 +20,7 @@ from evalkit.replay.campaign import (Shard, dependency_groups, load_campaign, pa
                                      plan_campaign, shard_jobs)
 from evalkit.replay.job import JobOutcome, execute_job
 from evalkit.replay.sweep import check_campaign, run_campaign
+from tests.support.protocols import BUNDLED
 from tests.support.tiny_campaign import TINY_SQUARE_WAVE
 
 TINY = TINY_SQUARE_WAVE + """[[policies]]
@@ -144,7 +145,7 @@ def test_shards_then_check_then_resume(tmp_path):
     assert states["tiny__fixed_h__s0"].state == "incomplete"
     assert "engine died" in states["tiny__fixed_h__s0"].detail
     # the unsharded sweep fills the gaps only
-    s = run_campaign(camp, runs, progress=False, n_jobs=2)
+    s = run_campaign(camp, runs, progress=False, n_jobs=2, protocol=BUNDLED)
     ran = {o.run_id for o in s.outcomes if o.status == "ran"}
     assert s.ok and ran == todo | {"tiny__fixed_h__s0"}
     res = r.invoke(cli, ["sweep", str(camp), "--out", str(runs), "--check"])
@@ -200,7 +201,7 @@ class FakeExecutor:
 def test_failed_reference_skips_its_draws_without_submitting(tmp_path):
     camp = load_campaign(_write(tmp_path))
     ex = FakeExecutor(fail={"tiny__wa__s0"})
-    s = run_campaign(camp, tmp_path / "runs", executor=ex, progress=False)
+    s = run_campaign(camp, tmp_path / "runs", executor=ex, progress=False, protocol=BUNDLED)
     st = {o.run_id: o for o in s.outcomes}
     blocked = {r for r, o in st.items() if o.status == "blocked"}
     assert blocked == {"tiny__mr-wa__s0__d0", "tiny__mr-wa__s0__d1",
@@ -217,7 +218,7 @@ def test_failed_reference_skips_its_draws_without_submitting(tmp_path):
 def test_scheduler_orders_dependencies_and_caps_in_flight(tmp_path):
     camp = load_campaign(_write(tmp_path))
     ex = FakeExecutor(max_in_flight=2)
-    s = run_campaign(camp, tmp_path / "runs", executor=ex, progress=False)
+    s = run_campaign(camp, tmp_path / "runs", executor=ex, progress=False, protocol=BUNDLED)
     assert s.ok and s.count("ran") == 20 and ex.peak <= 2
     pos = {r: i for i, r in enumerate(ex.submitted)}
     for j in plan_campaign(camp):
@@ -331,10 +332,11 @@ def ray_local():
 @pytest.mark.slow
 def test_ray_executor_matches_local_and_resumes(tmp_path, ray_local):
     camp = _write(tmp_path)
-    local = run_campaign(camp, tmp_path / "local", progress=False, n_jobs=1)
+    local = run_campaign(camp, tmp_path / "local", progress=False, n_jobs=1, protocol=BUNDLED)
     assert local.ok
     ray_runs = tmp_path / "ray"
-    s = run_campaign(camp, ray_runs, progress=False, executor_kind="ray", cpus_per_task=1)
+    s = run_campaign(camp, ray_runs, progress=False, executor_kind="ray", cpus_per_task=1,
+                     protocol=BUNDLED)
     assert s.ok and s.count("ran") == 20, s.format()
     assert ray_local.is_initialized()                     # not shut down: the test owns it
     for rid in ("tiny__no_sync__s1", "tiny__calibrated_offline__s0", "tiny__mr-wa__s1__d1"):
@@ -345,8 +347,10 @@ def test_ray_executor_matches_local_and_resumes(tmp_path, ray_local):
         assert a_meta["k_observed"] == b_meta["k_observed"]
     assert not [p for p in ray_runs.iterdir() if p.name.startswith(".")]   # atomic writes
     (ray_runs / "tiny__mr-wa__s0__d0" / "run.json").unlink()
-    again = run_campaign(camp, ray_runs, progress=False, executor_kind="ray", n_jobs=2)
+    again = run_campaign(camp, ray_runs, progress=False, executor_kind="ray", n_jobs=2,
+                         protocol=BUNDLED)
     assert again.count("skipped") == 19 and [o.run_id for o in again.outcomes
                                              if o.status == "ran"] == ["tiny__mr-wa__s0__d0"]
     with pytest.raises(InputError, match="GPUs"):
-        run_campaign(camp, ray_runs, progress=False, executor_kind="ray", gpus_per_task=1)
+        run_campaign(camp, ray_runs, progress=False, executor_kind="ray", gpus_per_task=1,
+                     protocol=BUNDLED)

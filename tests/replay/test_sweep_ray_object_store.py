@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import REPO, cli_env, run_cli, write_campaign
 from tests.support.s3_server import new_bucket, s3_server
 
@@ -111,7 +112,7 @@ def test_two_nodes_no_shared_folder_killed_worker_resume_and_equal_audit(tmp_pat
         executor = RayExecutor(load_campaign(camp), address=cluster.address,
                                worker=_killed_mid_upload, max_retries=0)
         first = run_campaign(camp, url, progress=False, executor=executor,
-                             job_fn=_killed_mid_upload)
+                             job_fn=_killed_mid_upload, protocol=BUNDLED)
         assert [o.run_id for o in first.outcomes if o.status == "failed"] == [VICTIM]
         store = open_store(url)
         assert store.entries()[VICTIM].manifest is None        # never taken for a run ...
@@ -140,6 +141,6 @@ def test_two_nodes_no_shared_folder_killed_worker_resume_and_equal_audit(tmp_pat
     local = tmp_path / "local" / "runs"                # the same plan, swept into a folder
     local.mkdir(parents=True)
     (local / "plan.json").write_bytes(plan)
-    assert run_campaign(camp, local, progress=False).ok
+    assert run_campaign(camp, local, progress=False, protocol=BUNDLED).ok
     local_doc = audit_campaign(local, seed=0).to_dict()
     assert _without_wall_clock(store_doc) == _without_wall_clock(local_doc)

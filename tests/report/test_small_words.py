@@ -85,7 +85,7 @@ def test_until_decided_keeps_one_plan_note(monkeypatch, tmp_path):
     monkeypatch.setattr(ud, "audit_campaign",
                         lambda *a, **k: SimpleNamespace(decision_dict=dict))
     monkeypatch.setattr(ud, "sequential_verdicts", lambda *a, **k: undecided)
-    summary = ud.sweep_until_decided("c.toml", tmp_path, min_effect=0.01)
+    summary = ud.sweep_until_decided("c.toml", tmp_path / "runs", min_effect=0.01)
     assert len(summary.batches) == 2
     assert summary.notes == ["plan plan.json written (sha256 0123456789ab)", "lock taken"]
 

@@ -14,6 +14,7 @@ from evalkit.policies.context import derived_seed
 from evalkit.replay.sweep import run_campaign
 from evalkit.replay.plan import freeze_plan
 from evalkit.runlog.plan import PLAN_FILE, plan_sha256, read_plan, same_campaign, write_plan
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import TINY_CAMPAIGN
 
 TINY = TINY_CAMPAIGN.format(seeds=2, draws=2)
@@ -27,7 +28,7 @@ def camp_file(tmp_path):
 
 
 def test_freeze_records_every_planned_run_and_draw_seed(camp_file):
-    plan = freeze_plan(camp_file)
+    plan = freeze_plan(camp_file, BUNDLED)
     assert plan["schema"] == "evalkit-plan/1" and plan["design"]["kind"] == "fixed"
     assert plan["alpha"] == 0.05 and plan["alternative"] == "two-sided"
     assert plan["protocol"]["name"] == "diloco-slo" and len(plan["protocol"]["sha256"]) == 64
@@ -40,7 +41,7 @@ def test_freeze_records_every_planned_run_and_draw_seed(camp_file):
     assert draw["rng_seed"] == derived_seed(1, "policy", "matched_random", "wa", 1)
     assert plan["corridor"] == {"min_gap_s": 40.0, "max_gap_s": 100.0, "merge_duration_s": 8.0,
                                 "horizon_s": 240.0, "train_start_s": 0.0}
-    again = freeze_plan(camp_file)
+    again = freeze_plan(camp_file, BUNDLED)
     assert same_campaign(plan, again) == []
     assert plan_sha256(plan) == plan_sha256(json.loads(json.dumps(plan)))
 
@@ -59,14 +60,14 @@ def test_design_table_is_validated(tmp_path, table, ok):
     p = tmp_path / "c.toml"
     p.write_text(TINY.replace("[slo]", table + "\n[slo]"))
     if ok is True:
-        plan = freeze_plan(p)
+        plan = freeze_plan(p, BUNDLED)
         assert plan["design"]["kind"] in ("fixed", "sequential")
         if "sequential" in table:
             assert plan["design"] == {"kind": "sequential", "alpha": 0.05, "max_seeds": 2,
                                       "batch": 1}
         return
     with pytest.raises(InputError, match=ok):
-        freeze_plan(p)
+        freeze_plan(p, BUNDLED)
 
 
 def test_cli_freeze_writes_once(camp_file, tmp_path):
@@ -80,7 +81,7 @@ def test_cli_freeze_writes_once(camp_file, tmp_path):
 
 def test_sweep_writes_the_plan_and_stamps_every_run(camp_file, tmp_path):
     runs = tmp_path / "runs"
-    s = run_campaign(camp_file, runs, progress=False)
+    s = run_campaign(camp_file, runs, progress=False, protocol=BUNDLED)
     assert s.ok and any("plan.json written" in n for n in s.notes)
     plan = read_plan(runs)
     sha = plan_sha256(plan)
@@ -89,7 +90,7 @@ def test_sweep_writes_the_plan_and_stamps_every_run(camp_file, tmp_path):
         assert meta["plan_sha256"] == sha
         assert meta["rng_seeds"]["policy"] == r["rng_seed"]
         assert meta["created_at"] >= plan["created_at"]
-    again = run_campaign(camp_file, runs, progress=False)
+    again = run_campaign(camp_file, runs, progress=False, protocol=BUNDLED)
     assert again.count("skipped") == len(plan["runs"])
     assert read_plan(runs) == plan                              # never rewritten
     camp_file.write_text(TINY.replace("e2e_s = 8.0", "e2e_s = 9.0"))
@@ -102,12 +103,12 @@ def test_sweep_follows_a_plan_frozen_under_another_protocol(camp_file, tmp_path)
 
     runs = tmp_path / "runs"
     runs.mkdir()
-    plan = freeze_plan(camp_file)
+    plan = freeze_plan(camp_file, BUNDLED)
     plan["protocol"]["sha256"] = "0" * 64           # as if frozen under an edited protocol
     write_plan(plan, runs / PLAN_FILE)
     assert load_protocol(None).sha256 != plan["protocol"]["sha256"]
     s = run_campaign(camp_file, runs, progress=False, jobs=plan_campaign(
-        load_campaign(camp_file))[:1])
+        load_campaign(camp_file))[:1], protocol=BUNDLED)
     assert s.ok and any("existing plan.json" in n for n in s.notes)
     meta = json.loads((runs / plan["runs"][0]["run_id"] / "run.json").read_text())
     assert meta["plan_sha256"] == plan_sha256(plan)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.audit.protocol import load_protocol
 from evalkit.replay.backends import sim
 from evalkit.replay.campaign import load_campaign
 from evalkit.policies import get_policy
@@ -88,7 +89,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        summary = run_campaign(camp, Path(tmp) / "runs", n_jobs=args.jobs, progress=False)
+        summary = run_campaign(camp, Path(tmp) / "runs", n_jobs=args.jobs, progress=False,
+                               protocol=load_protocol(None))
         dt = time.perf_counter() - t0
     n_runs = len(summary.outcomes)
     print(f"campaign: {n_runs} runs ({summary.count('ran')} ran, {summary.count('failed')} "

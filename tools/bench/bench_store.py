@@ -101,6 +101,7 @@ def main() -> None:
 
     import pyarrow.fs as pafs
 
+    from evalkit.audit.protocol import load_protocol
     from evalkit.audit.result import audit_campaign
     from evalkit.replay.sweep import run_campaign
     from evalkit.runlog.io import iter_run_dirs
@@ -111,7 +112,7 @@ def main() -> None:
         camp.write_text(CAMPAIGN.format(seeds=args.seeds, draws=args.draws))
         runs = Path(tmp) / "runs"
         t0 = time.perf_counter()
-        assert run_campaign(camp, runs, progress=False).ok
+        assert run_campaign(camp, runs, progress=False, protocol=load_protocol(None)).ok
         swept = time.perf_counter() - t0
         endpoint = os.environ["AWS_ENDPOINT_URL"].split("://", 1)[1]
         pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", region="us-east-1",

@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="write the runs here and keep them")
     args = ap.parse_args()
 
+    from evalkit.audit.protocol import load_protocol
     from evalkit.replay.campaign import load_campaign, plan_campaign
     from evalkit.replay.executors import warm_imports
     from evalkit.replay.sweep import run_campaign
@@ -97,6 +98,7 @@ def main() -> None:
         path = Path(tmp) / "sweepbench.toml"
         path.write_text(CAMPAIGN.format(seeds=args.seeds))
         camp = load_campaign(path)
+        protocol = load_protocol(None)
         jobs = plan_campaign(camp)
         warm_imports(camp)                  # one-off import cost is not per-replay cost
         ref_jobs = jobs[:args.ref_jobs]
@@ -104,13 +106,14 @@ def main() -> None:
         t_bare = bare_loop(camp, ref_jobs)
         bare_rate = len(ref_jobs) / t_bare
         t0 = time.perf_counter()            # the same replays through the serial executor
-        serial = run_campaign(camp, Path(tmp) / "serial", jobs=ref_jobs, progress=False)
+        serial = run_campaign(camp, Path(tmp) / "serial", jobs=ref_jobs, progress=False,
+                              protocol=protocol)
         t_serial = time.perf_counter() - t0
         assert serial.ok and serial.count("ran") == len(ref_jobs), serial.format()
         serial_rate = len(ref_jobs) / t_serial
         runs = args.keep or Path(tmp) / "runs"
         t0 = time.perf_counter()
-        summary = run_campaign(camp, runs, n_jobs=args.jobs, progress=False)
+        summary = run_campaign(camp, runs, n_jobs=args.jobs, progress=False, protocol=protocol)
         t_sweep = time.perf_counter() - t0
         assert summary.ok and summary.count("ran") == len(jobs), summary.format()
         n_dirs = sum(1 for p in Path(runs).iterdir() if not p.name.startswith("."))

@@ -18,6 +18,7 @@ from evalkit.audit.protocol import load_protocol, parse_protocol
 from evalkit.cli.main import cli
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.plan import PLAN_FILE, read_plan
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import TINY_CAMPAIGN
 
 CAMPAIGN = TINY_CAMPAIGN.format(seeds=2, draws=6)
@@ -30,7 +31,7 @@ def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("planned")
     camp = root / "tiny.toml"
     camp.write_text(CAMPAIGN)
-    summary = run_campaign(camp, root / "runs", progress=False)
+    summary = run_campaign(camp, root / "runs", progress=False, protocol=BUNDLED)
     assert summary.ok
     return root / "runs"
 

@@ -24,19 +24,19 @@ from evalkit.runlog.challenge import (LEDGER_FILE, commitment, derivation_faults
                                       read_ledger)
 from evalkit.runlog.plan import PLAN_FILE, read_plan
 from evalkit.stats import holm
+from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import tiny_campaign
+from tests.support.selfreg import SELFREG_PROTOCOL
 
-BUNDLED = Path(__file__).resolve().parents[3] / "protocols" / "diloco-slo.toml"
-PLACEMENT = 'checks = ["no_sync_present", "load_match"]'
+BUNDLED_FILE = Path(__file__).resolve().parents[3] / "protocols" / "diloco-slo.toml"
+PLACEMENT = 'checks = ["no_sync_present", "load_match", "registration"]'
 
 
 def protocol_file(folder: Path, *, allow: bool = False) -> Path:
-    """The bundled protocol with ``registration`` in its placement_gain tier."""
-    text = BUNDLED.read_text()
+    """A copy of the bundled protocol (``registration`` in its placement_gain tier), with
+    ``allow_self_registered = true`` when ``allow``."""
+    text = (SELFREG_PROTOCOL if allow else BUNDLED_FILE).read_text()
     assert PLACEMENT in text
-    text = text.replace(PLACEMENT, 'checks = ["no_sync_present", "load_match", '
-                                   '"registration"]')
-    text += f"\n[checks.registration]\nallow_self_registered = {str(allow).lower()}\n"
     path = folder / ("allow.toml" if allow else "strict.toml")
     path.write_text(text)
     return path
@@ -64,7 +64,7 @@ def challenged(tmp_path_factory):
                  reviewer / "challenge.json", "--out", root / "runs" / PLAN_FILE)
     assert res.exit_code == 0, res.output
     assert "attempt 1 at tiny/wa" in res.output
-    assert run_campaign(camp, root / "runs", progress=False).ok
+    assert run_campaign(camp, root / "runs", progress=False, protocol=BUNDLED).ok
     return root
 
 
@@ -379,7 +379,7 @@ def test_a_sequential_sweep_runs_the_seeds_in_the_order_the_challenge_derived(tm
     doc = issue_challenge(hashlib.sha256(camp.read_bytes()).hexdigest(), proto.name,
                           proto.content_sha256)
     for i in range(100):             # a nonce whose order does not start with seeds 0 and 1
-        plan = freeze_plan(camp, None, dict(doc, nonce=f"{i:064x}"))
+        plan = freeze_plan(camp, BUNDLED, dict(doc, nonce=f"{i:064x}"))
         if set(plan["campaign"]["settings"]["seeds"][:2]) != {0, 1}:
             break
     write_challenge(dict(doc, nonce=f"{i:064x}"), tmp_path / "challenge.json")

@@ -23,6 +23,7 @@ from evalkit.replay.backends.sim.fit_data import run_metrics
 from evalkit.replay.backends.sim.fit_data import load_real_runs
 from evalkit.replay.campaign import parse_campaign
 from evalkit.replay.sweep import run_campaign
+from tests.support.protocols import BUNDLED
 
 TRUTH = {"max_batch": 8, "iter_base_s": 0.008, "decode_per_seq_s": 0.001,
          "prefill_base_s": 0.006, "prefill_per_token_s": 5e-5, "train_slowdown": 1.5,
@@ -53,7 +54,7 @@ def relabel(runs: Path, backend: str = "torch") -> None:
 def real_like(out: Path, merge_slowdown: float, seeds: int = 4) -> Path:
     camp = parse_campaign(campaign_dict("reallike", {"name": "sim", "config": dict(
         TRUTH, merge_slowdown=merge_slowdown)}, seeds=seeds))
-    summary = run_campaign(camp, out, n_jobs=1, progress=False)
+    summary = run_campaign(camp, out, n_jobs=1, progress=False, protocol=BUNDLED)
     assert summary.ok
     relabel(out)
     return out
@@ -152,7 +153,7 @@ def test_the_hand_set_model_gets_that_sign_wrong(train_dominated, tmp_path):
     # red team: the default "a merge adds latency" model cannot show negative sync excess
     camp = parse_campaign(campaign_dict("handset", {"name": "sim", "config": {
         k: v for k, v in TRUTH.items() if k != "response_overhead_s"}}))
-    run_campaign(camp, tmp_path / "runs", n_jobs=1, progress=False)
+    run_campaign(camp, tmp_path / "runs", n_jobs=1, progress=False, protocol=BUNDLED)
     assert mean_v(tmp_path / "runs", False) - mean_v(tmp_path / "runs", True) > 0
 
 
