@@ -182,12 +182,14 @@ def test_oracle_is_a_bound_and_non_oracle_is_deployable(campaigns):
     assert oracle.tier == "placement_gain"
     assert oracle.verdict.startswith("oracle bound (never deployable)")
     assert check(oracle, "not_oracle").passed is False
-    assert check(oracle, "real_sidecar").passed is True
+    # the fixture's "vllm" runs are synthetic: no metrics scrape shows a real sidecar
+    assert check(oracle, "real_sidecar").passed is False
     assert oracle.tier_status["harness"] == "not_evaluable"
     online = res.claim("ewma")
     assert online.tier == "placement_gain" and online.tier_status["calibrated"] == "failed"
-    assert check(online, "not_oracle").passed is True
-    assert check(online, "real_sidecar").passed is True
+    # its runs record no code identity: whether it saw the future is not shown (fail closed)
+    assert check(online, "not_oracle").evaluable is False
+    assert check(online, "real_sidecar").passed is False
     # deployable would also need pre-registration: the fixture runs have no campaign plan
     assert check(online, "pre_registered").passed is False
     assert any(n.startswith("not pre-registered") for n in online.notes)
