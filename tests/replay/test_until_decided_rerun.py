@@ -50,3 +50,35 @@ def test_a_first_run_reports_its_batches(tmp_path, monkeypatch):
     text = summary.format()
     assert "stopped after 2 of at most 2 seeds with claims undecided" in text
     assert "the verdicts count them all" not in text
+
+
+def test_the_batches_freeze_their_plan_under_the_protocol_they_are_audited_under(tmp_path,
+                                                                                 monkeypatch):
+    """The composition loads the protocol once and gives the same one to the sweep (a fresh
+    plan is frozen under it) and to the audit, not the bundled one to the sweep."""
+    from importlib import resources
+
+    from evalkit.audit.protocol import BUILTIN_PACKAGE, load_protocol
+    from tests.support.protocols import BUNDLED
+
+    camp = tmp_path / "seq.toml"
+    camp.write_text(CAMPAIGN)
+    own = tmp_path / "own.toml"
+    bundled = resources.files(BUILTIN_PACKAGE).joinpath("diloco-slo.toml").read_text()
+    own.write_text(bundled + "\n# our copy\n")
+    given = {}
+
+    def run_campaign(camp, runs_dir, *, jobs, protocol, **kw):
+        given["sweep"] = protocol
+        return SweepSummary([JobOutcome(j.run_id, "ran") for j in jobs], runs_dir=runs_dir)
+
+    def audit(runs_dir, *, protocol, **kw):
+        given["audit"] = protocol
+        return SimpleNamespace(decision_dict=dict)
+
+    _fake_store(monkeypatch, seeds_in_store=2)
+    monkeypatch.setattr(until_decided, "run_campaign", run_campaign)
+    monkeypatch.setattr(until_decided, "audit_campaign", audit)
+    until_decided.sweep_until_decided(camp, tmp_path / "runs", protocol=own, progress=False)
+    assert given["sweep"] is given["audit"]
+    assert given["sweep"].sha256 == load_protocol(own).sha256 != BUNDLED.sha256
