@@ -48,7 +48,9 @@ def _real_files(root: Path, suffixes: tuple[str, ...]) -> list[str]:
 
 
 def test_no_second_copy_of_a_template_or_the_protocol(repo_root):
-    assert _real_files(repo_root, (".j2",)) == ["evalkit/report/templates/report.html.j2",
+    assert _real_files(repo_root, (".j2",)) == ["evalkit/compare/templates/compare.html.j2",
+                                                "evalkit/compare/templates/compare.md.j2",
+                                                "evalkit/report/templates/report.html.j2",
                                                 "evalkit/report/templates/report.md.j2"]
     assert [p for p in _real_files(repo_root, ("diloco-slo.toml",))
             if not p.startswith("tests/")] == ["evalkit/audit/protocols/diloco-slo.toml"]
@@ -68,5 +70,6 @@ def test_the_package_finds_the_same_bytes_as_the_link(repo_root, package, name):
 def test_pyproject_ships_the_packaged_files(repo_root):
     pyproject = (repo_root / "pyproject.toml").read_text()
     for pattern in ('"report/templates/*.j2"', '"audit/protocols/*.toml"',
-                    '"replay/campaigns/*.toml"'):
+                    '"replay/campaigns/*.toml"', '"compare/templates/*.j2"',
+                    '"compare/protocols/*.toml"'):
         assert pattern in pyproject

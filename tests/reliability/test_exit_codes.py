@@ -95,7 +95,7 @@ def test_help_documents_every_exit_code():
     out = invoke(["--help"]).output
     for code, words in ((0, "success"), (1, "gate: the claim does not reach"),
                         (2, "bad input or environment"), (3, "internal error"),
-                        (4, "gate --sequential only"), (130, "interrupted")):
+                        (4, "not decided yet (gate --sequential, compare --plan-file)"), (130, "interrupted")):
         assert re.search(rf"^\s*{code}\s+{re.escape(words)}", out, re.M), (code, out)
 
 
