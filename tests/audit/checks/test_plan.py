@@ -165,7 +165,7 @@ def test_rules_changed_after_the_plan_fail(runs):
                             file="p.toml")
     assert edited.name == load_protocol().name and edited.version == load_protocol().version
     c = checks(runs, protocol=edited)[0]["plan_rules"]
-    assert c.passed is False and "the plan froze diloco-slo v1" in c.found
+    assert c.passed is False and f"the plan froze diloco-slo v{edited.version}" in c.found
 
 
 def test_runs_from_before_the_plan_or_another_plan_fail(runs):
@@ -348,4 +348,5 @@ def test_an_old_plan_without_a_content_hash_still_passes_by_its_file_sha256(runs
             "no content sha256)") in c.found
     # file to file: a reworded protocol file is not the file this plan froze
     c = checks(runs, protocol=_reworded_protocol())[0]["plan_rules"]
-    assert c.passed is False and "is not the file the plan froze diloco-slo v1" in c.found
+    assert c.passed is False and \
+        f"is not the file the plan froze diloco-slo v{load_protocol().version}" in c.found
