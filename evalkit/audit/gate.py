@@ -186,9 +186,16 @@ def decide(doc: dict, claim: dict, protocol, tier: str, baseline: Baseline | Non
     ok = reaches(claim.tier, tier, order)
     changed = baseline.changed if baseline is not None else None
     flag = " (protocol changed since the baseline)" if changed else ""
+    verdict = claim.verdict
+    if ok and claim.underpowered:
+        # a mechanism tier passed: say what it claims, never "underpowered ... not
+        # significant" in one breath with PASS (the numbers follow on the next line)
+        spec = next(t for t in protocol.tiers if t.name == claim.tier)
+        verdict = (f"{spec.name}: {spec.claim}; no head-to-head claim against matched random "
+                   "(too few seeds for its test)")
     lines = [f"gate {'PASS' if ok else 'FAIL'}{flag}: {claim.regime}/{claim.policy} reached "
              f"{claim.tier or 'no tier'}; required {tier} (alpha = {protocol.alpha:g})",
-             f"  {claim.verdict}"]
+             f"  {verdict}"]
     tested = [c for c in doc["claims"] if _finite(c.get("p_adjusted"))]
     lines.append(effect_line(claim.numbers, protocol.multiplicity, len(tested)))
     if not ok:
@@ -291,6 +298,7 @@ def claim_view(c: dict, protocol=None) -> SimpleNamespace:
         regime=c["regime"], policy=c["policy"], tier=c.get("tier"),
         tier_status=filled_status(protocol.tiers, status) if protocol is not None else status,
         verdict=c.get("verdict", ""), stop_reason=c.get("stop_reason", ""),
+        underpowered=bool(c.get("underpowered")),
         notes=list(c.get("notes") or []), checks=checks,
         numbers={k: c.get(k) for k in ("mean_diff", "ci", "p_adjusted", "wins", "n_seeds")})
 
