@@ -345,6 +345,27 @@ def pilot_lines(base: Path) -> list[str]:
             + pw.get("chosen", "see power.json") + "."]
 
 
+def registration_sentence(real: dict) -> str:
+    """How the audit judged the registration, and a plan whose protocol rules changed since it
+    was frozen (``plan_rules``), from the audit's words."""
+    reg = (real.get("pre_registration") or {}).get("registration") or {}
+    text = ""
+    if reg.get("kind") == "self-registered":
+        text += (f" Registration: {reg['text']}: no reviewer's challenge fixed the seeds, so "
+                 f"under protocol {real['protocol']['name']} v{real['protocol']['version']} "
+                 "no claim can pass above matched_budget (`registration`).")
+    rules = [c for claim in real["claims"] for c in claim["checks"]
+             if c["name"] == "plan_rules" and c["passed"] is False]
+    if rules:
+        which = ("no claim can" if len(rules) == len(real["claims"])
+                 else f"{len(rules)} of {len(real['claims'])} claims cannot")
+        text += (f" The audit's protocol is not the one the plan froze (`plan_rules`: "
+                 f"{rules[0]['found']}), so {which} reach matched_budget; the "
+                 "campaign is not frozen again, since a plan frozen after its runs would not "
+                 "pre-register them.")
+    return text
+
+
 def design_lines(base: Path, summary: pd.DataFrame, real: dict) -> list[str]:
     camp = campaign_settings(base)
     tr, n_seeds = camp["trace"], summary["seed"].nunique()
@@ -372,7 +393,7 @@ def design_lines(base: Path, summary: pd.DataFrame, real: dict) -> list[str]:
         "",
         f"Pre-registration: {reg.get('text', 'none recorded')} — the plan (`runs/plan.json`) "
         "was frozen before the first run; the sweep followed it and stamped its hash into "
-        "every run.",
+        "every run." + registration_sentence(real),
         "",
         f"Execution: runs were written from {t0} to {t1} ({minutes:.1f} min, one warm rig) on a "
         "2-core machine that other work shared at the lowest CPU priority. "
