@@ -446,11 +446,12 @@ def test_fixture_report_layout(bursty_report, tmp_path):
     assert m["height"] <= 9_000
 
 
-def test_null_figure_shows_the_studentized_statistic_the_p_used(bursty_report):
-    # the fixture's claims have several draws per seed: the p comes from t = G / se(G), and
-    # the null figure is of t (not the raw-mean G distribution)
+def test_null_figure_shows_the_sign_flip_null_the_p_counts(bursty_report):
+    # the claim's p is the studentized sign flip on d; a sign flip keeps sum d^2, so t orders
+    # the sign vectors as G does and the figure is the sign-flip null of G with its p
     result, out = bursty_report
-    assert {c.sign_flip.null_statistic for c in result.claims} == {"studentized"}
+    assert {c.sign_flip.null_statistic for c in result.claims} == {"mean"}
+    assert {c.sign_flip.test for c in result.claims} == {"sign-flip"}
     page = (out / "report.html").read_text(encoding="utf-8")
     alts = re.findall(r'alt="(Null distribution[^"]*)"', page)
-    assert alts and all(a.startswith("Null distribution of t = G / se(G)") for a in alts)
+    assert alts and all(a.startswith("Null distribution of G (sign-flip test)") for a in alts)
