@@ -59,7 +59,7 @@ def _decide_all(cls, params: dict, arrivals: np.ndarray) -> list[tuple[float, bo
     policy = cls(**params)
     policy.reset(RunContext(
         seed=0, rng=np.random.default_rng(PROBE["seed"]), merge_duration_s=merge_s,
-        corridor=Corridor(1, 10 ** 6, 0.0, math.inf), span=(0.0, horizon - merge_s),
+        corridor=Corridor(1, 1_000_000, 0.0, math.inf), span=(0.0, horizon - merge_s),
         horizon_s=horizon, inner_step_s=step))
     since, merges, last_end, busy_until = 0, 0, None, -1.0
     out = []
