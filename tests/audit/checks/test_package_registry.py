@@ -105,7 +105,8 @@ def test_a_name_registered_twice_is_refused(probes):
 def test_every_check_module_registers_through_the_decorator():
     # the families and the plan / like-for-like / drift modules: one registry, one entry each
     assert set(C.CHECKS) == set(C.CHECK_PARAMS) == set(C.CHECK_TIERS)
-    assert len(C.CHECKS) == 26
+    assert len(C.CHECKS) == 27
+    assert C.CHECK_TIERS["registration"] == "placement_gain"
     assert C.CHECK_TIERS["gain_significant"] == "matched_budget"
     assert C.CHECK_TIERS["psi_fit"] == "calibrated"
     assert C.CHECK_PARAMS["execution_drift"]["require_run_order"] == ((bool,), False)
