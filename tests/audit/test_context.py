@@ -509,7 +509,7 @@ def test_load_match_table_rows_per_run_and_check(tmp_path):
     from evalkit.stats.loadmatch import DEFAULT_TOLERANCES
 
     rate = {"arrival_rate_achieved": 2.0, "n_requests": 100, "prompt_tokens_total": 1000,
-            "output_tokens_total": 500, "step_rate": 1.5}
+            "output_tokens_total": 500, "step_rate": 1.5, "trainer_active_share": 0.4}
     path = _load_table(tmp_path, {"policy": rate, "draw": {**rate, "arrival_rate_achieved": 2.5},
                                   "no_sync": rate}, ns=(True, False, True))
     ctx = _ctx_for(path)
