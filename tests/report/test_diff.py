@@ -139,15 +139,33 @@ def oracle_audit(tmp_path_factory):
     return json.loads((out / "audit.json").read_text())
 
 
-def _gate(baseline, policy, tier):
+@pytest.fixture(scope="module")
+def selfreg_oracle_audit(tmp_path_factory):
+    """audit.json of the same campaign under the protocol copy that allows self-registration:
+    its self-registered claims walk past matched_budget, where the bundled protocol stops them
+    (a genuine document whose tiers are above the bundled audit's)."""
+    from tests.conftest import REPO
+    from tests.support.selfreg import SELFREG_PROTOCOL
+
+    from evalkit.compose import run_audit
+
+    out = tmp_path_factory.mktemp("gate_selfreg") / "report"
+    run_audit(REPO / "fixtures" / "campaigns" / "real_oracle", out, seed=0,
+              protocol=SELFREG_PROTOCOL)
+    return json.loads((out / "audit.json").read_text())
+
+
+def _gate(baseline, policy, tier, *extra):
     from tests.conftest import REPO
 
     args = ["gate", str(REPO / "fixtures" / "campaigns" / "real_oracle"), "--policy", policy,
-            "--tier", tier, "--baseline", str(baseline)]
+            "--tier", tier, "--baseline", str(baseline), *extra]
     return CliRunner().invoke(cli, args)
 
 
-def test_gate_baseline_passes_against_itself_and_fails_on_a_drop(oracle_audit, tmp_path):
+def test_gate_baseline_passes_against_itself_and_fails_on_a_drop(oracle_audit,
+                                                                 selfreg_oracle_audit,
+                                                                 tmp_path):
     reached = [c for c in oracle_audit["claims"] if c["tier"] is not None]
     assert len(reached) >= 2, "the fixture must reach tiers"
     low = min(reached, key=lambda c: TIERS.index(c["tier"]))
@@ -157,16 +175,27 @@ def test_gate_baseline_passes_against_itself_and_fails_on_a_drop(oracle_audit, t
     assert same.exit_code == 0, same.output
     assert "baseline PASS" in same.output and "0 fell below their baseline tier" in same.output
 
-    # the baseline says `low` reached one tier more: the gated policy still passes, but
-    # the drop of another claim fails the build
+    # a baseline whose tier was raised by hand is refused on read, not compared
     raised = copy.deepcopy(oracle_audit)
-    up = next(c for c in raised["claims"] if c["policy"] == low["policy"]
+    edited = next(c for c in raised["claims"] if c["policy"] == low["policy"]
+                  and c["regime"] == low["regime"])
+    edited["tier"] = TIERS[TIERS.index(low["tier"]) + 1]
+    res = _gate(_write(tmp_path, "edited", raised), other["policy"], "harness")
+    assert res.exit_code == 2, res.output
+    assert "tier" in res.output and edited["tier"] in res.output, res.output
+
+    # a genuine baseline where `low` reached a higher tier (audited under rules that allow
+    # self-registration, the change accepted): the gated policy still passes, but the drop
+    # fails the build
+    up = next(c for c in selfreg_oracle_audit["claims"] if c["policy"] == low["policy"]
               and c["regime"] == low["regime"])
-    up["tier"] = TIERS[TIERS.index(low["tier"]) + 1]
-    res = _gate(_write(tmp_path, "higher", raised), other["policy"], "harness")
+    assert TIERS.index(up["tier"]) > TIERS.index(low["tier"]), up["tier"]
+    res = _gate(_write(tmp_path, "higher", selfreg_oracle_audit), other["policy"], "harness",
+                "--accept-protocol-change")
     assert res.exit_code == 1, res.output
     assert "gate PASS" in res.output and "baseline FAIL" in res.output
     assert f"dropped from {up['tier']} to {low['tier']}" in res.output
+    assert "accepted: --accept-protocol-change" in res.output
 
 
 def test_gate_baseline_with_an_unknown_tier_exits_2(oracle_audit, tmp_path):
