@@ -20,7 +20,7 @@ import pandas as pd
 
 from evalkit.runlog.io import write_run
 from tests.support.fixture_model import (BURSTS, HORIZON, MAX_GAP, MIN_GAP, SLO, STEP_S, D, K,
-                                         merges_for, requests_frame, steps)
+                                         merges_for, real_evidence, requests_frame, steps)
 
 __all__ = ["BURSTS", "HORIZON", "MAX_GAP", "MIN_GAP", "SLO", "STEP_S", "D", "K", "steps",
            "trace", "schedule", "requests_for", "write", "regime"]
@@ -102,8 +102,10 @@ def write(out: Path, *, run_id, policy, role, seed, regime, starts, backend, kin
             "oracle": oracle, "settings": {"requested": {}, "effective": {}},
             "rng_seeds": {"trace": seed}, "inner_step_s": STEP_S, **META}
     rng = np.random.default_rng([seed, sum(map(ord, run_id)), len(run_id)])
-    write_run(out, meta, requests_for(tr, starts, rng, penalty, backlog_s, backlog_add),
-              merges_for(starts, bytes_per_merge=1_000_000), steps=steps(starts))
+    requests = requests_for(tr, starts, rng, penalty, backlog_s, backlog_add)
+    signals = real_evidence(meta, requests)
+    write_run(out, meta, requests, merges_for(starts, bytes_per_merge=1_000_000),
+              steps=steps(starts), signals=signals)
 
 
 def regime(out: Path, *, name: str, backend: str, seeds, policies: dict, draws: int = 2,

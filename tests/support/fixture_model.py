@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evalkit.policies import POLICIES, policy_identity, resolve_policy
 from evalkit.runlog.io import write_run
 from evalkit.stats import sample_schedules
 
@@ -30,6 +31,8 @@ MIN_GAP, MAX_GAP = 20.0, 80.0
 SLO = 5.0
 PENALTY = 4.0
 STEP_S = 2.0
+SCRAPE_EVERY_S = 1.0
+REAL_BACKENDS = ("torch", "vllm")
 BURSTS = [(10.0 + 40.0 * j, 20.0 + 40.0 * j) for j in range(5)]
 FIXED_META = {"created_at": "2026-01-01T00:00:00+00:00",
               "host": {"hostname": "fixture", "platform": "fixture", "python": "3.11"},
@@ -79,6 +82,36 @@ def requests_frame(tr: pd.DataFrame, end: np.ndarray) -> pd.DataFrame:
         "first_token_s": arrival + np.minimum(0.3, latency / 2), "end_s": end,
         "prompt_tokens": tr.prompt_tokens.to_numpy(), "output_tokens": tr.output_tokens.to_numpy(),
         "ok": np.ones(arrival.size, dtype=bool), "error": [None] * arrival.size})
+
+
+def sidecar_scrapes(requests: pd.DataFrame) -> pd.DataFrame:
+    """The metrics scrapes a real sidecar's client writes (signals.parquet), every
+    SCRAPE_EVERY_S over the horizon: the server's arrival count is the requests the client had
+    sent by then and its running gauge the requests in flight (nothing waits)."""
+    t = np.arange(SCRAPE_EVERY_S, HORIZON, SCRAPE_EVERY_S)
+    sent = np.sort(requests.sent_s.to_numpy(dtype=float))
+    ended = np.sort(requests.end_s.to_numpy(dtype=float))
+    seen = np.searchsorted(sent, t, side="right")
+    running = seen - np.searchsorted(ended, t, side="right")
+    return pd.DataFrame({"t_s": t, "scrape_ok": np.ones(t.size, dtype=bool),
+                         "scrape_latency_s": np.zeros(t.size),
+                         "arrivals_seen": seen.astype(float),
+                         "queue_running": np.maximum(running, 0).astype(float),
+                         "queue_waiting": np.zeros(t.size)})
+
+
+def real_evidence(meta: dict, requests: pd.DataFrame) -> pd.DataFrame | None:
+    """What a run of ``meta`` carries beyond its requests: on a real backend the sidecar's
+    scrapes (returned, and counted in run.json's effective settings as the torch backend
+    does); a built-in policy's code identity (class path and source sha256)."""
+    if meta["policy"] in POLICIES:
+        meta["policy_identity"] = policy_identity(resolve_policy(meta["policy"]))
+    if meta["backend"] not in REAL_BACKENDS:
+        return None
+    scrapes = sidecar_scrapes(requests)
+    meta["settings"]["effective"].update({"scrapes": len(scrapes),
+                                          "scrapes_ok": int(scrapes.scrape_ok.sum())})
+    return scrapes
 
 
 def merges_for(starts, bytes_per_merge: int = 1_000_000_000) -> pd.DataFrame:
@@ -150,7 +183,9 @@ def write(out: Path, *, run_id, policy, role, seed, regime, starts, backend="sim
     }
     if not complete:
         meta["error"] = "killed by the fixture generator"
-    write_run(out, meta, requests_for(tr, starts, penalty), merges_for(starts), steps=steps(starts),
+    requests = requests_for(tr, starts, penalty)
+    signals = real_evidence(meta, requests)
+    write_run(out, meta, requests, merges_for(starts), steps=steps(starts), signals=signals,
               complete=complete)
 
 
