@@ -14,6 +14,7 @@ from scipy import stats
 from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
+from tests.support.selfreg import SELFREG_PROTOCOL, selfreg_protocol
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +28,10 @@ _CACHE: dict = {}
 
 
 def audited(campaigns, name):
+    """The fixture campaigns are self-registered: the tiers above matched_budget are audited
+    under the protocol copy that allows self-registration."""
     if name not in _CACHE:
-        _CACHE[name] = audit_campaign(campaigns / name)
+        _CACHE[name] = audit_campaign(campaigns / name, protocol=selfreg_protocol())
     return _CACHE[name]
 
 
@@ -86,29 +89,32 @@ def scipy_p(d, alternative):
                                   n_resamples=np.inf, alternative=alternative).pvalue
 
 
-def test_beats_envelope_reaches_placement_gain_and_calibrated_is_not_shown(campaigns):
+def test_beats_envelope_reaches_calibrated_and_deployable_is_not_shown(campaigns):
     res = audited(campaigns, "sim_bursty")
     wa = res.claim("wa")
-    # 7 seeds x 2 draws: G - G_pred = 0.006 of G = 0.063, but its 90% CI [-0.009, 0.031]
-    # is not inside +-0.25 |G| = +-0.016 -- equivalence is not shown at this size
-    assert wa.tier == "placement_gain"
+    # 10 seeds x 2 draws: G - G_pred = +0.32 pp, its 90% CI [-1.16, +1.31] pp inside the
+    # tolerance +-0.25 |G| = +-1.67 pp -- the gain is shown to be explained by overlap
+    assert wa.tier == "calibrated"
     assert wa.tier_status["harness"] == "passed"
     assert wa.tier_status["sidecar_transfer"] == "not_evaluable"
-    assert wa.tier_status["calibrated"] == "failed"
+    assert wa.tier_status["placement_gain"] == "passed"
+    assert wa.tier_status["deployable"] == "failed"
     cal = check(wa, "gain_explained_by_overlap")
-    assert "not shown to be within" in cal.found and "90% CI" in cal.found
-    assert wa.verdict.startswith("placement_gain: ") and "head-to-head" not in wa.verdict
+    assert cal.passed is True and "90% CI; tolerance" in cal.found
+    assert wa.verdict.startswith("calibrated: ") and "head-to-head" not in wa.verdict
+    # under the bundled protocol the same self-registered claim stops at matched_budget
+    assert audit_campaign(campaigns / "sim_bursty").claim("wa").tier == "matched_budget"
     d = reference_d(campaigns / "sim_bursty", "wa")
     out = wa.to_dict()
-    assert out["n_seeds"] == 7 and out["wins"] == int((d > 0).sum()) >= 6
+    assert out["n_seeds"] == 10 and out["wins"] == int((d > 0).sum()) >= 9
     assert out["mean_diff"] == pytest.approx(d.mean(), abs=1e-12)
     # two draws a seed, one d a seed: the sign flip on d (scipy's exact permutation test of
     # the mean orders sign vectors as the studentized statistic does)
     assert out["test"] == "studentized sign-flip test of the mean of d"
-    assert out["draws_per_seed"] == [2] * 7 and out["method"].startswith("studentized sign-flip")
+    assert out["draws_per_seed"] == [2] * 10 and out["method"].startswith("studentized sign-flip")
     assert out["p_two_sided"] == pytest.approx(scipy_p(d, "two-sided"), rel=1e-9)
     assert out["p_one_sided"] == pytest.approx(scipy_p(d, "greater"), rel=1e-9)
-    assert out["min_p"] == pytest.approx(2 / 2 ** 7)
+    assert out["min_p"] == pytest.approx(2 / 2 ** 10)
     # Holm over the three testable claims of the regime (statsmodels as reference)
     from statsmodels.stats.multitest import multipletests
 
@@ -122,7 +128,7 @@ def test_harness_baselines_are_not_claims_and_incomplete_runs_are_excluded(campa
     assert {c.policy for c in res.claims} == {"wa", "ewma", "calibrated_online"}
     assert any("fixed_h is a harness baseline" in n for n in res.campaign.notes)
     assert [e["run_id"] for e in res.campaign.excluded] == ["wa-s6-attempt0"]
-    assert 7 not in res.claim("wa").data.seeds
+    assert list(res.claim("wa").data.seeds) == list(range(10))   # the attempt adds no seed
 
 
 def test_ties_stop_at_harness_not_significant(campaigns):
@@ -171,25 +177,30 @@ def test_underpowered_says_seeds_needed(campaigns):
     gs = check(wa, "gain_significant")
     assert gs.found.startswith("underpowered") and "0.0625" in gs.found
     d = reference_d(campaigns / "sim_underpowered", "wa")
-    assert wa.to_dict()["wins"] == int((d > 0).sum()) and wa.to_dict()["test"] == "sign-flip test"
+    assert wa.to_dict()["wins"] == int((d > 0).sum()) and wa.to_dict()["test"] == (
+        "studentized sign-flip test of the mean of d")
 
 
 def test_oracle_is_a_bound_and_non_oracle_is_deployable(campaigns):
     res = audited(campaigns, "real_oracle")
     oracle = res.claim("calibrated_offline")
-    # 7 seeds x 2 draws cannot show the unexplained part within tolerance (equivalence):
-    # both claims stop before calibrated, the oracle's deployable checks still say why not
-    assert oracle.tier == "placement_gain"
+    # 10 seeds x 2 draws show the unexplained part within tolerance (equivalence): both
+    # claims reach calibrated and stop before deployable, whose checks say why not
+    assert oracle.tier == "calibrated" and oracle.tier_status["deployable"] == "failed"
     assert oracle.verdict.startswith("oracle bound (never deployable)")
-    assert check(oracle, "not_oracle").passed is False
-    # the fixture's "vllm" runs are synthetic: no metrics scrape shows a real sidecar
-    assert check(oracle, "real_sidecar").passed is False
+    no = check(oracle, "not_oracle")
+    assert no.passed is False and "saw future information" in no.found
+    # the fixture's "vllm" runs carry a sidecar's metrics scrapes joined to their requests
+    sidecar = check(oracle, "real_sidecar")
+    assert sidecar.passed is True and "metrics scrapes that join the client's requests" in \
+        sidecar.found
     assert oracle.tier_status["harness"] == "not_evaluable"
     online = res.claim("ewma")
-    assert online.tier == "placement_gain" and online.tier_status["calibrated"] == "failed"
-    # its runs record no code identity: whether it saw the future is not shown (fail closed)
-    assert check(online, "not_oracle").evaluable is False
-    assert check(online, "real_sidecar").passed is False
+    assert online.tier == "calibrated" and online.tier_status["deployable"] == "failed"
+    # its runs record their code identity: resolved, and the causality probe shows no look-ahead
+    no = check(online, "not_oracle")
+    assert no.passed is True and "recorded code, resolved" in no.found
+    assert check(online, "real_sidecar").passed is True
     # deployable would also need pre-registration: the fixture runs have no campaign plan
     assert check(online, "pre_registered").passed is False
     assert any(n.startswith("not pre-registered") for n in online.notes)
@@ -253,7 +264,7 @@ def test_missing_draws_name_the_runs_and_audit_completes(tmp_path, campaigns):
     wa = audit_campaign(runs).claim("wa")
     mr = check(wa, "matched_random_present")
     assert mr.passed is False and "matched_random of wa for seed 2" in mr.found
-    assert wa.to_dict()["n_seeds"] == 6      # the test still ran on the paired seeds
+    assert wa.to_dict()["n_seeds"] == 9      # the test still ran on the paired seeds
 
 
 def test_summary_table_input_errors(tmp_path):
@@ -273,7 +284,7 @@ def test_summary_table_input_errors(tmp_path):
 @pytest.mark.parametrize("args, code", [
     (["sim_bursty", "--policy", "wa"], 0),
     (["sim_bursty", "--policy", "wa", "--tier", "placement_gain"], 0),
-    (["sim_bursty", "--policy", "wa", "--tier", "calibrated"], 1),
+    (["sim_bursty", "--policy", "wa", "--tier", "calibrated"], 0),
     (["sim_bursty", "--policy", "wa", "--tier", "deployable"], 1),
     (["sim_bursty", "--policy", "ewma"], 1),
     (["sim_bursty", "--policy", "calibrated_online"], 1),
@@ -291,11 +302,23 @@ def test_summary_table_input_errors(tmp_path):
     (["does_not_exist", "--policy", "wa"], 2),
 ])
 def test_gate_exit_codes(campaigns, args, code):
-    res = CliRunner().invoke(cli, ["gate", str(campaigns / args[0]), *args[1:], "--verbose"])
+    """Under the protocol copy that allows self-registration (the fixtures are self-registered)."""
+    res = CliRunner().invoke(cli, ["gate", str(campaigns / args[0]), *args[1:], "--verbose",
+                                   "--protocol", str(SELFREG_PROTOCOL)])
     assert res.exit_code == code, res.output
     if code in (0, 1):
         assert ("gate PASS" if code == 0 else "gate FAIL") in res.output
         assert "expected:" in res.output and "found:" in res.output
+
+
+def test_gate_under_the_bundled_protocol_stops_a_self_registered_claim_at_matched_budget(
+        campaigns):
+    gate = ["gate", str(campaigns / "sim_bursty"), "--policy", "wa", "--tier"]
+    assert CliRunner().invoke(cli, [*gate, "matched_budget"]).exit_code == 0
+    res = CliRunner().invoke(cli, [*gate, "placement_gain"])
+    assert res.exit_code == 1, res.output
+    assert "gate FAIL: bursty/wa reached matched_budget" in res.output
+    assert "registration: self-registered" in res.output
 
 
 def test_gate_prints_underpowered_reason(campaigns):
