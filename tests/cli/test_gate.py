@@ -83,12 +83,14 @@ def test_an_unknown_policy_in_an_audit_json_exits_2_without_auditing(audited, no
     assert "error: option --policy: no claim for policy 'nope'" in res.output
 
 
-@pytest.mark.parametrize("tier, code", [("matched_budget", 0), ("placement_gain", 0),
-                                        ("calibrated", 1)])
+@pytest.mark.parametrize("tier, code", [("harness", 0), ("matched_budget", 0),
+                                        ("placement_gain", 1)])
 def test_the_gate_reads_a_fresh_audit_json_instead_of_auditing(audited, no_audit, tier,
                                                                 code):
     doc = json.loads(audited.read_text())
     wa = next(c for c in doc["claims"] if c["policy"] == "wa")
+    # self-registered under the bundled protocol: wa stops at matched_budget on registration
+    assert wa["tier"] == "matched_budget"
     for where in (audited, audited.parent):          # the file or the --out directory
         res = gate(where, "--policy", "wa", "--tier", tier)
         assert res.exit_code == code, res.output
