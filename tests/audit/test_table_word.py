@@ -13,6 +13,11 @@ from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
 
 from tests.support.rule_attacks import CAMPAIGNS, _vouched, check, gate, runs
+from tests.support.selfreg import SELFREG_PROTOCOL
+
+# the tables are self-registered (no plan): placement_gain is gated under the protocol copy
+# that allows self-registration, so what stops a claim there is the table's word alone
+SELFREG = ("--protocol", str(SELFREG_PROTOCOL))
 
 
 # ----------------------------------------------------- tables speak for themselves
@@ -42,7 +47,7 @@ def _typed_table(path: Path, fingerprint=lambda seed, role: f"seed-{seed}") -> P
 
 def test_a_typed_in_table_with_made_up_design_columns_needs_vouching(tmp_path):
     path = _typed_table(tmp_path / "typed.csv")
-    res = gate(path, "--tier", "placement_gain")
+    res = gate(path, "--tier", "placement_gain", *SELFREG)
     assert res.exit_code == 1, res.output           # passed placement_gain before
     assert "the table's word" in res.output and "--accept-vouched" in res.output
     wa = audit_campaign(path).claim("wa")
@@ -50,7 +55,7 @@ def test_a_typed_in_table_with_made_up_design_columns_needs_vouching(tmp_path):
                  "open_loop_sending", "load_match"):
         c = check(wa, name)
         assert c.evaluable is False and c.blocking and c.found.startswith("the table's word")
-    res = gate(path, "--tier", "placement_gain", "--accept-vouched")
+    res = gate(path, "--tier", "placement_gain", *SELFREG, "--accept-vouched")
     assert res.exit_code == 0, res.output
     assert "vouched by the user (--accept-vouched), not verified" in res.output
     out = tmp_path / "report"
@@ -87,15 +92,16 @@ def test_an_edited_summarize_table_cannot_pass_unvouched(tmp_path):
     typed = df.loc[pol, "violation_rate"] * 0.1
     df.loc[pol, "violation_rate"] = typed
     df.to_csv(table, index=False)
-    refused = gate(table, "--tier", "placement_gain", "--accept-vouched", policy="ewma")
+    refused = gate(table, "--tier", "placement_gain", *SELFREG, "--accept-vouched",
+                   policy="ewma")
     assert refused.exit_code == 2 and "not a whole number of requests" in refused.output
     # typed as whole violating requests, the table no longer contradicts itself
     df.loc[pol, "violation_rate"] = (typed * df.loc[pol, "n_requests"]).round() / \
         df.loc[pol, "n_requests"]
     df.to_csv(table, index=False)
-    assert gate(table, "--tier", "placement_gain", "--accept-vouched",
+    assert gate(table, "--tier", "placement_gain", *SELFREG, "--accept-vouched",
                 policy="ewma").exit_code == 0           # what it passed before, unvouched
-    res = gate(table, "--tier", "placement_gain", policy="ewma")
+    res = gate(table, "--tier", "placement_gain", *SELFREG, policy="ewma")
     assert res.exit_code == 1 and "the table's word" in res.output
 
 
