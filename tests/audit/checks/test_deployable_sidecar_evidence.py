@@ -80,12 +80,18 @@ def test_forged_or_partial_scrapes_do_not_join(tmp_path, edit, said):
     assert said in _evidence(dest)
 
 
-def test_the_transfer_estimate_refuses_real_labelled_runs_without_evidence():
-    """The transfer fixture's torch runs are synthetic (no scrape): once the estimate exists
-    the transfer checks fail them; a campaign without both sides stays not evaluable (the
-    tier is skipped, real_sidecar judges the label); recorded real runs pass through."""
-    fixture = load_runset(REPO / "fixtures" / "campaigns" / "transfer")
+def test_the_transfer_estimate_refuses_real_labelled_runs_without_evidence(tmp_path):
+    """The transfer fixture's torch runs with their scrapes removed are labelled torch without
+    evidence: once the estimate exists the transfer checks fail them; a campaign without both
+    sides stays not evaluable (the tier is skipped, real_sidecar judges the label); recorded
+    real runs, and the fixture's runs with their scrapes, pass through."""
+    source = REPO / "fixtures" / "campaigns" / "transfer"
     sp = spec(real_backends=["torch", "vllm"], mechanism="sync")
+    assert T.unshown_real_runs(SimpleNamespace(campaign=load_runset(source)), sp) is None
+    shutil.copytree(source, tmp_path / "transfer")
+    removed = [p.unlink() or p for p in sorted((tmp_path / "transfer").glob("*/signals.parquet"))]
+    assert removed
+    fixture = load_runset(tmp_path / "transfer")
     out = T.unshown_real_runs(SimpleNamespace(campaign=fixture), sp)
     assert out.passed is False and "labelled torch/vllm without it" in out.found
     real = SimpleNamespace(campaign=load_runset(REAL))
