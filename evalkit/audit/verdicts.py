@@ -116,9 +116,22 @@ def tier_sentence(tier, ctx) -> str:
     if not beats(sf):
         return (f"reached {tier.name} under this protocol, but {g}: no win over matched "
                 "random is shown")
-    res = explained_result(ctx)
+    # G_pred is quoted only where every walk evaluates it: a claim that stopped below the
+    # tier just under it reads the same whether or not a full audit computed G_pred anyway
+    res = explained_result(ctx) if _stands_below_explained(tier, ctx) else None
     pred = f"; {prediction_text(res)}" if res is not None else ""
     return f"{tier.name}: {tier.claim}; {g}{pred}{assumption_text(ctx)}"
+
+
+def _stands_below_explained(tier, ctx) -> bool:
+    """Whether ``tier`` is the tier right below the one whose check computes G_pred, or
+    above it (so every walk reaching ``tier`` evaluated that check)."""
+    names = list(ctx.protocol.tier_names)
+    holder = next((s.name for s in ctx.protocol.tiers
+                   if "gain_explained_by_overlap" in s.checks), None)
+    if holder is None or tier.name not in names:
+        return False
+    return names.index(tier.name) >= names.index(holder) - 1
 
 
 # Below this many seeds the study measured false passes of every mean test far above nominal

@@ -239,7 +239,7 @@ def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
     lo, hi = row["mean_seeds_to_decision_range"]
     assert f"| {row['mean_seeds_to_decision']:.1f} [{lo:.1f}, {hi:.1f}] |" in res.output
     assert f"{row['fixed_power'][-1]:.2f} [{row['fixed_power_low'][-1]:.2f}, " in res.output
-    assert "power plan for wa (pilot sim_bursty, 7 seeds): gain 2.00 pp of V" in res.output
+    assert "power plan for wa (pilot sim_bursty, 10 seeds): gain 2.00 pp of V" in res.output
     assert "policy spread from the pilot's policy runs" in res.output
     assert "(smoothed bootstrap of the log residuals, lognormal seed levels" in res.output
     assert plan["gain"] == 0.02 and plan["policy_sd_ratio"] is None     # JSON keeps shares
