@@ -81,8 +81,8 @@ def test_the_report_shows_the_per_slo_breakdown(runs, tmp_path):
     assert "SLOs counted in V" in md and "TTFT 1 s" in md and "end-to-end 5 s" in md
     audit = json.loads((out / "audit.json").read_text())
     b = audit["claims"][0]["slo_breakdown"]
-    # seed 0's policy run misses TTFT on most requests: the mean over 7 seeds shows it
-    assert b["policy"]["ttft"] > 0.05 and b["matched_random"]["ttft"] == 0.0
+    # seed 0's policy run misses TTFT on most requests: the mean over 10 seeds shows it
+    assert b["policy"]["ttft"] > 0.03 and b["matched_random"]["ttft"] == 0.0
     # against a brute-force count over the policy runs' request logs
     shares = {"ttft": [], "e2e": [], "any": []}
     for d in run_dirs(runs):
