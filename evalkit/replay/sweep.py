@@ -40,7 +40,7 @@ from evalkit.replay import run_order
 from evalkit.replay.campaign import Campaign, Job, Shard, load_campaign, plan_campaign, shard_jobs
 from evalkit.replay.executors import WorkerLost, make_executor
 from evalkit.replay.job import JobOutcome, build_trace, execute_job
-from evalkit.replay.runner import check_trace
+from evalkit.replay.runner import check_trace, load_backend
 from evalkit.replay.store import (RunState, clean_leftovers, execute_job_in_store,
                                   existing_states, move_aside, publish_store_plan, run_state,
                                   store_states)
@@ -83,7 +83,15 @@ class SweepSummary:
 # ----------------------------------------------------------------------------- campaign
 
 def preflight(camp: Campaign, jobs: list[Job]) -> None:
-    """Check every seed's trace against the horizon before anything is written."""
+    """Check the backend's settings and every seed's trace against the horizon before
+    anything is written."""
+    check_config = getattr(load_backend(camp.backend), "check_config", None)
+    if check_config is not None:
+        try:
+            check_config(dict(camp.backend_config))
+        except InputError as exc:       # name the campaign file the setting is in
+            raise InputError(exc.message, file=exc.file or camp.path, column=exc.column,
+                             fix=exc.fix) from None
     for seed in sorted({j.seed for j in jobs}):
         trace = build_trace(camp, seed)
         check_trace(trace, camp.spec("preflight", seed), source=str(camp.path or trace.name))

@@ -28,7 +28,12 @@ from .config import resolve
 from .coordinator import run_replay
 from .health import Server
 
-__all__ = ["replay", "prepare", "start_sidecar"]
+__all__ = ["replay", "prepare", "start_sidecar", "check_config"]
+
+
+def check_config(config: dict) -> None:
+    """The campaign's ``[backend.config]``, checked before any run (InputError when bad)."""
+    resolve(dict(config), backend="torch")
 
 
 def prepare(spec, backend: str) -> dict:

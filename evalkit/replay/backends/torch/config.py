@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from evalkit.errors import InputError
+
+MERGE_LOADS = ("allreduce", "memory")
 
 DEFAULTS = {
     "device": "cpu",                 # "cpu" | "cuda" (trainer and sidecar)
@@ -23,7 +27,15 @@ DEFAULTS = {
     "dist_backend": "auto",          # gloo | nccl | auto (nccl only with a GPU per learner)
     "dist_timeout_s": 60.0,
     "warmup_steps": 3,
-    "merge_min_s": None,             # pad each merge with extra real all-reduces to this length
+    "merge_min_s": None,             # pad each merge to this length (see merge_load)
+    "merge_load": "allreduce",       # padding: "allreduce" (more all-reduces) | "memory"
+    "merge_threads": None,           # memory padding: torch threads per learner (default 2)
+    "merge_bytes": None,             # memory padding: bytes updated per pass (default 64 MiB)
+    "step_period_s": None,           # paced trainer: inner steps start on this clock
+    "clock_slack_s": None,           # a step later than this after its tick missed it
+    "max_missed_share": None,        # above: the run fails (default 0.02 when paced)
+    "max_load_1m": None,             # host load gate at a run's start
+    "load_wait_s": None,             # wait this long for the load to fall (default 60)
     "checkpoint_dir": None,
     "digest": "auto",                # sha1 | sum | none (parameter fingerprints at merges)
     "max_batch": 16,                 # sidecar: concurrent requests decoded together
@@ -93,4 +105,86 @@ def resolve(requested: dict, *, backend: str) -> dict:
         if not (target == "sidecar" or target.startswith("learner:")) or "at_s" not in fault:
             raise InputError(f"bad fault {fault!r}", column="backend_config.fault",
                              fix="use {target = 'sidecar' | 'learner:<rank>', at_s = seconds}")
+    _resolve_pacing(cfg)
+    _resolve_merge_load(cfg)
+    _resolve_load_gate(cfg)
     return cfg
+
+
+def _number(cfg: dict, key: str, ok, what: str) -> float:
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not ok(float(value)):
+        raise InputError(f"{key} = {value!r} is not {what}",
+                         column=f"backend.config.{key}", fix=f"set {key} to {what}")
+    return float(value)
+
+
+def _needs(cfg: dict, keys: tuple[str, ...], parent: str, why: str) -> None:
+    for key in keys:
+        if cfg[key] is not None:
+            raise InputError(f"{key} is set but {why}",
+                             column=f"backend.config.{key}",
+                             fix=f"set {parent} too, or remove {key}")
+
+
+def _resolve_pacing(cfg: dict) -> None:
+    """``step_period_s`` paces the inner steps; slack and missed share only mean something then."""
+    if cfg["step_period_s"] is None:
+        _needs(cfg, ("clock_slack_s", "max_missed_share"), "step_period_s",
+               "step_period_s is not (the trainer is not paced)")
+        return
+    period = _number(cfg, "step_period_s", lambda v: v > 0, "a number of seconds > 0")
+    if cfg["clock_slack_s"] is None:
+        cfg["clock_slack_s"] = 0.25 * period
+    _number(cfg, "clock_slack_s", lambda v: 0 <= v < period,
+            f"a number of seconds in [0, step_period_s = {period:g})")
+    if cfg["max_missed_share"] is None:
+        cfg["max_missed_share"] = 0.02
+    _number(cfg, "max_missed_share", lambda v: 0 <= v <= 1, "a share in [0, 1]")
+
+
+def _resolve_merge_load(cfg: dict) -> None:
+    """``merge_load = "memory"`` fills the merge window with outer-optimizer passes."""
+    load = cfg["merge_load"]
+    if load not in MERGE_LOADS:
+        raise InputError(f"merge_load = {load!r} is not one of {MERGE_LOADS}",
+                         column="backend.config.merge_load",
+                         fix='use "allreduce" (more all-reduces) or "memory" (contending)')
+    if load != "memory":
+        _needs(cfg, ("merge_threads", "merge_bytes"), 'merge_load = "memory"',
+               f'merge_load is {load!r} (only the "memory" padding uses it)')
+        return
+    if not cfg["merge_min_s"]:
+        raise InputError('merge_load = "memory" pads each merge to '
+                         "merge_min_s, which is not set: the merge would not contend",
+                         column="backend.config.merge_min_s",
+                         fix="set merge_min_s (seconds > 0), e.g. the campaign's "
+                             "merge_duration_s")
+    _number(cfg, "merge_min_s", lambda v: v > 0, "a number of seconds > 0")
+    if cfg["merge_threads"] is None:
+        cfg["merge_threads"] = 2
+    if isinstance(cfg["merge_threads"], bool) or not isinstance(cfg["merge_threads"], int) \
+            or cfg["merge_threads"] < 1:
+        raise InputError(f"merge_threads = {cfg['merge_threads']!r} is not "
+                         "an integer >= 1", column="backend.config.merge_threads",
+                         fix="set merge_threads to 1 or more torch threads per learner")
+    if cfg["merge_bytes"] is None:
+        cfg["merge_bytes"] = 64 * 2**20
+    if isinstance(cfg["merge_bytes"], bool) or not isinstance(cfg["merge_bytes"], int) \
+            or cfg["merge_bytes"] < 3 * 4096:
+        raise InputError(f"merge_bytes = {cfg['merge_bytes']!r} is not an "
+                         "integer >= 12288", column="backend.config.merge_bytes",
+                         fix="set merge_bytes to the bytes one contending pass updates, "
+                             "e.g. 67108864 (64 MiB)")
+
+
+def _resolve_load_gate(cfg: dict) -> None:
+    """``max_load_1m`` refuses to start a run on a busy host (after ``load_wait_s``)."""
+    if cfg["max_load_1m"] is None:
+        _needs(cfg, ("load_wait_s",), "max_load_1m", "max_load_1m is not (no load gate)")
+        return
+    _number(cfg, "max_load_1m", lambda v: v > 0, "a 1-minute load average > 0")
+    if cfg["load_wait_s"] is None:
+        cfg["load_wait_s"] = 60.0
+    _number(cfg, "load_wait_s", lambda v: v >= 0, "a number of seconds >= 0")

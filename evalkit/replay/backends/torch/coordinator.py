@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -38,8 +39,11 @@ from evalkit.replay.backends.procs import Managed
 from evalkit.replay.backends.torch import client as cl
 from evalkit.replay.backends.torch import rig as rigs
 from evalkit.replay.backends.torch.health import Server, say
+from evalkit.replay.backends.torch.pacing import (host_busy_error, missed_tick_error,
+                                                  wait_for_quiet_host)
 from evalkit.replay.backends.torch.trainer import CONTINUE, MERGE, STOP
 from evalkit.replay.spec import RunOutput
+from evalkit.runlog.io import empty_frame
 
 
 class LiveState:
@@ -111,6 +115,7 @@ class Trainer:
         self.stop_requested = threading.Event()
         self.finished = threading.Event()
         self.got_done = False
+        self.pacing: dict | None = None     # the paced trainer's clock record (rank 0)
         self.error: str | None = None
         self.closing = False
 
@@ -145,6 +150,7 @@ class Trainer:
                 msg = self.conn.recv()
                 kind = msg["type"]
                 if kind == "done":
+                    self.pacing = msg.get("pacing")
                     self.got_done = True
                     break
                 if kind == "merge":
@@ -242,6 +248,10 @@ def run_replay(spec, trace, policy, *, cfg: dict, start_server, backend: str = "
     Any failure (an exception, or an incomplete run) closes the rig, so the next run
     starts from fresh processes; ``reuse_rig = false`` closes it after every run.
     """
+    if cfg["max_load_1m"] is not None:
+        refused = _host_load_gate(cfg, progress)
+        if refused is not None:
+            return refused
     say(progress, "acquiring the rig")
     rig, warm = rigs.acquire(cfg, start_server, backend, progress)
     ok = False
@@ -253,6 +263,21 @@ def run_replay(spec, trace, policy, *, cfg: dict, start_server, backend: str = "
     finally:
         if not ok or not cfg["reuse_rig"]:
             rigs.close_rig()
+
+
+def _host_load_gate(cfg: dict, progress) -> RunOutput | None:
+    """A failed run (to be re-run) when the host stays busier than ``max_load_1m``."""
+    limit, wait_s = float(cfg["max_load_1m"]), float(cfg["load_wait_s"])
+    say(progress, f"waiting up to {wait_s:g} s for the 1-minute load to be <= {limit:g}")
+    quiet, load, waited = wait_for_quiet_host(limit, wait_s,
+                                              read_load=lambda: os.getloadavg()[0])
+    if quiet:
+        return None
+    effective = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    effective["load_gate"] = {"load_1m": load, "max_load_1m": limit, "waited_s": waited}
+    return RunOutput(requests=empty_frame("requests"), merges=empty_frame("merges"),
+                     effective=effective, complete=False,
+                     error=host_busy_error(load, limit, waited))
 
 
 def _probe(rig, requests, cfg, seed) -> dict:
@@ -438,6 +463,14 @@ def _output(spec, cfg, requests, recs, trainer, signal_rows, effective, notes, e
                      f"{float(cfg['max_send_lag_p99_s']) * 1e3:.0f} ms")
         if error is None and p99 > float(cfg["send_lag_fail_s"]):
             error = f"client fell behind the trace: p99 send lag {p99:.2f} s"
+    if cfg["step_period_s"] is not None:
+        if trainer.pacing is None:
+            error = error or "the paced trainer reported no clock record"
+        else:
+            effective["pacing"] = dict(trainer.pacing)
+            error = error or missed_tick_error(int(trainer.pacing["ticks"]),
+                                               int(trainer.pacing["missed_ticks"]),
+                                               float(cfg["max_missed_share"]))
     step_s = float(np.median(steps["end_s"] - steps["start_s"])) if len(steps) else None
     return RunOutput(requests=req, merges=merges, steps=steps, signals=signals,
                      decisions=decisions, effective=effective,

@@ -37,9 +37,13 @@ PER_RUN_KEYS = frozenset({
     "merge_min_s", "checkpoint_dir", "digest", "max_prompt_tokens", "scrape_interval_s",
     "pressure_capacity", "request_timeout_s", "startup_timeout_s", "stop_timeout_s",
     "capacity_check", "capacity_margin", "max_send_lag_p99_s", "send_lag_fail_s",
-    "store_token_times", "fault", "reuse_rig", "trainer_model_effective"})
+    "store_token_times", "fault", "reuse_rig", "trainer_model_effective",
+    "merge_load", "merge_threads", "merge_bytes", "step_period_s", "clock_slack_s",
+    "max_missed_share", "max_load_1m", "load_wait_s"})
 RUN_KEYS_FOR_LEARNERS = ("batch", "seq_len", "inner_lr", "outer_lr", "outer_momentum",
-                         "warmup_steps", "merge_min_s", "checkpoint_dir", "digest")
+                         "warmup_steps", "merge_min_s", "checkpoint_dir", "digest",
+                         "merge_load", "merge_threads", "merge_bytes", "step_period_s",
+                         "clock_slack_s")
 
 
 def rig_key(cfg: dict, backend: str) -> str:

@@ -14,7 +14,12 @@ same decision.  Actions: 0 continue, 1 merge, 2 stop.
 Inner steps: AdamW on synthetic token sequences (an arithmetic progression mod vocab per
 sequence, so the loss falls).  Outer merge: pseudo-gradient ``global - local``, one
 all-reduce of the flattened buffer, mean, outer SGD with Nesterov momentum on the global
-copy, local <- global, optional checkpoint write.
+copy, local <- global, optional checkpoint write.  ``merge_min_s`` pads the merge to that
+length, with more all-reduces (``merge_load = "allreduce"``) or with repeated outer-SGD
+passes over ``merge_bytes`` on ``merge_threads`` threads (``"memory"``, which contends for
+the cores and memory bandwidth the sidecar uses).  With ``step_period_s`` the inner steps
+are paced on a fixed clock (:mod:`~evalkit.replay.backends.torch.pacing`); rank 0 reports
+the clock's ticks, missed ticks and worst lateness with its ``done``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from datetime import timedelta
 
 from evalkit.replay.backends.models import build_model, init_params
 from evalkit.replay.backends.procs import die_with_parent
+from evalkit.replay.backends.torch.pacing import StepClock, contend_until
 
 CONTINUE, MERGE, STOP = 0, 1, 2
 
@@ -143,7 +149,14 @@ class Learner:
             self.outer.zero_grad(set_to_none=True)
             for p, g in zip(self.params, self.global_params):
                 p.copy_(g)
-            if merge_min_s > 0:   # emulate a larger merge: more real all-reduce traffic
+            if merge_min_s > 0 and cfg.get("merge_load") == "memory":
+                # the outer step's work made heavy: memory traffic and threads that
+                # occupy the cores the sidecar serves on
+                contend_until(torch, self.contention_buffers(cfg), t_start + merge_min_s,
+                              int(cfg["merge_threads"]),
+                              lr=float(cfg.get("outer_lr", 0.7)),
+                              momentum=float(cfg.get("outer_momentum", 0.9)))
+            elif merge_min_s > 0:   # emulate a larger merge: more real all-reduce traffic
                 scratch = torch.empty(flat.numel() + 1, dtype=flat.dtype, device=flat.device)
                 while True:
                     scratch[:-1].copy_(flat)
@@ -158,6 +171,16 @@ class Learner:
                            os.path.join(ckpt_dir, "outer.pt"))
             self.sync()
         return nbytes
+
+    def contention_buffers(self, cfg):
+        """(params, momentum, grad) of ``merge_bytes`` in all, kept between merges."""
+        n = max(1, int(cfg["merge_bytes"]) // (3 * 4))
+        bufs = getattr(self, "_contention", None)
+        if bufs is None or bufs[0].numel() != n:
+            gen = self.torch.Generator().manual_seed(self.rank)
+            bufs = tuple(self.torch.rand(n, generator=gen) for _ in range(3))
+            self._contention = bufs
+        return bufs
 
     def gather(self, obj):
         out = [None] * self.world
@@ -192,8 +215,15 @@ class Learner:
         time.sleep(max(0.0, t0 - time.monotonic()))     # the replay clock starts at t0
         flag = torch.zeros(1, dtype=torch.long, device=self.bcast_dev)
         step = 0
+        clock = None
+        if cfg.get("step_period_s"):
+            clock = StepClock(t0, float(cfg["step_period_s"]), float(cfg["clock_slack_s"]))
         while True:
+            if clock is not None:
+                time.sleep(max(0.0, clock.next_tick() - time.monotonic()))
             t_start = time.monotonic()
+            if clock is not None:
+                clock.step_started(t_start)
             loss = self.inner_step(batch, seq)
             self.sync()
             t_end = time.monotonic()
@@ -213,13 +243,18 @@ class Learner:
                 nbytes = self.outer_merge(t_start, cfg)
                 t_end = time.monotonic()
                 after = self.gather(digest(torch, self.params, digest_kind))
+                if clock is not None:
+                    clock.merge_ended(t_end)
                 if rank == 0:
                     conn.send({"type": "merge", "start_s": t_start - t0, "end_s": t_end - t0,
                                "inner_step": step, "bytes": int(nbytes),
                                "digests_before": ",".join(before),
                                "digests_after": ",".join(after)})
         self.sync()
-        conn.send({"type": "done", "rank": rank, "steps": step})
+        done = {"type": "done", "rank": rank, "steps": step}
+        if clock is not None:
+            done["pacing"] = clock.record()
+        conn.send(done)
 
 
 if __name__ == "__main__":
