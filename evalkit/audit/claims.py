@@ -60,7 +60,7 @@ class ClaimResult:
     @property
     def pre_registered(self) -> bool:
         """The runs directory has a campaign plan (verified by the plan checks)."""
-        return campaign_plan(self.ctx.campaign) is not None
+        return campaign_plan(self.ctx.runset) is not None
 
     @property
     def underpowered(self) -> bool:
@@ -72,7 +72,7 @@ class ClaimResult:
 
     def per_seed(self) -> pd.DataFrame:
         table = self.data.per_seed_table()
-        runs = self.ctx.campaign.runs.set_index("run_id")
+        runs = self.ctx.runset.runs.set_index("run_id")
         table["exposure_policy"] = [float(runs.loc[r, "exposure_requests"])
                                     for r in table.policy_run]
         table["exposure_mr"] = [float(p.draws.exposure_requests.astype(float).mean())
@@ -105,7 +105,7 @@ class ClaimResult:
             "null_size": sf.null_size if sf is not None else None,
             "method": sf.method if sf is not None else None,
             "vouched": sorted(c.name for c in self.checks if c.vouched),
-            "exclusions": [e for e in self.ctx.campaign.excluded
+            "exclusions": [e for e in self.ctx.runset.excluded
                            if e.get("regime") is None or (
                                e.get("regime") == self.regime and (
                                    e.get("role") == "no_sync"
@@ -132,7 +132,7 @@ class ClaimResult:
             "checks": [c.to_dict() for c in self.checks], "notes": self.notes,
             "per_seed": self.per_seed().to_dict("records"),
             "units": self.units(),
-            "slo_breakdown": slo_breakdown(self.ctx.campaign.runs, self.data),
+            "slo_breakdown": slo_breakdown(self.ctx.runset.runs, self.data),
         }
 
     def units(self) -> list[dict]:
@@ -212,7 +212,7 @@ def _claim_checks(ctx: ClaimContext, protocol: Protocol,
     return protocol, checks
 
 
-def evaluate_claims(campaign: RunSet, claims: list[ClaimData], protocol: Protocol,
+def evaluate_claims(runset: RunSet, claims: list[ClaimData], protocol: Protocol,
                     seed: int = 0, max_tier: str | None = None,
                     walk_above: str | None = None) -> list[ClaimResult]:
     """Evaluate every claim.  ``max_tier`` leaves out the checks of higher tiers, so the tier
@@ -221,9 +221,9 @@ def evaluate_claims(campaign: RunSet, claims: list[ClaimData], protocol: Protoco
     reached is the full audit's, but no evidence is computed for tiers it cannot reach."""
     if max_tier is not None:
         protocol = protocol.up_to(max_tier)
-    regimes = {r: RegimeEvidence(campaign, r) for r in sorted({c.regime for c in claims})}
-    transfer = TransferEvidence(campaign, seed, protocol.bootstrap_resamples)
-    contexts = [ClaimContext(c, campaign, protocol, regimes[c.regime], transfer, seed)
+    regimes = {r: RegimeEvidence(runset, r) for r in sorted({c.regime for c in claims})}
+    transfer = TransferEvidence(runset, seed, protocol.bootstrap_resamples)
+    contexts = [ClaimContext(c, runset, protocol, regimes[c.regime], transfer, seed)
                 for c in claims]
     # multiplicity: one p per testable claim, for the protocol's alternative
     testable = []
@@ -235,7 +235,7 @@ def evaluate_claims(campaign: RunSet, claims: list[ClaimData], protocol: Protoco
                 pass
     # the family is the plan's claims: a planned claim without a testable result stays in it
     # (p = 1) rather than leaving it, so deleting the losers' runs buys nothing
-    plan = campaign_plan(campaign)
+    plan = campaign_plan(runset)
     present = {(ctx.claim.regime, ctx.claim.policy) for ctx, _ in testable}
     missing = [c for c in planned_claims(plan) if c not in present] if plan else []
     if testable:
@@ -275,7 +275,7 @@ def evaluate_claims(campaign: RunSet, claims: list[ClaimData], protocol: Protoco
         if ctx.claim.generic_draws:
             notes.append("matched-random rows without matched_to serve every policy of the "
                          "regime: the input vouches that their K matches this policy's K")
-        if campaign_plan(ctx.campaign) is None:
+        if campaign_plan(ctx.runset) is None:
             notes.append("not pre-registered: no campaign plan (plan.json) fixed before the "
                          "runs, so the claim cannot reach deployable")
         if ctx.claim.oracle:

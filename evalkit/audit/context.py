@@ -33,10 +33,10 @@ __all__ = ["ClaimContext"]
 class ClaimContext:
     """What the checks of one claim see; evidence is computed on first use."""
 
-    def __init__(self, claim: ClaimData, campaign: RunSet, protocol: Protocol,
+    def __init__(self, claim: ClaimData, runset: RunSet, protocol: Protocol,
                  regime: RegimeEvidence, transfer: TransferEvidence, seed: int):
         self.claim = claim
-        self.campaign = campaign
+        self.runset = runset
         self.protocol = protocol
         self.alpha = protocol.alpha
         self.alternative = protocol.alternative
@@ -63,7 +63,7 @@ class ClaimContext:
     @cached_property
     def fingerprints(self) -> dict:
         """run_id -> (arrival fingerprint, request count), read from the requests served."""
-        runs = self.campaign.runs
+        runs = self.runset.runs
         if "arrival_fingerprint" not in runs.columns:
             return {}
         out = {}
@@ -193,31 +193,31 @@ class ClaimContext:
                          alpha=self.alpha)
 
     def _meta(self, run_id: str) -> dict:
-        cache = self.campaign._cache
+        cache = self.runset._cache
         if ("meta", run_id) not in cache:
-            cache[("meta", run_id)] = read_meta(self.campaign._dirs[run_id])
+            cache[("meta", run_id)] = read_meta(self.runset._dirs[run_id])
         return cache[("meta", run_id)]
 
     def declared_design(self, run_id: str) -> tuple:
         """What a run says it was replayed under: (min_gap_s, max_gap_s, D, horizon); the
         corridor is known only from run.json (runs directories), else None."""
-        row = self.campaign.row(run_id)
-        corridor = (self._meta(run_id).get("corridor") or {}) if self.campaign.has_logs else {}
+        row = self.runset.row(run_id)
+        corridor = (self._meta(run_id).get("corridor") or {}) if self.runset.has_logs else {}
         return (corridor.get("min_gap_s"), corridor.get("max_gap_s"),
                 float(row["merge_duration_s"]), float(row["horizon_s"]))
 
     def corridor_violations(self, run_id: str, base_tolerance: float) -> list[str]:
         """Why a run's merges are not in F_K with its edges (runs directories)."""
-        merges = self.campaign.columns(run_id, "merges", ("start_s", "end_s"))
+        merges = self.runset.columns(run_id, "merges", ("start_s", "end_s"))
         meta = self._meta(run_id)
         # the seed's step time jointly (the smallest): one run's steps file cannot widen
         # its own tolerance; training starts where the plan (or the sampler) says
         runs = self.regime_runs
-        steps = pd.to_numeric(runs.loc[runs.seed == self.campaign.row(run_id)["seed"],
+        steps = pd.to_numeric(runs.loc[runs.seed == self.runset.row(run_id)["seed"],
                                        "inner_step_median_s"], errors="coerce")
         steps = steps[np.isfinite(steps.astype(float))]
         step = float(steps.min()) if len(steps) else float("nan")
-        plan = campaign_plan(self.campaign)
+        plan = campaign_plan(self.runset)
         start = float((plan or {}).get("corridor", {}).get("train_start_s", 0.0))
         return run_corridor_violations(meta, merges["start_s"], merges["end_s"], step,
                                        base_tolerance, train_start=start)
@@ -233,8 +233,8 @@ class ClaimContext:
 
     def _compute_load_match(self, tolerances) -> pd.DataFrame | str:
         # a summary table written by `evalkit summarize` carries the same load columns
-        summary = self.campaign.summary if self.campaign.has_logs else self.campaign.runs
-        if not self.campaign.has_logs and not any(
+        summary = self.runset.summary if self.runset.has_logs else self.runset.runs
+        if not self.runset.has_logs and not any(
                 c in summary.columns and summary[c].notna().any() for c in CHECK_KEYS
                 if c != "n_requests"):
             return ("not evaluable: the summary table carries no arrival rates, token totals "

@@ -28,22 +28,22 @@ def _digest(*arrays) -> str:
     return h.hexdigest()
 
 
-def draw_keys(campaign, run_id: str) -> tuple[str, str]:
+def draw_keys(runset, run_id: str) -> tuple[str, str]:
     """(schedule digest, request-log digest) of one run."""
-    m = campaign.columns(run_id, "merges", ("start_s",))
-    r = campaign.columns(run_id, "requests", ("arrival_s", "first_token_s", "end_s"))
+    m = runset.columns(run_id, "merges", ("start_s",))
+    r = runset.columns(run_id, "requests", ("arrival_s", "first_token_s", "end_s"))
     return (_digest(np.sort(m["start_s"])),
             _digest(r["arrival_s"], r["first_token_s"], r["end_s"]))
 
 
-def distinct_draws(campaign, draws: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+def distinct_draws(runset, draws: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The draws (rows of one seed, in order) without duplicates, and (dropped, same as)."""
-    if not campaign.has_logs or len(draws) < 2:
+    if not runset.has_logs or len(draws) < 2:
         return draws, []
     seen: dict[str, str] = {}
     keep, dropped = [], []
     for run_id in draws.run_id.tolist():
-        keys = draw_keys(campaign, run_id)
+        keys = draw_keys(runset, run_id)
         twin = next((seen[k] for k in keys if k in seen), None)
         if twin is not None:
             dropped.append((run_id, twin))

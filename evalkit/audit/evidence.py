@@ -29,14 +29,14 @@ def _interval_arrays(arrival, end, fill_end: float) -> tuple[np.ndarray, np.ndar
 class RegimeEvidence:
     """Phi, Vex and the psi fit over all runs of one regime; V-on-exposure regression."""
 
-    def __init__(self, campaign: RunSet, regime: str):
-        self.campaign = campaign
+    def __init__(self, runset: RunSet, regime: str):
+        self.runset = runset
         self.regime = regime
-        self.runs = campaign.runs[campaign.runs.regime == regime]
+        self.runs = runset.runs[runset.runs.regime == regime]
 
     @cached_property
     def _psi(self):
-        if not self.campaign.has_logs:
+        if not self.runset.has_logs:
             return None, None, ("not evaluable: a summary table has no request/merge logs to "
                                 "compute overlap Phi")
         ns_runs = self.runs[self.runs.role == "no_sync"]
@@ -54,14 +54,14 @@ class RegimeEvidence:
                 continue
             if ns[seed] is None:
                 raise InputError(f"regime {self.regime}: several no-sync runs for seed {seed}",
-                                 file=self.campaign.input_name, column="seed",
+                                 file=self.runset.input_name, column="seed",
                                  fix="one no-sync run per regime and seed")
             ns_run, ns_horizon, ns_v = ns[seed]
-            starts = self.campaign.columns(run_id, "merges", ("start_s",))["start_s"]
+            starts = self.runset.columns(run_id, "merges", ("start_s",))["start_s"]
             phi = 0.0
             if starts.size:
                 if seed not in indexes:
-                    req = self.campaign.columns(ns_run, "requests", ("arrival_s", "end_s"))
+                    req = self.runset.columns(ns_run, "requests", ("arrival_s", "end_s"))
                     indexes[seed] = RequestIndex(*_interval_arrays(
                         req["arrival_s"], req["end_s"], float(ns_horizon)))
                 phi = float(np.asarray(overlap_cost(starts[None, :], float(duration),

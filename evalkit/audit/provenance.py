@@ -37,43 +37,43 @@ def _campaign_stem(path: str) -> str:
     return stem
 
 
-def campaign_name(campaign) -> tuple[str, str]:
+def campaign_name(runset) -> tuple[str, str]:
     """(name, where it came from): the campaign file's stem(s) or the input's base name."""
     stems = set()
-    for run_id in campaign.run_ids:
+    for run_id in runset.run_ids:
         try:
-            path = campaign.meta(run_id)["settings"]["requested"]["campaign"]
+            path = runset.meta(run_id)["settings"]["requested"]["campaign"]
         except (KeyError, TypeError):
             continue
         if isinstance(path, str) and path:
             stems.add(_campaign_stem(path))
     if stems:
         return " + ".join(sorted(stems)), "campaign file"
-    name = str(campaign.input_name)
-    if campaign.source == "summary":
+    name = str(runset.input_name)
+    if runset.source == "summary":
         return (name.rsplit(".", 1)[0] or name), "summary table"
     return name, "input directory"
 
 
-def input_fingerprint(campaign) -> str:
-    runs = campaign.runs
+def input_fingerprint(runset) -> str:
+    runs = runset.runs
     cols = sorted(c for c in runs.columns if not str(c).startswith("_"))
     table = runs[cols].sort_values("run_id", kind="mergesort")
     h = hashlib.sha256()
     h.update(table.to_csv(index=False, lineterminator="\n").encode("utf-8", "surrogatepass"))
-    for e in sorted(campaign.excluded, key=lambda e: str(e.get("run_id"))):
+    for e in sorted(runset.excluded, key=lambda e: str(e.get("run_id"))):
         h.update(f"excluded\0{e.get('run_id')}\0{e.get('reason')}\n".encode("utf-8",
                                                                             "surrogatepass"))
     return h.hexdigest()
 
 
-def provenance(campaign, proto) -> dict:
-    name, source = campaign_name(campaign)
+def provenance(runset, proto) -> dict:
+    name, source = campaign_name(runset)
     return {
         "campaign": name, "campaign_source": source,
         "protocol": proto.name, "protocol_version": proto.version,
         "protocol_sha256": proto.sha256, "protocol_content_sha256": proto.content_sha256,
         "evalkit_version": __version__,
-        "input_fingerprint": input_fingerprint(campaign),
+        "input_fingerprint": input_fingerprint(runset),
         "input_fingerprint_of": "per-run table of the audited runs and the excluded runs",
     }

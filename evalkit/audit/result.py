@@ -41,7 +41,7 @@ SCHEMA = AUDIT_SCHEMA     # the document's layout; `evalkit report` reads only t
 class AuditResult:
     protocol: Protocol
     seed: int
-    campaign: RunSet
+    runset: RunSet
     claims: list[ClaimResult]
     out_dir: Path | None = None
     document: dict | None = None     # to_dict() as published (set when the report is written)
@@ -60,10 +60,10 @@ class AuditResult:
         return find_claim(self.claims, policy, regime)
 
     def _scrub(self, text: str) -> str:
-        root = self.campaign.runs_dir
+        root = self.runset.runs_dir
         if root is not None:
-            text = text.replace(str(root.resolve()), self.campaign.input_name)
-            text = text.replace(str(root), self.campaign.input_name)
+            text = text.replace(str(root.resolve()), self.runset.input_name)
+            text = text.replace(str(root), self.runset.input_name)
         return text
 
     def to_dict(self) -> dict:
@@ -92,8 +92,8 @@ class AuditResult:
         out = {
             **self._head(),
             "transfer": transfer,
-            "pre_registration": _pre_registration(self.campaign),
-            "provenance": provenance(self.campaign, self.protocol),
+            "pre_registration": _pre_registration(self.runset),
+            "provenance": provenance(self.runset, self.protocol),
             "regimes": regimes,
             "claims": claims,
         }
@@ -125,11 +125,11 @@ class AuditResult:
             "alpha": self.protocol.alpha,
             "alternative": self.protocol.alternative,
             "seed": self.seed,
-            "input": {"name": self.campaign.input_name, "kind": self.campaign.source,
-                      "n_runs": int(len(self.campaign.runs)),
-                      "excluded": self.campaign.excluded},
-            "notes": self.campaign.notes,
-            "design": planned_design(self.campaign),
+            "input": {"name": self.runset.input_name, "kind": self.runset.source,
+                      "n_runs": int(len(self.runset.runs)),
+                      "excluded": self.runset.excluded},
+            "notes": self.runset.notes,
+            "design": planned_design(self.runset),
         }
 
     def _plain(self, obj, digits):
@@ -204,16 +204,16 @@ def _name_figures(doc: dict) -> None:
         doc["transfer_figure"] = transfer
 
 
-def _pre_registration(campaign) -> dict:
+def _pre_registration(runset) -> dict:
     """Whether the runs follow a campaign plan (the plan checks verify it) and its hash."""
-    plan = campaign_plan(campaign)
+    plan = campaign_plan(runset)
     if plan is None:
         return {"pre_registered": False, "plan_sha256": None, "text": NOT_PRE_REGISTERED,
-                "registration": registration_summary(campaign)}
+                "registration": registration_summary(runset)}
     sha = plan_sha256(plan)
     return {"pre_registered": True, "plan_sha256": sha,
             "text": f"pre-registered (plan {sha[:12]}, created {plan['created_at']})",
-            "registration": registration_summary(campaign)}
+            "registration": registration_summary(runset)}
 
 
 def harness_baselines(protocol: Protocol) -> list[str]:
@@ -226,8 +226,8 @@ def harness_baselines(protocol: Protocol) -> list[str]:
 def read_claims(input_path, protocol: Protocol) -> tuple[RunSet, list]:
     """The campaign and its claims (ClaimData), before any evidence is computed."""
     with step(f"audit: reading {Path(str(input_path)).resolve().name}"):
-        campaign = load_runset(input_path)
-    return campaign, assemble_claims(campaign, baseline_policies=harness_baselines(protocol))
+        runset = load_runset(input_path)
+    return runset, assemble_claims(runset, baseline_policies=harness_baselines(protocol))
 
 
 def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
@@ -241,11 +241,11 @@ def audit_campaign(input_path, protocol=None, alpha=None, seed: int = 0,
     proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
     proto = proto.with_alpha(alpha)
     given = read_given(challenge) if challenge is not None else None   # bad file: exit 2
-    campaign, claims = claims_read if claims_read is not None else read_claims(input_path,
+    runset, claims = claims_read if claims_read is not None else read_claims(input_path,
                                                                                 proto)
     if given is not None:
-        campaign._cache["challenge"] = given
+        runset._cache["challenge"] = given
     with step(f"audit: checking {len(claims)} claim(s) against protocol {proto.name}"):
-        evaluated = evaluate_claims(campaign, claims, proto, seed=int(seed),
+        evaluated = evaluate_claims(runset, claims, proto, seed=int(seed),
                                     max_tier=max_tier, walk_above=walk_above)
-    return AuditResult(protocol=proto, seed=int(seed), campaign=campaign, claims=evaluated)
+    return AuditResult(protocol=proto, seed=int(seed), runset=runset, claims=evaluated)

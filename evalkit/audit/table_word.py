@@ -36,12 +36,12 @@ def claim_run_ids(claim) -> list[str]:
 def table_says(ctx) -> str | None:
     """Where the claim's design evidence is a file's word ("the summary table", request logs
     imported from a file), or None when it comes from logs a replay wrote."""
-    campaign = getattr(ctx, "campaign", None)
-    if campaign is None:
+    runset = getattr(ctx, "runset", None)
+    if runset is None:
         return None
-    if campaign.source == "summary":
+    if runset.source == "summary":
         return "the summary table's own columns"
-    synthetic = getattr(campaign, "table_word_runs", set())
+    synthetic = getattr(runset, "table_word_runs", set())
     if synthetic and any(r in synthetic for r in claim_run_ids(ctx.claim)):
         return ("request logs imported from a file (backend import: a benchmark's results "
                 "or synthesised from a summary table)")

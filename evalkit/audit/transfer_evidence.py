@@ -46,8 +46,8 @@ class TransferEvidence:
     why it is not evaluable; one computation per distinct set of spec parameters.
     """
 
-    def __init__(self, campaign, seed: int = 0, n_boot: int = 2000):
-        self.campaign = campaign
+    def __init__(self, runset, seed: int = 0, n_boot: int = 2000):
+        self.runset = runset
         self.seed = seed
         self.n_boot = int(n_boot)
         self._cache: dict = {}
@@ -56,7 +56,7 @@ class TransferEvidence:
 
     def _no_sync_runs(self) -> dict:
         """(regime, seed) -> no-sync run id, or None when several runs claim the slot."""
-        runs = self.campaign.runs
+        runs = self.runset.runs
         out: dict = {}
         for run_id, regime, seed in zip(*(runs.loc[runs.role == "no_sync", c].tolist()
                                           for c in ("run_id", "regime", "seed"))):
@@ -65,16 +65,16 @@ class TransferEvidence:
 
     def _side(self, backends) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
         """(paired rows, fallback rows, notes) of the backends' merging runs."""
-        runs = self.campaign.runs
+        runs = self.runset.runs
         runs = runs[runs.backend.isin(backends) & (runs.role != "no_sync")]
         no_sync = self._no_sync_runs()
-        everything = self.campaign.runs
+        everything = self.runset.runs
         horizons = dict(zip(everything.run_id.tolist(), everything.horizon_s.astype(float)))
         paired, fallback, unpaired = [], [], []
         for run_id, regime, seed, horizon in zip(*(runs[c].tolist() for c in
                                                    ("run_id", "regime", "seed", "horizon_s"))):
-            req = self.campaign.table(run_id, "requests")
-            merges = self.campaign.table(run_id, "merges")
+            req = self.runset.table(run_id, "requests")
+            merges = self.runset.table(run_id, "merges")
             ws, we = union_windows(merges.start_s.to_numpy(float), merges.end_s.to_numpy(float))
             arrival, end, latency = _lifetimes(req, float(horizon))
             own_active = overlaps_windows(arrival, end, ws, we)
@@ -89,7 +89,7 @@ class TransferEvidence:
                 unpaired.append(f"{run_id} (no single no-sync run for regime {regime}, "
                                 f"seed {seed})")
                 continue
-            ns_req = self.campaign.table(ns_id, "requests")
+            ns_req = self.runset.table(ns_id, "requests")
             ns_arrival, ns_end, ns_latency = _lifetimes(ns_req, horizons[ns_id])
             ns_index = pd.Index(ns_req.request_id.to_numpy())
             pos = ns_index.get_indexer(req.request_id.to_numpy()) \
@@ -128,9 +128,9 @@ class TransferEvidence:
     def _compute(self, p: dict) -> dict | str:
         mechanism = p["mechanism"]
         harness_backends, real_backends = list(p["harness_backends"]), list(p["real_backends"])
-        if not self.campaign.has_logs:
+        if not self.runset.has_logs:
             return "not evaluable: a summary table has no request logs"
-        backends = set(self.campaign.runs.backend.dropna())
+        backends = set(self.runset.runs.backend.dropna())
         if not backends & set(harness_backends) or not backends & set(real_backends):
             return (f"not evaluable: needs both harness ({'/'.join(harness_backends)}) and real "
                     f"({'/'.join(real_backends)}) runs; campaign has "

@@ -50,7 +50,7 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched, challe
     for claim in result.claims:
         click.echo(f"  {claim.regime}/{claim.policy}: {claim.tier or 'no tier'} -- "
                    f"{claim.verdict}")
-    for excluded in result.campaign.excluded:
+    for excluded in result.runset.excluded:
         click.echo(f"  excluded {excluded['run_id']}: {excluded['reason']}")
     published = result.published
     if published is not None and published.note:

@@ -44,45 +44,45 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "campaigns" / "sim_
 
 
 @pytest.fixture(scope="module")
-def campaign():
+def runset():
     return load_runset(FIXTURE)
 
 
-def test_columns_equal_full_table(campaign):
-    for run_id in campaign.runs.run_id[:12]:
-        got = campaign.columns(run_id, "requests", ("arrival_s", "end_s", "first_token_s"))
-        full = campaign.table(run_id, "requests")
+def test_columns_equal_full_table(runset):
+    for run_id in runset.runs.run_id[:12]:
+        got = runset.columns(run_id, "requests", ("arrival_s", "end_s", "first_token_s"))
+        full = runset.table(run_id, "requests")
         for col, values in got.items():
             expected = full[col].to_numpy(dtype=float, na_value=np.nan)
             assert values.dtype == np.float64
             assert np.array_equal(values, expected, equal_nan=True)
-        merges = campaign.columns(run_id, "merges", ("start_s",))["start_s"]
-        assert np.array_equal(merges, campaign.table(run_id, "merges").start_s.to_numpy(float))
-    assert campaign.columns(run_id, "merges", ("start_s",)) is \
-        campaign.columns(run_id, "merges", ("start_s",))          # cached
+        merges = runset.columns(run_id, "merges", ("start_s",))["start_s"]
+        assert np.array_equal(merges, runset.table(run_id, "merges").start_s.to_numpy(float))
+    assert runset.columns(run_id, "merges", ("start_s",)) is \
+        runset.columns(run_id, "merges", ("start_s",))          # cached
 
 
-def test_columns_of_unknown_run_is_an_input_error(campaign):
+def test_columns_of_unknown_run_is_an_input_error(runset):
     with pytest.raises(InputError, match="no run directory"):
-        campaign.columns("no-such-run", "requests", ("arrival_s",))
+        runset.columns("no-such-run", "requests", ("arrival_s",))
 
 
-def test_phi_equals_brute_force_overlap(campaign):
-    regime = campaign.runs.regime.iloc[0]
-    ev = RegimeEvidence(campaign, regime)
+def test_phi_equals_brute_force_overlap(runset):
+    regime = runset.runs.regime.iloc[0]
+    ev = RegimeEvidence(runset, regime)
     table = ev.phi_table
     assert len(table) > 10
-    runs = campaign.runs.set_index("run_id")
-    no_sync = {int(r.seed): r for r in campaign.runs[
-        (campaign.runs.role == "no_sync") & (campaign.runs.regime == regime)].itertuples()}
+    runs = runset.runs.set_index("run_id")
+    no_sync = {int(r.seed): r for r in runset.runs[
+        (runset.runs.role == "no_sync") & (runset.runs.regime == regime)].itertuples()}
     for rec in table.itertuples():
         ns = no_sync[rec.seed]
-        req = campaign.table(ns.run_id, "requests")
+        req = runset.table(ns.run_id, "requests")
         start = req.arrival_s.to_numpy(float)
         end = req.end_s.to_numpy(float, na_value=np.nan)
         end = np.where(np.isfinite(end), end, float(ns.horizon_s))
         d = float(runs.loc[rec.run_id, "merge_duration_s"])
-        starts = campaign.table(rec.run_id, "merges").start_s.to_numpy(float)
+        starts = runset.table(rec.run_id, "merges").start_s.to_numpy(float)
         # C(u) = requests with start < u + D and end > u, summed over the run's windows
         brute = sum(int(np.count_nonzero((start < u + d) & (end > u))) for u in starts)
         assert rec.phi == brute

@@ -78,9 +78,9 @@ def _table(path, regimes, extra=None):
 
 def _evaluate(path, protocol=None, **kw):
     proto = protocol or load_protocol()
-    campaign = load_runset(path)
-    claims = assemble_claims(campaign)
-    return campaign, evaluate_claims(campaign, claims, proto, **kw)
+    runset = load_runset(path)
+    claims = assemble_claims(runset)
+    return runset, evaluate_claims(runset, claims, proto, **kw)
 
 
 # d values of three claims; exact binary fractions so every sum is exact
@@ -192,7 +192,7 @@ def _stub_result(excluded=(), effective_n=2, checks=(), d=(0.125, -0.25)):
                           pseudo_replicates=[(2, 0)], test_name="t",
                           draws_per_seed=np.array([2, 1]), design_min_p=0.5, p_adjusted=0.75,
                           seeds_needed=6,
-                          campaign=SimpleNamespace(excluded=list(excluded), runs=runs))
+                          runset=SimpleNamespace(excluded=list(excluded), runs=runs))
     return ClaimResult("r", "ewma", data, ctx, list(checks), "matched_budget", {}, "why",
                        "verdict")
 
@@ -480,14 +480,14 @@ def test_default_seed_is_zero_for_monte_carlo_p(tmp_path):
 # ---------------------------------------------------------------- ClaimContext evidence
 
 def _ctx_for(path, policy=None):
-    campaign = load_runset(path)
-    claims = assemble_claims(campaign)
+    runset = load_runset(path)
+    claims = assemble_claims(runset)
     claim = claims[0] if policy is None else next(c for c in claims if c.policy == policy)
     proto = load_protocol()
     from evalkit.audit.transfer_evidence import TransferEvidence
 
-    return ClaimContext(claim, campaign, proto, RegimeEvidence(campaign, claim.regime),
-                        TransferEvidence(campaign, 0, proto.bootstrap_resamples), 0)
+    return ClaimContext(claim, runset, proto, RegimeEvidence(runset, claim.regime),
+                        TransferEvidence(runset, 0, proto.bootstrap_resamples), 0)
 
 
 def _load_table(tmp_path, cols, ns=(True, True, True)):
@@ -575,9 +575,9 @@ def test_phi_table_rows_and_vex(run_ctx):
         assert rec.seed == row.seed and rec.policy == row.policy
     # phi of one run, recomputed from its merges and its seed's no-sync requests
     rec = table[table.run_id == "wa-s2"].iloc[0]
-    camp = run_ctx.campaign
-    starts = camp.columns("wa-s2", "merges", ("start_s",))["start_s"]
-    req = camp.columns(ns.loc[2, "run_id"], "requests", ("arrival_s", "end_s"))
+    runset = run_ctx.runset
+    starts = runset.columns("wa-s2", "merges", ("start_s",))["start_s"]
+    req = runset.columns(ns.loc[2, "run_id"], "requests", ("arrival_s", "end_s"))
     end = np.where(np.isfinite(req["end_s"]), req["end_s"], float(ns.loc[2, "horizon_s"]))
     idx = RequestIndex(req["arrival_s"], end)
     phi = float(np.asarray(overlap_cost(starts[None, :], float(runs.set_index(
@@ -603,8 +603,8 @@ def test_exposure_regression_needs_three_merge_runs(run_ctx, tmp_path):
                   "exposure_requests": 0.0} for s in range(n)]
         path = tmp_path / f"e{n}.csv"
         pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
-        camp = load_runset(path)
-        res, reason = RegimeEvidence(camp, "default").exposure
+        runset = load_runset(path)
+        res, reason = RegimeEvidence(runset, "default").exposure
         assert (res is not None) is ok, reason
         if not ok:
             assert reason == "not evaluable: exposure needs >= 3 runs with exposure recorded"
@@ -612,9 +612,9 @@ def test_exposure_regression_needs_three_merge_runs(run_ctx, tmp_path):
 
 def test_declared_design_and_meta_cache(run_ctx):
     meta = run_ctx._meta("wa-s1")
-    assert meta["run_id"] == "wa-s1" and ("meta", "wa-s1") in run_ctx.campaign._cache
+    assert meta["run_id"] == "wa-s1" and ("meta", "wa-s1") in run_ctx.runset._cache
     assert run_ctx._meta("wa-s1") is meta
-    row = run_ctx.campaign.row("wa-s1")
+    row = run_ctx.runset.row("wa-s1")
     got = run_ctx.declared_design("wa-s1")
     corridor = meta["corridor"]
     assert got == (corridor["min_gap_s"], corridor["max_gap_s"],
@@ -806,14 +806,14 @@ def test_transfer_found_text():
            "harness": {"n_runs": 3, "n_seeds": 2, "n_active": 40, "drains": True},
            "real": {"n_runs": 4, "n_seeds": 2, "n_active": 50, "drains": False}}
     out = transfer.transfer_ci_excludes_one(
-        _c(campaign=SimpleNamespace(has_logs=False), transfer=lambda s: res),
+        _c(runset=SimpleNamespace(has_logs=False), transfer=lambda s: res),
         _spec(mechanism="sync"))
     assert out.found == ("rho_real = 1.3 [1.1, 1.5] (mean-log ratio 1.1 [1, 1.2]), rho_harness "
                          "= 1.6, transfer fraction 0.5 [0.2, 0.9]; paired: the harness effect "
                          "did not transfer")
     assert out.expected.startswith("real-sidecar rho_s (p95")
     out = transfer.transfer_paired(
-        _c(campaign=SimpleNamespace(has_logs=False), transfer=lambda s: res),
+        _c(runset=SimpleNamespace(has_logs=False), transfer=lambda s: res),
         _spec(mechanism="sync"))
     assert out.found == ("harness: 3 runs over 2 seeds paired, 40 in-window requests, drain "
                          "curve at 1 from lag 0 (no post-window effect); real: 4 runs over 2 "
@@ -821,7 +821,7 @@ def test_transfer_found_text():
                          "12.5 s (n1; n2)")
     weak = {**res, "guard_band_measured": False, "method": "fallback"}
     out = transfer.transfer_paired(
-        _c(campaign=SimpleNamespace(has_logs=False), transfer=lambda s: weak),
+        _c(runset=SimpleNamespace(has_logs=False), transfer=lambda s: weak),
         _spec(mechanism="sync"))
     assert out.found == ("weaker evidence only (fallback): no no-sync run to pair with, so the "
                          "post-window effect was assumed to end after 12.5 s, not measured. "
@@ -852,7 +852,7 @@ def test_matched_budget_texts():
 
 def _complete(policy_seeds, regime_seeds, excluded=()):
     return _c([_pair(s) for s in policy_seeds], regime_runs=pd.DataFrame({"seed": regime_seeds}),
-              campaign=SimpleNamespace(excluded=list(excluded)))
+              runset=SimpleNamespace(excluded=list(excluded)))
 
 
 def test_policy_runs_complete_texts():
@@ -874,7 +874,7 @@ def test_policy_runs_complete_texts():
     assert design.policy_runs_complete(_complete([0, 1], [0, 1], [other]), _spec()).passed is True
     # an excluded no-sync run of a seed that has none is a missing result
     c = _c([_pair(0), _pair(1, no_sync=False)], regime_runs=pd.DataFrame({"seed": [0, 1]}),
-           campaign=SimpleNamespace(excluded=[{**exd, "role": "no_sync"}]))
+           runset=SimpleNamespace(excluded=[{**exd, "role": "no_sync"}]))
     assert design.policy_runs_complete(c, _spec()).found == (
         "missing results: seed 1: x (no_sync) excluded (crashed)")
     # an excluded policy run of a seed with no complete run: listed after the missing seed
@@ -886,8 +886,8 @@ def test_policy_runs_complete_texts():
 
 
 def _design(rows, pairs=None, has_logs=False, violations=None):
-    return _c(pairs or [_pair(0)], campaign=SimpleNamespace(runs=pd.DataFrame(rows),
-                                                            has_logs=has_logs),
+    return _c(pairs or [_pair(0)], runset=SimpleNamespace(runs=pd.DataFrame(rows),
+                                                          has_logs=has_logs),
               corridor_violations=violations,
               declared_design=lambda run_id: (20.0, 80.0, 8.0, 200.0))
 
@@ -1096,12 +1096,12 @@ def test_calibrated_texts():
 def test_deployable_texts(monkeypatch):
     from evalkit.policies import POLICIES, policy_identity
 
-    monkeypatch.setattr(deployable, "sidecar_evidence", lambda campaign, run_id: None)
+    monkeypatch.setattr(deployable, "sidecar_evidence", lambda runset, run_id: None)
     sp = _spec(real_backends=["torch", "vllm"])
     pairs = [_pair(0), _pair(1)]
     ids = [r for p in pairs for r in [p.policy_run, *p.draws.run_id, p.no_sync.run_id]]
     runs = pd.DataFrame({"run_id": ids, "backend": ["vllm"] * 3 + ["torch"] * 3})
-    c = _c(claim=_claim(pairs), campaign=SimpleNamespace(has_logs=True, runs=runs))
+    c = _c(claim=_claim(pairs), runset=SimpleNamespace(has_logs=True, runs=runs))
     out = deployable.real_sidecar(c, sp)
     assert out.found == ("backends: torch, vllm; 6 runs with metrics scrapes that join the "
                          "client's requests")
@@ -1170,7 +1170,7 @@ def _stub_context(pairs, runs=None, source="runs"):
 
     c = ClaimContext.__new__(ClaimContext)
     c.claim = claim(pairs)
-    c.campaign = SimpleNamespace(runs=runs if runs is not None else pd.DataFrame(
+    c.runset = SimpleNamespace(runs=runs if runs is not None else pd.DataFrame(
         {"run_id": [p.policy_run for p in pairs]}), source=source)
     c.alpha, c.alternative = 0.05, "two-sided"
     return c

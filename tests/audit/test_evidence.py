@@ -13,7 +13,7 @@ def test_regime_evidence_reason_without_logs(tmp_path):
             for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]
     path = tmp_path / "runs.csv"
     pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
-    campaign = load_runset(path)
-    ev = RegimeEvidence(campaign, campaign.runs.regime.iloc[0])
+    runset = load_runset(path)
+    ev = RegimeEvidence(runset, runset.runs.regime.iloc[0])
     assert ev.psi is None and ev.phi_table is None
     assert ev.psi_reason.startswith("not evaluable") and "request/merge logs" in ev.psi_reason

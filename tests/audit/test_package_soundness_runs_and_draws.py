@@ -322,7 +322,7 @@ def test_one_draw_copied_three_times_counts_once(tmp_path):
     res = audit_campaign(runs)
     wa = res.claim("wa")
     assert wa.to_dict()["draws_per_seed"] == [1] * 5
-    assert any("duplicate draws count once" in n for n in res.campaign.notes)
+    assert any("duplicate draws count once" in n for n in res.runset.notes)
     assert wa.underpowered and gate(runs).exit_code == 1
 
 
@@ -385,7 +385,7 @@ def test_phi_ranks_of_worst_and_best_placements_are_extreme(base):
     mc = _fixture_module()
     for d, s in zip(pair.draws.run_id, (cand[phis.argmax()], cand[phis.argmin()])):
         edit_table(base / d, "merges", lambda m, s=s: mc.merges_for(s))
-    ctx.campaign._cache.clear()
+    ctx.runset._cache.clear()
     (_, hi), (_, lo) = plan_checks.phi_ranks(ctx, pair, 999, np.random.default_rng(1))
     assert hi > 0.98 and lo < 0.02
 

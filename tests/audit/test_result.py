@@ -44,8 +44,8 @@ def test_canonical_json_layout():
 def _stub_result(tmp_path=None):
     claims = [SimpleNamespace(policy="wa", regime="r1"), SimpleNamespace(policy="wa", regime="r2"),
               SimpleNamespace(policy="ewma", regime="r1")]
-    campaign = SimpleNamespace(runs_dir=tmp_path, input_name="runs")
-    return AuditResult(protocol=None, seed=0, campaign=campaign, claims=claims)
+    runset = SimpleNamespace(runs_dir=tmp_path, input_name="runs")
+    return AuditResult(protocol=None, seed=0, runset=runset, claims=claims)
 
 
 def test_audit_result_claim_lookup():
@@ -91,7 +91,7 @@ def test_audit_result_to_dict_of_a_summary_table(fixtures_dir):
     assert regime["psi_reason"].startswith("not evaluable")
     assert regime["exposure_reason"].startswith("not evaluable")
     assert out["seed"] == 0 and out["input"]["kind"] == "summary"
-    assert out["input"]["n_runs"] == len(result.campaign.runs)
+    assert out["input"]["n_runs"] == len(result.runset.runs)
     assert json.loads(result.to_json()) == out
     assert audit_campaign(fixtures_dir / "campaigns" / "summary_table.csv", alpha=0.01,
                           seed=3).to_dict()["alpha"] == 0.01

@@ -126,8 +126,8 @@ def test_beats_envelope_reaches_calibrated_and_deployable_is_not_shown(campaigns
 def test_harness_baselines_are_not_claims_and_incomplete_runs_are_excluded(campaigns):
     res = audited(campaigns, "sim_bursty")
     assert {c.policy for c in res.claims} == {"wa", "ewma", "calibrated_online"}
-    assert any("fixed_h is a harness baseline" in n for n in res.campaign.notes)
-    assert [e["run_id"] for e in res.campaign.excluded] == ["wa-s6-attempt0"]
+    assert any("fixed_h is a harness baseline" in n for n in res.runset.notes)
+    assert [e["run_id"] for e in res.runset.excluded] == ["wa-s6-attempt0"]
     assert list(res.claim("wa").data.seeds) == list(range(10))   # the attempt adds no seed
 
 

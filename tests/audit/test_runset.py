@@ -36,9 +36,9 @@ TWO_POLICIES = ("policy,seed,violation_rate,matched_to,oracle,draw\n"
 
 
 def test_claims_pair_each_seed_with_its_own_draws_and_no_sync(tmp_path):
-    campaign = runset_of(tmp_path, TWO_POLICIES)
-    assert campaign.source == "summary" and not campaign.has_logs and campaign.runs_dir is None
-    ewma, wa = assemble_claims(campaign)
+    runset = runset_of(tmp_path, TWO_POLICIES)
+    assert runset.source == "summary" and not runset.has_logs and runset.runs_dir is None
+    ewma, wa = assemble_claims(runset)
     assert (wa.regime, wa.policy, ewma.policy) == ("default", "wa", "ewma")
     assert wa.seeds == [0, 1] and not wa.generic_draws and not wa.oracle and ewma.oracle
     assert [p.draws.violation_rate.tolist() for p in wa.pairs] == [[0.2, 0.3], [0.21, 0.31]]
@@ -53,9 +53,9 @@ def test_claims_pair_each_seed_with_its_own_draws_and_no_sync(tmp_path):
     assert table.v_no_sync.tolist() == [0.05, 0.06] and table.v_policy.tolist() == [0.1, 0.11]
     assert table.k_policy.isna().all()
     assert table.d.tolist() == pytest.approx([0.15, 0.15])
-    assert campaign.row("t.csv:row4").violation_rate == 0.2
-    assert campaign.row("t.csv:row5").violation_rate == 0.3
-    assert campaign.row("t.csv:row8").policy == "wa"
+    assert runset.row("t.csv:row4").violation_rate == 0.2
+    assert runset.row("t.csv:row5").violation_rate == 0.3
+    assert runset.row("t.csv:row8").policy == "wa"
 
 
 def test_seed_pair_without_draws_or_no_sync():
@@ -70,11 +70,11 @@ def test_seed_pair_without_draws_or_no_sync():
 
 
 def test_claims_regimes_are_separate(tmp_path):
-    campaign = runset_of(tmp_path, "policy,seed,regime,violation_rate,matched_to\n"
+    runset = runset_of(tmp_path, "policy,seed,regime,violation_rate,matched_to\n"
                            "wa,0,r1,0.1,\nmatched_random,0,r1,0.2,\nno_sync,0,r1,0.01,\n"
                            "wa,0,r2,0.3,\newma,0,r2,0.3,\nmatched_random,0,r2,0.4,wa\n"
                            "matched_random,0,r2,0.5,ewma\nno_sync,0,r2,0.02,\n")
-    claims = assemble_claims(campaign)
+    claims = assemble_claims(runset)
     assert [(c.regime, c.policy) for c in claims] == [("r1", "wa"), ("r2", "ewma"), ("r2", "wa")]
     r1, r2_ewma, r2_wa = claims
     assert r1.generic_draws and not r2_wa.generic_draws
@@ -93,18 +93,18 @@ def test_generic_draws_serve_one_policy_only(tmp_path):
         assemble_claims(runset_of(tmp_path, one + "ewma,0,0.15\n"))
     assert info.value.column == "matched_to"
     # a harness baseline without draws of its own is not served by them
-    campaign = runset_of(tmp_path, one + "fixed_h,0,0.15\n")
-    claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
+    runset = runset_of(tmp_path, one + "fixed_h,0,0.15\n")
+    claims = assemble_claims(runset, baseline_policies=("fixed_h",))
     assert [c.policy for c in claims] == ["wa"] and claims[0].generic_draws
-    assert campaign.notes[-1] == ("regime default: fixed_h is a harness baseline with no "
-                                  "matched-random draws of its own; audited as a baseline, "
-                                  "not as a claim")
+    assert runset.notes[-1] == ("regime default: fixed_h is a harness baseline with no "
+                                "matched-random draws of its own; audited as a baseline, "
+                                "not as a claim")
 
 
 def test_generic_draws_flag_with_some_matched_draws(tmp_path):
-    campaign = runset_of(tmp_path, "policy,seed,violation_rate,matched_to\n"
+    runset = runset_of(tmp_path, "policy,seed,violation_rate,matched_to\n"
                            "wa,0,0.1,\nmatched_random,0,0.2,wa\nwa,1,0.1,\nmatched_random,1,0.3,\n")
-    (claim,) = assemble_claims(campaign)
+    (claim,) = assemble_claims(runset)
     assert claim.generic_draws and len(claim.paired) == 2
 
 
@@ -155,12 +155,12 @@ def _edit_run(run_dir: Path, **changes):
 def test_runs_dir_runset_lists_incomplete_runs_once_with_owner(copy_fixture):
     runs_dir = copy_fixture("runs")
     _edit_run(runs_dir / "fixture-s1-fixed_h", complete=False, error="boom")
-    campaign = load_runset(runs_dir)
-    assert campaign.source == "runs" and campaign.has_logs and campaign.runs_dir == runs_dir
-    assert campaign.excluded == [{"run_id": "fixture-s1-fixed_h", "reason": "incomplete run: boom",
-                                  "regime": "fixture", "seed": 1, "role": "policy",
-                                  "policy": "fixed_h", "matched_to": None, "draw": None}]
-    assert len(campaign.runs) == 11 and "fixture-s1-fixed_h" not in set(campaign.runs.run_id)
+    runset = load_runset(runs_dir)
+    assert runset.source == "runs" and runset.has_logs and runset.runs_dir == runs_dir
+    assert runset.excluded == [{"run_id": "fixture-s1-fixed_h", "reason": "incomplete run: boom",
+                                "regime": "fixture", "seed": 1, "role": "policy",
+                                "policy": "fixed_h", "matched_to": None, "draw": None}]
+    assert len(runset.runs) == 11 and "fixture-s1-fixed_h" not in set(runset.runs.run_id)
     for run_dir in runs_dir.iterdir():
         _edit_run(run_dir, complete=False)
     with pytest.raises(InputError, match="no complete runs"):
@@ -172,8 +172,8 @@ def test_runs_dir_runset_of_a_single_run(copy_fixture):
     for run_dir in runs_dir.iterdir():
         if run_dir.name != "fixture-s0-fixed_h":
             shutil.rmtree(run_dir)
-    campaign = load_runset(runs_dir)
-    assert campaign.runs.run_id.tolist() == ["fixture-s0-fixed_h"] and campaign.excluded == []
+    runset = load_runset(runs_dir)
+    assert runset.runs.run_id.tolist() == ["fixture-s0-fixed_h"] and runset.excluded == []
 
 
 def test_runs_dir_runset_notes_draws_of_policies_without_runs(copy_fixture):
@@ -244,11 +244,11 @@ def test_runs_dir_runset_excluded_and_unreadable_from_the_summary(monkeypatch, c
         return summary
 
     _patched_summary(monkeypatch, extra)
-    campaign = load_runset(runs_dir)
-    assert [(e["run_id"], e["reason"]) for e in campaign.excluded] == [
+    runset = load_runset(runs_dir)
+    assert [(e["run_id"], e["reason"]) for e in runset.excluded] == [
         ("fixture-s1-fixed_h", "incomplete run: boom"), ("locked-run", "cannot read: denied"),
         ("other-run", "incomplete run")]
-    assert campaign.notes == ["validation warning: odd spacing"]
+    assert runset.notes == ["validation warning: odd spacing"]
 
 
 def test_runs_dir_runset_rejects_summary_rows_without_a_run(monkeypatch, fixtures_dir):
@@ -263,28 +263,28 @@ def test_runs_dir_runset_rejects_summary_rows_without_a_run(monkeypatch, fixture
 
 
 def test_runs_dir_runset_columns_before_the_table(fixtures_dir):
-    campaign = load_runset(fixtures_dir / "runs")
+    runset = load_runset(fixtures_dir / "runs")
     run_id = "fixture-s0-no_sync"
     reference = pd.read_parquet(fixtures_dir / "runs" / run_id / "requests.parquet")
-    got = campaign.columns(run_id, "requests", ("arrival_s", "end_s"))
+    got = runset.columns(run_id, "requests", ("arrival_s", "end_s"))
     assert np.array_equal(got["arrival_s"], reference.arrival_s.to_numpy(float))
     assert np.array_equal(got["end_s"], reference.end_s.to_numpy(float), equal_nan=True)
-    assert campaign.columns(run_id, "requests", ("arrival_s", "end_s")) is got
-    full = campaign.table(run_id, "requests")
+    assert runset.columns(run_id, "requests", ("arrival_s", "end_s")) is got
+    full = runset.table(run_id, "requests")
     assert len(full) == len(reference)
-    again = campaign.columns(run_id, "requests", ("end_s",))
+    again = runset.columns(run_id, "requests", ("end_s",))
     assert np.array_equal(again["end_s"], reference.end_s.to_numpy(float), equal_nan=True)
 
 
 def test_runs_dir_runset_corrupt_log_is_an_input_error(copy_fixture):
     runs_dir = copy_fixture("runs")
-    campaign = load_runset(runs_dir)
+    runset = load_runset(runs_dir)
     run_id = "fixture-s0-no_sync"
     (runs_dir / run_id / "requests.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(InputError, match="cannot read Parquet"):
-        campaign.columns(run_id, "requests", ("arrival_s",))
+        runset.columns(run_id, "requests", ("arrival_s",))
     with pytest.raises(InputError, match="cannot read Parquet"):
-        campaign.table(run_id, "requests")
+        runset.table(run_id, "requests")
 
 
 # ------------------------------------------------------------------- duplicates in claims
@@ -319,15 +319,15 @@ def test_duplicate_no_sync_runs_for_one_seed_are_an_error(tmp_path):
 
 
 def test_campaign_tables_of_known_and_unknown_runs(fixtures_dir):
-    campaign = load_runset(fixtures_dir / "runs")
-    run_id = campaign.runs.run_id.iloc[0]
-    req = campaign.table(run_id, "requests")
+    runset = load_runset(fixtures_dir / "runs")
+    run_id = runset.runs.run_id.iloc[0]
+    req = runset.table(run_id, "requests")
     assert len(req) > 0 and "arrival_s" in req.columns
-    assert campaign.table(run_id, "requests") is req                 # cached
-    cols = campaign.columns(run_id, "requests", ("arrival_s",))
+    assert runset.table(run_id, "requests") is req                 # cached
+    cols = runset.columns(run_id, "requests", ("arrival_s",))
     assert np.array_equal(cols["arrival_s"], req.arrival_s.to_numpy(float))
-    for call in (lambda: campaign.table("no-such-run", "requests"),
-                 lambda: campaign.columns("no-such-run", "requests", ("arrival_s",))):
+    for call in (lambda: runset.table("no-such-run", "requests"),
+                 lambda: runset.columns("no-such-run", "requests", ("arrival_s",))):
         with pytest.raises(InputError) as info:
             call()
         assert info.value.column == "run_id" and "no-such-run" in info.value.message
@@ -347,20 +347,20 @@ def _baseline_rows(fixed_h_draws: bool):
 
 
 def test_harness_baseline_with_its_own_draws_is_a_claim(tmp_path):
-    campaign = _table(tmp_path, _baseline_rows(fixed_h_draws=True))
-    claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
+    runset = _table(tmp_path, _baseline_rows(fixed_h_draws=True))
+    claims = assemble_claims(runset, baseline_policies=("fixed_h",))
     assert [c.policy for c in claims] == ["fixed_h", "wa"]
     fixed_h = claims[0]
     assert len(fixed_h.paired) == 3 and not fixed_h.generic_draws
     assert all(float(p.draws.violation_rate.iloc[0]) == 0.25 for p in fixed_h.pairs)
-    assert not any("harness baseline" in note for note in campaign.notes)
+    assert not any("harness baseline" in note for note in runset.notes)
 
 
 def test_harness_baseline_without_draws_is_not_a_claim(tmp_path):
-    campaign = _table(tmp_path, _baseline_rows(fixed_h_draws=False))
-    claims = assemble_claims(campaign, baseline_policies=("fixed_h",))
+    runset = _table(tmp_path, _baseline_rows(fixed_h_draws=False))
+    claims = assemble_claims(runset, baseline_policies=("fixed_h",))
     assert [c.policy for c in claims] == ["wa"]
-    assert any("fixed_h is a harness baseline" in note for note in campaign.notes)
+    assert any("fixed_h is a harness baseline" in note for note in runset.notes)
     # without the baseline list, fixed_h is an ordinary claim with no draws
     claims = assemble_claims(_table(tmp_path, _baseline_rows(fixed_h_draws=False)))
     assert [c.policy for c in claims] == ["fixed_h", "wa"] and claims[0].paired == []

@@ -116,4 +116,4 @@ def test_runs_synthesised_from_a_table_carry_the_tables_word(tmp_path):
     c = check(wa, "pairing_real")
     assert c.evaluable is False and "synthesised from a summary table" in c.found
     assert any("synthesised from a summary table" in n for n in audit_campaign(runs)
-               .campaign.notes)
+               .runset.notes)

@@ -126,8 +126,8 @@ def _bootstrap_arithmetic_at_few_seeds(monkeypatch):
 # ------------------------------------------------------------------ campaign transfer evidence
 
 
-class _Campaign:
-    """The part of a Campaign that TransferEvidence reads."""
+class _RunSet:
+    """The part of a RunSet that TransferEvidence reads."""
 
     def __init__(self, runs, tables, has_logs=True):
         self.runs = pd.DataFrame(runs, columns=["run_id", "regime", "seed", "role", "backend",
@@ -147,7 +147,7 @@ def _requests(ids, arrival, latency, tokens=None):
                          "ok": True, "output_tokens": 50.0 if tokens is None else tokens})
 
 
-def _campaign_runs(seed, mult=(2.0, 1.4), no_sync=True, seeds=(0, 1), horizon=300.0):
+def _runset_runs(seed, mult=(2.0, 1.4), no_sync=True, seeds=(0, 1), horizon=300.0):
     """Policy runs with their no-sync runs for a harness (sim) and a real (vllm) backend."""
     rng = np.random.default_rng(seed)
     runs, tables = [], {}
@@ -196,8 +196,8 @@ def test_lifetimes_and_lags():
 
 
 def test_side_pairs_every_request_by_id_whatever_the_row_order():
-    runs, tables = _campaign_runs(1)
-    ev = te.TransferEvidence(_Campaign(runs, tables))
+    runs, tables = _runset_runs(1)
+    ev = te.TransferEvidence(_RunSet(runs, tables))
     paired, fallback, notes = ev._side(["sim"])
     assert notes == []
     assert len(paired) == len(fallback) == 400
@@ -224,7 +224,7 @@ def test_side_pairs_every_request_by_id_whatever_the_row_order():
 
 
 def test_side_arrival_tolerance_and_matched_share():
-    runs, tables = _campaign_runs(2, seeds=(0,))
+    runs, tables = _runset_runs(2, seeds=(0,))
     ns = tables[("sim-n0", "requests")].copy()
     pol = tables[("sim-p0", "requests")].copy()
     pol.loc[0, "arrival_s"] = 0.0
@@ -234,7 +234,7 @@ def test_side_arrival_tolerance_and_matched_share():
     ns.loc[ns_row, "end_s"] = 0.401
     tables[("sim-p0", "requests")] = pol
     tables[("sim-n0", "requests")] = ns
-    ev = te.TransferEvidence(_Campaign(runs, tables))
+    ev = te.TransferEvidence(_RunSet(runs, tables))
     paired, _, notes = ev._side(["sim"])
     assert len(paired) == 200 and notes == []
     assert paired.latency_ref_s[0] == pytest.approx(0.4)
@@ -243,79 +243,79 @@ def test_side_arrival_tolerance_and_matched_share():
     moved = off.request_id.isin(pol.request_id[1:21])
     off.loc[moved, "arrival_s"] += 0.0015
     tables[("sim-n0", "requests")] = off
-    paired, _, notes = te.TransferEvidence(_Campaign(runs, tables))._side(["sim"])
+    paired, _, notes = te.TransferEvidence(_RunSet(runs, tables))._side(["sim"])
     assert len(paired) == 180 and notes == []
     assert not paired.t_s.isin(pol.arrival_s[1:21]).any()
     # one more: below 90%, the run is not paired
     off.loc[off.request_id == pol.request_id[21], "arrival_s"] += 0.0015
-    paired, fallback, notes = te.TransferEvidence(_Campaign(runs, tables))._side(["sim"])
+    paired, fallback, notes = te.TransferEvidence(_RunSet(runs, tables))._side(["sim"])
     assert paired.empty and len(fallback) == 200
     assert notes == ["sim: 1 merging run(s) without a usable no-sync pair: sim-p0 (only 90% of "
                      "its requests match sim-n0 by request_id and arrival)"]
 
 
 def test_side_request_missing_from_no_sync_and_duplicated_ids():
-    runs, tables = _campaign_runs(3, seeds=(0,))
+    runs, tables = _runset_runs(3, seeds=(0,))
     ns = tables[("sim-n0", "requests")]
     tables[("sim-n0", "requests")] = ns.iloc[1:]          # the last policy request is missing
-    paired, _, notes = te.TransferEvidence(_Campaign(runs, tables))._side(["sim"])
+    paired, _, notes = te.TransferEvidence(_RunSet(runs, tables))._side(["sim"])
     assert len(paired) == 199 and notes == []
     dup = ns.copy()
     dup.loc[dup.index[5], "request_id"] = dup.request_id.iloc[6]
     tables[("sim-n0", "requests")] = dup
-    paired, _, notes = te.TransferEvidence(_Campaign(runs, tables))._side(["sim"])
+    paired, _, notes = te.TransferEvidence(_RunSet(runs, tables))._side(["sim"])
     assert paired.empty and "only 0% of its requests match sim-n0" in notes[0]
 
 
 def test_side_needs_a_single_no_sync_run_per_regime_and_seed():
-    runs, tables = _campaign_runs(4)
+    runs, tables = _runset_runs(4)
     runs.append(("sim-n0b", "A", 0, "no_sync", "sim", 300.0))
     tables[("sim-n0b", "requests")] = tables[("sim-n0", "requests")]
-    paired, fallback, notes = te.TransferEvidence(_Campaign(runs, tables))._side(["sim"])
+    paired, fallback, notes = te.TransferEvidence(_RunSet(runs, tables))._side(["sim"])
     assert sorted(paired.run.unique()) == ["sim-p1"] and len(fallback) == 400
     assert notes == ["sim: 1 merging run(s) without a usable no-sync pair: sim-p0 (no single "
                      "no-sync run for regime A, seed 0)"]
 
 
 def test_side_notes_list_five_runs_then_an_ellipsis():
-    def campaign(k):
-        runs, tables = _campaign_runs(5, no_sync=False, seeds=tuple(range(k)))
-        return te.TransferEvidence(_Campaign(runs, tables))
+    def runset(k):
+        runs, tables = _runset_runs(5, no_sync=False, seeds=tuple(range(k)))
+        return te.TransferEvidence(_RunSet(runs, tables))
 
-    _, fallback, notes = campaign(5)._side(["sim"])
+    _, fallback, notes = runset(5)._side(["sim"])
     assert len(fallback) == 1000 and len(notes) == 1
     assert notes[0].startswith("sim: 5 merging run(s) without a usable no-sync pair: sim-p0 ")
     assert notes[0].endswith("(no single no-sync run for regime A, seed 4)")
-    _, _, notes = campaign(6)._side(["sim"])
+    _, _, notes = runset(6)._side(["sim"])
     assert notes[0].startswith("sim: 6 merging run(s)") and notes[0].endswith("seed 4) ...")
     assert "sim-p5" not in notes[0]
 
 
 def test_evidence_defaults_and_not_evaluable_reasons():
-    runs, tables = _campaign_runs(6, seeds=(0,))
-    ev = te.TransferEvidence(_Campaign(runs, tables))
+    runs, tables = _runset_runs(6, seeds=(0,))
+    ev = te.TransferEvidence(_RunSet(runs, tables))
     assert (ev.seed, ev.n_boot) == (0, 2000)
     assert (te.ARRIVAL_TOL_S, te.MIN_MATCHED_SHARE) == (1e-3, 0.9)
-    no_logs = te.TransferEvidence(_Campaign(runs, tables, has_logs=False))
+    no_logs = te.TransferEvidence(_RunSet(runs, tables, has_logs=False))
     assert no_logs.get(SPEC) == "not evaluable: a summary table has no request logs"
     sim_only = [r for r in runs if r[4] == "sim"]
-    assert te.TransferEvidence(_Campaign(sim_only, tables)).get(SPEC) == (
+    assert te.TransferEvidence(_RunSet(sim_only, tables)).get(SPEC) == (
         "not evaluable: needs both harness (sim) and real (vllm) runs; campaign has sim")
     vllm_only = [r for r in runs if r[4] == "vllm"]
-    assert te.TransferEvidence(_Campaign(vllm_only, tables)).get(SPEC).endswith(
+    assert te.TransferEvidence(_RunSet(vllm_only, tables)).get(SPEC).endswith(
         "campaign has vllm")
-    assert te.TransferEvidence(_Campaign([], tables)).get(SPEC).endswith("campaign has none")
+    assert te.TransferEvidence(_RunSet([], tables)).get(SPEC).endswith("campaign has none")
     only_no_sync = [r for r in runs if r[4] == "sim" or r[3] == "no_sync"]
-    assert te.TransferEvidence(_Campaign(only_no_sync, tables)).get(SPEC) == (
+    assert te.TransferEvidence(_RunSet(only_no_sync, tables)).get(SPEC) == (
         "not evaluable: no merging runs on one side")
     harness_no_sync = [r for r in runs if r[4] == "vllm" or r[3] == "no_sync"]
-    assert te.TransferEvidence(_Campaign(harness_no_sync, tables)).get(SPEC) == (
+    assert te.TransferEvidence(_RunSet(harness_no_sync, tables)).get(SPEC) == (
         "not evaluable: no merging runs on one side")
 
 
 def test_evidence_paired_with_the_default_parameters():
-    runs, tables = _campaign_runs(7)
-    ev = te.TransferEvidence(_Campaign(runs, tables), seed=3, n_boot=100)
+    runs, tables = _runset_runs(7)
+    ev = te.TransferEvidence(_RunSet(runs, tables), seed=3, n_boot=100)
     got = ev.get(SPEC)
     assert ev.get(dict(SPEC)) is got                       # computed once per spec
     h, _, _ = ev._side(["sim"])
@@ -347,9 +347,9 @@ def test_evidence_paired_with_the_default_parameters():
 
 
 def test_evidence_falls_back_when_one_side_has_no_pairs():
-    runs, tables = _campaign_runs(8)
+    runs, tables = _runset_runs(8)
     runs = [r for r in runs if not (r[4] == "vllm" and r[3] == "no_sync")]
-    ev = te.TransferEvidence(_Campaign(runs, tables), n_boot=100)
+    ev = te.TransferEvidence(_RunSet(runs, tables), n_boot=100)
     got = ev.get(SPEC)
     _, hf, _ = ev._side(["sim"])
     _, rf, notes = ev._side(["vllm"])
@@ -367,14 +367,14 @@ def test_evidence_falls_back_when_one_side_has_no_pairs():
     assert custom["guard_band_s"]["real"] == 10.0
     assert "([10.0, 10.0] s by output-length stratum)" in custom["notes"][1]
     # harness side unpaired instead: fallback too, its note first
-    runs2, tables2 = _campaign_runs(8)
+    runs2, tables2 = _runset_runs(8)
     runs2 = [r for r in runs2 if not (r[4] == "sim" and r[3] == "no_sync")]
-    got2 = te.TransferEvidence(_Campaign(runs2, tables2), n_boot=100).get(SPEC)
+    got2 = te.TransferEvidence(_RunSet(runs2, tables2), n_boot=100).get(SPEC)
     assert got2["method"] == tp.FALLBACK and got2["notes"][0].startswith("sim: 2 merging")
 
 
 def test_evidence_falls_back_when_no_paired_request_is_in_a_window():
-    runs, tables = _campaign_runs(9)
+    runs, tables = _runset_runs(9)
     for backend in ("sim", "vllm"):
         for s in (0, 1):
             tables[(f"{backend}-p{s}", "merges")] = pd.DataFrame({"start_s": [400.0],
@@ -385,7 +385,7 @@ def test_evidence_falls_back_when_no_paired_request_is_in_a_window():
         for s in (0, 1):
             t2[(f"{other}-p{s}", "merges")] = pd.DataFrame({"start_s": WINDOWS,
                                                            "end_s": WINDOWS + 8.0})
-        ev = te.TransferEvidence(_Campaign(runs, t2), n_boot=100)
+        ev = te.TransferEvidence(_RunSet(runs, t2), n_boot=100)
         paired, _, _ = ev._side([quiet])
         assert len(paired) == 400 and not paired.active.any()
         # no in-window request for the fallback either: a reason, not an exception
@@ -394,7 +394,7 @@ def test_evidence_falls_back_when_no_paired_request_is_in_a_window():
 
 
 def test_evidence_contaminated_when_either_side_has_a_post_window_effect(monkeypatch):
-    runs, tables = _campaign_runs(10)
+    runs, tables = _runset_runs(10)
     h = _side(rho=2.0)
     for h_eff, r_eff, expected in ((True, False, True), (False, True, True),
                                    (False, False, False)):
@@ -404,7 +404,7 @@ def test_evidence_contaminated_when_either_side_has_a_post_window_effect(monkeyp
                            "post_window_effect": r_eff, "rho": 1.5})
         monkeypatch.setattr(te, "paired_transfer",
                             lambda *a, _h=hs, _r=rs, **k: tp.compare_sides(_h, _r))
-        got = te.TransferEvidence(_Campaign(runs, tables), n_boot=100).get(SPEC)
+        got = te.TransferEvidence(_RunSet(runs, tables), n_boot=100).get(SPEC)
         assert got["contaminated"] is expected
         assert got["harness"]["post_window_effect"] is h_eff
         assert got["real"]["post_window_effect"] is r_eff
@@ -414,7 +414,7 @@ def test_evidence_contaminated_when_either_side_has_a_post_window_effect(monkeyp
 def test_side_in_window_when_either_lifetime_overlaps():
     """Policy request done before the window, its no-sync twin still in flight (and the
     reverse): both are in window, a symmetric rule."""
-    runs, tables = _campaign_runs(11, seeds=(0,))
+    runs, tables = _runset_runs(11, seeds=(0,))
     pol = tables[("sim-p0", "requests")].copy()
     ns = tables[("sim-n0", "requests")].copy()
     ids = pol.request_id[:2].tolist()
@@ -426,7 +426,7 @@ def test_side_in_window_when_either_lifetime_overlaps():
     ns.loc[ns_rows, "end_s"] = ns.loc[ns_rows, "request_id"].map({ids[0]: 21.0, ids[1]: 79.5})
     tables[("sim-p0", "requests")] = pol
     tables[("sim-n0", "requests")] = ns
-    paired, fallback, _ = te.TransferEvidence(_Campaign(runs, tables))._side(["sim"])
+    paired, fallback, _ = te.TransferEvidence(_RunSet(runs, tables))._side(["sim"])
     assert paired.active[:2].tolist() == [True, True]
     assert np.isnan(paired.lag_s[:2]).all()
     assert fallback.active[:2].tolist() == [False, True]     # own lifetime only

@@ -68,4 +68,4 @@ def test_a_generic_campaign_file_is_named_by_its_folder(tmp_path, path, name):
         meta = json.loads(meta_path.read_text())
         meta.setdefault("settings", {}).setdefault("requested", {})["campaign"] = path
         meta_path.write_text(json.dumps(meta))
-    assert campaign_name(audit_campaign(runs).campaign) == (name, "campaign file")
+    assert campaign_name(audit_campaign(runs).runset) == (name, "campaign file")

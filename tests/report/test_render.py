@@ -96,7 +96,7 @@ def test_campaign_name_comes_from_the_campaign_file(tmp_path, repo_root):
         meta.setdefault("settings", {}).setdefault("requested", {})["campaign"] = \
             "/somewhere/else/my-campaign.toml"
         meta_path.write_text(json.dumps(meta))
-    assert campaign_name(audit_campaign(runs).campaign) == ("my-campaign", "campaign file")
+    assert campaign_name(audit_campaign(runs).runset) == ("my-campaign", "campaign file")
 
 
 # -------------------------------------------------------------------------------- html
@@ -167,7 +167,7 @@ def test_excluded_runs_are_listed_near_the_top(bursty_report):
     result, out = bursty_report
     page = (out / "report.html").read_text()
     excl = _section(page, "exclusions", "</div>")
-    for e in result.campaign.excluded:
+    for e in result.runset.excluded:
         assert html.escape(e["run_id"]) in excl
 
 

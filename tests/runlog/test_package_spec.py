@@ -302,7 +302,7 @@ def test_a_campaign_written_from_the_spec_alone_validates_and_audits(tmp_path):
     unvouched = audit_campaign(runs).claim("quiet_merge")
     assert {c.name for c in unvouched.checks if c.status is Status.NOT_EVALUABLE} >= vouched
     audit = audit_campaign(runs, protocol=replace(load_protocol(), accept_vouched=True))
-    assert audit.campaign.excluded == []
+    assert audit.runset.excluded == []
     claim = audit.claim("quiet_merge")
     passed = {c.name for c in claim.checks if c.passed}
     assert {"k_match", "policy_runs_complete", "no_sync_present"} <= passed

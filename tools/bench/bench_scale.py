@@ -201,18 +201,18 @@ def audit_phases(store: str, out: str) -> int:
     from evalkit.audit.protocol import load_protocol
     mark("imports: CLI, pandas, pyarrow, audit")
     proto = load_protocol(None)
-    campaign = load_runset(store)
+    runset = load_runset(store)
     mark("load campaign (summarize_runs)")
     baselines = sorted({pol for spec in proto.checks.values()
                         if spec.name in ("fixed_cadence_baseline", "deferral_baseline")
                         for pol in spec["policies"]})
-    claims = evaluate_claims(campaign, assemble_claims(campaign, baseline_policies=baselines),
+    claims = evaluate_claims(runset, assemble_claims(runset, baseline_policies=baselines),
                              proto, seed=0)
     mark("claims (incl. scipy.stats/sklearn/statsmodels imports)")
     from evalkit.report.publish import publish
     from evalkit.report.render import render
     mark("import matplotlib, jinja2")
-    result = AuditResult(protocol=proto, seed=0, campaign=campaign, claims=claims)
+    result = AuditResult(protocol=proto, seed=0, runset=runset, claims=claims)
     Path(out).mkdir(parents=True, exist_ok=True)
     result.out_dir = Path(out)
     document = result.to_dict()

@@ -22,14 +22,14 @@ SCRAPE_COLUMNS = ("t_s", "scrape_ok", "arrivals_seen", "queue_running", "queue_w
 JOIN_SLACK_S = 0.25
 
 
-def sidecar_evidence(campaign, run_id: str) -> str | None:
+def sidecar_evidence(runset, run_id: str) -> str | None:
     """None when the run carries what only a real serving sidecar's client writes: metrics
     scrapes (signals.parquet rows with ``scrape_ok``) whose counts join the client's own
     requests (``arrivals_seen`` = requests sent by then; the server's running + waiting
     gauges no more than the requests in flight) and agree with run.json's scrape counts;
     otherwise why not.  The backend string is never evidence."""
     try:
-        sig = campaign.table(run_id, "signals")
+        sig = runset.table(run_id, "signals")
     except (InputError, OSError):
         return "no signals.parquet (no metrics scrape was recorded)"
     missing = [c for c in SCRAPE_COLUMNS if c not in sig.columns]
@@ -39,12 +39,12 @@ def sidecar_evidence(campaign, run_id: str) -> str | None:
     ok = sig[sig.scrape_ok.fillna(False).astype(bool)]
     if ok.empty:
         return "no successful metrics scrape"
-    effective = ((campaign.meta(run_id).get("settings") or {}).get("effective") or {})
+    effective = ((runset.meta(run_id).get("settings") or {}).get("effective") or {})
     said = (effective.get("scrapes"), effective.get("scrapes_ok"))
     if said != (len(sig), len(ok)):
         return (f"run.json says {said[0]} scrapes ({said[1]} ok), signals.parquet has "
                 f"{len(sig)} ({len(ok)} ok)")
-    req = campaign.table(run_id, "requests")
+    req = runset.table(run_id, "requests")
     sent = np.sort(req.sent_s.to_numpy(dtype=float, na_value=np.nan))
     sent = sent[np.isfinite(sent)]
     ends = req.end_s.to_numpy(dtype=float, na_value=np.inf)
@@ -82,7 +82,7 @@ def not_oracle(ctx, spec) -> Outcome:
     resolved or probed fails closed (not evaluable)."""
     expected = ("the policy code each run records resolves to an installed, non-oracle class "
                 "whose past decisions do not change with the future (causality probe)")
-    if not ctx.campaign.has_logs:
+    if not ctx.runset.has_logs:
         if ctx.claim.oracle:
             return Outcome(False, expected, "oracle = true: the policy saw future information",
                            "report it as a bound, never as a deployable controller")
@@ -118,16 +118,16 @@ def real_sidecar(ctx, spec) -> Outcome:
     for p in ctx.claim.pairs:
         ids += [p.policy_run] + p.draws.run_id.tolist()
         ids += [p.no_sync.run_id] if p.no_sync is not None else []
-    runs = ctx.campaign.runs.set_index("run_id")
+    runs = ctx.runset.runs.set_index("run_id")
     got = runs.loc[ids, "backend"]
-    if got.isna().all() or not ctx.campaign.has_logs:
+    if got.isna().all() or not ctx.runset.has_logs:
         return not_evaluable(expected, "no run logs: a summary table's backend column is its "
                              "word", "audit the run logs")
     found = sorted(set(got.fillna("unknown")))
     off = [f"{r} ({b})" for r, b in zip(ids, got.fillna("unknown")) if b not in backends]
     if not off:
         unshown = [f"{r}: {why}" for r in ids
-                   if (why := sidecar_evidence(ctx.campaign, r)) is not None]
+                   if (why := sidecar_evidence(ctx.runset, r)) is not None]
         if not unshown:
             return Outcome(True, expected, "backends: " + ", ".join(found) + f"; {len(ids)} "
                            "runs with metrics scrapes that join the client's requests")

@@ -104,7 +104,7 @@ def policy_runs_complete(ctx, spec) -> Outcome:
     universe = set(int(x) for x in runs.seed)
     faults = []
     unattributed = []
-    for e in ctx.campaign.excluded:
+    for e in ctx.runset.excluded:
         regime, seed = e.get("regime"), e.get("seed")
         if regime is None or seed is None:
             unattributed.append(f"{e['run_id']} ({e['reason']})")
@@ -159,7 +159,7 @@ def _design_outcome(expected, bad, unknown, fix, vouched_what, passed_text,
 
 
 def _design_column(ctx, col):
-    runs = ctx.campaign.runs
+    runs = ctx.runset.runs
     if col not in runs.columns:
         return {}
     return dict(zip(runs.run_id.tolist(), runs[col].tolist()))
@@ -193,7 +193,7 @@ def schedules_in_corridor(ctx, spec) -> Outcome:
             bad.append(f"seed {p.seed}: runs declare different designs (min_gap, max_gap, D, "
                        f"horizon): policy {mine} vs draw {other}")
     for seed, run_id, role in _claim_runs(ctx):
-        if ctx.campaign.has_logs:
+        if ctx.runset.has_logs:
             why = ctx.corridor_violations(run_id, spec["tolerance_s"])
         else:
             n = counts.get(run_id)
@@ -219,7 +219,7 @@ def merge_durations_match(ctx, spec) -> Outcome:
     expected = (f"median observed merge duration of every policy and draw run within "
                 f"{tol:.0%} of the run's D, and the policy's within {tol:.0%} of its draws'")
     med = _design_column(ctx, "merge_duration_median_s")
-    runs = ctx.campaign.runs.set_index("run_id")
+    runs = ctx.runset.runs.set_index("run_id")
     bad, unknown, checked = [], [], 0
     for p in ctx.claim.pairs:
         durations = {}          # run -> median window length; runs without merges have none

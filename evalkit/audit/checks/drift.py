@@ -66,7 +66,7 @@ def _parse_time(text) -> float:
 
 def _run_record(ctx, run_id: str) -> dict:
     """Execution time (s since epoch), its source, position and probe latency of one run."""
-    if not ctx.campaign.has_logs:
+    if not ctx.runset.has_logs:
         return {"t": math.nan, "time_source": None, "position": None, "probe_s": math.nan}
     meta = ctx._meta(run_id)
     order = meta.get("run_order") if isinstance(meta.get("run_order"), dict) else None
@@ -85,14 +85,14 @@ def order_faults(ctx) -> list[str]:
     carries was frozen, or after it was written; runs of one campaign under several order
     seeds or in one slot; start times against the recorded order (a run starting more than
     :data:`ORDER_SLACK_S` before the run ahead of it in the order)."""
-    campaign = ctx.campaign
-    if not campaign.has_logs:
+    runset = ctx.runset
+    if not runset.has_logs:
         return []
-    plan = campaign_plan(campaign)
+    plan = campaign_plan(runset)
     frozen = _parse_time(plan.get("created_at")) if plan else math.nan
     faults, slots = [], {}
-    for run_id in getattr(campaign, "run_ids", ()):     # a stand-in campaign may have none
-        meta = campaign.meta(run_id)
+    for run_id in getattr(runset, "run_ids", ()):     # a stand-in run set may have none
+        meta = runset.meta(run_id)
         order = meta.get("run_order")
         if not isinstance(order, dict):
             continue
@@ -130,7 +130,7 @@ def order_faults(ctx) -> list[str]:
 def claim_timing(ctx) -> pd.DataFrame:
     """One row per run of the claim's independent seeds: seed, run_id, is_policy, v, t_min
     (minutes since the claim's first run), time_source, position, step_rate, probe_s."""
-    runs = ctx.campaign.runs
+    runs = ctx.runset.runs
     rates = dict(zip(runs.run_id, runs.step_rate)) if "step_rate" in runs.columns else {}
     rows = []
     for p in ctx.units:

@@ -134,25 +134,25 @@ def seed_runs(pair) -> list[tuple[str, str]]:
     return out
 
 
-def _has_table(campaign, run_id: str, name: str) -> bool:
+def _has_table(runset, run_id: str, name: str) -> bool:
     from pathlib import Path
 
-    return run_id in campaign._dirs and (Path(campaign._dirs[run_id]) / f"{name}.parquet").exists()
+    return run_id in runset._dirs and (Path(runset._dirs[run_id]) / f"{name}.parquet").exists()
 
 
 def run_facts(ctx, run_id: str) -> dict:
     """The log half of a run's design record (cached per run)."""
-    cache = ctx.campaign._cache
+    cache = ctx.runset._cache
     key = ("like_for_like", run_id)
     if key in cache:
         return cache[key]
-    camp = ctx.campaign
+    runset = ctx.runset
     meta = ctx._meta(run_id)
-    req = camp.columns(run_id, "requests",
-                       ("arrival_s", "end_s", "request_id", "prompt_tokens", "output_tokens"))
-    merges = camp.columns(run_id, "merges", ("start_s", "end_s", "bytes"))
-    steps = (camp.columns(run_id, "steps", ("start_s", "end_s"))
-             if _has_table(camp, run_id, "steps") else None)
+    req = runset.columns(run_id, "requests",
+                         ("arrival_s", "end_s", "request_id", "prompt_tokens", "output_tokens"))
+    merges = runset.columns(run_id, "merges", ("start_s", "end_s", "bytes"))
+    steps = (runset.columns(run_id, "steps", ("start_s", "end_s"))
+             if _has_table(runset, run_id, "steps") else None)
     horizon = float(meta.get("horizon_s", np.nan))
     arrival, end = req["arrival_s"], req["end_s"]
     end = np.where(np.isfinite(end), end, horizon)
@@ -251,7 +251,7 @@ def like_for_like(ctx, spec) -> Outcome:
                 f"{spec['min_training_coverage']:.0%} of the span, never idle for more than "
                 f"{spec['max_idle_steps']:g} steps, without overlaps, median step within "
                 f"{spec['step_rel_tol']:.0%} of the seed's")
-    if not ctx.campaign.has_logs:
+    if not ctx.runset.has_logs:
         return not_evaluable(expected, "a summary table carries no run records or logs: "
                              "like-for-like is the table's word", "audit the runs directory")
     bad, n = [], 0

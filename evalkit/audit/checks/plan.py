@@ -49,28 +49,28 @@ NOT_PRE_REGISTERED = "not pre-registered"
 SELF_REGISTERED = "self-registered"
 
 
-def campaign_plan(campaign) -> dict | None:
+def campaign_plan(runset) -> dict | None:
     """The runs directory's plan (cached), None without one (and for summary tables)."""
-    cache = getattr(campaign, "_cache", None)
-    if cache is None:                  # a stand-in campaign without a runs directory
+    cache = getattr(runset, "_cache", None)
+    if cache is None:                  # a stand-in run set without a runs directory
         return None
     if "plan" not in cache:
-        runs_dir = getattr(campaign, "runs_dir", None)
+        runs_dir = getattr(runset, "runs_dir", None)
         cache["plan"] = (read_plan(runs_dir)
-                         if getattr(campaign, "has_logs", False) and runs_dir else None)
+                         if getattr(runset, "has_logs", False) and runs_dir else None)
     return cache["plan"]
 
 
-def _plan_sha(campaign) -> str:
-    if "plan_sha" not in campaign._cache:
-        campaign._cache["plan_sha"] = plan_sha256(campaign_plan(campaign))
-    return campaign._cache["plan_sha"]
+def _plan_sha(runset) -> str:
+    if "plan_sha" not in runset._cache:
+        runset._cache["plan_sha"] = plan_sha256(campaign_plan(runset))
+    return runset._cache["plan_sha"]
 
 
-def given_challenge(campaign) -> dict | None:
+def given_challenge(runset) -> dict | None:
     """The reviewer's challenge the audit was given (``--challenge``:
     :func:`evalkit.runlog.challenge.read_given`), None without one."""
-    cache = getattr(campaign, "_cache", None)
+    cache = getattr(runset, "_cache", None)
     return cache.get("challenge") if cache is not None else None
 
 
@@ -82,7 +82,7 @@ def planned_claims(plan: dict) -> list[tuple[str, str]]:
 
 
 def _claims_with_runs(ctx) -> set[tuple[str, str]]:
-    runs = ctx.campaign.runs
+    runs = ctx.runset.runs
     pol = runs[runs.role == "policy"]
     return {(str(r), str(p)) for r, p in zip(pol.regime, pol.policy)}
 
@@ -119,7 +119,7 @@ def _stamped(ctx) -> set[str]:
 
 
 def _without_plan(ctx, expected: str) -> Outcome:
-    stamps = _stamped(ctx) if ctx.campaign.has_logs else set()
+    stamps = _stamped(ctx) if ctx.runset.has_logs else set()
     if stamps:
         return Outcome(False, expected, f"the runs were written under plan "
                        f"{sorted(stamps)[0][:12]}, but the runs directory has no plan.json",
@@ -136,7 +136,7 @@ def plan_complete(ctx, spec) -> Outcome:
     expected = ("every planned run of the claim (policy runs, draws, no-sync runs) present, "
                 "complete and under its planned regime, policy, role, seed and draw; no "
                 "unplanned run counted")
-    plan = campaign_plan(ctx.campaign)
+    plan = campaign_plan(ctx.runset)
     if plan is None:
         out = _without_plan(ctx, expected)
         gaps = _seed_gaps(ctx)
@@ -151,14 +151,14 @@ def plan_complete(ctx, spec) -> Outcome:
         return out
     scope, not_yet = _sequential_prefix(plan, _claim_scope(plan, ctx.claim), ctx)
     planned = {r["run_id"]: r for r in plan["runs"]}
-    excluded = {e["run_id"]: e["reason"] for e in ctx.campaign.excluded}
+    excluded = {e["run_id"]: e["reason"] for e in ctx.runset.excluded}
     faults = []
     if not any(r["role"] == "policy" for r in scope):
         faults.append(f"the plan has no runs of policy {ctx.claim.policy} in regime "
                       f"{ctx.claim.regime}")
     for r in scope:
         rid = r["run_id"]
-        if rid not in ctx.campaign._dirs:
+        if rid not in ctx.runset._dirs:
             why = excluded.get(rid, "missing")
             faults.append(f"seed {r['seed']}: planned {r['role']} run {rid} {why}")
             continue
@@ -200,8 +200,8 @@ def _sequential_prefix(plan: dict, scope: list[dict], ctx) -> tuple[list[dict], 
         return scope, []
     order = list(dict.fromkeys(int(r["seed"]) for r in plan["runs"]))
     present = {int(r["seed"]) for r in plan["runs"]
-               if r["run_id"] in ctx.campaign._dirs
-               or r["run_id"] in {e["run_id"] for e in ctx.campaign.excluded}}
+               if r["run_id"] in ctx.runset._dirs
+               or r["run_id"] in {e["run_id"] for e in ctx.runset.excluded}}
     last = max((order.index(s) for s in present), default=-1)
     started = set(order[:last + 1])
     return [r for r in scope if int(r["seed"]) in started], order[last + 1:]
@@ -244,7 +244,7 @@ def draws_as_planned(ctx, spec) -> Outcome:
                 "the policy run's K: its recorded planned starts exactly, its logged merges "
                 f"from {-float(spec['tolerance_s']):g} s to {float(spec['tolerance_s']):g} s "
                 f"+ 1.5 inner steps + {float(spec['start_lag_s']):g} s after them")
-    plan = campaign_plan(ctx.campaign)
+    plan = campaign_plan(ctx.runset)
     if plan is None:
         return _without_plan(ctx, expected)
     planned = {r["run_id"]: r for r in plan["runs"]}
@@ -262,14 +262,14 @@ def draws_as_planned(ctx, spec) -> Outcome:
             if seed != entry["rng_seed"]:
                 faults.append(f"seed {p.seed}: {rid} used RNG seed {seed}, planned "
                               f"{entry['rng_seed']}")
-            arrival = ctx.campaign.columns(rid, "requests", ("arrival_s",))["arrival_s"]
+            arrival = ctx.runset.columns(rid, "requests", ("arrival_s",))["arrival_s"]
             try:
                 want = regenerate(plan["corridor"], int(p.k_policy), arrival, entry["rng_seed"])
             except InputError as exc:
                 faults.append(f"seed {p.seed}: {rid}: F_K at K = {int(p.k_policy)} cannot be "
                               f"sampled ({exc.message})")
                 continue
-            got = np.sort(ctx.campaign.columns(rid, "merges", ("start_s",))["start_s"])
+            got = np.sort(ctx.runset.columns(rid, "merges", ("start_s",))["start_s"])
             checked += 1
             recorded = (((meta.get("settings") or {}).get("effective") or {}).get(
                 "policy") or {}).get("planned_starts")
@@ -316,7 +316,7 @@ def plan_rules(ctx, spec) -> Outcome:
     expected = ("the audit's protocol is the plan's (content sha256; the file's sha256 for a "
                 "plan that records none), alpha and alternative are the plan's; every run of "
                 "the claim carries the plan's sha256 and was written after it")
-    plan = campaign_plan(ctx.campaign)
+    plan = campaign_plan(ctx.runset)
     if plan is None:
         return _without_plan(ctx, expected)
     faults = []
@@ -341,7 +341,7 @@ def plan_rules(ctx, spec) -> Outcome:
         faults.append(f"alpha {ctx.alpha:g}, planned {float(plan['alpha']):g}")
     if ctx.alternative != plan["alternative"]:
         faults.append(f"alternative {ctx.alternative}, planned {plan['alternative']}")
-    sha = _plan_sha(ctx.campaign)
+    sha = _plan_sha(ctx.runset)
     frozen = _parse_time(plan["created_at"])
     for seed, rid, role in _claim_run_ids(ctx):
         meta = ctx._meta(rid)
@@ -366,7 +366,7 @@ def plan_rules(ctx, spec) -> Outcome:
 @check("pre_registered", tier="deployable")
 def pre_registered(ctx, spec) -> Outcome:
     expected = "a campaign plan (plan.json) fixed before the runs"
-    if campaign_plan(ctx.campaign) is None:
+    if campaign_plan(ctx.runset) is None:
         return Outcome(False, expected, f"{NOT_PRE_REGISTERED}: the runs directory has no "
                        "plan.json", "freeze a plan before the runs ('evalkit sweep' writes one; "
                        "'evalkit plan freeze')")
@@ -386,13 +386,13 @@ def _self_registered(ctx, spec, expected: str, why: str) -> Outcome:
                    "gate with --challenge", values=values)
 
 
-def registration_summary(campaign) -> dict:
+def registration_summary(runset) -> dict:
     """The campaign's registration as the audit document records it
     (``pre_registration.registration``): ``"challenge"`` when its plan was frozen under the
     reviewer's challenge the audit was given and its derivation holds, else
     ``"self-registered"`` (each claim's ledger attempt is its ``registration`` check's)."""
-    plan = campaign_plan(campaign)
-    given = given_challenge(campaign)
+    plan = campaign_plan(runset)
+    given = given_challenge(runset)
     block = plan.get("challenge") if plan is not None else None
     named = block.get("id") if isinstance(block, dict) else None
     if given is None or block is None:
@@ -421,8 +421,8 @@ def registration(ctx, spec) -> Outcome:
     expected = ("a plan frozen under the reviewer's challenge (audit/gate --challenge): its "
                 "draw seeds and seed order derived from sha256(nonce, plan content), and the "
                 "first attempt at this claim in the challenge's ledger")
-    plan = campaign_plan(ctx.campaign)
-    given = given_challenge(ctx.campaign)
+    plan = campaign_plan(ctx.runset)
+    given = given_challenge(ctx.runset)
     block = plan.get("challenge") if plan is not None else None
     if plan is not None and block is not None:
         faults = derivation_faults(plan)
@@ -453,7 +453,7 @@ def registration(ctx, spec) -> Outcome:
     if bound:
         return Outcome(False, expected, f"challenge {challenge['id']} ({where}) was issued for "
                        f"another {' and '.join(bound)} than the plan's", fix)
-    sha = _plan_sha(ctx.campaign)
+    sha = _plan_sha(ctx.runset)
     attempts = claim_attempts(given["ledger"], ctx.claim.regime, ctx.claim.policy)
     k = len(attempts)
     mine = [i for i, e in enumerate(attempts, start=1) if e.get("plan_sha256") == sha]
@@ -489,7 +489,7 @@ def phi_ranks(ctx, pair, n_reference: int, rng) -> list[tuple[str, float]]:
     meta = ctx._meta(pair.policy_run)
     corridor = meta.get("corridor") or {}
     d, horizon = float(meta["merge_duration_s"]), float(meta["horizon_s"])
-    req = ctx.campaign.columns(ref, "requests", ("arrival_s", "end_s"))
+    req = ctx.runset.columns(ref, "requests", ("arrival_s", "end_s"))
     end = np.where(np.isfinite(req["end_s"]), req["end_s"], horizon)
     index = RequestIndex(req["arrival_s"], end)
     lo, hi = float(np.min(req["arrival_s"])), min(horizon, float(np.max(req["arrival_s"]))) - d
@@ -499,7 +499,7 @@ def phi_ranks(ctx, pair, n_reference: int, rng) -> list[tuple[str, float]]:
     phi_ref = np.asarray(overlap_cost(sample, d, index=index).phi, dtype=float)
     out = []
     for rid in pair.draws.run_id.tolist():
-        starts = np.sort(ctx.campaign.columns(rid, "merges", ("start_s",))["start_s"])
+        starts = np.sort(ctx.runset.columns(rid, "merges", ("start_s",))["start_s"])
         if starts.size != k:
             continue                        # k_match names it
         phi = float(np.asarray(overlap_cost(starts[None, :], d, index=index).phi).ravel()[0])
@@ -520,7 +520,7 @@ def draws_phi_uniform(ctx, spec) -> Outcome:
     expected = (f"the draws' overlap Phi ranks inside {n_ref} fresh schedules from F_K are "
                 f"uniform (Kolmogorov-Smirnov p >= {min_p:g}), planned or not (a plan whose "
                 "seeds were chosen offline regenerates selected draws)")
-    if not ctx.campaign.has_logs:
+    if not ctx.runset.has_logs:
         return not_evaluable(expected, "a summary table has no merge or request logs: that its "
                              "draws are random placements is the table's word",
                              "audit the runs directory")

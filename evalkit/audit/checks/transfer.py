@@ -23,12 +23,12 @@ def unshown_real_runs(ctx, spec) -> Outcome | None:
     """A failure when a run the transfer estimate takes as real serving (its backend string
     is one of ``real_backends``) lacks a real sidecar's evidence; None otherwise.  Asked only
     once the estimate exists (a campaign without both sides leaves the tier not evaluable)."""
-    campaign = ctx.campaign
-    if not campaign.has_logs:
+    runset = ctx.runset
+    if not runset.has_logs:
         return None
-    runs = campaign.runs
+    runs = runset.runs
     real = runs.loc[runs.backend.isin(spec["real_backends"]), "run_id"].tolist()
-    unshown = [f"{r}: {why}" for r in real if (why := sidecar_evidence(campaign, r)) is not None]
+    unshown = [f"{r}: {why}" for r in real if (why := sidecar_evidence(runset, r)) is not None]
     if not unshown:
         return None
     return Outcome(False, "every run taken as real serving carries a real sidecar's evidence "

@@ -35,7 +35,7 @@ def _run_ctx(pairs, metas=None, backends=None, has_logs=True, oracle=False):
     runs = pd.DataFrame({"run_id": ids, "backend": [backends.get(r, "torch") for r in ids]})
     metas = metas or {}
     c = ctx(claim=claim(pairs, oracle=oracle),
-            campaign=SimpleNamespace(has_logs=has_logs, runs=runs))
+            runset=SimpleNamespace(has_logs=has_logs, runs=runs))
     c._meta = lambda r: metas.get(r, {"policy": "ewma", "oracle": False})
     return c
 
@@ -115,7 +115,7 @@ def test_not_oracle_on_a_summary_table_is_the_tables_word():
 @pytest.fixture
 def every_run_shown(monkeypatch):
     """Every stub run carries a real sidecar's evidence (tested in test_deployable_sidecar_evidence)."""
-    monkeypatch.setattr(C, "sidecar_evidence", lambda campaign, run_id: None)
+    monkeypatch.setattr(C, "sidecar_evidence", lambda runset, run_id: None)
 
 
 def test_real_sidecar_looks_at_every_run_of_the_seed(every_run_shown):
@@ -137,7 +137,7 @@ def test_real_sidecar_fails_runs_labelled_real_without_the_evidence(monkeypatch)
     """The backend string is not evidence: runs labelled torch whose logs lack a sidecar's
     metrics scrape fail (the attack: simulator runs with backend "torch" in run.json)."""
     monkeypatch.setattr(C, "sidecar_evidence",
-                        lambda campaign, run_id: None if run_id != "s1-d0" else "no scrape")
+                        lambda runset, run_id: None if run_id != "s1-d0" else "no scrape")
     out = C.real_sidecar(_run_ctx([pair(0), pair(1)]), spec(real_backends=["torch", "vllm"]))
     assert out.passed is False and "s1-d0: no scrape" in out.found
 

@@ -87,17 +87,17 @@ def test_the_transfer_estimate_refuses_real_labelled_runs_without_evidence(tmp_p
     real runs, and the fixture's runs with their scrapes, pass through."""
     source = REPO / "fixtures" / "campaigns" / "transfer"
     sp = spec(real_backends=["torch", "vllm"], mechanism="sync")
-    assert T.unshown_real_runs(SimpleNamespace(campaign=load_runset(source)), sp) is None
+    assert T.unshown_real_runs(SimpleNamespace(runset=load_runset(source)), sp) is None
     shutil.copytree(source, tmp_path / "transfer")
     removed = [p.unlink() or p for p in sorted((tmp_path / "transfer").glob("*/signals.parquet"))]
     assert removed
     fixture = load_runset(tmp_path / "transfer")
-    out = T.unshown_real_runs(SimpleNamespace(campaign=fixture), sp)
+    out = T.unshown_real_runs(SimpleNamespace(runset=fixture), sp)
     assert out.passed is False and "labelled torch/vllm without it" in out.found
-    real = SimpleNamespace(campaign=load_runset(REAL))
+    real = SimpleNamespace(runset=load_runset(REAL))
     assert T.unshown_real_runs(real, sp) is None
-    estimated = SimpleNamespace(campaign=fixture, transfer=lambda s: {"estimate": "made"})
-    one_side = SimpleNamespace(campaign=fixture, transfer=lambda s: "not evaluable: one side")
+    estimated = SimpleNamespace(runset=fixture, transfer=lambda s: {"estimate": "made"})
+    one_side = SimpleNamespace(runset=fixture, transfer=lambda s: "not evaluable: one side")
     for check in (T.transfer_ci_excludes_one, T.transfer_paired):
         out = check(estimated, sp)
         assert out.passed is False and "without it" in out.found

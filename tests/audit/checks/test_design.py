@@ -64,7 +64,7 @@ def test_pairing_real():
 def _complete_ctx(policy_seeds, regime_seeds, excluded=()):
     pairs = [pair(s) for s in policy_seeds]
     return ctx(pairs, regime_runs=pd.DataFrame({"seed": regime_seeds}),
-               campaign=SimpleNamespace(excluded=list(excluded)))
+               runset=SimpleNamespace(excluded=list(excluded)))
 
 
 def test_policy_runs_complete_survivorship():
@@ -95,7 +95,7 @@ def test_policy_runs_complete_survivorship():
 
 def _design_ctx(rows, pairs=None, has_logs=False, violations=None):
     runs = pd.DataFrame(rows)
-    return ctx(pairs or [pair(0)], campaign=SimpleNamespace(runs=runs, has_logs=has_logs),
+    return ctx(pairs or [pair(0)], runset=SimpleNamespace(runs=runs, has_logs=has_logs),
                corridor_violations=violations,
                declared_design=lambda run_id: (20.0, 80.0, 8.0, 200.0))   # one design
 
@@ -255,7 +255,7 @@ def test_corridor_tolerance_widens_by_the_seeds_smallest_inner_step():
 
     def context(*steps, run_meta=meta):
         c = ClaimContext.__new__(ClaimContext)
-        c.campaign = SimpleNamespace(
+        c.runset = SimpleNamespace(
             columns=lambda run_id, table, cols: merges,
             _cache={("meta", "r"): run_meta, "plan": None}, row=lambda run_id: {"seed": 0})
         c.regime_evidence = SimpleNamespace(runs=pd.DataFrame(

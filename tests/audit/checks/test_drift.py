@@ -175,8 +175,8 @@ def _ctx(v_pol, v_draw, rate_pol, rate_draw, minutes_pol=None, minutes_draw=None
             metas[rid] = ({} if minute is None else
                           {"run_order": {"position": 0, "started_at": (
                               T0 + dt.timedelta(minutes=float(minute))).isoformat()}})
-    campaign = SimpleNamespace(runs=pd.DataFrame(rows), has_logs=True)
-    return SimpleNamespace(units=units, campaign=campaign, alpha=0.05,
+    runset = SimpleNamespace(runs=pd.DataFrame(rows), has_logs=True)
+    return SimpleNamespace(units=units, runset=runset, alpha=0.05,
                            _meta=lambda rid: metas[rid])
 
 

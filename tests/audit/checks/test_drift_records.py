@@ -23,9 +23,9 @@ def _run(position, started, written=None, seed=7):
 
 def _ctx(metas, plan_created=None):
     cache = {"plan": {"created_at": plan_created} if plan_created else None}
-    camp = SimpleNamespace(has_logs=True, run_ids=list(metas), meta=metas.__getitem__,
-                           _cache=cache)
-    return SimpleNamespace(campaign=camp)
+    runset = SimpleNamespace(has_logs=True, run_ids=list(metas), meta=metas.__getitem__,
+                             _cache=cache)
+    return SimpleNamespace(runset=runset)
 
 
 HONEST = {"a": _run(0, "2026-01-01T10:00:00+00:00"), "b": _run(1, "2026-01-01T10:01:00+00:00"),
@@ -35,7 +35,7 @@ HONEST = {"a": _run(0, "2026-01-01T10:00:00+00:00"), "b": _run(1, "2026-01-01T10
 def test_honest_records_agree():
     assert order_faults(_ctx(HONEST, "2026-01-01T09:59:00+00:00")) == []
     real = load_runset(REPO / "examples" / "cpu_real" / "runs")
-    assert order_faults(SimpleNamespace(campaign=real)) == []
+    assert order_faults(SimpleNamespace(runset=real)) == []
 
 
 @pytest.mark.parametrize("edit, plan, said", [

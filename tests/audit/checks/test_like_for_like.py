@@ -20,9 +20,9 @@ def _ctx(tmp_path, arrival, end, steps, horizon=100.0):
         "merges": {"start_s": np.array([]), "end_s": np.array([]), "bytes": np.array([])},
         "steps": {"start_s": np.asarray([s for s, _ in steps], float),
                   "end_s": np.asarray([e for _, e in steps], float)}}
-    camp = SimpleNamespace(_cache={}, _dirs={"r": tmp_path},
-                           columns=lambda run, table, cols: {c: tables[table][c] for c in cols})
-    return SimpleNamespace(campaign=camp, _meta=lambda run: {"horizon_s": horizon})
+    runset = SimpleNamespace(_cache={}, _dirs={"r": tmp_path},
+                             columns=lambda run, table, cols: {c: tables[table][c] for c in cols})
+    return SimpleNamespace(runset=runset, _meta=lambda run: {"horizon_s": horizon})
 
 
 def test_the_span_ends_at_the_last_request_end_not_the_last_arrival(tmp_path):

@@ -49,7 +49,7 @@ def test_load_match_of_a_summary_table_without_load_columns_is_not_evaluable(tmp
             for p, v in (("wa", 0.1), ("matched_random", 0.2), ("no_sync", 0.05))]
     path = tmp_path / "runs.csv"
     pd.DataFrame(rows).assign(draws_per_row=1).to_csv(path, index=False)
-    fake = SimpleNamespace(campaign=load_runset(path))
+    fake = SimpleNamespace(runset=load_runset(path))
     out = ClaimContext._compute_load_match(fake, dict(DEFAULT_TOLERANCES))
     assert isinstance(out, str) and out.startswith("not evaluable")
     assert "evalkit summarize" in out

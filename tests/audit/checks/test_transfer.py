@@ -14,7 +14,7 @@ from tests.support.decision_stubs import ctx, spec
 
 def _ctx(**kw):
     """A claim context of a summary table (no run logs to look for sidecar evidence in)."""
-    return ctx(campaign=SimpleNamespace(has_logs=False), **kw)
+    return ctx(runset=SimpleNamespace(has_logs=False), **kw)
 
 
 def _transfer_res(transferred=True, measured=True, drains=True, band=0.0, few=False):
