@@ -1,13 +1,11 @@
-"""Randomised, blocked execution order for a sweep.
+"""The sweep's side of the randomised, blocked execution order.
 
-Host load drifts during a campaign, so the order in which runs execute is itself a factor.
-Every run of one seed (its no-sync run, its policy runs and their matched-random draws) is one
-**block**.  The order of the blocks, and the order of the runs inside each block, are drawn
-from the campaign's order seed (:func:`order_seed`, a hash of the campaign fingerprint: the
-same campaign gives the same order); inside a block the order respects dependencies (a draw
-follows the policy run it takes K from, ``calibrated_offline`` follows its no-sync run).
+The order itself (blocks of a seed's runs, drawn from the campaign's order seed, dependencies
+respected) is the run log's rule, :mod:`evalkit.runlog.execution_order`, so the audit can
+regenerate it; this module draws the campaign's order seed (:func:`order_seed`, a hash of the
+campaign fingerprint: the same campaign gives the same order) and runs in that order.
 
-The scheduler submits runs in that order and only from the first :data:`WINDOW` blocks that
+The scheduler submits runs in that order and only from the first ``WINDOW`` blocks that
 still have unfinished runs (:class:`BlockWindow`), so with any number of workers blocks
 interleave across workers while no policy run is separated from its draws by more than one
 other block.  Each run records its slot (``run_order`` in run.json: order seed, position,
@@ -18,68 +16,22 @@ block, position in the block) and, when it starts, the wall-clock time and the h
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
 
-import numpy as np
+from evalkit.runlog.execution_order import (WINDOW, Slot, execution_order, order_seed_of,
+                                           slot_record)
 
-WINDOW = 2                  # blocks open at once
+__all__ = ["PROBE_ITERATIONS", "BlockWindow", "order_seed", "ordered_jobs", "probe_latency_s",
+           "start_record"]
+
 PROBE_ITERATIONS = 200_000  # the probe: a fixed pure-Python loop (~10 ms on an idle core)
-
-
-@dataclass(frozen=True)
-class Slot:
-    """Where one run sits in the execution order."""
-
-    position: int           # 0-based over the runs ordered together
-    block: int              # 0-based position of its seed's block
-    position_in_block: int
-    seed: int               # the replication seed whose block this is
 
 
 def order_seed(camp) -> int:
     """The campaign's order seed: 32 bits of a hash of its fingerprint."""
-    digest = hashlib.sha256(f"run-order:{camp.fingerprint()}".encode()).hexdigest()
-    return int(digest[:8], 16)
-
-
-def _block_order(block: list, rng: np.random.Generator) -> list:
-    """A uniformly keyed random order of ``block``'s jobs that respects their dependencies."""
-    ids = {j.run_id for j in block}
-    keys = rng.random(len(block))
-    left = list(range(len(block)))
-    placed: set[str] = set()
-    out = []
-    while left:
-        ready = [i for i in left
-                 if all(d in placed or d not in ids for d in block[i].depends_on)]
-        i = min(ready, key=lambda k: keys[k])
-        out.append(block[i])
-        placed.add(block[i].run_id)
-        left.remove(i)
-    return out
-
-
-def execution_order(jobs: list, seed: int) -> tuple[list, dict[str, Slot]]:
-    """Jobs in execution order and each one's :class:`Slot`.
-
-    jobs: the plan (``Job`` s with ``seed``, ``run_id``, ``depends_on``); dependencies stay
-    inside a seed.  seed: the order seed.
-    """
-    blocks: dict[int, list] = {}
-    for j in jobs:
-        blocks.setdefault(int(j.seed), []).append(j)
-    rng = np.random.default_rng(int(seed))
-    seeds = list(blocks)
-    ordered, slots = [], {}
-    for b, k in enumerate(rng.permutation(len(seeds))):
-        for i, job in enumerate(_block_order(blocks[seeds[k]], rng)):
-            slots[job.run_id] = Slot(len(ordered), b, i, seeds[k])
-            ordered.append(job)
-    return ordered, slots
+    return order_seed_of(camp.fingerprint())
 
 
 class BlockWindow:
@@ -101,13 +53,6 @@ class BlockWindow:
         b = self._block.get(run_id)
         if b is not None and self._left.get(b, 0) > 0:
             self._left[b] -= 1
-
-
-def slot_record(slot: Slot, seed: int, n_runs: int, n_blocks: int) -> dict:
-    """The deterministic part of ``run_order`` in run.json."""
-    return {"order_seed": int(seed), "position": slot.position, "runs": int(n_runs),
-            "block": slot.block, "blocks": int(n_blocks),
-            "position_in_block": slot.position_in_block, "window": WINDOW}
 
 
 def probe_latency_s(iterations: int = PROBE_ITERATIONS) -> float:

@@ -285,8 +285,9 @@ META_KEYS: tuple[MetaKey, ...] = (
                         "source file; null if it has none"))),
     MetaKey("notes", ("array",), False, "free-text notes of the writer"),
     MetaKey("run_order", ("object",), False, "where the run sat in the sweep's randomised, "
-            "blocked execution order (evalkit.replay.run_order); started_at and host_load are "
-            "wall-clock measurements that differ between identical sweeps, as created_at does",
+            "blocked execution order (evalkit.runlog.execution_order); started_at and "
+            "host_load are wall-clock measurements that differ between identical sweeps, as "
+            "created_at does",
             check="object", keys=(
                 MetaKey("order_seed", ("integer",), True, "seed of the campaign's order"),
                 MetaKey("position", ("integer",), True, "0-based execution position among "

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from evalkit.replay.campaign import Job, load_campaign, plan_campaign
-from evalkit.replay.run_order import (BlockWindow, execution_order, order_seed,
-                                      ordered_jobs)
+from evalkit.replay.run_order import BlockWindow, order_seed, ordered_jobs
 from evalkit.replay.job import JobOutcome, execute_job
 from evalkit.replay.sweep import run_campaign
+from evalkit.runlog.execution_order import execution_order
 from evalkit.runlog.schema import RUN_ORDER_KEYS
 from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import run_fingerprints

@@ -1,0 +1,122 @@
+"""The randomised, blocked execution order a run log's ``run_order`` records, as a pure
+function of the planned runs and the order seed.
+
+It lives in the run log's layer, not in the sweep, because two parties need the same rule:
+the sweep (:mod:`evalkit.replay.run_order`) draws the order and runs in it, and the audit
+regenerates it from the recorded order seed and the plan's runs to check what the runs say
+about where and when they executed.  The audit may not import the replay, and the rule is a
+property of the format (what a recorded ``position`` means), so it sits here, beside the plan
+format it reads (:mod:`evalkit.runlog.plan`).
+
+Every run of one replication seed is one **block**.  The order of the blocks, and the order
+of the runs inside each block, are drawn from the order seed; inside a block the order
+respects dependencies (a draw follows the policy run it takes K from, ``calibrated_offline``
+follows its no-sync run).  The order depends on the set of runs and on their order inside
+each seed, not on the order the seeds are listed in (a plan frozen under a challenge lists
+them in its derived order).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["WINDOW", "PlannedRun", "Slot", "execution_order", "order_seed_of", "planned_runs",
+           "slot_record"]
+
+WINDOW = 2                  # blocks open at once
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one run sits in the execution order."""
+
+    position: int           # 0-based over the runs ordered together
+    block: int              # 0-based position of its seed's block
+    position_in_block: int
+    seed: int               # the replication seed whose block this is
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What the order needs of one planned run."""
+
+    run_id: str
+    seed: int
+    depends_on: list[str] = field(default_factory=list)
+
+
+def order_seed_of(fingerprint: str) -> int:
+    """The order seed of a campaign with this fingerprint: 32 bits of a hash of it."""
+    digest = hashlib.sha256(f"run-order:{fingerprint}".encode()).hexdigest()
+    return int(digest[:8], 16)
+
+
+def _block_order(block: list, rng: np.random.Generator) -> list:
+    """A uniformly keyed random order of ``block``'s jobs that respects their dependencies."""
+    ids = {j.run_id for j in block}
+    keys = rng.random(len(block))
+    left = list(range(len(block)))
+    placed: set[str] = set()
+    out = []
+    while left:
+        ready = [i for i in left
+                 if all(d in placed or d not in ids for d in block[i].depends_on)]
+        i = min(ready, key=lambda k: keys[k])
+        out.append(block[i])
+        placed.add(block[i].run_id)
+        left.remove(i)
+    return out
+
+
+def execution_order(jobs: list, seed: int) -> tuple[list, dict[str, Slot]]:
+    """Jobs in execution order and each one's :class:`Slot`.
+
+    jobs: anything with ``seed``, ``run_id`` and ``depends_on`` (the sweep's ``Job`` s, or
+    :class:`PlannedRun` s); dependencies stay inside a seed.  seed: the order seed.
+    """
+    blocks: dict[int, list] = {}
+    for j in jobs:
+        blocks.setdefault(int(j.seed), []).append(j)
+    rng = np.random.default_rng(int(seed))
+    seeds = sorted(blocks)
+    ordered, slots = [], {}
+    for b, k in enumerate(rng.permutation(len(seeds))):
+        for i, job in enumerate(_block_order(blocks[seeds[k]], rng)):
+            slots[job.run_id] = Slot(len(ordered), b, i, seeds[k])
+            ordered.append(job)
+    return ordered, slots
+
+
+def slot_record(slot: Slot, seed: int, n_runs: int, n_blocks: int) -> dict:
+    """The deterministic part of ``run_order`` in run.json."""
+    return {"order_seed": int(seed), "position": slot.position, "runs": int(n_runs),
+            "block": slot.block, "blocks": int(n_blocks),
+            "position_in_block": slot.position_in_block, "window": WINDOW}
+
+
+def planned_runs(plan: dict, is_oracle) -> list[PlannedRun]:
+    """The plan's runs (``plan.json``, :mod:`evalkit.runlog.plan`) with the dependencies the
+    sweep gives them, in plan order: a policy run whose policy is an oracle
+    (``is_oracle(policy_class)``) follows its seed's no-sync run, one with ``k_from`` follows
+    the policy run it takes K from, a draw follows the policy run it is matched to."""
+    settings = (plan.get("campaign") or {}).get("settings") or {}
+    k_from = {str(p.get("label")): (p.get("params") or {}).get("k_from")
+              for p in settings.get("policies") or []}
+    ids = {(str(r.get("role")), str(r.get("policy")), int(r["seed"])): str(r["run_id"])
+           for r in plan.get("runs") or []}
+    out = []
+    for r in plan.get("runs") or []:
+        seed, role, deps = int(r["seed"]), str(r.get("role")), []
+        if role == "policy":
+            if is_oracle(str(r.get("policy_class"))):
+                deps.append(ids.get(("no_sync", "no_sync", seed)))
+            source = k_from.get(str(r.get("policy")))
+            if source is not None:
+                deps.append(ids.get(("policy", str(source), seed)))
+        elif role == "matched_random":
+            deps.append(ids.get(("policy", str(r.get("matched_to")), seed)))
+        out.append(PlannedRun(str(r["run_id"]), seed, [d for d in deps if d is not None]))
+    return out
