@@ -1,10 +1,12 @@
 """The campaign's planned design as the audit document records it (``design``): whether the
-runs directory's plan froze a sequential design, its alpha and seed limit, the plan's seed
-order, and why there is no sequential design when there is none.  The sequential gate and
-``sweep --until-decided`` read it from the document, never from the runs directory."""
+runs directory's plan froze a sequential design, its alpha, seed limit and claims, the
+plan's seed order, and why there is no sequential design when there is none.  The sequential
+gate and ``sweep --until-decided`` read it from the document, never from the runs
+directory."""
 
 from __future__ import annotations
 
+from evalkit.audit.checks.plan import planned_claims
 from evalkit.runlog.plan import read_plan
 
 __all__ = ["planned_design"]
@@ -25,7 +27,9 @@ def planned_design(runset) -> dict:
     if design.get("kind") != "sequential":
         return _design(None, seeds, f"the plan's design is {design.get('kind')!r}, not "
                                     "sequential: its seed count was fixed in advance")
-    return _design(dict(design), seeds, "")
+    # the family the sequential alpha is shared over: the plan's claims, with runs or not
+    claims = [[regime, policy] for regime, policy in planned_claims(plan)]
+    return _design({**design, "planned_claims": claims}, seeds, "")
 
 
 def _design(sequential: dict | None, order: list[int], why_not: str) -> dict:

@@ -8,8 +8,9 @@ one-screen summary, or every check with ``--verbose``.  The decision reads the d
 and writes into nothing.  A fixed-design gate passes (exit 0) when the claim reaches the tier
 and, with
 a baseline, no claim ranks below its baseline tier and the protocol's rules (and the audit
-seed) are the baseline's; else it fails (exit 1).  ``--sequential`` decides from the
-e-process instead (:mod:`evalkit.audit.sequential`; exit 4 while undecided).
+seed) are the baseline's; else it fails (exit 1).  ``--sequential`` decides by the
+group-sequential test of the mean gain instead (:mod:`evalkit.audit.sequential`; exit 4
+while undecided).
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def check_fresh(doc: dict, path, protocol, seed: int, sequential: bool = False) 
     written by this evalkit under the protocol rules and seed the gate is given, or one whose
     recorded tiers its checks do not give, so its tiers are the ones a new audit of the same
     runs would reach; with ``sequential``, one without the planned design and each claim's
-    per-seed units the e-process reads."""
+    per-seed units the sequential test reads."""
     where = str(Path(path) / "audit.json" if Path(path).is_dir() else path)
     redo = "re-run 'evalkit audit RUNS --out DIR' and gate DIR/audit.json, or gate the runs"
     if doc.get("schema") != AUDIT_SCHEMA:
@@ -264,7 +265,7 @@ def check_fresh(doc: dict, path, protocol, seed: int, sequential: bool = False) 
     for i, claim in enumerate(doc["claims"]):
         _check_walk(claim_view(claim), protocol, where, i)
         if sequential and "units" not in claim:
-            raise InputError("the claim records no per-seed units for the e-process",
+            raise InputError("the claim records no per-seed units for the sequential test",
                              file=where, column=f"claims[{i}].units", fix=redo)
     if sequential and "design" not in doc:
         raise InputError("the document records no planned design", file=where,

@@ -124,7 +124,7 @@ def gate(source, policy: str, tier: str | None = None, accept_vouched: bool = Fa
         verdicts = sequential_verdicts(doc, proto, tier, protocol_min_effect(proto))
         mine = next(v for v in verdicts
                     if (v.regime, v.policy) == (claim["regime"], claim["policy"]))
-        seeds_used = int(mine.n_seeds)
+        seeds_used = int(mine.seeds_used)
     ci = claim.get("ci")
     return GateResult(
         passed=decision.passed, tier_reached=claim.get("tier"),

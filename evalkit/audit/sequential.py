@@ -1,29 +1,38 @@
-"""Sequential verdicts: decide a claim from the anytime-valid e-process, seed batch by batch.
+"""Sequential verdicts: decide a claim by a group-sequential test of the mean gain, look by look.
 
-A campaign planned as sequential (``[design] kind = "sequential"`` in the campaign TOML,
-recorded in the runs directory's ``plan.json`` before the first run) may be looked at after
-every batch of seeds and stopped as soon as each claim is decided, because the test is
-:func:`evalkit.stats.sequential.anytime_test`: its e-process crosses ``1/alpha`` under the
-null with probability <= alpha however often one looks.  Per claim:
+A campaign planned as sequential (``[design] kind = "sequential"``, ``max_seeds``, ``batch``
+in the campaign TOML, recorded in the runs directory's ``plan.json`` before the first run)
+tests the estimand of the fixed gate: the mean over independent seeds of ``d_s =
+mean(draws_s) - policy_s`` (positive = better, as :mod:`evalkit.stats.paired`), with the
+group-sequential design of :mod:`evalkit.stats.group_sequential`: a look after each block of
+``batch`` seeds in the plan's seed order (the order the commitment gives), O'Brien-Fleming
+alpha spending, t-type boundaries, non-binding futility, and ``null_shift = min_effect`` (a
+pass needs the mean gain above the smallest effect of interest, as the fixed gate).  The
+one-sided level per claim is the plan's alpha (halved for a two-sided protocol: the better
+side) over the number of claims **the plan** fixes: a planned claim without runs stays a
+member of the family.  Per claim:
 
-- **pass**: the e-process reached ``k / alpha`` (k claims in the campaign: Bonferroni over
-  claims, valid for e-values) with a positive mean gain, and every other check of the tier
+- **pass**: the look's t statistic reached its boundary, and every other check of the tier
   (and the tiers below it) passes;
-- **fail**: a blocking check other than the fixed-n significance and seed-count checks, or
-  the e-process crossed with a negative gain (the policy is worse than random placement);
-- **futile**: the confidence sequence's upper bound lies below the smallest effect of
-  interest (more seeds will not show an effect that large);
-- **exhausted**: the plan's ``max_seeds`` seeds ran without a decision;
-- **continue**: none of these yet: run the next batch.
+- **stop: not better**: the statistic fell below the futility bound at an interim look
+  ("not better": the design's false "worse" rate is not measured, so it never says "worse");
+- **exhausted**: the last look (``max_seeds`` seeds) did not reach its boundary;
+- **continue**: none of these yet: run the next block of seeds;
+- **fail**: a blocking check other than the fixed-n significance and seed-count checks;
+- **refused**: no sequential design (no plan, or a fixed one), an audit alpha other than the
+  plan's, or seeds that are not the plan's first ones (a gap, an unplanned seed, more than
+  ``max_seeds``).
 
-A campaign without a plan, or planned as fixed, gets no sequential verdict (``refused``): its
-seed count was fixed in advance and nothing licenses stopping on the e-process; nor does a
-campaign whose audit alpha differs from the alpha its plan fixed.  Seeds enter the e-process
-in the plan's seed order (the order batches run in), never sorted by outcome.
+Every plan lists its seeds before the first run, so no campaign is open-ended: a sequential
+plan without ``max_seeds`` has the number of seeds it lists as its maximum (the e-process,
+:mod:`evalkit.stats.sequential`, decides no gate).  A seed repeated in the plan's order or
+in a claim's units is bad input (:func:`evalkit.seeds.repeated_seeds`, the rule the plan
+reader applies): a seed is one independent replication and counts once.
 
-The verdicts are a function of the audit document: its ``design`` (the plan's design and seed
-order) and each claim's ``units`` (every independent seed's policy V and its draws' V) and
-``checks``, so the gate decides on ``evalkit gate RUNS`` and on an audit.json alike.
+The verdicts are a function of the audit document: its ``design`` (the plan's design, its
+claims and seed order) and each claim's ``units`` (every independent seed's policy V and its
+draws' V) and ``checks``, so the gate decides on ``evalkit gate RUNS`` and on an audit.json
+alike.
 """
 
 from __future__ import annotations
@@ -32,19 +41,20 @@ import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from evalkit.document.words import EFFECT_TOL, pp, worse_words
+import numpy as np
+
+from evalkit.document.words import EFFECT_TOL, pp
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
-from evalkit.stats.sequential import anytime_test
+from evalkit.seeds import repeated_seeds
+from evalkit.stats.group_sequential import decide, design
+from evalkit.stats.power import sequential_looks
 
-__all__ = ["SequentialVerdict", "protocol_min_effect", "sequential_verdicts", "verdict_for"]
+__all__ = ["SequentialVerdict", "planned_looks", "protocol_min_effect", "seed_differences",
+           "sequential_verdicts", "verdict_for"]
 
-# the e-process's false "worse" rate on equal means (fixed schedule, bursty V; issue 32's
-# independent check): far above 1.5 x nominal, so its negative crossings read "not better"
-E_PROCESS_FALSE_WORSE = 0.59
-
-# the fixed-n checks the e-process replaces
+# the fixed-n checks the group-sequential test replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
-DECISIONS = ("pass", "fail", "futile", "exhausted", "continue", "refused")
+DECISIONS = ("pass", "stop: not better", "exhausted", "continue", "fail", "refused")
 
 
 @dataclass
@@ -53,14 +63,17 @@ class SequentialVerdict:
     policy: str
     decision: str                    # one of DECISIONS
     reason: str
-    n_seeds: int = 0
+    n_seeds: int = 0                 # seeds of the claim in the plan's order
     max_seeds: int | None = None
     alpha: float = math.nan          # the plan's alpha
-    claims: int = 1                  # Bonferroni factor over the campaign's claims
-    min_effect: float = 0.0
-    result: object = None            # SequentialResult, when the test ran
+    claims: int = 1                  # the plan's claims: the Bonferroni factor
+    min_effect: float = 0.0          # the null shift: a pass needs a mean gain above it
+    result: object = None            # SequentialDecision, when the test ran
     seeds: list = field(default_factory=list)
     blocking: list = field(default_factory=list)   # Check objects that block the tier
+    level: float = math.nan          # one-sided alpha of this claim's design
+    looks: tuple = ()                # the design's looks (cumulative seeds)
+    d: list = field(default_factory=list)          # d_s of the seeds in plan order
 
     @property
     def decided(self) -> bool:
@@ -71,114 +84,217 @@ class SequentialVerdict:
         return {"pass": EXIT_OK, "continue": EXIT_CONTINUE}.get(self.decision,
                                                                  EXIT_NOT_REACHED)
 
+    @property
+    def last_look(self):
+        """The last look walked (a :class:`evalkit.stats.group_sequential.Look`), or None."""
+        r = self.result
+        return r.looks[-1] if r is not None and r.looks else None
+
+    @property
+    def seeds_used(self) -> int:
+        """Seeds the decision rests on: those of the last look walked (0 before the first)."""
+        return self.result.seeds_used if self.result is not None else 0
+
+    @property
+    def look_index(self) -> int | None:
+        """1-based number of the last look walked."""
+        r = self.result
+        return len(r.looks) if r is not None and r.looks else None
+
+    @property
+    def statistic(self) -> float | None:
+        look = self.last_look
+        return None if look is None else look.statistic
+
+    @property
+    def boundary(self) -> float | None:
+        look = self.last_look
+        return None if look is None else look.boundary
+
+    @property
+    def mean_gain(self) -> float | None:
+        look = self.last_look
+        return None if look is None else look.mean
+
+    @property
+    def ci(self) -> tuple | None:
+        """The look's repeated confidence interval of the mean gain: mean +- boundary x se
+        (its lower end is above min_effect exactly when the look passes)."""
+        look = self.last_look
+        if look is None:
+            return None
+        used = np.asarray(self.d[:look.seeds], dtype=float)
+        se = float(np.std(used, ddof=1)) / math.sqrt(look.seeds)
+        half = look.boundary * se if math.isfinite(look.boundary) else math.inf
+        return (look.mean - half, look.mean + half)
+
     def lines(self) -> list[str]:
         out = [f"sequential {self.decision.upper()}: {self.regime}/{self.policy}: {self.reason}"]
-        r = self.result
-        if r is not None:
-            shown = ", ".join(f"{e:.3g}" for e in r.e_process[-12:])
-            more = "... " if len(r.e_process) > 12 else ""
-            out.append(f"  e-process over {r.n} seeds (plan order {self.seeds[:12]}"
-                       f"{' ...' if len(self.seeds) > 12 else ''}): {more}{shown}")
-            out.append(f"  threshold {r.threshold:g} = {self.claims} claim(s) / alpha "
-                       f"{self.alpha:g}; max e = {r.e_max:.4g}, anytime-valid p = "
-                       f"{r.p_value:.4g}; mean gain d = {pp(r.statistic)} pp, "
-                       f"{1 - r.alpha:.4g} confidence sequence [{_bound(r.ci_low)}, "
-                       f"{_bound(r.ci_high)}] pp; smallest effect of interest "
-                       f"{pp(self.min_effect, signed=False)} pp")
+        look = self.last_look
+        if look is not None:
+            lo, hi = self.ci
+            shown = ", ".join(str(s) for s in self.seeds[:look.seeds][:12])
+            more = " ..." if look.seeds > 12 else ""
+            out.append(f"  look {self.look_index} of {len(self.looks)} (looks at "
+                       f"{', '.join(map(str, self.looks))} seeds): {look.seeds} seeds in plan "
+                       f"order [{shown}{more}]; t = {look.statistic:.3f}, boundary "
+                       f"{look.boundary:.3f}"
+                       + (f", futility {look.futility:g}" if look.futility is not None
+                          else ""))
+            out.append(f"  mean gain d = {pp(look.mean)} pp, repeated CI [{_bound(lo)}, "
+                       f"{_bound(hi)}] pp; smallest effect of interest "
+                       f"{pp(self.min_effect, signed=False)} pp; one-sided alpha "
+                       f"{self.level:.4g} = plan alpha {self.alpha:g} over {self.claims} "
+                       "planned claim(s) (O'Brien-Fleming spending)")
         for c in self.blocking:
             out.append(f"  [FAIL] {c.tier}/{c.name}: {c.found}")
         return out
 
 
 def _bound(x: float) -> str:
-    """A confidence-sequence bound in pp; an unbounded side stays infinite."""
+    """A CI bound in pp; an unbounded side stays infinite."""
     return "-inf" if x == -math.inf else "+inf" if x == math.inf else pp(x)
 
 
 def protocol_min_effect(protocol) -> float:
     """The protocol's smallest effect of interest (``gain_significant.min_effect``, V units;
-    0 when the protocol sets none): the futility bound when none is given."""
+    0 when the protocol sets none): the sequential test's null shift."""
     spec = protocol.checks.get("gain_significant")
     return float(spec.params.get("min_effect", 0.0)) if spec is not None else 0.0
 
 
-def _claim_data(claim, order: list[int]):
-    """Policy V (n,) and draws (n lists) of the claim's independent seeds in plan order
-    (``claim``: an audit.json claim with its ``units``)."""
-    units = {int(u["seed"]): u for u in claim["units"]}
-    seeds = [s for s in order if s in units] + sorted(set(units) - set(order))
-    pol = [units[s]["v_policy"] for s in seeds]
-    draws = [units[s]["v_draws"] for s in seeds]
-    return seeds, pol, draws
+def planned_looks(design_spec: dict, order: list[int]) -> tuple:
+    """Cumulative seeds at each look: after each ``batch`` seeds up to ``max_seeds`` (the
+    plan's seed count when it sets none); a look needs 2 seeds, so batch 1 looks first at 2."""
+    top = design_spec.get("max_seeds")
+    top = len(order) if top is None else int(top)
+    batch = int(design_spec.get("batch") or 1)
+    return tuple(n for n in sequential_looks(top, batch) if n >= 2) if top >= 2 else ()
 
 
-def verdict_for(claim, protocol, tier: str, design, order, n_claims: int,
+def seed_differences(units: list[dict]) -> dict[int, float]:
+    """``d_s = mean(draws_s) - policy_s`` (positive = better) per seed of a claim's units."""
+    return {int(u["seed"]): float(np.mean(u["v_draws"])) - float(u["v_policy"])
+            for u in units}
+
+
+def _one_sided(alpha: float, alternative: str) -> float:
+    """The better side's level: half a two-sided alpha."""
+    return alpha / 2.0 if alternative == "two-sided" else alpha
+
+
+def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
                 min_effect: float) -> SequentialVerdict:
-    alpha = float(design["alpha"])
-    max_seeds = design.get("max_seeds")
+    alpha = float(design_spec["alpha"])
+    looks = planned_looks(design_spec, order)
     base = dict(regime=claim["regime"], policy=claim["policy"], alpha=alpha, claims=n_claims,
-                max_seeds=max_seeds, min_effect=float(min_effect))
+                max_seeds=looks[-1] if looks else design_spec.get("max_seeds"),
+                min_effect=float(min_effect), looks=looks,
+                level=_one_sided(alpha, protocol.alternative) / n_claims)
     if not math.isclose(alpha, protocol.alpha):
         return SequentialVerdict(decision="refused", reason=(
             f"the audit's alpha {protocol.alpha:g} is not the plan's {alpha:g}"), **base)
+    if not looks:
+        return SequentialVerdict(decision="refused", reason=(
+            f"the plan allows {design_spec.get('max_seeds')} seed(s) over {len(order)} "
+            "planned: a look needs at least 2"), **base)
+    if looks[-1] > len(order):
+        return SequentialVerdict(decision="refused", reason=(
+            f"the plan's max_seeds {looks[-1]} exceeds the {len(order)} seeds it lists"),
+            **base)
     upto = protocol.tier_names[:protocol.tier_names.index(tier) + 1]
     blocking = [SimpleNamespace(**c) for c in claim["checks"]
                 if c["blocking"] and c["tier"] in upto and c["name"] not in REPLACED_CHECKS]
-    seeds, pol, draws = _claim_data(claim, order)
-    base.update(n_seeds=len(seeds), seeds=seeds, blocking=blocking)
-    if len(seeds) < 1:
-        return SequentialVerdict(decision="continue", reason="no paired seed yet", **base)
-    if max_seeds is not None and len(seeds) > int(max_seeds):
+    diffs = seed_differences(claim["units"])
+    unplanned = sorted(set(diffs) - set(order))
+    seeds = [s for s in order if s in diffs]
+    base.update(n_seeds=len(seeds), seeds=seeds, blocking=blocking,
+                d=[diffs[s] for s in seeds])
+    if unplanned:
         return SequentialVerdict(decision="refused", reason=(
-            f"{len(seeds)} seeds but the plan allows at most {max_seeds}"), **base)
-    res = anytime_test(pol, draws, protocol.alternative, alpha / n_claims)
+            f"seed(s) {unplanned} are not in the plan's seed order"), **base)
+    if seeds != list(order[:len(seeds)]):
+        gap = next(s for s in order if s not in diffs)
+        return SequentialVerdict(decision="refused", reason=(
+            f"planned seed {gap} has no result while later planned seeds do: the looks take "
+            "the plan's first seeds, in its order"), **base)
+    if len(seeds) > looks[-1]:
+        return SequentialVerdict(decision="refused", reason=(
+            f"{len(seeds)} seeds but the plan allows at most {looks[-1]}"), **base)
+    if len(seeds) < looks[0]:
+        return SequentialVerdict(decision="continue", reason=(
+            f"{len(seeds)} seed(s): the first look is at {looks[0]}; run more seeds"), **base)
+    gs = design(looks, base["level"])
+    res = decide(base["d"], gs, null_shift=float(min_effect))
     base["result"] = res
+    look = res.looks[-1]
+    at = f"look {len(res.looks)} ({look.seeds} seeds)"
     if blocking:
         return SequentialVerdict(decision="fail", reason=(
             f"{len(blocking)} check(s) up to {tier} block: "
             + ", ".join(c.name for c in blocking)), **base)
-    if res.rejected and res.statistic > 0 and res.statistic < min_effect - EFFECT_TOL:
-        return SequentialVerdict(decision="fail", reason=(
-            f"negligible: the e-process reached {res.threshold:g} after {res.crossed_at} "
-            f"seed(s), but the mean gain {pp(res.statistic)} pp is below the smallest effect "
-            f"of interest {pp(min_effect, signed=False)} pp"), **base)
-    if res.rejected and res.statistic > 0:
+    if res.decision == "pass":
         return SequentialVerdict(decision="pass", reason=(
-            f"the e-process reached {res.threshold:g} after {res.crossed_at} seed(s) with a "
-            f"positive mean gain: the policy beats matched random"), **base)
-    if res.rejected:
-        return SequentialVerdict(decision="fail", reason=(
-            f"the e-process reached {res.threshold:g} after {res.crossed_at} seed(s) with a "
-            f"negative mean gain: the policy is {worse_words(E_PROCESS_FALSE_WORSE)}"), **base)
-    if res.futile(min_effect):
-        return SequentialVerdict(decision="futile", reason=(
-            f"the confidence sequence's upper bound {pp(res.ci_high)} pp is below the "
-            f"smallest effect of interest {pp(min_effect, signed=False)} pp: more seeds will "
-            "not show it"), **base)
-    if max_seeds is not None and len(seeds) >= int(max_seeds):
+            f"at {at} t = {look.statistic:.3f} reached the boundary {look.boundary:.3f}: the "
+            f"mean gain {pp(look.mean)} pp is above the smallest effect of interest "
+            f"{pp(min_effect, signed=False)} pp; the policy beats matched random"), **base)
+    if res.decision != "continue" and look.seeds == looks[-1]:
         return SequentialVerdict(decision="exhausted", reason=(
-            f"all {max_seeds} planned seeds ran and the e-process stayed below "
-            f"{res.threshold:g} (max {res.e_max:.4g})"), **base)
+            f"all {looks[-1]} planned seeds ran and t = {look.statistic:.3f} stayed below the "
+            f"last boundary {look.boundary:.3f}: not shown better than matched random by more "
+            f"than {pp(min_effect, signed=False)} pp"), **base)
+    if res.decision != "continue":
+        return SequentialVerdict(decision="stop: not better", reason=(
+            f"at {at} t = {look.statistic:.3f} fell below the futility bound "
+            f"{look.futility:g}: the policy is not better than matched random by more than "
+            f"{pp(min_effect, signed=False)} pp"), **base)
     return SequentialVerdict(decision="continue", reason=(
-        f"max e = {res.e_max:.4g} < {res.threshold:g} after {len(seeds)} seed(s)"
-        + (f" of at most {max_seeds}" if max_seeds is not None else "")
-        + ": run more seeds"), **base)
+        f"at {at} t = {look.statistic:.3f} < boundary {look.boundary:.3f}, after "
+        f"{len(seeds)} of at most {looks[-1]} seeds: run more seeds"), **base)
 
 
-def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float = 0.0
+def _refuse_repeats(seeds, column: str) -> None:
+    repeated = repeated_seeds(seeds)
+    if repeated:
+        raise InputError(f"seeds {repeated} appear more than once: a seed is one independent "
+                         "replication and counts once", column=column,
+                         fix="re-run 'evalkit audit RUNS --out DIR' on runs swept under a plan "
+                             "whose seeds are distinct")
+
+
+def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float | None = None
                         ) -> list[SequentialVerdict]:
-    """A verdict for every claim of an audit document (the dictionary audit.json holds)."""
-    design = doc.get("design")
-    if design is None or any("units" not in c for c in doc["claims"]):
+    """A verdict for every claim of an audit document (the dictionary audit.json holds).
+    ``min_effect``: the null shift (default and lowest allowed: the protocol's)."""
+    design_doc = doc.get("design")
+    if design_doc is None or any("units" not in c for c in doc["claims"]):
         raise InputError("the audit document records no planned design or per-seed units "
                          "(it was written before the sequential gate read documents)",
                          column="design", fix="re-run 'evalkit audit RUNS --out DIR' and gate "
                          "DIR/audit.json, or gate the runs directory")
-    if design["sequential"] is None:
+    floor = protocol_min_effect(protocol)
+    if min_effect is None:
+        min_effect = floor
+    if float(min_effect) < floor - EFFECT_TOL:
+        raise InputError(f"--min-effect {min_effect:g} is below the protocol's smallest effect "
+                         f"of interest {floor:g}: a pass needs the gain the fixed gate needs",
+                         column="--min-effect", fix=f"drop --min-effect, or give one >= "
+                                                     f"{floor:g}")
+    spec = design_doc["sequential"]
+    if spec is None:
         return [SequentialVerdict(regime=c["regime"], policy=c["policy"], decision="refused",
-                                  reason=f"no sequential verdict: {design['why_not']}")
+                                  reason=f"no sequential verdict: {design_doc['why_not']}")
                 for c in doc["claims"]]
-    n_claims = max(1, len(doc["claims"]))
-    return [verdict_for(c, protocol, tier, design["sequential"], design["seed_order"],
-                        n_claims, min_effect)
+    order = [int(s) for s in design_doc["seed_order"]]
+    _refuse_repeats(order, "design.seed_order")
+    for i, c in enumerate(doc["claims"]):
+        _refuse_repeats([u["seed"] for u in c["units"]], f"claims[{i}].units")
+    if "planned_claims" not in spec:
+        raise InputError("the document's sequential design names no planned claims (the "
+                         "family its alpha is shared over)", column="design.sequential."
+                         "planned_claims", fix="re-run 'evalkit audit RUNS --out DIR' and gate "
+                         "DIR/audit.json, or gate the runs directory")
+    planned = {(str(r), str(p)) for r, p in spec["planned_claims"]}
+    n_claims = max(1, len(planned | {(c["regime"], c["policy"]) for c in doc["claims"]}))
+    return [verdict_for(c, protocol, tier, spec, order, n_claims, min_effect)
             for c in doc["claims"]]

@@ -149,7 +149,7 @@ def _check_no_sync_run(pol, no_sync_run) -> None:
                    "which is never taken over automatically); refused while it is held")
 @click.option("--until-decided", is_flag=True, default=False,
               help="sequential campaigns: run seeds in batches, audit after each, stop when "
-                   "every claim's e-process has decided")
+                   "every claim's group-sequential test has decided")
 @click.option("--max-seeds", type=int, default=None,
               help="--until-decided: stop after this many seeds (at most the plan's max_seeds)")
 @click.option("--batch", type=int, default=None,

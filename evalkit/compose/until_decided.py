@@ -1,5 +1,5 @@
 """``evalkit sweep CAMPAIGN --until-decided``: run seeds in batches until every claim is
-decided by its anytime-valid e-process, or the seed budget is spent.
+decided by its group-sequential test, or the seed budget is spent.
 
 The campaign must be planned as sequential (``[design] kind = "sequential"``, with
 ``max_seeds`` and ``batch``): the sweep writes that design, with alpha, into the runs
@@ -70,7 +70,8 @@ class UntilDecidedSummary:
         for i, b in enumerate(self.batches, 1):
             states = "; ".join(
                 f"{v.regime}/{v.policy} {v.decision}"
-                + (f" (max e {v.result.e_max:.3g})" if v.result is not None else "")
+                + (f" (t {v.statistic:.3g} vs {v.boundary:.3g} at {v.seeds_used} seeds)"
+                   if v.last_look is not None else "")
                 for v in b.verdicts)
             held = (f"; the runs directory holds {b.audited} seeds, the verdicts count them all"
                     if b.audited > len(b.seeds) else "")

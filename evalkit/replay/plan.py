@@ -16,7 +16,8 @@ from evalkit.errors import InputError
 from evalkit.replay.campaign import load_campaign, plan_campaign
 from evalkit.policies.context import derived_seed
 from evalkit.runlog.challenge import apply_challenge
-from evalkit.runlog.plan import PLAN_FILE, SCHEMA, load_plan, repeated_seeds, same_campaign
+from evalkit.runlog.plan import PLAN_FILE, SCHEMA, load_plan, same_campaign
+from evalkit.seeds import repeated_seeds
 
 
 def _now() -> str:

@@ -40,9 +40,10 @@ from evalkit.errors import InputError, from_os_error
 from evalkit.fsutil import atomic_write, fsync_dir, temp_sibling
 from evalkit.jsonio import read_json
 from evalkit.limits import MAX_PLAN_BYTES
+from evalkit.seeds import repeated_seeds
 
 __all__ = ["PLAN_FILE", "SCHEMA", "load_plan", "plan_sha256", "publish_plan", "read_plan",
-           "repeated_seeds", "same_campaign", "write_plan"]
+           "same_campaign", "write_plan"]
 
 PLAN_FILE = "plan.json"
 SCHEMA = "evalkit-plan/1"
@@ -132,14 +133,6 @@ def load_plan(path) -> dict:
                          column="runs", fix="freeze the plan again with 'evalkit plan freeze'")
     _refuse_repeats(doc, path.name)
     return doc
-
-
-def repeated_seeds(seeds) -> list:
-    """The values listed more than once in ``seeds`` (sorted; empty when all are distinct)."""
-    seen, repeated = set(), set()
-    for s in seeds:
-        (repeated if s in seen else seen).add(s)
-    return sorted(repeated, key=str)
 
 
 def _refuse_repeats(doc: dict, file: str) -> None:

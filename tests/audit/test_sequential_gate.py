@@ -1,7 +1,8 @@
 """Sequential verdicts: `evalkit gate --sequential` and `evalkit sweep --until-decided`.
 
 The verdicts are decided on audit documents: the unit cases on small hand-built claims (each
-seed's policy V and its draws' V, the checks), the end-to-end ones on a sweep's runs."""
+seed's policy V and its draws' V, the checks, the plan's design, claims and seed order), the
+end-to-end ones on a sweep's runs."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from scipy import stats
 
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.sequential import sequential_verdicts, verdict_for
 from evalkit.cli.main import cli
 from evalkit.errors import EXIT_CONTINUE, InputError
-from evalkit.stats.sequential import anytime_test
+from tests.stats.test_group_sequential import PUBLISHED_OBF
 
 CAMPAIGN = """
 regime = "seqdemo"
@@ -58,13 +60,16 @@ params = { k = 4 }
 """
 
 PROTO = load_protocol()
-DESIGN = {"kind": "sequential", "alpha": 0.05, "max_seeds": 12, "batch": 2}
+DESIGN = {"kind": "sequential", "alpha": 0.05, "max_seeds": 12, "batch": 2,
+          "planned_claims": [["r", "pol"]]}
+MIN_EFFECT = 0.005          # the default protocol's smallest effect of interest
 
 
-def _claim(v_pol, draws, checks=(), policy="pol"):
+def _claim(v_pol, draws, checks=(), policy="pol", seeds=None):
     """An audit.json claim with the fields the sequential verdict reads."""
-    units = [{"seed": s, "v_policy": float(v), "v_draws": [float(x) for x in d]}
-             for s, (v, d) in enumerate(zip(v_pol, draws))]
+    seeds = range(len(v_pol)) if seeds is None else seeds
+    units = [{"seed": int(s), "v_policy": float(v), "v_draws": [float(x) for x in d]}
+             for s, v, d in zip(seeds, v_pol, draws)]
     return {"regime": "r", "policy": policy, "checks": list(checks), "units": units}
 
 
@@ -75,100 +80,171 @@ def _check(name, tier, found):
             "status": "failed", "values": {}}
 
 
-def _data(n, gain, seed=0):
-    rng = np.random.default_rng(seed)
-    v = rng.lognormal(np.log(0.06), 0.2, (n, 4))
-    return v[:, 0] - gain, [row for row in v[:, 1:]]
+def _from_d(d, base=0.06):
+    """Policy V and 3 draws per seed whose d_s = mean(draws) - policy is exactly ``d``."""
+    d = np.asarray(d, dtype=float)
+    draws = [np.array([base - 0.01, base, base + 0.01]) for _ in d]
+    return base - d, draws
 
 
-def test_pass_continue_and_worse():
-    pol, dr = _data(12, 0.03)
-    v = verdict_for(_claim(pol, dr), PROTO, "matched_budget", DESIGN, list(range(12)), 1, 0.0)
-    ref = anytime_test(pol, dr, "two-sided", 0.05)
-    assert v.decision == "pass" and v.exit_code == 0 and v.result.e_max == ref.e_max
-    v = verdict_for(_claim(pol[:2], dr[:2]), PROTO, "matched_budget", DESIGN, [0, 1], 1, -1.0)
-    assert v.decision == "continue" and v.exit_code == EXIT_CONTINUE == 4
-    worse, dr2 = _data(12, -0.03)
-    v = verdict_for(_claim(worse, dr2), PROTO, "matched_budget", DESIGN, list(range(12)), 1,
-                    0.0)
-    assert v.decision == "fail" and "not better than matched random" in v.reason
-    assert "WORSE" not in v.reason and v.exit_code == 1
+def _d(n, mean, sd=0.004, seed=0):
+    return mean + sd * np.random.default_rng(seed).standard_normal(n)
 
 
-def test_a_crossing_with_a_gain_below_min_effect_does_not_pass():
-    pol, dr = _data(12, 0.03)
-    gain = float(np.mean([np.mean(d) for d in dr]) - np.mean(pol))
-    args = (_claim(pol, dr), PROTO, "matched_budget", DESIGN, list(range(12)), 1)
-    assert verdict_for(*args, gain * 0.99).decision == "pass"
-    v = verdict_for(*args, gain * 1.01)
-    assert v.decision == "fail" and v.exit_code == 1 and v.reason.startswith("negligible")
+def _verdict(d, design=DESIGN, order=None, n_claims=1, min_effect=MIN_EFFECT, **claim_kw):
+    pol, dr = _from_d(d)
+    order = list(range(design["max_seeds"])) if order is None else order
+    return verdict_for(_claim(pol, dr, **claim_kw), PROTO, "matched_budget", design, order,
+                       n_claims, min_effect)
+
+
+def _doc(claims, order=None, planned=(("r", "pol"),), design=DESIGN):
+    spec = {**design, "planned_claims": [list(c) for c in planned]}
+    return {"design": {"sequential": spec, "why_not": "",
+                       "seed_order": list(range(12)) if order is None else order},
+            "claims": claims}
+
+
+def test_a_clear_gain_passes_at_an_early_look_with_the_numbers_quoted():
+    d = _d(12, 0.03)
+    v = _verdict(d)
+    assert (v.decision, v.exit_code) == ("pass", 0)
+    assert v.seeds_used < 12 and v.seeds_used == v.looks[v.look_index - 1]
+    assert v.statistic >= v.boundary
+    assert v.mean_gain == pytest.approx(np.mean(d[:v.seeds_used]))
+    lo, hi = v.ci
+    assert MIN_EFFECT <= lo < v.mean_gain < hi
+    text = "\n".join(v.lines())
+    assert f"look {v.look_index} of 6" in text and f"{v.seeds_used} seeds in plan order" in text
+    assert f"t = {v.statistic:.3f}, boundary {v.boundary:.3f}" in text
+    assert "mean gain d = " in text and "repeated CI [" in text
+
+
+def test_a_gain_below_min_effect_does_not_pass_though_it_is_clearly_positive():
+    d = _d(12, 0.003, sd=0.0002)                   # t against 0 is huge
+    assert _verdict(d, min_effect=0.0).decision == "pass"
+    v = _verdict(d)
+    assert v.decision != "pass" and v.exit_code == 1
+    assert v.decision == "stop: not better" and "not better than matched random" in v.reason
+    assert "worse" not in " ".join(v.lines()).lower()
+
+
+def test_equal_means_do_not_pass_and_spend_every_planned_seed_or_stop_not_better():
+    outcomes = {_verdict(_d(12, 0.0, seed=s), min_effect=0.0).decision for s in range(20)}
+    assert "pass" not in outcomes and outcomes <= {"exhausted", "stop: not better"}
+    v = _verdict(np.array([0.001, -0.001] * 6), min_effect=0.0)
+    assert v.decision == "exhausted" and v.seeds_used == 12 and v.exit_code == 1
+
+
+def test_a_min_effect_below_the_protocols_is_refused():
+    doc = _doc([_claim(*_from_d(_d(12, 0.03)))])
+    with pytest.raises(InputError) as err:
+        sequential_verdicts(doc, PROTO, "matched_budget", MIN_EFFECT / 2)
+    assert err.value.column == "--min-effect"
+    assert [v.decision for v in sequential_verdicts(doc, PROTO, "matched_budget")] == ["pass"]
 
 
 def test_seeds_enter_in_plan_order_not_sorted():
-    pol, dr = _data(8, 0.02, seed=3)
-    order = [5, 2, 7, 0, 1, 3, 4, 6]
-    v = verdict_for(_claim(pol, dr), PROTO, "matched_budget", DESIGN, order, 1, -1.0)
-    ref = anytime_test([pol[s] for s in order], [dr[s] for s in order], "two-sided", 0.05,
-                       confidence_sequence=False)
-    assert v.seeds == order and v.result.e_process == ref.e_process
+    # the best seeds come last in seed number, first in the plan's order
+    d = np.array([0.0, 0.0, -0.002, 0.001, 0.0, 0.001,
+                  0.04, 0.05, 0.045, 0.05, 0.043, 0.047])
+    order = list(range(6, 12)) + list(range(6))
+    design = {**DESIGN, "batch": 6}
+    v = _verdict(d, design=design, order=order)
+    assert v.seeds == order and v.decision == "pass" and v.seeds_used == 6
+    assert v.mean_gain == pytest.approx(np.mean(d[6:]))
+    assert _verdict(d, design=design).seeds_used == 12      # sorted: seeds 0..5 first
 
 
-def test_bonferroni_over_claims_raises_the_threshold():
-    pol, dr = _data(12, 0.03)
-    one = verdict_for(_claim(pol, dr), PROTO, "matched_budget", DESIGN, list(range(12)), 1, 0.0)
-    three = verdict_for(_claim(pol, dr), PROTO, "matched_budget", DESIGN, list(range(12)), 3,
-                        0.0)
-    assert one.result.threshold == pytest.approx(20) and three.result.threshold == \
-        pytest.approx(60)
+def test_a_plan_order_repeating_the_best_seed_is_refused():
+    d = np.concatenate([[0.05], _d(11, 0.0, seed=2)])
+    doc = _doc([_claim(*_from_d(d))], order=[0] * 6 + list(range(1, 7)))
+    with pytest.raises(InputError) as err:
+        sequential_verdicts(doc, PROTO, "matched_budget")
+    assert err.value.column == "design.seed_order" and "[0]" in str(err.value)
+    pol, dr = _from_d(d[:3])
+    doc = _doc([_claim(pol, dr, seeds=[0, 0, 1])])
+    with pytest.raises(InputError) as err:
+        sequential_verdicts(doc, PROTO, "matched_budget")
+    assert err.value.column == "claims[0].units"
 
 
-def test_futility_at_below_and_above_the_smallest_effect():
-    pol, dr = _data(12, 0.0, seed=4)
-    ref = anytime_test(pol, dr, "two-sided", 0.05)
-    assert not ref.rejected
-    design = {**DESIGN, "max_seeds": 40}
-    for eff, futile in ((ref.ci_high, False), (ref.ci_high - 1e-9, False),
-                        (ref.ci_high + 1e-9, True)):
-        v = verdict_for(_claim(pol, dr), PROTO, "matched_budget", design, list(range(12)), 1,
-                        eff)
-        assert (v.decision == "futile") is futile, (eff, v.decision)
-        assert v.decision in ("futile", "continue")
+def test_the_family_is_the_plans_claims_not_the_ones_left_in_the_document():
+    d = _d(12, 0.012, sd=0.006, seed=7)
+    three = (("r", "pol"), ("r", "lost1"), ("r", "lost2"))
+    (kept,) = sequential_verdicts(_doc([_claim(*_from_d(d))], planned=three), PROTO,
+                                  "matched_budget")
+    (alone,) = sequential_verdicts(_doc([_claim(*_from_d(d))]), PROTO, "matched_budget")
+    assert (kept.claims, alone.claims) == (3, 1)
+    assert kept.level == pytest.approx(0.025 / 3) and alone.level == pytest.approx(0.025)
+    assert kept.boundary > alone.boundary
+    assert "over 3 planned claim(s)" in "\n".join(kept.lines())
+    doc = _doc([_claim(*_from_d(d))])
+    del doc["design"]["sequential"]["planned_claims"]
+    with pytest.raises(InputError) as err:
+        sequential_verdicts(doc, PROTO, "matched_budget")
+    assert err.value.column == "design.sequential.planned_claims"
 
 
-def test_exhausted_refused_and_blocking_checks():
-    pol, dr = _data(12, 0.0, seed=4)
-    v = verdict_for(_claim(pol, dr), PROTO, "matched_budget", DESIGN, list(range(12)), 1, -1.0)
-    assert v.decision == "exhausted" and v.exit_code == 1
-    small = {**DESIGN, "max_seeds": 10}
-    v = verdict_for(_claim(pol, dr), PROTO, "matched_budget", small, list(range(12)), 1, 0.0)
+def test_the_gates_boundaries_are_the_published_obrien_fleming_ones_on_the_t_scale():
+    # 3 looks of 4 seeds, one-sided 0.025 (two-sided plan alpha 0.05, one claim)
+    flat = np.array([0.001, -0.001] * 6)
+    design = {**DESIGN, "batch": 4}
+    bounds = []
+    for n in (4, 8, 12):
+        v = _verdict(flat[:n], design=design, min_effect=0.0)
+        assert v.look_index == n // 4
+        bounds.append(v.boundary)
+    expected = [stats.t.isf(stats.norm.sf(z), df=n - 1)
+                for z, n in zip(PUBLISHED_OBF[3], (4, 8, 12))]
+    assert bounds == pytest.approx(expected, abs=2e-3)
+
+
+def test_seeds_that_are_not_the_plans_first_ones_are_refused():
+    d = _d(6, 0.03)
+    v = _verdict(d, seeds=[0, 1, 2, 4, 5, 6])
+    assert v.decision == "refused" and "planned seed 3 has no result" in v.reason
+    v = _verdict(d, order=list(range(12)), seeds=[0, 1, 2, 3, 4, 99])
+    assert v.decision == "refused" and "[99]" in v.reason
+    v = _verdict(_d(12, 0.03), design={**DESIGN, "max_seeds": 10}, order=list(range(12)))
     assert v.decision == "refused" and "at most 10" in v.reason
+
+
+def test_continue_refused_alpha_and_blocking_checks():
+    v = _verdict(_d(1, 0.03))
+    assert v.decision == "continue" and v.exit_code == EXIT_CONTINUE == 4
+    v = _verdict(_d(3, 0.0002, sd=0.004, seed=1), min_effect=0.0)
+    assert v.decision == "continue" and v.seeds_used == 2
+    pol, dr = _from_d(_d(12, 0.03))
     v = verdict_for(_claim(pol, dr), PROTO.with_alpha(0.01), "matched_budget", DESIGN,
-                    list(range(12)), 1, 0.0)
+                    list(range(12)), 1, MIN_EFFECT)
     assert v.decision == "refused" and "alpha" in v.reason
-    good, dr2 = _data(12, 0.03)
     bad = _check("k_match", "matched_budget", "K mismatch")
     replaced = _check("enough_seeds", "matched_budget", "few")
     higher = _check("load_match", "placement_gain", "x")
-    v = verdict_for(_claim(good, dr2, [replaced, higher]), PROTO, "matched_budget", DESIGN,
-                    list(range(12)), 1, 0.0)
+    v = _verdict(_d(12, 0.03), checks=[replaced, higher])
     assert v.decision == "pass"             # fixed-n checks replaced; higher tiers not asked
-    v = verdict_for(_claim(good, dr2, [bad]), PROTO, "matched_budget", DESIGN,
-                    list(range(12)), 1, 0.0)
+    v = _verdict(_d(12, 0.03), checks=[bad])
     assert v.decision == "fail" and "k_match" in v.reason
     assert v.lines()[-1] == "  [FAIL] matched_budget/k_match: K mismatch"
 
 
+def test_a_plan_without_max_seeds_looks_up_to_the_seeds_it_lists():
+    open_ended = {**DESIGN, "max_seeds": None}
+    v = _verdict(np.array([0.001, -0.001] * 4), design=open_ended, order=list(range(8)),
+                 min_effect=0.0)
+    assert v.looks == (2, 4, 6, 8) and v.decision == "exhausted"
+
+
 def test_the_document_gives_every_claim_a_verdict_in_the_plans_seed_order():
-    pol, dr = _data(8, 0.02, seed=3)
-    order = [5, 2, 7, 0, 1, 3, 4, 6]
-    doc = {"design": {"sequential": DESIGN, "seed_order": order, "why_not": ""},
-           "claims": [_claim(pol, dr), _claim(pol, dr, policy="other")]}
-    verdicts = sequential_verdicts(doc, PROTO, "matched_budget", -1.0)
+    order = [5, 2, 7, 0, 1, 3, 4, 6, 8, 9, 10, 11]
+    d = _d(12, 0.02, seed=3)
+    doc = _doc([_claim(*_from_d(d)), _claim(*_from_d(d), policy="other")], order=order,
+               planned=(("r", "pol"), ("r", "other")))
+    verdicts = sequential_verdicts(doc, PROTO, "matched_budget")
     assert [(v.policy, v.seeds, v.claims) for v in verdicts] == [("pol", order, 2),
                                                                  ("other", order, 2)]
-    ref = anytime_test([pol[s] for s in order], [dr[s] for s in order], "two-sided", 0.025,
-                       confidence_sequence=False)
-    assert verdicts[0].result.e_process == ref.e_process
+    assert verdicts[0].d == pytest.approx([d[s] for s in order])
 
 
 def test_a_document_without_a_sequential_design_is_refused_with_the_reason():
@@ -182,8 +258,7 @@ def test_a_document_without_a_sequential_design_is_refused_with_the_reason():
 
 @pytest.mark.parametrize("drop", ["design", "units"])
 def test_a_document_without_the_design_or_the_units_is_bad_input(drop):
-    doc = {"design": {"sequential": DESIGN, "seed_order": [0], "why_not": ""},
-           "claims": [_claim([0.1], [[0.2]])]}
+    doc = _doc([_claim([0.1], [[0.2]])], order=[0])
     if drop == "design":
         del doc["design"]
     else:
