@@ -76,12 +76,12 @@ def audit_cmd(input_path, protocol, out_dir, alpha, seed, accept_vouched, challe
 @_accept_vouched
 @_challenge
 @click.option("--sequential", is_flag=True, default=False,
-              help="decide from the anytime-valid e-process (campaigns planned as sequential "
-              "only): exit 0 pass, 1 fail / futile / max seeds reached, 4 continue")
+              help="decide by the group-sequential test of the mean gain (campaigns planned "
+              "as sequential only): exit 0 pass, 1 fail / not better / max seeds reached, "
+              "4 continue")
 @click.option("--min-effect", type=float, default=None,
-              help="--sequential: smallest gain of interest, a share of V (0.005 = 0.5 pp); "
-              "futile when the "
-              "confidence sequence's upper bound falls below it (default: the protocol's "
+              help="--sequential: smallest gain of interest, a share of V (0.005 = 0.5 pp); a "
+              "pass needs the mean gain above it (default and lowest allowed: the protocol's "
               "gain_significant.min_effect)")
 @click.option("--verbose", is_flag=True, default=False,
               help="every check up to TIER with what it expected and found, the notes and "
@@ -91,7 +91,8 @@ def gate_cmd(input_path, policy, regime, tier, baseline, accept_protocol_change,
     """Exit 0 when POLICY reaches TIER (and, with --baseline, no claim fell below the
     baseline's tier and the protocol's rules are the baseline's), 1 when it does not
     (underpowered included), 2 on bad input.
-    With --sequential: 4 when the e-process has not decided yet (run more seeds).
+    With --sequential: 4 when the group-sequential test has not decided yet (run more
+    seeds).
     INPUT is a runs directory or summary table (audited here), or the audit.json of
     'evalkit audit' (or its --out directory) under the same rules and seed: read, not
     audited again."""
