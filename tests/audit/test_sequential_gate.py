@@ -334,3 +334,19 @@ def test_the_futility_bound_defaults_to_the_protocols_smallest_effect():
     proto = load_protocol()
     assert protocol_min_effect(proto) == proto.checks["gain_significant"].params["min_effect"]
     assert protocol_min_effect(proto) == 0.005
+
+
+def test_the_documents_design_names_every_planned_claim_with_runs_or_not(monkeypatch):
+    from types import SimpleNamespace
+
+    from evalkit.audit import design as audit_design
+
+    runs = [{"regime": "r", "policy": p, "role": "matched_random", "matched_to": p}
+            for p in ("pol", "lost1", "lost2")] + [{"regime": "r", "policy": "pol",
+                                                     "role": "policy", "matched_to": None}]
+    plan = {"design": {"kind": "sequential", "alpha": 0.05, "max_seeds": 12, "batch": 2},
+            "campaign": {"settings": {"seeds": [3, 1, 2]}}, "runs": runs}
+    monkeypatch.setattr(audit_design, "read_plan", lambda runs_dir: plan)
+    got = audit_design.planned_design(SimpleNamespace(has_logs=True, runs_dir="runs"))
+    assert got["seed_order"] == [3, 1, 2]
+    assert got["sequential"]["planned_claims"] == [["r", "lost1"], ["r", "lost2"], ["r", "pol"]]
