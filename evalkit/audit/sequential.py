@@ -37,6 +37,7 @@ alike.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -172,6 +173,13 @@ def planned_looks(design_spec: dict, order: list[int]) -> tuple:
     return tuple(n for n in sequential_looks(top, batch) if n >= 2) if top >= 2 else ()
 
 
+@functools.lru_cache(maxsize=64)
+def _design(looks: tuple, level: float):
+    """The group-sequential design of a plan's looks at a level (computed once per pair: the
+    sweep decides after every batch, the study on thousands of campaigns)."""
+    return design(looks, level)
+
+
 def seed_differences(units: list[dict]) -> dict[int, float]:
     """``d_s = mean(draws_s) - policy_s`` (positive = better) per seed of a claim's units."""
     return {int(u["seed"]): float(np.mean(u["v_draws"])) - float(u["v_policy"])
@@ -224,7 +232,7 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
     if len(seeds) < looks[0]:
         return SequentialVerdict(decision="continue", reason=(
             f"{len(seeds)} seed(s): the first look is at {looks[0]}; run more seeds"), **base)
-    gs = design(looks, base["level"])
+    gs = _design(looks, base["level"])
     res = decide(base["d"], gs, null_shift=float(min_effect))
     base["result"] = res
     look = res.looks[-1]
