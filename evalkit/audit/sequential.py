@@ -138,8 +138,8 @@ class SequentialVerdict:
             more = " ..." if look.seeds > 12 else ""
             out.append(f"  look {self.look_index} of {len(self.looks)} (looks at "
                        f"{', '.join(map(str, self.looks))} seeds): {look.seeds} seeds in plan "
-                       f"order [{shown}{more}]; t = {look.statistic:.3f}, boundary "
-                       f"{look.boundary:.3f}"
+                       f"order [{shown}{more}]; t = {look.statistic:.4g}, boundary "
+                       f"{look.boundary:.4g}"
                        + (f", futility {look.futility:g}" if look.futility is not None
                           else ""))
             out.append(f"  mean gain d = {pp(look.mean)} pp, repeated CI [{_bound(lo)}, "
@@ -243,21 +243,21 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
             + ", ".join(c.name for c in blocking)), **base)
     if res.decision == "pass":
         return SequentialVerdict(decision="pass", reason=(
-            f"at {at} t = {look.statistic:.3f} reached the boundary {look.boundary:.3f}: the "
+            f"at {at} t = {look.statistic:.4g} reached the boundary {look.boundary:.4g}: the "
             f"mean gain {pp(look.mean)} pp is above the smallest effect of interest "
             f"{pp(min_effect, signed=False)} pp; the policy beats matched random"), **base)
     if res.decision != "continue" and look.seeds == looks[-1]:
         return SequentialVerdict(decision="exhausted", reason=(
-            f"all {looks[-1]} planned seeds ran and t = {look.statistic:.3f} stayed below the "
-            f"last boundary {look.boundary:.3f}: not shown better than matched random by more "
+            f"all {looks[-1]} planned seeds ran and t = {look.statistic:.4g} stayed below the "
+            f"last boundary {look.boundary:.4g}: not shown better than matched random by more "
             f"than {pp(min_effect, signed=False)} pp"), **base)
     if res.decision != "continue":
         return SequentialVerdict(decision="stop: not better", reason=(
-            f"at {at} t = {look.statistic:.3f} fell below the futility bound "
+            f"at {at} t = {look.statistic:.4g} fell below the futility bound "
             f"{look.futility:g}: the policy is not better than matched random by more than "
             f"{pp(min_effect, signed=False)} pp"), **base)
     return SequentialVerdict(decision="continue", reason=(
-        f"at {at} t = {look.statistic:.3f} < boundary {look.boundary:.3f}, after "
+        f"at {at} t = {look.statistic:.4g} < boundary {look.boundary:.4g}, after "
         f"{len(seeds)} of at most {looks[-1]} seeds: run more seeds"), **base)
 
 

@@ -116,7 +116,7 @@ def test_a_clear_gain_passes_at_an_early_look_with_the_numbers_quoted():
     assert MIN_EFFECT <= lo < v.mean_gain < hi
     text = "\n".join(v.lines())
     assert f"look {v.look_index} of 6" in text and f"{v.seeds_used} seeds in plan order" in text
-    assert f"t = {v.statistic:.3f}, boundary {v.boundary:.3f}" in text
+    assert f"t = {v.statistic:.4g}, boundary {v.boundary:.4g}" in text
     assert "mean gain d = " in text and "repeated CI [" in text
 
 
