@@ -39,9 +39,14 @@ import pandas as pd
 from evalkit.audit.checks.core import Outcome, _fmt, _listing, check, not_evaluable
 from evalkit.audit.checks.plan import campaign_plan
 from evalkit.document.words import drift_share_words, pp
+from evalkit.errors import InputError
+from evalkit.policies import resolve_policy
+from evalkit.runlog.execution_order import (WINDOW, execution_order, order_seed_of,
+                                            planned_runs)
 from evalkit.stats import sign_flip_test
 
-__all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift", "order_faults"]
+__all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift", "order_faults",
+           "regenerated_order_faults"]
 
 # clocks of the hosts a campaign ran on may disagree by this much
 CLOCK_SKEW_S = 300.0
@@ -90,7 +95,7 @@ def order_faults(ctx) -> list[str]:
         return []
     plan = campaign_plan(runset)
     frozen = _parse_time(plan.get("created_at")) if plan else math.nan
-    faults, slots = [], {}
+    faults, slots, records = [], {}, {}
     for run_id in getattr(runset, "run_ids", ()):     # a stand-in run set may have none
         meta = runset.meta(run_id)
         order = meta.get("run_order")
@@ -106,6 +111,10 @@ def order_faults(ctx) -> list[str]:
                           f"({meta.get('created_at')})")
         slots.setdefault(order.get("order_seed"), []).append(
             (order.get("position"), started, run_id))
+        records[run_id] = {"started": started, "written": written,
+                           **{k: order.get(k) for k in ("order_seed", "position", "block",
+                                                        "position_in_block", "runs", "blocks",
+                                                        "window")}}
     if len(slots) > 1:
         faults.append(f"the runs record {len(slots)} order seeds "
                       f"({', '.join(str(k) for k in sorted(slots, key=str))}): one campaign "
@@ -124,6 +133,117 @@ def order_faults(ctx) -> list[str]:
                 faults.append(f"{run_id} (position {pos}) started {latest - started:.0f} s "
                               "before a run ahead of it in the recorded order")
             latest = max(latest, started)
+    if plan:
+        faults += regenerated_order_faults(plan, records)
+    return faults
+
+
+def _is_oracle(policy_class: str) -> bool:
+    return bool(resolve_policy(policy_class).oracle)
+
+
+def _ordering_groups(records: dict, planned: list) -> tuple[list[list[int]], list[str]]:
+    """The replication seeds ordered together: every seed when the runs record the whole
+    plan's size, else (a sequential campaign's batches) the seeds whose runs record the same
+    ``runs``/``blocks``, taken ``blocks`` at a time in the order their first run started."""
+    faults, by_size = [], {}
+    seed_of = {r.run_id: r.seed for r in planned}
+    size_of_seed: dict[int, set] = {}
+    first_start: dict[int, float] = {}
+    for run_id, rec in records.items():
+        seed = seed_of[run_id]
+        size_of_seed.setdefault(seed, set()).add((rec["runs"], rec["blocks"]))
+        first_start[seed] = min(first_start.get(seed, math.inf), rec["started"])
+    for seed, sizes in sorted(size_of_seed.items()):
+        if len(sizes) > 1:
+            faults.append(f"the runs of seed {seed} record {len(sizes)} different counts of "
+                          "runs ordered together: one seed's runs are ordered together")
+            continue
+        by_size.setdefault(next(iter(sizes)), []).append(seed)
+    groups = []
+    for (_, n_blocks), seeds in sorted(by_size.items(), key=str):
+        if not isinstance(n_blocks, int) or n_blocks < 1:
+            continue
+        seeds.sort(key=lambda s: (first_start[s], s))
+        groups += [seeds[i:i + n_blocks] for i in range(0, len(seeds), n_blocks)]
+    return groups, faults
+
+
+def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
+    """The recorded execution order against the one the order seed regenerates.
+
+    ``records``: run_id -> ``{"order_seed", "position", "block", "position_in_block",
+    "runs", "blocks", "window", "started", "written"}`` (times in s since the epoch) of the
+    runs that carry run-order records.  The order seed is regenerated from the plan's campaign
+    fingerprint and the order from the plan's runs (:mod:`evalkit.runlog.execution_order`):
+    every run must sit where that order puts it, and start only while the sweep's window was
+    open to its block (no more than ``window - 1`` earlier blocks with a run not yet written).
+    A run re-done later with its position or start time edited to look in order breaks one of
+    the two."""
+    fingerprint = (plan.get("campaign") or {}).get("fingerprint")
+    if not isinstance(fingerprint, str) or not records:
+        return []
+    try:
+        planned = planned_runs(plan, _is_oracle)
+    except InputError as exc:
+        return [f"the order cannot be regenerated: a planned policy does not resolve "
+                f"({exc.message})"]
+    seed = order_seed_of(fingerprint)
+    unplanned = sorted(set(records) - {r.run_id for r in planned})
+    faults = [f"{len(unplanned)} run(s) with run-order records are not in the plan (first: "
+              f"{unplanned[0]})"] if unplanned else []
+    records = {k: v for k, v in records.items() if k not in unplanned}
+    seeds = sorted({v["order_seed"] for v in records.values()}, key=str)
+    if seeds and seeds != [seed]:
+        faults.append(f"the runs record order seed {', '.join(str(s) for s in seeds)}; the "
+                      f"plan's campaign fingerprint {fingerprint} gives {seed}")
+    groups, group_faults = _ordering_groups(records, planned)
+    faults += group_faults
+    moved, early = [], []
+    for group in groups:
+        members = [r for r in planned if r.seed in set(group)]
+        recorded_size = {records[r.run_id]["runs"] for r in members if r.run_id in records}
+        if recorded_size != {len(members)}:
+            faults.append(f"the runs of seed(s) {', '.join(str(s) for s in group)} record "
+                          f"{'/'.join(str(n) for n in sorted(recorded_size, key=str))} runs "
+                          f"ordered together; the plan has {len(members)} for those seeds")
+            continue
+        _, slots = execution_order(members, seed)
+        for r in members:
+            rec = records.get(r.run_id)
+            want = slots[r.run_id]
+            if rec is None:
+                continue
+            if (rec["position"], rec["block"], rec["position_in_block"]) != (
+                    want.position, want.block, want.position_in_block):
+                moved.append(f"{r.run_id} records position {rec['position']} (block "
+                             f"{rec['block']}), the order seed puts it at {want.position} "
+                             f"(block {want.block})")
+        written_by_block: dict[int, float] = {}
+        for r in members:
+            if r.run_id in records:
+                b = slots[r.run_id].block
+                written_by_block[b] = max(written_by_block.get(b, -math.inf),
+                                          records[r.run_id]["written"])
+        for r in members:
+            rec = records.get(r.run_id)
+            if rec is None or not np.isfinite(rec["started"]):
+                continue
+            block = slots[r.run_id].block
+            window = rec["window"] if isinstance(rec["window"], int) and rec["window"] > 0 \
+                else WINDOW
+            open_before = [b for b, w in written_by_block.items()
+                           if b < block and w > rec["started"] + ORDER_SLACK_S]
+            if len(open_before) > window - 1:
+                early.append(f"{r.run_id} (block {block}) started while block(s) "
+                             f"{', '.join(str(b) for b in sorted(open_before))} still had a "
+                             f"run to write (the sweep opens {window} block(s) at once)")
+    if moved:
+        faults.append(f"{len(moved)} run(s) are not where the order seed puts them: "
+                      + _listing(moved, 2))
+    if early:
+        faults.append(f"{len(early)} run(s) started outside the sweep's block window: "
+                      + _listing(early, 2))
     return faults
 
 

@@ -1,0 +1,228 @@
+"""Execution order regenerated from the recorded order seed and the plan's runs
+(evalkit/audit/checks/drift.py:regenerated_order_faults): honest sweeps sit where the order
+seed puts them; draws re-run later, with their positions or start times edited to look in
+order, do not."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from evalkit.audit.checks.drift import order_faults, regenerated_order_faults
+from evalkit.policies import resolve_policy
+from evalkit.replay.campaign import load_campaign, plan_campaign
+from evalkit.replay.plan import planned_runs as plan_rows
+from evalkit.replay.sweep import run_campaign
+from evalkit.runlog.execution_order import execution_order, order_seed_of, planned_runs
+from evalkit.runlog.plan import read_plan
+
+from tests.conftest import REPO
+from tests.support.protocols import BUNDLED
+from tests.support.tiny_campaign import TINY_SQUARE_WAVE
+
+REAL = REPO / "examples" / "cpu_real" / "runs"
+
+
+def _stamp(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _seconds(text: str) -> float:
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+def _real():
+    """The real CPU campaign's plan and run.json documents (a serial sweep, 54 runs)."""
+    metas = {d.name: json.loads((d / "run.json").read_text())
+             for d in sorted(REAL.iterdir()) if (d / "run.json").is_file()}
+    return read_plan(REAL), metas
+
+
+def _ctx(plan, metas):
+    runset = SimpleNamespace(has_logs=True, run_ids=list(metas), meta=metas.__getitem__,
+                             _cache={"plan": plan})
+    return SimpleNamespace(runset=runset)
+
+
+def _by_position(metas):
+    return sorted(metas, key=lambda r: metas[r]["run_order"]["position"])
+
+
+def test_the_real_campaign_sits_where_its_order_seed_puts_it():
+    plan, metas = _real()
+    assert order_faults(_ctx(plan, metas)) == []
+    assert {m["run_order"]["order_seed"] for m in metas.values()} == {
+        order_seed_of(plan["campaign"]["fingerprint"])}
+
+
+def _rerun_draws_later(metas, minutes=10.0):
+    """Every draw executed again ``minutes`` after the campaign ended (the host busier by
+    then), in the recorded order; returns the new run.json documents, times true."""
+    out = copy.deepcopy(metas)
+    end = max(_seconds(m["created_at"]) for m in metas.values())
+    t = end + 60 * minutes
+    for rid in _by_position(metas):
+        if out[rid]["role"] != "matched_random":
+            continue
+        span = _seconds(metas[rid]["created_at"]) - _seconds(metas[rid]["run_order"]
+                                                              ["started_at"])
+        out[rid]["run_order"]["started_at"] = _stamp(t)
+        out[rid]["created_at"] = _stamp(t + span)
+        t += span + 1
+    return out
+
+
+def test_draws_rerun_later_with_positions_edited_to_match_their_times():
+    """The draws moved to the end of the recorded order: start times follow the positions,
+    one order seed, no slot shared, so only the regenerated order contradicts them."""
+    plan, metas = _real()
+    later = _rerun_draws_later(metas)
+    by_start = sorted(later, key=lambda r: later[r]["run_order"]["started_at"])
+    for pos, rid in enumerate(by_start):
+        later[rid]["run_order"]["position"] = pos
+    faults = order_faults(_ctx(plan, later))
+    assert any("not where the order seed puts them" in f for f in faults), faults
+    assert not any("before a run ahead of it" in f or "recorded by" in f for f in faults)
+
+
+def test_draws_rerun_later_with_start_times_edited_back_into_their_slots():
+    """Positions untouched, each draw's start time edited back to its slot; its write time
+    is the true, later one, so later blocks started while its block was still open."""
+    plan, metas = _real()
+    later = _rerun_draws_later(metas)
+    for rid, meta in later.items():
+        meta["run_order"]["started_at"] = metas[rid]["run_order"]["started_at"]
+    faults = order_faults(_ctx(plan, later))
+    assert any("started outside the sweep's block window" in f for f in faults), faults
+    assert not any("before a run ahead of it" in f or "not where" in f for f in faults)
+
+
+def test_a_chosen_order_seed_is_not_the_one_the_plan_gives():
+    """Every run re-recorded under another order seed (one the party found convenient), with
+    the positions that seed gives and times to match."""
+    plan, metas = _real()
+    chosen = order_seed_of(plan["campaign"]["fingerprint"]) + 1
+    _, slots = execution_order(planned_runs(plan, lambda name: False), chosen)
+    starts = sorted(_seconds(m["run_order"]["started_at"]) for m in metas.values())
+    edited = copy.deepcopy(metas)
+    for rid, meta in edited.items():
+        slot, span = slots[rid], 40.0
+        meta["run_order"].update(order_seed=chosen, position=slot.position, block=slot.block,
+                                 position_in_block=slot.position_in_block,
+                                 started_at=_stamp(starts[slot.position]))
+        meta["created_at"] = _stamp(starts[slot.position] + span)
+    faults = order_faults(_ctx(plan, edited))
+    assert any(f"gives {chosen - 1}" in f for f in faults), faults
+
+
+def test_a_recorded_group_size_the_plan_does_not_have():
+    plan, metas = _real()
+    edited = copy.deepcopy(metas)
+    for meta in edited.values():
+        meta["run_order"]["runs"] = 30
+    faults = regenerated_order_faults(plan, _records(edited))
+    assert any("record 30 runs ordered together; the plan has 54" in f for f in faults), faults
+
+
+def _records(metas):
+    return {rid: {"started": _seconds(m["run_order"]["started_at"]),
+                  "written": _seconds(m["created_at"]),
+                  **{k: m["run_order"][k] for k in ("order_seed", "position", "block",
+                                                    "position_in_block", "runs", "blocks",
+                                                    "window")}}
+            for rid, m in metas.items()}
+
+
+def test_batches_of_a_sequential_campaign_regenerate_batch_by_batch():
+    """A sequential campaign sweeps its seeds batch by batch; each batch is ordered on its
+    own (positions restart), and regenerates as such."""
+    plan, _ = _real()
+    runs = planned_runs(plan, lambda name: False)
+    seed = order_seed_of(plan["campaign"]["fingerprint"])
+    records, t = {}, 1.8e9
+    for batch in ([6, 0, 1], [2, 3, 4], [5, 7, 8]):
+        members = [r for r in runs if r.seed in batch]
+        ordered, slots = execution_order(members, seed)
+        for r in ordered:
+            s = slots[r.run_id]
+            records[r.run_id] = {"started": t, "written": t + 50, "order_seed": seed,
+                                 "position": s.position, "block": s.block,
+                                 "position_in_block": s.position_in_block,
+                                 "runs": len(members), "blocks": 3, "window": 2}
+            t += 51
+    assert regenerated_order_faults(plan, records) == []
+    # the first batch's first and last runs trade slots (and start times to match)
+    first_batch = sorted(records, key=lambda r: records[r]["started"])[:18]
+    a, b = first_batch[0], first_batch[-1]
+    for key in ("position", "block", "position_in_block", "started", "written"):
+        records[a][key], records[b][key] = records[b][key], records[a][key]
+    assert any("not where the order seed puts them" in f
+               for f in regenerated_order_faults(plan, records))
+
+
+def test_the_order_does_not_depend_on_how_the_seeds_are_listed():
+    """A plan frozen under a challenge lists its seeds in the derived order, the sweep's jobs
+    in the campaign file's: both give one order."""
+    plan, _ = _real()
+    runs = planned_runs(plan, lambda name: False)
+    listed = sorted(runs, key=lambda r: (-r.seed, runs.index(r)))     # seeds reversed
+    assert [r.seed for r in listed][:1] != [r.seed for r in runs][:1]
+    seed = order_seed_of(plan["campaign"]["fingerprint"])
+    assert execution_order(listed, seed)[1] == execution_order(runs, seed)[1]
+
+
+@pytest.mark.parametrize("draws", [1, 2])
+def test_dependencies_read_from_the_plan_are_the_sweeps(tmp_path, draws):
+    """planned_runs rebuilds from plan.json the dependencies plan_campaign gives the jobs
+    (an oracle policy after its no-sync run, k_from, draws after their policy run)."""
+    path = tmp_path / "c.toml"
+    path.write_text(TINY_SQUARE_WAVE.replace("matched_random_draws = 2",
+                                             f"matched_random_draws = {draws}"))
+    camp = load_campaign(path)
+    rebuilt = planned_runs({"campaign": {"settings": {"policies": [
+        {"label": p.label, "params": dict(p.params)} for p in camp.policies]}},
+        "runs": plan_rows(camp)}, lambda name: resolve_policy(name).oracle)
+    assert [(r.run_id, r.seed, sorted(r.depends_on)) for r in rebuilt] == [
+        (j.run_id, j.seed, sorted(j.depends_on)) for j in plan_campaign(camp)]
+    assert any(j.depends_on and j.kind == "policy" for j in plan_campaign(camp))
+
+
+@pytest.mark.slow
+def test_a_parallel_sweep_passes_the_regenerated_order(tmp_path):
+    """Two workers (blocks may interleave, a ready run may start before a waiting one ahead
+    of it): nothing is flagged."""
+    path = tmp_path / "c.toml"
+    path.write_text(TINY_SQUARE_WAVE.replace("seeds = 2", "seeds = 3"))
+    s = run_campaign(load_campaign(path), tmp_path / "runs", n_jobs=2, progress=False,
+                     protocol=BUNDLED)
+    assert s.ok
+    metas = {d.name: json.loads((d / "run.json").read_text())
+             for d in (tmp_path / "runs").iterdir() if (d / "run.json").is_file()}
+    plan = read_plan(tmp_path / "runs")
+    assert regenerated_order_faults(plan, _records(metas)) == []
+    assert order_faults(_ctx(plan, metas)) == []
+
+
+def test_runs_the_plan_does_not_have_and_seeds_split_across_orders():
+    plan, metas = _real()
+    records = _records(metas)
+    records["cpu_real__ewma__s99"] = dict(records["cpu_real__ewma__s0"])
+    records["cpu_real__ewma__s1"]["runs"] = 6
+    faults = regenerated_order_faults(plan, records)
+    assert any("1 run(s) with run-order records are not in the plan (first: "
+               "cpu_real__ewma__s99)" in f for f in faults), faults
+    assert any("the runs of seed 1 record 2 different counts" in f for f in faults), faults
+
+
+def test_a_planned_policy_that_does_not_resolve_fails_closed():
+    plan, metas = _real()
+    plan = copy.deepcopy(plan)
+    for run in plan["runs"]:
+        if run["policy_class"] == "ewma":
+            run["policy_class"] = "no_such_policy_anywhere"
+    faults = regenerated_order_faults(plan, _records(metas))
+    assert faults and "the order cannot be regenerated" in faults[0], faults
