@@ -370,7 +370,7 @@ def pre_registered(ctx, spec) -> Outcome:
         return Outcome(False, expected, f"{NOT_PRE_REGISTERED}: the runs directory has no "
                        "plan.json", "freeze a plan before the runs ('evalkit sweep' writes one; "
                        "'evalkit plan freeze')")
-    return Outcome(True, expected, f"plan {_plan_sha(ctx.campaign)[:12]}")
+    return Outcome(True, expected, f"plan {_plan_sha(ctx.runset)[:12]}")
 
 
 def _self_registered(ctx, spec, expected: str, why: str) -> Outcome:
