@@ -155,8 +155,9 @@ def _check_no_sync_run(pol, no_sync_run) -> None:
 @click.option("--batch", type=int, default=None,
               help="--until-decided: seeds per batch (default: the plan's batch)")
 @click.option("--min-effect", type=float, default=None,
-              help="--until-decided: smallest gain of interest (futility bound; default: the "
-                   "protocol's gain_significant.min_effect)")
+              help="--until-decided: smallest gain of interest (a pass needs the mean gain "
+                   "above it; default and lowest allowed: the protocol's "
+                   "gain_significant.min_effect)")
 def sweep_cmd(campaign, out, executor, address, n_jobs, cpus_per_task, gpus_per_task,
               shard_spec, check, progress, break_lock, until_decided, max_seeds, batch,
               min_effect):

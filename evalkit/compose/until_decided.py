@@ -117,7 +117,8 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
                         **sweep_kw) -> UntilDecidedSummary:
     """Sweep ``campaign`` batch by batch into ``runs_dir`` until every claim is decided.
 
-    ``min_effect``: the futility bound (default: the protocol's smallest effect of interest).
+    ``min_effect``: the sequential test's null shift (default and lowest allowed: the
+    protocol's smallest effect of interest).
     ``sweep_kw`` go to :func:`evalkit.replay.sweep.run_campaign` (n_jobs, progress, ...).
     """
     camp = campaign if isinstance(campaign, Campaign) else load_campaign(campaign)
