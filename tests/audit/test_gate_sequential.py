@@ -30,3 +30,19 @@ def test_a_lone_sequential_claim_has_no_other_claims_line(monkeypatch):
     out = gate.decide({"claims": [claim]}, claim, load_protocol(), "matched_budget",
                       sequential=True, min_effect=0.0)
     assert (out.exit_code, out.lines) == (0, ["r/a: pass"])
+
+
+def test_the_python_gate_reports_the_seeds_of_the_deciding_look(monkeypatch):
+    from evalkit.audit import gate_api
+    from tests.audit.test_sequential_gate import DESIGN, _claim, _d, _from_d
+
+    claim = _claim(*_from_d(_d(12, 0.03)))
+    claim.update(tier="harness", checks=[])
+    doc = {"alpha": 0.05, "claims": [claim],
+           "design": {"sequential": {**DESIGN, "batch": 6}, "seed_order": list(range(12)),
+                      "why_not": ""}}
+    decision = gate.GateDecision(0, ["decided"])
+    monkeypatch.setattr(gate_api, "gate_document",
+                        lambda *a, **k: (load_protocol(), doc, claim, decision))
+    result = gate_api.gate("runs", "pol", sequential=True)
+    assert result.seeds_used == 6 < len(claim["units"])
