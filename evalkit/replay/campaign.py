@@ -92,6 +92,9 @@ class Campaign:
     plan_sha256: str | None = None   # set by the sweep: the runs directory's plan
     # set by the sweep for a plan frozen under a challenge: run_id -> its derived RNG seed
     policy_seeds: dict | None = None
+    # set by the sweep for a plan frozen under a challenge: the commitment the order seed
+    # derives from (evalkit.runlog.execution_order.order_seed_of)
+    order_commitment: str | None = None
 
     def spec(self, run_id: str, seed: int, **kw) -> ReplaySpec:
         return ReplaySpec(run_id=run_id, seed=seed, regime=self.regime, backend=self.backend,

@@ -121,11 +121,15 @@ def freeze_plan(campaign_path, protocol, challenge: dict | None = None,
 
 def follow_plan(camp, plan: dict):
     """The campaign as its plan fixes it: the plan's seed order and, for a plan frozen under a
-    challenge, every run's RNG seed (a plain plan's seeds are the ones the campaign derives)."""
+    challenge, every run's RNG seed and the commitment its run order derives from (a plain
+    plan's seeds and order are the ones the campaign derives)."""
     seeds = [int(s) for s in plan["campaign"]["settings"]["seeds"]]
     policy_seeds = ({r["run_id"]: int(r["rng_seed"]) for r in plan["runs"]}
                     if plan.get("challenge") else None)
-    return dataclasses.replace(camp, seeds=seeds, policy_seeds=policy_seeds)
+    commitment = (plan["challenge"].get("commitment")
+                  if isinstance(plan.get("challenge"), dict) else None)
+    return dataclasses.replace(camp, seeds=seeds, policy_seeds=policy_seeds,
+                               order_commitment=commitment)
 
 
 def directory_plan(camp, runs_dir, protocol) -> tuple[dict, bool]:

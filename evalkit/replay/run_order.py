@@ -30,8 +30,9 @@ PROBE_ITERATIONS = 200_000  # the probe: a fixed pure-Python loop (~10 ms on an 
 
 
 def order_seed(camp) -> int:
-    """The campaign's order seed: 32 bits of a hash of its fingerprint."""
-    return order_seed_of(camp.fingerprint())
+    """The campaign's order seed: from its plan's challenge commitment when the sweep follows
+    a plan frozen under one, else from its fingerprint."""
+    return order_seed_of(camp.fingerprint(), camp.order_commitment)
 
 
 class BlockWindow:

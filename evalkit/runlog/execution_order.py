@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["WINDOW", "PlannedRun", "Slot", "execution_order", "order_seed_of", "planned_runs",
-           "slot_record"]
+__all__ = ["WINDOW", "PlannedRun", "Slot", "execution_order", "order_seed_of", "plan_order_seed",
+           "planned_runs", "slot_record"]
 
 WINDOW = 2                  # blocks open at once
 
@@ -48,10 +48,23 @@ class PlannedRun:
     depends_on: list[str] = field(default_factory=list)
 
 
-def order_seed_of(fingerprint: str) -> int:
-    """The order seed of a campaign with this fingerprint: 32 bits of a hash of it."""
-    digest = hashlib.sha256(f"run-order:{fingerprint}".encode()).hexdigest()
+def order_seed_of(fingerprint: str, commitment: str | None = None) -> int:
+    """The order seed: 32 bits of a hash of the plan's challenge commitment when it was frozen
+    under one (the reviewer's nonce decides the order, so a campaign file cannot be tuned for
+    a lucky one), else of the campaign's fingerprint."""
+    source = f"commitment:{commitment}" if commitment else fingerprint
+    digest = hashlib.sha256(f"run-order:{source}".encode()).hexdigest()
     return int(digest[:8], 16)
+
+
+def plan_order_seed(plan: dict) -> int | None:
+    """The order seed a plan (``plan.json``) fixes; None when it records no fingerprint."""
+    fingerprint = (plan.get("campaign") or {}).get("fingerprint")
+    if not isinstance(fingerprint, str):
+        return None
+    block = plan.get("challenge") if isinstance(plan.get("challenge"), dict) else {}
+    commitment = block.get("commitment")
+    return order_seed_of(fingerprint, commitment if isinstance(commitment, str) else None)
 
 
 def _block_order(block: list, rng: np.random.Generator) -> list:

@@ -41,7 +41,7 @@ from evalkit.audit.checks.plan import campaign_plan
 from evalkit.document.words import drift_share_words, pp
 from evalkit.errors import InputError
 from evalkit.policies import resolve_policy
-from evalkit.runlog.execution_order import (WINDOW, execution_order, order_seed_of,
+from evalkit.runlog.execution_order import (WINDOW, execution_order, plan_order_seed,
                                             planned_runs)
 from evalkit.stats import sign_flip_test
 
@@ -89,7 +89,8 @@ def order_faults(ctx) -> list[str]:
     """What the campaign's execution records contradict: a run started before the plan it
     carries was frozen, or after it was written; runs of one campaign under several order
     seeds or in one slot; start times against the recorded order (a run starting more than
-    :data:`ORDER_SLACK_S` before the run ahead of it in the order)."""
+    :data:`ORDER_SLACK_S` before the run ahead of it in the order); with a plan, the order
+    its order seed regenerates (:func:`regenerated_order_faults`)."""
     runset = ctx.runset
     if not runset.has_logs:
         return []
@@ -174,29 +175,29 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
 
     ``records``: run_id -> ``{"order_seed", "position", "block", "position_in_block",
     "runs", "blocks", "window", "started", "written"}`` (times in s since the epoch) of the
-    runs that carry run-order records.  The order seed is regenerated from the plan's campaign
-    fingerprint and the order from the plan's runs (:mod:`evalkit.runlog.execution_order`):
+    runs that carry run-order records.  The order seed is regenerated from the plan's challenge
+    commitment (else its campaign fingerprint) and the order from the plan's runs (:mod:`evalkit.runlog.execution_order`):
     every run must sit where that order puts it, and start only while the sweep's window was
     open to its block (no more than ``window - 1`` earlier blocks with a run not yet written).
     A run re-done later with its position or start time edited to look in order breaks one of
     the two."""
-    fingerprint = (plan.get("campaign") or {}).get("fingerprint")
-    if not isinstance(fingerprint, str) or not records:
+    seed = plan_order_seed(plan)
+    if seed is None or not records:
         return []
     try:
         planned = planned_runs(plan, _is_oracle)
     except InputError as exc:
         return [f"the order cannot be regenerated: a planned policy does not resolve "
                 f"({exc.message})"]
-    seed = order_seed_of(fingerprint)
     unplanned = sorted(set(records) - {r.run_id for r in planned})
     faults = [f"{len(unplanned)} run(s) with run-order records are not in the plan (first: "
               f"{unplanned[0]})"] if unplanned else []
     records = {k: v for k, v in records.items() if k not in unplanned}
     seeds = sorted({v["order_seed"] for v in records.values()}, key=str)
     if seeds and seeds != [seed]:
+        source = "challenge commitment" if plan.get("challenge") else "campaign fingerprint"
         faults.append(f"the runs record order seed {', '.join(str(s) for s in seeds)}; the "
-                      f"plan's campaign fingerprint {fingerprint} gives {seed}")
+                      f"plan gives {seed} (from its {source})")
     groups, group_faults = _ordering_groups(records, planned)
     faults += group_faults
     moved, early = [], []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import hashlib
 import json
 from types import SimpleNamespace
 
@@ -15,9 +16,13 @@ import pytest
 from evalkit.audit.checks.drift import order_faults, regenerated_order_faults
 from evalkit.policies import resolve_policy
 from evalkit.replay.campaign import load_campaign, plan_campaign
+from evalkit.replay.plan import follow_plan, freeze_plan
 from evalkit.replay.plan import planned_runs as plan_rows
+from evalkit.replay.run_order import order_seed
 from evalkit.replay.sweep import run_campaign
-from evalkit.runlog.execution_order import execution_order, order_seed_of, planned_runs
+from evalkit.runlog.challenge import issue_challenge
+from evalkit.runlog.execution_order import (execution_order, order_seed_of, plan_order_seed,
+                                            planned_runs)
 from evalkit.runlog.plan import read_plan
 
 from tests.conftest import REPO
@@ -116,7 +121,8 @@ def test_a_chosen_order_seed_is_not_the_one_the_plan_gives():
                                  started_at=_stamp(starts[slot.position]))
         meta["created_at"] = _stamp(starts[slot.position] + span)
     faults = order_faults(_ctx(plan, edited))
-    assert any(f"gives {chosen - 1}" in f for f in faults), faults
+    assert any(f"gives {chosen - 1} (from its campaign fingerprint)" in f for f in faults), \
+        faults
 
 
 def test_a_recorded_group_size_the_plan_does_not_have():
@@ -162,6 +168,30 @@ def test_batches_of_a_sequential_campaign_regenerate_batch_by_batch():
         records[a][key], records[b][key] = records[b][key], records[a][key]
     assert any("not where the order seed puts them" in f
                for f in regenerated_order_faults(plan, records))
+
+
+def test_under_a_challenge_the_order_seed_is_the_commitments(tmp_path):
+    """A plan frozen under a reviewer's challenge: the sweep (following the plan) and the
+    audit (reading it) both draw the order from the commitment, not from the campaign file,
+    which the judged party could tune for a lucky order before asking for the challenge."""
+    path = tmp_path / "c.toml"
+    path.write_text(TINY_SQUARE_WAVE)
+    challenge = issue_challenge(hashlib.sha256(path.read_bytes()).hexdigest(), BUNDLED.name,
+                                BUNDLED.content_sha256)
+    plan = freeze_plan(path, BUNDLED, challenge)
+    plain = order_seed_of(plan["campaign"]["fingerprint"])
+    followed = follow_plan(load_campaign(path), plan)
+    assert order_seed(followed) == plan_order_seed(plan) != plain
+    assert order_seed(follow_plan(load_campaign(path), freeze_plan(path, BUNDLED))) == plain
+    runs = planned_runs(plan, lambda name: resolve_policy(name).oracle)
+    ordered, slots = execution_order(runs, plain)
+    records = {r.run_id: {"started": 1.8e9 + 60 * s.position, "written": 1.8e9 + 60 * s.position
+                          + 50, "order_seed": plain, "position": s.position, "block": s.block,
+                          "position_in_block": s.position_in_block, "runs": len(runs),
+                          "blocks": 2, "window": 2} for r, s in
+               ((r, slots[r.run_id]) for r in ordered)}
+    faults = regenerated_order_faults(plan, records)
+    assert any("(from its challenge commitment)" in f for f in faults), faults
 
 
 def test_the_order_does_not_depend_on_how_the_seeds_are_listed():
