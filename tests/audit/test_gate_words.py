@@ -34,3 +34,22 @@ def test_a_fail_keeps_the_underpowered_verdict():
     out = _decision("matched_budget")
     assert out.lines[0].startswith("gate FAIL") and out.lines[1].strip().startswith(
         "underpowered")
+
+
+def test_no_recorded_document_passes_with_underpowered_words_at_any_tier():
+    """Every golden and report document, every claim, every tier of the bundled protocol: a
+    PASS's verdict line never says "underpowered" or "not significant"."""
+    protocol = load_protocol()
+    docs = sorted((REPO / "tests" / "golden").glob("*.audit.json")) + sorted(
+        (REPO / "tests" / "report_documents").glob("*.audit.json"))
+    passes = 0
+    for path in docs:
+        doc = json.loads(path.read_text())
+        for claim in doc["claims"]:
+            for tier in protocol.tier_names:
+                out = decide(doc, claim, protocol, tier)
+                if out.lines[0].startswith("gate PASS"):
+                    passes += 1
+                    assert "underpowered" not in out.lines[1], (path.name, tier, out.lines[1])
+                    assert "not significant" not in out.lines[1], (path.name, tier)
+    assert passes > len(docs)
