@@ -293,6 +293,12 @@ def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float | None
         return [SequentialVerdict(regime=c["regime"], policy=c["policy"], decision="refused",
                                   reason=f"no sequential verdict: {design_doc['why_not']}")
                 for c in doc["claims"]]
+    for key in ("max_seeds", "batch"):
+        if spec.get(key) is not None and int(spec[key]) < 1:
+            raise InputError(f"the plan's {key} is {spec[key]}: a design needs at least 1",
+                             column=f"design.sequential.{key}",
+                             fix="re-run 'evalkit audit RUNS --out DIR' on runs swept under a "
+                                 "plan frozen by evalkit")
     order = [int(s) for s in design_doc["seed_order"]]
     _refuse_repeats(order, "design.seed_order")
     for i, c in enumerate(doc["claims"]):

@@ -169,6 +169,14 @@ def test_a_plan_order_repeating_the_best_seed_is_refused():
     assert err.value.column == "claims[0].units"
 
 
+@pytest.mark.parametrize("key", ["batch", "max_seeds"])
+def test_a_design_without_a_positive_batch_or_maximum_is_bad_input(key):
+    doc = _doc([_claim(*_from_d(_d(12, 0.03)))], design={**DESIGN, key: -2})
+    with pytest.raises(InputError) as err:
+        sequential_verdicts(doc, PROTO, "matched_budget")
+    assert err.value.column == f"design.sequential.{key}"
+
+
 def test_the_family_is_the_plans_claims_not_the_ones_left_in_the_document():
     d = _d(12, 0.012, sd=0.006, seed=7)
     three = (("r", "pol"), ("r", "lost1"), ("r", "lost2"))
