@@ -111,21 +111,26 @@ def _f(j: int, p: int, v, exact: bool = False):
                 tot += (-1) ** l * math.comb(j, l) * z ** deg
         return tot / math.factorial(deg)
     v = np.asarray(v, dtype=float)
+    shifts = np.arange(j + 1, dtype=float).reshape((j + 1,) + (1,) * v.ndim)
+    coefs = np.array([float((-1) ** l * math.comb(j, l)) for l in range(j + 1)])
+    terms = coefs.reshape(shifts.shape) * _int_power(np.maximum(v - shifts, 0.0), deg)
     tot = np.zeros(v.shape)
-    for l in range(j + 1):          # a fixed order: a BLAS dot product's order varies by CPU
-        tot += float((-1) ** l * math.comb(j, l)) * _int_power(np.clip(v - l, 0.0, None), deg)
+    for term in terms:              # a fixed order: a BLAS dot product's order varies by CPU
+        tot += term
     return tot / math.factorial(deg)
 
 
 def _int_power(z: np.ndarray, k: int) -> np.ndarray:
-    """``z ** k`` by squaring: IEEE products round alike on every CPU, while ``np.power``
-    takes SIMD paths (AVX-512 against AVX2) that differ in the last bit."""
-    out, base = np.ones_like(z), z
+    """``z ** k`` (k >= 1) by squaring: IEEE products round alike on every CPU, while
+    ``np.power`` takes SIMD paths (AVX-512 against AVX2) that differ in the last bit."""
+    out, base = None, z
     while k:
         if k & 1:
-            out = out * base
-        base, k = base * base, k >> 1
-    return out
+            out = base if out is None else out * base
+        k >>= 1
+        if k:
+            base = base * base
+    return np.ones_like(z) if out is None else out
 
 
 def _g(j: int, c, v, p: int, exact: bool = False):
@@ -315,8 +320,10 @@ def _sequential(fc: FeasibleClass, n: int, rng) -> np.ndarray:
         def h(v, j=j):
             return _g(j, c, v, 2)
 
-        def cdf_raw(t, lo=lo, hi=hi):
-            return (h(hi) - h(hi - t)) - (h(lo) - h(lo - t))
+        # h at the bounds does not move with t: computed once, not at every bisection step
+        def cdf_raw(t, lo=lo, hi=hi, h_lo=h(lo), h_hi=h(hi)):
+            h_hi_t, h_lo_t = h(np.stack((hi - t, lo - t)))
+            return (h_hi - h_hi_t) - (h_lo - h_lo_t)
 
         target = rng.uniform(size=n) * cdf_raw(np.ones(n))
         y = _bisect_cdf(cdf_raw, target, n)
