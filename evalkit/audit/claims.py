@@ -137,7 +137,7 @@ class ClaimResult:
 
     def units(self) -> list[dict]:
         """The independent paired seeds the tests use, in seed order: each one's policy V
-        and its draws' V (what the sequential gate's e-process reads from the document)."""
+        and its draws' V (what the sequential gate's test reads from the document)."""
         return [{"seed": int(u.seed), "v_policy": float(u.v_policy),
                  "v_draws": [float(v) for v in u.draws.violation_rate]}
                 for u in self.ctx.units]
