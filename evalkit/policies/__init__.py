@@ -168,10 +168,11 @@ def policy_name(spec: str) -> str:
 
 # ----------------------------------------------------------------------------- identity
 
+# keyed by the top-level package, not the module: scanning every installed distribution
+# takes seconds, and all of a package's modules share the answer
 @functools.lru_cache(maxsize=256)
-def _distribution_of(module_name: str) -> tuple[str | None, str | None]:
+def _distribution_of_package(top: str) -> tuple[str | None, str | None]:
     from importlib import metadata
-    top = module_name.split(".")[0]
     names = metadata.packages_distributions().get(top) or []
     for dist_name in names:
         try:
@@ -190,7 +191,7 @@ def policy_identity(cls: type[Policy]) -> dict:
     for code that no installed distribution provides) and the sha256 of the class's source
     file (None if it has none), so two runs can be compared like for like.
     """
-    dist, version = _distribution_of(cls.__module__)
+    dist, version = _distribution_of_package(cls.__module__.split(".")[0])
     try:
         path = inspect.getsourcefile(cls)
         with open(path, "rb") as fh:
