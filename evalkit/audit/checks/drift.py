@@ -120,7 +120,10 @@ def order_faults(ctx) -> list[str]:
         faults.append(f"the runs record {len(slots)} order seeds "
                       f"({', '.join(str(k) for k in sorted(slots, key=str))}): one campaign "
                       "has one order")
-    for seed, runs in slots.items():
+    # with a plan the order is regenerated group by group (a sequential campaign's batches
+    # each start at position 0); without one, each order seed's runs are one order
+    regenerable = bool(plan) and plan_order_seed(plan) is not None
+    for seed, runs in ([] if regenerable else slots.items()):
         positions = [p for p, _, _ in runs]
         twice = sorted({p for p in positions if positions.count(p) > 1}, key=str)
         if twice:
@@ -134,7 +137,7 @@ def order_faults(ctx) -> list[str]:
                 faults.append(f"{run_id} (position {pos}) started {latest - started:.0f} s "
                               "before a run ahead of it in the recorded order")
             latest = max(latest, started)
-    if plan:
+    if regenerable:
         faults += regenerated_order_faults(plan, records)
     return faults
 
@@ -177,8 +180,9 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
     "runs", "blocks", "window", "started", "written"}`` (times in s since the epoch) of the
     runs that carry run-order records.  The order seed is regenerated from the plan's challenge
     commitment (else its campaign fingerprint) and the order from the plan's runs (:mod:`evalkit.runlog.execution_order`):
-    every run must sit where that order puts it, and start only while the sweep's window was
-    open to its block (no more than ``window - 1`` earlier blocks with a run not yet written).
+    every run must sit where that order puts it, start no more than :data:`ORDER_SLACK_S`
+    before a run ahead of it, and start only while the sweep's window was open to its block
+    (no more than ``window - 1`` earlier blocks with a run not yet written).
     A run re-done later with its position or start time edited to look in order breaks one of
     the two."""
     seed = plan_order_seed(plan)
@@ -200,7 +204,7 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
                       f"plan gives {seed} (from its {source})")
     groups, group_faults = _ordering_groups(records, planned)
     faults += group_faults
-    moved, early = [], []
+    moved, behind, early = [], [], []
     for group in groups:
         members = [r for r in planned if r.seed in set(group)]
         recorded_size = {records[r.run_id]["runs"] for r in members if r.run_id in records}
@@ -220,6 +224,16 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
                 moved.append(f"{r.run_id} records position {rec['position']} (block "
                              f"{rec['block']}), the order seed puts it at {want.position} "
                              f"(block {want.block})")
+        latest = -math.inf
+        for r in sorted(members, key=lambda r: slots[r.run_id].position):
+            rec = records.get(r.run_id)
+            if rec is None or not np.isfinite(rec["started"]):
+                continue
+            if rec["started"] < latest - ORDER_SLACK_S:
+                behind.append(f"{r.run_id} (position {slots[r.run_id].position}) started "
+                              f"{latest - rec['started']:.0f} s before a run ahead of it in "
+                              "the order")
+            latest = max(latest, rec["started"])
         written_by_block: dict[int, float] = {}
         for r in members:
             if r.run_id in records:
@@ -242,6 +256,9 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
     if moved:
         faults.append(f"{len(moved)} run(s) are not where the order seed puts them: "
                       + _listing(moved, 2))
+    if behind:
+        faults.append(f"{len(behind)} run(s) started before runs ahead of them: "
+                      + _listing(behind, 2))
     if early:
         faults.append(f"{len(early)} run(s) started outside the sweep's block window: "
                       + _listing(early, 2))
