@@ -68,6 +68,13 @@ def test_the_clock_record_counts_ticks_missed_ticks_and_worst_lateness():
     json.dumps(rec)                             # goes into run.json as it is
 
 
+def test_a_step_exactly_slack_late_keeps_its_tick():
+    clock = StepClock(t0=0.0, period_s=0.5, slack_s=0.25)    # exact in binary
+    clock.step_started(0.25)
+    clock.step_started(0.75 + 2**-20)
+    assert (clock.ticks, clock.missed) == (2, 1)
+
+
 @pytest.mark.parametrize("missed, fails", [(1, False), (2, False), (3, True)])
 def test_a_run_fails_only_above_the_missed_share(missed, fails):
     # 2 of 100 is exactly max_missed_share = 0.02: still a run
@@ -246,6 +253,8 @@ def test_each_bad_setting_is_refused_naming_its_key(case):
     with pytest.raises(InputError) as err:
         resolve(BAD[case], backend="torch")
     assert err.value.column == f"backend.config.{case.strip()}"
+    if case == "merge_min_s":
+        assert "would not contend" in err.value.message
 
 
 CAMPAIGN = """
