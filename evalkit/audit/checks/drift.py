@@ -178,11 +178,12 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
 
     ``records``: run_id -> ``{"order_seed", "position", "block", "position_in_block",
     "runs", "blocks", "window", "started", "written"}`` (times in s since the epoch) of the
-    runs that carry run-order records.  The order seed is regenerated from the plan's challenge
-    commitment (else its campaign fingerprint) and the order from the plan's runs (:mod:`evalkit.runlog.execution_order`):
-    every run must sit where that order puts it, start no more than :data:`ORDER_SLACK_S`
-    before a run ahead of it, and start only while the sweep's window was open to its block
-    (no more than ``window - 1`` earlier blocks with a run not yet written).
+    runs that carry run-order records.  The order seed is regenerated from the plan's
+    challenge commitment (else its campaign fingerprint) and the order from the plan's runs
+    (:mod:`evalkit.runlog.execution_order`): every run must sit where that order puts it,
+    start no more than :data:`ORDER_SLACK_S` before a run ahead of it, and start only while
+    the sweep's window was open to its block (no more than ``window - 1`` earlier blocks with
+    a run not yet written).
     A run re-done later with its position or start time edited to look in order breaks one of
     the two."""
     seed = plan_order_seed(plan)
