@@ -23,7 +23,7 @@ Tokens are sampled per sequence (greedy at ``temperature`` 0; ``seed`` makes sam
 reproducible; logprobs, when asked, come from the raw distribution); the model has no EOS, so
 a sequence ends at ``max_tokens``, a ``stop`` string or a ``stop_token_ids`` token.  Through
 its ``emit`` callback a sequence sends ``("token", id, i, text, logprob)`` items, then exactly
-one ``("done", reason, i, stop_reason)`` or ``("error", message, i)``.
+one ``("done", reason, i, stop_reason, server_timing)`` or ``("error", message, i)``.
 
 The sequence state and its stop conditions are :mod:`.sequence`, the token choice
 :mod:`.token_sampler`, the left-padded KV batch operations :mod:`.kv_batch`; this module is
@@ -40,7 +40,7 @@ from collections import deque
 from evalkit.replay.backends.models import cache_kwarg
 
 from . import kv_batch, token_sampler
-from .sequence import Seq, append_token, end_report
+from .sequence import Seq, append_token, end_report, server_timing
 from .tokenizer import SidecarTokenizer
 
 UNHEALTHY_AFTER = 3         # consecutive failed forwards before healthy() says no
@@ -378,7 +378,8 @@ class Engine:
         if reason != "abort":
             self.counters["success"] += 1
         self._observe_end(seq, reason)
-        seq.emit(("done", reason, seq.index, seq.stop_reason))
+        seq.emit(("done", reason, seq.index, seq.stop_reason,
+                  server_timing(seq, time.monotonic())))
 
     def _fail(self, seq: Seq, msg: str) -> None:
         if seq.ended:

@@ -4,7 +4,8 @@ A :class:`Seq` is one choice of one request: its prompt, sampling options, the t
 generated so far, how much of it the batch's KV cache holds, and its timestamps.
 :func:`append_token` applies a newly sampled token's stop conditions (``stop_token_ids``,
 ``stop`` strings, ``max_tokens``) and says which text may be released to the client;
-:func:`end_report` is what the serving metrics record of a sequence that ended.
+:func:`end_report` is what the serving metrics record of a sequence that ended, and
+:func:`server_timing` what every response returns of each of its choices.
 """
 
 from __future__ import annotations
@@ -101,3 +102,15 @@ def end_report(seq: Seq, now: float) -> dict:
         decode_s=None if seq.t_first is None else (seq.t_last or now) - seq.t_first,
         inference_s=None if not admitted else (seq.t_last or now) - seq.t_admit,
         prompt_tokens=len(seq.prompt) if admitted else None, generated=seq.generated)
+
+
+def server_timing(seq: Seq, now: float) -> dict:
+    """What the server measured of a sequence that ended at ``now``, in seconds of its own
+    clock: ``queue_s`` (arrival -> admitted into the batch), ``prefill_s`` (admitted -> first
+    token), ``decode_s`` (first -> last token), ``total_s`` (arrival -> end); None where it
+    did not get that far.  A client compares ``total_s`` with the latency it measured: only a
+    server that really served the request can report its phases."""
+    report = end_report(seq, now)
+    return {"queue_s": None if seq.t_admit is None else seq.t_admit - seq.t_arrive,
+            "prefill_s": report["prefill_s"], "decode_s": report["decode_s"],
+            "total_s": report["e2e_s"]}

@@ -335,6 +335,7 @@ async def _collect(request, req, q, prompt_tokens, echo, ended):
     from aiohttp import web
     n = len(ended)
     texts, reasons, whys, generated = list(echo), [None] * n, [None] * n, [0] * n
+    timings: list = [None] * n
     lps: list = [[] for _ in range(n)]
     while not all(ended):
         item = await _next(request, q)
@@ -347,11 +348,14 @@ async def _collect(request, req, q, prompt_tokens, echo, ended):
             if lp is not None:
                 lps[i].append(lp)
         else:
-            _, reasons[item[2]], i, whys[item[2]] = item
+            _, reason, i, why, timing = item
+            reasons[i], whys[i], timings[i] = reason, why, {"index": i, **timing}
             ended[i] = True
     blocks = [logprobs_block(req, lps[i], len(echo[i])) for i in range(n)]
-    return web.json_response(response(req, list(zip(range(n), texts, reasons, whys, blocks)),
-                                      usage(prompt_tokens, sum(generated))))
+    body = response(req, list(zip(range(n), texts, reasons, whys, blocks)),
+                    usage(prompt_tokens, sum(generated)))
+    body["server_timing"] = timings
+    return web.json_response(body)
 
 
 async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
@@ -390,10 +394,12 @@ async def _stream(request, resp, req, q, prompt_tokens, echo, ended):
             offsets[i] += len(lp[0]) if lp is not None else 0
             await send(_sse(chunk(req, i, text, use=so_far(), logprobs=block)))
         else:
-            _, reason, i, why = item
+            _, reason, i, why, timing = item
             ended[i] = True
-            await send(_sse(chunk(req, i, None if req.kind == "chat" else "", reason,
-                                  stop_reason=why, use=so_far())))
+            finish = chunk(req, i, None if req.kind == "chat" else "", reason,
+                           stop_reason=why, use=so_far())
+            finish["server_timing"] = {"index": i, **timing}
+            await send(_sse(finish))
     else:
         if req.include_usage:
             await send(_sse(chunk(req, None, None, use=usage(prompt_tokens, sum(generated)))))

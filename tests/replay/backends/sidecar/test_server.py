@@ -4,6 +4,7 @@ takes the loop down, preemption keeps outputs unchanged, penalties match a refer
 from __future__ import annotations
 
 import asyncio
+import json
 import queue
 import time
 
@@ -308,3 +309,36 @@ def test_a_server_whose_forwards_keep_failing_reads_503_and_heals(model):
         eng.stop.set()
     assert codes == [500] * UNHEALTHY_AFTER and sick == 503
     assert (ok, healed) == (200, 200)
+
+
+def test_every_choice_returns_the_servers_own_timings_within_the_clients_latency(model):
+    """queue, prefill and decode of each choice, measured by the engine, come back in the
+    response (``server_timing``; on the choice's last chunk when streamed): what only a
+    server that really served the request can report, and never more than the client waited."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from evalkit.replay.backends.sidecar.server import make_app
+    eng = make_engine(model)
+    body = {"prompt": "x", "max_tokens": 4, "temperature": 0.0}
+
+    async def go():
+        async with TestClient(TestServer(make_app(eng, "m"))) as c:
+            t0 = time.monotonic()
+            whole = await (await c.post("/v1/completions", json={**body, "n": 2})).json()
+            t1 = time.monotonic()
+            text = await (await c.post("/v1/completions", json={**body, "stream": True})).text()
+            t2 = time.monotonic()
+            return whole, t1 - t0, text, t2 - t1
+    try:
+        whole, latency, text, stream_latency = asyncio.run(go())
+    finally:
+        eng.stop.set()
+    streamed = [json.loads(line[6:]) for line in text.splitlines()
+                if line.startswith("data: {") and "server_timing" in line]
+    assert [t["index"] for t in whole["server_timing"]] == [0, 1] and len(streamed) == 1
+    for timing, waited in [(t, latency) for t in whole["server_timing"]] + [
+            (streamed[0]["server_timing"], stream_latency)]:
+        phases = [timing[k] for k in ("queue_s", "prefill_s", "decode_s")]
+        assert all(p is not None and p >= 0 for p in phases), timing
+        assert sum(phases) <= timing["total_s"] + 1e-9
+        assert 0 < timing["total_s"] <= waited

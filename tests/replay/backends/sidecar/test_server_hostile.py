@@ -21,7 +21,7 @@ pytest.importorskip("aiohttp")
 from evalkit.replay.backends.sidecar import server  # noqa: E402
 from evalkit.replay.backends.sidecar.openai_requests import (  # noqa: E402
     MAX_STOP_BYTES, MAX_STOP_STRINGS, APIError, Sampling, parse_completion)
-from evalkit.replay.backends.sidecar.sequence import Seq, append_token  # noqa: E402
+from evalkit.replay.backends.sidecar.sequence import Seq, append_token, server_timing  # noqa: E402
 from evalkit.replay.backends.sidecar.serve import port_free  # noqa: E402
 from evalkit.replay.backends.sidecar.server import Limits, make_app, start  # noqa: E402
 from evalkit.replay.backends.sidecar.tokenizer import SidecarTokenizer  # noqa: E402
@@ -59,7 +59,7 @@ class StubEngine:
             threading.Thread(target=self._flood, args=(seq,), daemon=True).start()
             return
         seq.emit(("token", 5, seq.index, " t5", None))
-        seq.emit(("done", "length", seq.index, None))
+        seq.emit(("done", "length", seq.index, None, server_timing(seq, time.monotonic())))
 
     def _flood(self, seq):
         for _ in range(400):
