@@ -44,6 +44,13 @@ def gate(path, policy="wa", *extra):
     return CliRunner().invoke(cli, ["gate", str(path), "--policy", policy, *extra])
 
 
+def audit_to_matched_budget(path):
+    """The audit's checks up to matched_budget, the tier of every check these attacks aim at
+    (like_for_like, the corridor, pairing, the draws): each computed as in the full audit;
+    the higher tiers' evidence, which they do not read, is left out."""
+    return audit_campaign(path, max_tier="matched_budget")
+
+
 def check(claim, name):
     return next(c for c in claim.checks if c.name == name)
 
@@ -91,7 +98,7 @@ def test_honest_bases_pass(base, tmp_path):
 def test_policy_declaring_a_looser_slo_fails(base):
     for seed in range(10):
         edit_meta(base / f"wa-s{seed}", lambda m: m["slo"].update(e2e_s=50.0))
-    c = check(audit_campaign(base).claim("wa"), "like_for_like")
+    c = check(audit_to_matched_budget(base).claim("wa"), "like_for_like")
     assert c.passed is False and "slo.e2e_s differs: wa-s0 (policy) 50.0" in c.found
     assert gate(base).exit_code == 1
 
@@ -106,7 +113,7 @@ def test_undeclared_training_start_does_not_move_the_edge(base):
         return m
     edit_table(base / "wa-s2", "merges", early)
     edit_meta(base / "wa-s2", lambda m: m.update(training_start_s=-5.0))
-    wa = audit_campaign(base).claim("wa")
+    wa = audit_to_matched_budget(base).claim("wa")
     c = check(wa, "schedules_in_corridor")
     assert c.passed is False and "wa-s2 (policy)" in c.found and "< min_gap" in c.found
     assert "training_start_s" in check(wa, "like_for_like").found
@@ -132,7 +139,7 @@ def test_overlapping_steps_do_not_widen_the_corridor_tolerance(base):
         return m
     edit_table(base / "wa-s4", "merges", skip_forced)
     edit_table(base / "wa-s4", "steps", _long_overlapping_steps)
-    wa = audit_campaign(base).claim("wa")
+    wa = audit_to_matched_budget(base).claim("wa")
     c = check(wa, "schedules_in_corridor")
     assert c.passed is False and "wa-s4 (policy)" in c.found and "forced merge" in c.found
     lfl = check(wa, "like_for_like")
@@ -189,7 +196,7 @@ def test_draws_on_the_simulator_beside_a_real_policy_run_fail(tmp_path):
 def test_merges_of_a_tenth_of_the_payload_fail(base):
     for seed in range(10):
         edit_table(base / f"wa-s{seed}", "merges", lambda m: m.assign(bytes=m.bytes // 10))
-    c = check(audit_campaign(base).claim("wa"), "like_for_like")
+    c = check(audit_to_matched_budget(base).claim("wa"), "like_for_like")
     assert c.passed is False and "100000000" in c.found and "bytes" in c.found
     assert gate(base).exit_code == 1
 
@@ -201,7 +208,7 @@ def test_same_arrivals_carrying_other_requests_fail(base):
         req["output_tokens"] = np.random.default_rng(3).permutation(req.output_tokens.to_numpy())
         return req
     edit_table(base / "wa-s5", "requests", shuffle)
-    wa = audit_campaign(base).claim("wa")
+    wa = audit_to_matched_budget(base).claim("wa")
     assert check(wa, "pairing_real").passed is True          # arrivals alone do not see it
     c = check(wa, "like_for_like")
     assert c.passed is False and "wa-s5" in c.found and "other requests" in c.found
@@ -214,7 +221,7 @@ def test_no_sync_trainer_must_run_the_whole_span(tmp_path, stop_s, ok):
     runs = copy(tmp_path, "sim_bursty")
     if stop_s is not None:
         edit_table(runs / "no_sync-s3", "steps", lambda s: s[s.start_s < stop_s])
-    c = check(audit_campaign(runs).claim("wa"), "like_for_like")
+    c = check(audit_to_matched_budget(runs).claim("wa"), "like_for_like")
     assert c.passed is ok, c.found
     if not ok:
         assert "no_sync-s3 (no_sync): training covers" in c.found
@@ -223,7 +230,7 @@ def test_no_sync_trainer_must_run_the_whole_span(tmp_path, stop_s, ok):
 def test_new_key_in_one_run_is_a_difference(base):
     # own attack: a key no allowlist names, set in one draw only
     edit_meta(base / "mr-wa-s1-d0", lambda m: m["settings"]["effective"].update(turbo=True))
-    c = check(audit_campaign(base).claim("wa"), "like_for_like")
+    c = check(audit_to_matched_budget(base).claim("wa"), "like_for_like")
     assert c.passed is False and "settings.effective.turbo" in c.found
     assert "mr-wa-s1-d0 (matched_random)" in c.found
 
@@ -238,7 +245,7 @@ def test_step_time_threshold(base, median_s, ok):
                              "end_s": start + median_s, "loss": 1.0,
                              "tokens": np.full(start.size, 4096)})
     edit_table(base / "mr-wa-s2-d1", "steps", sparse)
-    c = check(audit_campaign(base).claim("wa"), "like_for_like")
+    c = check(audit_to_matched_budget(base).claim("wa"), "like_for_like")
     assert c.passed is ok, c.found
     if not ok:
         assert "mr-wa-s2-d1 (matched_random): median inner step" in c.found
@@ -283,7 +290,7 @@ def _keep_draws(src: Path, tmp_path: Path, keep) -> Path:
 def test_keeping_the_worst_draws_fails_without_a_plan(twenty_draws, tmp_path):
     # wa places its merges like a draw: random placement, selected draws make it "win"
     runs = _keep_draws(twenty_draws, tmp_path, lambda v: np.argsort(v)[-3:].tolist())
-    wa = audit_campaign(runs).claim("wa")
+    wa = audit_to_matched_budget(runs).claim("wa")
     c = check(wa, "draws_phi_uniform")
     assert c.passed is False and "not uniform" in c.found
     assert gate(runs).exit_code == 1
@@ -291,7 +298,7 @@ def test_keeping_the_worst_draws_fails_without_a_plan(twenty_draws, tmp_path):
 
 def test_honest_draws_of_the_same_campaign_pass(twenty_draws, tmp_path):
     runs = _keep_draws(twenty_draws, tmp_path, lambda v: [0, 1, 2])      # the first three
-    assert check(audit_campaign(runs).claim("wa"), "draws_phi_uniform").passed is True
+    assert check(audit_to_matched_budget(runs).claim("wa"), "draws_phi_uniform").passed is True
 
 
 def test_worst_case_placements_labelled_as_draws_fail(base):
@@ -307,7 +314,7 @@ def test_worst_case_placements_labelled_as_draws_fail(base):
         for d in range(2):
             edit_table(base / f"mr-wa-s{seed}-d{d}", "merges",
                        lambda m, s=worst[d]: mc.merges_for(s))
-    c = check(audit_campaign(base).claim("wa"), "draws_phi_uniform")
+    c = check(audit_to_matched_budget(base).claim("wa"), "draws_phi_uniform")
     assert c.passed is False and "mean rank 1.00" in c.found
 
 
@@ -331,7 +338,7 @@ def test_draws_with_identical_request_logs_count_once(base):
     for seed in range(10):
         shutil.copy(base / f"mr-wa-s{seed}-d0" / "requests.parquet",
                     base / f"mr-wa-s{seed}-d1" / "requests.parquet")
-    wa = audit_campaign(base).claim("wa")
+    wa = audit_to_matched_budget(base).claim("wa")
     assert wa.to_dict()["draws_per_seed"] == [1] * 10
 
 
@@ -345,7 +352,7 @@ def test_phi_uniformity_threshold(base):
     from evalkit.audit.checks import plan as plan_checks
     from evalkit.audit.protocol import CheckSpec
 
-    wa = audit_campaign(base).claim("wa")
+    wa = audit_to_matched_budget(base).claim("wa")
     ctx = wa.ctx
     tag = zlib.crc32(b"bursty\0wa")
     u = [r for p in ctx.claim.pairs for _, r in plan_checks.phi_ranks(
@@ -369,7 +376,7 @@ def test_phi_ranks_of_worst_and_best_placements_are_extreme(base):
     requests, which the ranks use when a seed has no no-sync run)."""
     from evalkit.audit.checks import plan as plan_checks
 
-    wa = audit_campaign(base).claim("wa")
+    wa = audit_to_matched_budget(base).claim("wa")
     ctx, pair = wa.ctx, wa.data.pairs[0]
     req = pd.read_parquet(base / pair.policy_run / "requests.parquet")
     from evalkit.stats import sample_schedules
@@ -393,7 +400,7 @@ def test_phi_ranks_of_worst_and_best_placements_are_extreme(base):
 def test_honest_real_runs_are_like_for_like():
     """The committed CPU-real torch runs: what the real backend measured per run (steps,
     timings, the rig's state) is allowed to differ; everything configured is the same."""
-    res = audit_campaign(ROOT / "examples" / "cpu_real" / "runs")
+    res = audit_to_matched_budget(ROOT / "examples" / "cpu_real" / "runs")
     for claim in res.claims:
         c = check(claim, "like_for_like")
         assert c.passed is True, c.found
