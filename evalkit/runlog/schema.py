@@ -378,6 +378,15 @@ OPTIONAL_COLUMNS = {
         Column("tokens_received", "int", True, "output tokens actually streamed", "tokens"),
         Column("send_lag_s", "float", True, "sent_s - arrival_s", "s"),
         Column("tpot_s", "float", True, "mean inter-token time of the request", "s"),
+        Column("server_queue_s", "float", True, "the sidecar's own measure: arrival -> "
+               "admitted into the batch (server_timing.queue_s)", "s"),
+        Column("server_prefill_s", "float", True, "the sidecar's own measure: admitted -> "
+               "first token (server_timing.prefill_s)", "s"),
+        Column("server_decode_s", "float", True, "the sidecar's own measure: first -> last "
+               "token (server_timing.decode_s)", "s"),
+        Column("server_total_s", "float", True, "the sidecar's own measure: arrival -> end "
+               "(server_timing.total_s); real_sidecar holds it against the client's latency",
+               "s"),
     ),
     "merges": (
         Column("duration_s", "float", True, "end_s - start_s", "s"),

@@ -2,7 +2,9 @@
 
 Every request is sent at ``t0 + arrival_s`` whatever happened to earlier ones.  Times are
 ``time.monotonic()`` seconds minus ``t0``.  Failed and timed-out requests are kept with
-``ok = False`` and the error text.
+``ok = False`` and the error text.  The sidecar (``evalkit serve``) ends each streamed choice
+with its own ``server_timing`` (queue, prefill, decode, total seconds); the client records them
+as the ``server_*_s`` request columns (null when the server sent none, e.g. vLLM).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import numpy as np
 import pandas as pd
 
 PROMPT_TOKEN_LOW, PROMPT_TOKEN_HIGH = 100, 500     # ids valid in any real vocabulary
+# the sidecar's ``server_timing`` keys -> request columns (evalkit/runlog/schema.py)
+SERVER_TIMING_COLUMNS = {"queue_s": "server_queue_s", "prefill_s": "server_prefill_s",
+                         "decode_s": "server_decode_s", "total_s": "server_total_s"}
 
 
 @dataclass
@@ -31,6 +36,7 @@ class Record:
     ok: bool = False
     error: str | None = None
     token_times: list = field(default_factory=list)
+    server_timing: dict = field(default_factory=dict)   # the sidecar's own phases of it
 
 
 def request_bodies(requests: pd.DataFrame, model: str, seed: int, *,
@@ -81,6 +87,8 @@ async def _one(session, url: str, body: bytes, rec: Record, t0: float, timeout_s
                         return
                     if msg.get("usage"):
                         usage_tokens = msg["usage"].get("completion_tokens")
+                    if isinstance(msg.get("server_timing"), dict):
+                        rec.server_timing = msg["server_timing"]
                     for ch in msg.get("choices") or ():
                         if ch.get("text") or ch.get("finish_reason") is None:
                             if rec.first_token_s is None:
@@ -155,13 +163,23 @@ def records_frame(recs: list[Record], *, token_times: bool = True) -> pd.DataFra
                "send_lag_s": r.sent_s - r.arrival_s,
                "tpot_s": float(itl.mean()) if itl.size else None,
                "itl_max_s": float(itl.max()) if itl.size else None}
+        for key, col in SERVER_TIMING_COLUMNS.items():
+            row[col] = _seconds(r.server_timing.get(key))
         if token_times:
             row["token_times"] = [float(x) for x in tt]
         rows.append(row)
     df = pd.DataFrame(rows)
-    for col in ("first_token_s", "end_s", "tpot_s", "itl_max_s"):
+    for col in ("first_token_s", "end_s", "tpot_s", "itl_max_s",
+                *SERVER_TIMING_COLUMNS.values()):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     return df
+
+
+def _seconds(value) -> float | None:
+    """A server-reported duration, or None when it is absent or not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if np.isfinite(value) else None
 
 
 def parse_prometheus(text: str, names=("vllm:num_requests_running",

@@ -118,6 +118,10 @@ def test_client_streams_every_token_from_sidecar(sidecar):
     tt = np.asarray(df["token_times"][2])
     assert np.all(np.diff(tt) >= 0)
     assert df["tpot_s"][2] == pytest.approx(np.diff(tt).mean())
+    # the sidecar's own timings of every request, inside the latency the client measured
+    server = df[["server_queue_s", "server_prefill_s", "server_decode_s", "server_total_s"]]
+    assert server.notna().all().all() and (server >= 0).all().all()
+    assert (df["server_total_s"] <= df["end_s"] - df["sent_s"]).all()
 
 
 def test_metrics_and_models_endpoints(sidecar):
