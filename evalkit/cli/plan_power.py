@@ -4,6 +4,7 @@ fitted twin (:mod:`evalkit.stats.power`)."""
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from pathlib import Path
 
@@ -159,6 +160,10 @@ def plot_plan(plan, path: Path) -> None:
               default="smoothed", show_default=True,
               help="within-seed noise: a smoothed bootstrap of the pilot's log residuals, or "
               "lognormal (tools/POWER_VALIDATION.md compares them)")
+@click.option("--min-effect", type=float, default=None,
+              help="the sequential design's null shift, a share of V: a pass needs the mean "
+              "gain above it, as the sequential gate; default: the built-in protocol's "
+              "gain_significant.min_effect (give yours when you gate with --protocol)")
 @click.option("--block", type=int, default=5, show_default=True,
               help="the sequential design looks after every BLOCK seeds")
 @click.option("--refits", type=int, default=30, show_default=True,
@@ -170,12 +175,14 @@ def plot_plan(plan, path: Path) -> None:
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None,
               help="write the plan as JSON")
 def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text, max_seeds,
-              reps, resamples, policy_sd_ratio, effect, model_kind, block, refits, seed, plot,
-              json_out):
+              reps, resamples, policy_sd_ratio, effect, model_kind, min_effect, block, refits,
+              seed, plot, json_out):
     """Seeds and draws per seed that reach the target power for GAIN, for the fixed-n
     seed-level test and for the group-sequential design (distribution of seeds to a
     decision), simulated from a model fitted to the pilot, each with an interval from the
     pilot's size."""
+    from evalkit.audit.protocol import load_protocol
+    from evalkit.audit.sequential import protocol_min_effect
     from evalkit.stats.power import pilot_model, power_plan
 
     if (pilot is None) == (twin is None):
@@ -186,8 +193,13 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
         raise InputError("--policy-sd-ratio must be >= 0", column="--policy-sd-ratio",
                          fix="e.g. 1 (as variable as a draw) or 0.5, or leave it out to "
                              "measure the policy's spread from the pilot")
+    if min_effect is None:
+        min_effect = protocol_min_effect(load_protocol(None))
+    elif not (math.isfinite(min_effect) and min_effect >= 0):
+        raise InputError(f"--min-effect must be a finite share >= 0, got {min_effect}",
+                         column="--min-effect",
+                         fix="the protocol's gain_significant.min_effect, e.g. 0.005 (0.5 pp)")
     if twin is not None:
-        from evalkit.audit.protocol import load_protocol
         from evalkit.replay.sweep import run_campaign
 
         with tempfile.TemporaryDirectory(prefix="evalkit-twin-pilot-") as tmp:
@@ -205,7 +217,7 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
         model = pilot_model(v_pol, v_draws, source, policy_sd_ratio=policy_sd_ratio,
                             kind=model_kind)
         plan = power_plan(model, gain, effect=effect, alpha=alpha, alternative=alternative,
-                          target=target, draws=draws, max_seeds=max_seeds, reps=reps,
+                          null_shift=min_effect, target=target, draws=draws, max_seeds=max_seeds, reps=reps,
                           n_resamples=resamples, block=block, refits=refits, rng=seed)
     except InputError as err:
         # power_plan names its parameters; here each one is the option of the same name

@@ -504,7 +504,8 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                 f"Carlo with B = {n_resamples}); sequential: group-sequential design "
                 f"({settings['design'].spending} spending, one-sided alpha "
                 f"{settings['design'].alpha:g}, non-binding futility at t < "
-                f"{settings['design'].futility:g}), a look after every {block} seeds up to "
+                f"{settings['design'].futility:g}, null shift {100 * null_shift:.2f} pp: a pass "
+                f"needs the mean gain above it), a look after every {block} seeds up to "
                 f"{top}; interval: {refits} redraws of the "
                 f"model's variance components from their sampling distributions, "
                 f"{refit_reps} campaigns each, central {interval:.0%} of their powers"))

@@ -297,3 +297,44 @@ def test_plan_power_from_the_fitted_twin(repo_root, tmp_path):
                    "--draws", "2", "--resamples", "100", "--refits", "4"])
     assert res.exit_code == 0, res.output
     assert "power plan for ewma (twin campaign twin_campaign.toml, 8 seeds)" in res.output
+
+
+def _sequential_pass(fixtures_dir, tmp_path, gain, *min_effect):
+    out = tmp_path / f"plan-{gain}-{'-'.join(min_effect) or 'default'}.json"
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", str(gain), "--effect", "additive",
+                   "--reps", "200", "--max-seeds", "20", "--draws", "3", "--resamples", "50",
+                   "--refits", "0", "--json", str(out), *min_effect])
+    assert res.exit_code == 0, res.output
+    return json.loads(out.read_text()), res.output
+
+
+def test_plan_power_shifts_the_sequential_null_by_the_protocols_min_effect(fixtures_dir,
+                                                                            tmp_path):
+    from evalkit.audit.protocol import load_protocol
+    from evalkit.audit.sequential import protocol_min_effect
+
+    floor = protocol_min_effect(load_protocol(None))
+    assert floor > 0
+    plan, text = _sequential_pass(fixtures_dir, tmp_path, floor)
+    assert plan["null_shift"] == floor
+    assert f"null shift {100 * floor:.2f} pp: a pass needs the mean gain above it" in text
+    # a gain equal to the smallest effect of interest passes about as often as alpha
+    # (one-sided 0.025), as the gate would; the pilot's skewed d adds a little
+    assert plan["rows"][0]["sequential_power"][-1] <= 0.08
+
+
+def test_plan_power_min_effect_option_sets_the_sequential_null(fixtures_dir, tmp_path):
+    shifted, _ = _sequential_pass(fixtures_dir, tmp_path, 0.03, "--min-effect", "0.03")
+    unshifted, _ = _sequential_pass(fixtures_dir, tmp_path, 0.03, "--min-effect", "0")
+    assert shifted["null_shift"] == 0.03 and unshifted["null_shift"] == 0.0
+    assert shifted["rows"][0]["sequential_power"][-1] <= 0.08
+    assert unshifted["rows"][0]["sequential_power"][-1] >= 0.5
+
+
+@pytest.mark.parametrize("value", ["-0.01", "nan", "inf"])
+def test_plan_power_min_effect_must_be_a_finite_share_at_least_zero(fixtures_dir, value):
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", "0.01", f"--min-effect={value}"])
+    assert res.exit_code == 2, res.output
+    assert "error: option --min-effect: --min-effect must be a finite share >= 0" in res.output
