@@ -68,28 +68,35 @@ def missed_tick_error(ticks: int, missed: int, max_share: float) -> str | None:
 
 
 def contend_until(torch, buffers, deadline: float, threads: int, *, lr: float = 0.7,
-                  momentum: float = 0.9, now=time.monotonic) -> int:
+                  momentum: float = 0.9, now=time.monotonic,
+                  chunk_elems: int = 2**20) -> int:
     """Repeat an outer-optimizer update (Nesterov SGD) over ``buffers`` on ``threads`` torch
-    threads until ``now() >= deadline``; returns the number of passes.
+    threads until ``now() >= deadline``; returns the number of chunks updated.
 
-    ``buffers`` = (params, momentum, grad), equal-sized float tensors.  Each pass streams
-    them through memory several times, the traffic of a real outer step over that many
-    bytes.  The thread count is restored afterwards, whatever happens.
+    ``buffers`` = (params, momentum, grad), equal-sized 1-d float tensors.  Each pass
+    streams them through memory several times, the traffic of a real outer step over that
+    many bytes; the deadline is checked before every chunk of ``chunk_elems`` elements, so
+    the padding ends at most one chunk past it.  The thread count is restored afterwards,
+    whatever happens.
     """
     params, mom, grad = buffers
+    n = params.numel()
     before = torch.get_num_threads()
     torch.set_num_threads(int(threads))
-    passes = 0
+    chunks = 0
     try:
         with torch.no_grad():
-            while now() < deadline:
-                mom.mul_(momentum).add_(grad)
-                params.add_(grad, alpha=-lr).add_(mom, alpha=-lr * momentum)
-                grad.copy_(params).mul_(1e-3)   # the next pass's "pseudo-gradient"
-                passes += 1
+            while True:
+                for lo in range(0, n, chunk_elems):
+                    if now() >= deadline:
+                        return chunks
+                    x, m, g = (b[lo:lo + chunk_elems] for b in (params, mom, grad))
+                    m.mul_(momentum).add_(g)
+                    x.add_(g, alpha=-lr).add_(m, alpha=-lr * momentum)
+                    g.copy_(x).mul_(1e-3)       # the next pass's "pseudo-gradient"
+                    chunks += 1
     finally:
         torch.set_num_threads(before)
-    return passes
 
 
 def wait_for_quiet_host(max_load: float, wait_s: float, *, read_load, sleep=time.sleep,

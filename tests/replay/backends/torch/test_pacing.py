@@ -127,6 +127,13 @@ def test_the_contending_merge_stops_at_once_past_its_deadline():
     assert contend_until(torch, _buffers(torch), time.monotonic() - 1.0, threads=1) == 0
 
 
+def test_the_contending_merge_checks_its_deadline_between_chunks():
+    torch = pytest.importorskip("torch")
+    calls = iter([0.0, 0.0, 2.0])              # the deadline passes before the third chunk
+    assert contend_until(torch, _buffers(torch, n=10), 1.0, threads=1, chunk_elems=4,
+                         now=lambda: next(calls)) == 2
+
+
 def test_the_contending_pass_is_a_nesterov_outer_update():
     torch = pytest.importorskip("torch")
     x, m, g = (torch.tensor([1.0]), torch.tensor([0.5]), torch.tensor([0.2]))
