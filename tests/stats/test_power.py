@@ -107,6 +107,17 @@ def test_one_draw_pilot_reads_the_policy_as_a_draw():
     assert model.policy_spread.startswith("as a draw")
 
 
+def test_the_residuals_leave_each_seeds_level_out():
+    # seed levels far apart, little noise within a seed: the smoothed bootstrap's residuals
+    # must be within-seed noise only, so each seed's residuals average to about zero
+    rng = np.random.default_rng(8)
+    policy, draws = _lognormal_pilot(rng, 20, 8, sigma=0.1, level_sd=1.0)
+    model = pilot_model(policy, list(draws))
+    per_seed = np.asarray(model.residuals).reshape(20, 8)
+    assert per_seed.std() == pytest.approx(model.sigma_within)
+    assert np.abs(per_seed.mean(axis=1)).max() < 0.05 * model.sigma_within
+
+
 def test_zero_v_is_floored_and_an_all_zero_pilot_is_refused():
     model = pilot_model([0.0, 0.02, 0.03], [[0.01, 0.0], [0.02, 0.04], [0.05, 0.03]])
     assert model.zeros_floored == 2 and math.isfinite(model.mu)
