@@ -60,6 +60,18 @@ def test_exposure_count_with_non_finite_values(where, value):
     assert _count(arrival, sent, end, ok, ws, we, horizon=100.0) == expected
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_exposure_count_with_only_the_last_window_end_not_finite(value):
+    # a non-finite first end swallows every window into one; only a later one leaves the
+    # windows before it finite, so the scan must still take the metrics' path
+    rng = np.random.default_rng(7)
+    arrival, sent, end, ok, ws, we = _case(rng, 300, 6)
+    we[-1] = value
+    lo, hi = metrics.request_intervals(arrival, sent, end, ok, 100.0)
+    expected = int(np.count_nonzero(metrics.overlaps_windows(lo, hi, ws, we)))
+    assert _count(arrival, sent, end, ok, ws, we, horizon=100.0) == expected
+
+
 def test_token_total_matches_nansum_where():
     rng = np.random.default_rng(3)
     ok = rng.random(500) > 0.3
