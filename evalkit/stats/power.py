@@ -347,7 +347,8 @@ def _simulate(model: PilotModel, gen, reps: int, top: int, m: int, gain: float, 
     alt, alpha, shift = settings["alternative"], settings["alpha"], settings["null_shift"]
     fixed = []
     for n in grid:
-        x = d[:, :n] - shift
+        # the fixed gate tests the zero null; min_effect shifts the sequential design only
+        x = d[:, :n]
         p = sign_flip_p_batch(x, settings["n_resamples"], gen, alt)
         fixed.append(float(np.mean((p <= alpha) & (x.mean(axis=1) > 0))))
     oriented = -d if alt == "less" else d
@@ -400,7 +401,9 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                n_resamples: int = 400, block: int = 5, refits: int = 40,
                interval: float = 0.8, rng=None) -> PowerPlan:
     """Power of the fixed-n seed-level test and of the group-sequential design for ``gain``,
-    each with its interval from the pilot's size (module docstring)."""
+    each with its interval from the pilot's size (module docstring).  ``null_shift``: the
+    sequential design's null (the gate's ``min_effect``); the fixed-n test keeps the zero null,
+    as the fixed gate's."""
     check_alternative(alternative)
     for name, value in (("alpha", alpha), ("target", target), ("interval", interval)):
         if not 0.0 < float(value) < 1.0:

@@ -341,6 +341,9 @@ def test_plan_power_min_effect_option_sets_the_sequential_null(fixtures_dir, tmp
     assert shifted["null_shift"] == 0.03 and unshifted["null_shift"] == 0.0
     assert shifted["rows"][0]["sequential_power"][-1] <= 0.08
     assert unshifted["rows"][0]["sequential_power"][-1] >= 0.5
+    # the fixed gate tests the zero null: its column does not move with the shift
+    assert shifted["rows"][0]["fixed_power"] == unshifted["rows"][0]["fixed_power"]
+    assert unshifted["rows"][0]["fixed_power"][-1] >= 0.5
 
 
 @pytest.mark.parametrize("value", ["-0.01", "nan", "inf"])
