@@ -190,6 +190,18 @@ def test_step_rate_tolerance_at_below_and_above(rel, blocked):
     assert f"median {rel:.1%}" in out.found
 
 
+@pytest.mark.parametrize("alpha, blocked", [(0.0625, True), (0.0624, False)])
+def test_step_rate_imbalance_at_p_equal_to_alpha_is_blocked(alpha, blocked):
+    # five seeds all slower on the draws: the exact two-sided sign flip gives p = 2/32
+    v = np.linspace(0.2, 0.3, 5)
+    rate = np.full(5, 10.0)
+    ctx = _ctx(v, v + 0.01, rate, rate * 0.8)
+    ctx.alpha = alpha
+    out = execution_drift(ctx, SPEC)
+    assert "sign-flip p = 0.0625" in out.found
+    assert (out.passed is False) is blocked, out.found
+
+
 def test_step_rate_difference_without_a_consistent_sign_passes():
     rng = np.random.default_rng(2)
     v = rng.uniform(0.2, 0.3, 10)
