@@ -1097,17 +1097,21 @@ def test_deployable_texts(monkeypatch):
     from evalkit.policies import POLICIES, policy_identity
 
     monkeypatch.setattr(deployable, "sidecar_evidence", lambda runset, run_id: None)
-    sp = _spec(real_backends=["torch", "vllm"])
+    monkeypatch.setattr(deployable, "server_timing_faults", lambda *args: (None, None))
+    sp = _spec(real_backends=["torch", "vllm"], server_time_allowance_s=0.05,
+               server_time_min_share=0.99)
     pairs = [_pair(0), _pair(1)]
     ids = [r for p in pairs for r in [p.policy_run, *p.draws.run_id, p.no_sync.run_id]]
     runs = pd.DataFrame({"run_id": ids, "backend": ["vllm"] * 3 + ["torch"] * 3})
     c = _c(claim=_claim(pairs), runset=SimpleNamespace(has_logs=True, runs=runs))
     out = deployable.real_sidecar(c, sp)
     assert out.found == ("backends: torch, vllm; 6 runs with metrics scrapes that join the "
-                         "client's requests")
+                         "client's requests and server times within the client's latency + "
+                         "0.05 s")
     assert out.expected == ("every run of the claim's seeds (policy, draws, no-sync) on a real "
                             "sidecar (torch/vllm), shown by its metrics scrapes joined to the "
-                            "client's requests")
+                            "client's requests and server times (server_total_s) within the "
+                            "client's latency + 0.05 s for at least 99% of its requests")
     ident = policy_identity(POLICIES["ewma"])
     c._meta = lambda r: {"policy": "ewma", "oracle": False, "policy_identity": ident}
     out = deployable.not_oracle(c, _spec())

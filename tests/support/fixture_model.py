@@ -103,11 +103,17 @@ def sidecar_scrapes(requests: pd.DataFrame) -> pd.DataFrame:
 def real_evidence(meta: dict, requests: pd.DataFrame) -> pd.DataFrame | None:
     """What a run of ``meta`` carries beyond its requests: on a real backend the sidecar's
     scrapes (returned, and counted in run.json's effective settings as the torch backend
-    does); a built-in policy's code identity (class path and source sha256)."""
+    does) and its own per-request timings (``server_*_s`` columns added to ``requests``,
+    inside the client's latency); a built-in policy's code identity (class path and source
+    sha256)."""
     if meta["policy"] in POLICIES:
         meta["policy_identity"] = policy_identity(resolve_policy(meta["policy"]))
     if meta["backend"] not in REAL_BACKENDS:
         return None
+    requests["server_queue_s"] = 0.0
+    requests["server_prefill_s"] = requests.first_token_s - requests.sent_s
+    requests["server_decode_s"] = requests.end_s - requests.first_token_s
+    requests["server_total_s"] = requests.end_s - requests.sent_s
     scrapes = sidecar_scrapes(requests)
     meta["settings"]["effective"].update({"scrapes": len(scrapes),
                                           "scrapes_ok": int(scrapes.scrape_ok.sum())})

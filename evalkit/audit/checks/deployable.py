@@ -10,7 +10,7 @@ from evalkit.audit.registry import code_identity_status
 from evalkit.errors import InputError
 from evalkit.runlog.schema import BACKENDS
 
-__all__ = ["not_oracle", "real_sidecar", "sidecar_evidence"]
+__all__ = ["not_oracle", "real_sidecar", "server_timing_faults", "sidecar_evidence"]
 
 TIER = "deployable"
 _LIST = (list,)
@@ -20,6 +20,9 @@ CAMPAIGN_BACKENDS = tuple(b for b in BACKENDS if b != "import")
 SCRAPE_COLUMNS = ("t_s", "scrape_ok", "arrivals_seen", "queue_running", "queue_waiting")
 # slack of the join, beyond each scrape's own latency: the client's clock reads around a scrape
 JOIN_SLACK_S = 0.25
+# the request columns a real sidecar's client writes from each response's server_timing
+SERVER_TIMING_COLUMNS = ("server_queue_s", "server_prefill_s", "server_decode_s",
+                         "server_total_s")
 
 
 def sidecar_evidence(runset, run_id: str) -> str | None:
@@ -74,6 +77,37 @@ def sidecar_evidence(runset, run_id: str) -> str | None:
     return None
 
 
+def server_timing_faults(runset, run_id: str, allowance_s: float,
+                         min_share: float) -> tuple[str | None, str | None]:
+    """``(fault, unrecorded)``: why the run's requests do not carry a real sidecar's own
+    timings within the client's latency (``server_total_s <= end_s - sent_s + allowance_s``
+    for at least ``min_share`` of its completed requests; a completed request without a
+    server time counts against it), or, for a run whose requests table has none of the
+    ``server_*_s`` columns (written before the client recorded them), why it cannot be
+    judged.  Both None when the timings hold."""
+    req = runset.table(run_id, "requests")
+    present = [c for c in SERVER_TIMING_COLUMNS if c in req.columns]
+    if not present:
+        return None, f"{run_id}: recorded before server timings (no server_*_s columns)"
+    if len(present) < len(SERVER_TIMING_COLUMNS):
+        missing = sorted(set(SERVER_TIMING_COLUMNS) - set(present))
+        return f"{run_id}: requests.parquet has {', '.join(present)} without " \
+               f"{', '.join(missing)}", None
+    done = req[req.ok.fillna(False).astype(bool)] if "ok" in req.columns else req
+    client = (done.end_s.to_numpy(dtype=float, na_value=np.nan)
+              - done.sent_s.to_numpy(dtype=float, na_value=np.nan))
+    server = done.server_total_s.to_numpy(dtype=float, na_value=np.nan)
+    if not len(done):
+        return f"{run_id}: no completed request to hold the server's timings against", None
+    within = np.isfinite(server) & np.isfinite(client) & (server <= client + allowance_s)
+    share = float(within.mean())
+    if share < min_share:
+        return (f"{run_id}: {share:.1%} of {len(done)} completed requests have a server "
+                f"time within the client's latency + {allowance_s:g} s (needs "
+                f"{min_share:.0%}; {int(np.isnan(server).sum())} without one)"), None
+    return None, None
+
+
 @check("not_oracle", tier=TIER)
 def not_oracle(ctx, spec) -> Outcome:
     """Oracle status from the code each policy run records (``policy_identity``: class path
@@ -103,17 +137,24 @@ def not_oracle(ctx, spec) -> Outcome:
     return Outcome(True, expected, next(iter(status.values()))[1])
 
 
-@check("real_sidecar", params={"real_backends": (_LIST, ["torch", "vllm"])}, tier=TIER)
+@check("real_sidecar", params={"real_backends": (_LIST, ["torch", "vllm"]),
+                               "server_time_allowance_s": ((int, float), 0.05),
+                               "server_time_min_share": ((int, float), 0.99)}, tier=TIER)
 def real_sidecar(ctx, spec) -> Outcome:
     """Every run of the claim's seeds (policy, draws, no-sync) on a real sidecar, shown by
-    what only a real sidecar's client writes (:func:`sidecar_evidence`), never by run.json's
-    backend string.  A claim the campaign replayed on the simulator only is not evaluable
-    (missing runs: the campaign lines that switch the backend); one with some runs off a
-    real sidecar, or labelled real without the evidence, fails."""
+    what only a real sidecar's client writes (:func:`sidecar_evidence`: metrics scrapes
+    joined to its requests; :func:`server_timing_faults`: the server's own per-request
+    timings within the client's latency), never by run.json's backend string.  A claim the
+    campaign replayed on the simulator only is not evaluable (missing runs: the campaign
+    lines that switch the backend), and so is one whose runs were recorded before the client
+    wrote server timings; one with some runs off a real sidecar, or labelled real without
+    the evidence, fails."""
     backends = spec["real_backends"]
+    allowance, min_share = spec["server_time_allowance_s"], spec["server_time_min_share"]
     expected = (f"every run of the claim's seeds (policy, draws, no-sync) on a real sidecar "
                 f"({'/'.join(backends)}), shown by its metrics scrapes joined to the client's "
-                "requests")
+                f"requests and server times (server_total_s) within the client's latency + "
+                f"{allowance:g} s for at least {min_share:.0%} of its requests")
     ids = []
     for p in ctx.claim.pairs:
         ids += [p.policy_run] + p.draws.run_id.tolist()
@@ -128,9 +169,18 @@ def real_sidecar(ctx, spec) -> Outcome:
     if not off:
         unshown = [f"{r}: {why}" for r in ids
                    if (why := sidecar_evidence(ctx.runset, r)) is not None]
+        timing = {r: server_timing_faults(ctx.runset, r, allowance, min_share)
+                  for r in ids} if not unshown else {}
+        unshown += [fault for fault, _ in timing.values() if fault is not None]
+        unrecorded = [why for _, why in timing.values() if why is not None]
+        if not unshown and unrecorded:
+            return not_evaluable(expected, "not evaluable: " + _listing(unrecorded, 3),
+                                 "replay with this evalkit's client, which records the "
+                                 "sidecar's server_timing per request")
         if not unshown:
             return Outcome(True, expected, "backends: " + ", ".join(found) + f"; {len(ids)} "
-                           "runs with metrics scrapes that join the client's requests")
+                           "runs with metrics scrapes that join the client's requests and "
+                           f"server times within the client's latency + {allowance:g} s")
         return Outcome(False, expected, f"labelled {', '.join(found)} but without a real "
                        "sidecar's evidence: " + _listing(unshown, 3),
                        "replay on a real serving sidecar with its metrics scrape on; a "

@@ -28,6 +28,8 @@ from tests.support.decision_stubs import claim, ctx, pair, spec
 
 # ---------------------------------------------------------------------------- deployable
 
+TIMING = {"server_time_allowance_s": 0.05, "server_time_min_share": 0.99}   # the defaults
+
 def _run_ctx(pairs, metas=None, backends=None, has_logs=True, oracle=False):
     """A claim context whose campaign knows each run's backend and run.json."""
     ids = [r for p in pairs for r in [p.policy_run, *p.draws.run_id, p.no_sync.run_id]]
@@ -116,10 +118,28 @@ def test_not_oracle_on_a_summary_table_is_the_tables_word():
 def every_run_shown(monkeypatch):
     """Every stub run carries a real sidecar's evidence (tested in test_deployable_sidecar_evidence)."""
     monkeypatch.setattr(C, "sidecar_evidence", lambda runset, run_id: None)
+    monkeypatch.setattr(C, "server_timing_faults", lambda *args: (None, None))
+
+
+def test_real_sidecar_needs_every_runs_server_times(monkeypatch, every_run_shown):
+    """Scrapes alone do not pass: a run whose server times fail (missing or beyond the
+    client's latency) fails the check; runs recorded before the client wrote them leave it
+    not evaluable, never passed."""
+    sp = spec(**TIMING, real_backends=["torch", "vllm"])
+    two = [pair(0), pair(1)]
+    monkeypatch.setattr(C, "server_timing_faults", lambda runset, r, *a: (
+        "s1-d0: 50.0% of 20 completed requests ..." if r == "s1-d0" else None, None))
+    out = C.real_sidecar(_run_ctx(two), sp)
+    assert out.passed is False and "s1-d0: 50.0% of 20" in out.found
+    monkeypatch.setattr(C, "server_timing_faults", lambda runset, r, *a: (
+        None, f"{r}: recorded before server timings (no server_*_s columns)"))
+    out = C.real_sidecar(_run_ctx(two), sp)
+    assert out.evaluable is False and out.passed is None
+    assert out.found.startswith("not evaluable: ") and "recorded before server timings" in out.found
 
 
 def test_real_sidecar_looks_at_every_run_of_the_seed(every_run_shown):
-    sp = spec(real_backends=["torch", "vllm"])
+    sp = spec(**TIMING, real_backends=["torch", "vllm"])
     two = [pair(0), pair(1)]
     assert C.real_sidecar(_run_ctx(two, backends={"s1-pol": "vllm"}), sp).passed is True
     for run in ("s1-pol", "s0-d0", "s1-ns"):          # policy, draw or no-sync on the harness
@@ -130,7 +150,7 @@ def test_real_sidecar_looks_at_every_run_of_the_seed(every_run_shown):
     none = {r: None for r in ("s0-pol", "s0-d0", "s0-ns", "s1-pol", "s1-d0", "s1-ns")}
     assert C.real_sidecar(_run_ctx(two, backends=none), sp).evaluable is False
     sims = {r: "sim" for r in none}
-    assert C.real_sidecar(_run_ctx(two, backends=sims), spec(real_backends=["sim"])).passed
+    assert C.real_sidecar(_run_ctx(two, backends=sims), spec(**TIMING, real_backends=["sim"])).passed
 
 
 def test_real_sidecar_fails_runs_labelled_real_without_the_evidence(monkeypatch):
@@ -138,7 +158,7 @@ def test_real_sidecar_fails_runs_labelled_real_without_the_evidence(monkeypatch)
     metrics scrape fail (the attack: simulator runs with backend "torch" in run.json)."""
     monkeypatch.setattr(C, "sidecar_evidence",
                         lambda runset, run_id: None if run_id != "s1-d0" else "no scrape")
-    out = C.real_sidecar(_run_ctx([pair(0), pair(1)]), spec(real_backends=["torch", "vllm"]))
+    out = C.real_sidecar(_run_ctx([pair(0), pair(1)]), spec(**TIMING, real_backends=["torch", "vllm"]))
     assert out.passed is False and "s1-d0: no scrape" in out.found
 
 
@@ -150,7 +170,7 @@ SIX = ("s0-pol", "s0-d0", "s0-ns", "s1-pol", "s1-d0", "s1-ns")
 def test_a_claim_replayed_on_the_simulator_only_is_missing_runs_not_failed():
     """No run of the claim on a real sidecar, every one on the simulator: the campaign never
     planned one, so the check is not evaluable and names the [backend] lines to switch to."""
-    sp = spec(real_backends=["torch", "vllm"])
+    sp = spec(**TIMING, real_backends=["torch", "vllm"])
     out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=dict.fromkeys(SIX, "sim")), sp)
     assert out.passed is None and out.evaluable is False
     assert "s0-pol (sim)" in out.found
@@ -166,7 +186,7 @@ def test_the_real_backend_lines_parse_into_a_valid_campaign_on_that_backend():
     """The printed lines, in place of a sim campaign's [backend] tables, make a campaign the
     reader accepts, on the real backend, whose settings that backend accepts as they are."""
     out = C.real_sidecar(_run_ctx([pair(0)], backends=dict.fromkeys(SIX, "sim")),
-                         spec(real_backends=["torch", "vllm"]))
+                         spec(**TIMING, real_backends=["torch", "vllm"]))
     example = (REPO / "examples" / "bursty.toml").read_text()
     head, rest = example.split("[backend]", 1)
     tail = "[[policies]]" + rest.split("[[policies]]", 1)[1]
@@ -187,7 +207,7 @@ def test_the_campaign_backends_are_the_ones_the_campaign_reader_knows():
 ])
 def test_runs_that_do_not_meet_the_bar_still_fail(backends, real):
     runs = {**dict.fromkeys(SIX, "sim"), **backends}
-    out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=runs), spec(real_backends=real))
+    out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=runs), spec(**TIMING, real_backends=real))
     assert out.passed is False and out.evaluable is True
     assert "campaign_toml" not in out.values
 
@@ -199,7 +219,7 @@ def test_the_deployable_tier_of_a_sim_only_claim_is_missing_runs_unless_a_check_
     def passing(name):
         return Check(name, "deployable", True, True, "e", "ok", "", False)
 
-    sp = spec("real_sidecar", real_backends=["torch", "vllm"])
+    sp = spec("real_sidecar", **TIMING, real_backends=["torch", "vllm"])
     sim = run_check("real_sidecar", "deployable",
                     _run_ctx([pair(0), pair(1)], backends=dict.fromkeys(SIX, "sim")), sp)
     assert sim.blocking and sim.status.value == "not_evaluable"
@@ -225,7 +245,7 @@ def test_readme_shows_the_backend_lines_the_check_prints():
 
 def test_the_report_headline_names_the_backend_runs_to_add():
     out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=dict.fromkeys(SIX, "sim")),
-                         spec(real_backends=["torch", "vllm"]))
+                         spec(**TIMING, real_backends=["torch", "vllm"]))
     check = {"name": "real_sidecar", "passed": out.passed, "values": out.values}
     assert blocker_phrase(check, {}, 0.05) == ("real_sidecar not evaluable: add torch or vllm "
                                                "runs to the campaign")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from evalkit.audit.checks import transfer as T
-from evalkit.audit.checks.deployable import sidecar_evidence
+from evalkit.audit.checks.deployable import server_timing_faults, sidecar_evidence
 from evalkit.audit.runset import load_runset
 
 from tests.conftest import REPO
@@ -102,3 +102,64 @@ def test_the_transfer_estimate_refuses_real_labelled_runs_without_evidence(tmp_p
         out = check(estimated, sp)
         assert out.passed is False and "without it" in out.found
         assert check(one_side, sp).evaluable is False
+
+
+# ------------------------------------------------------------------ the server's own timings
+
+def _timing(run_dir, allowance_s=0.05, min_share=0.99):
+    runs = load_runset(run_dir.parent)
+    return server_timing_faults(runs, run_dir.name, allowance_s, min_share)
+
+
+def _with_server_times(run_dir, total):
+    """The recorded real run as this client writes it now: the server's phases per request,
+    ``total(requests)`` its end-to-end time."""
+    req = pd.read_parquet(run_dir / "requests.parquet")
+    req["server_queue_s"] = 0.0
+    req["server_prefill_s"] = req.first_token_s - req.sent_s
+    req["server_decode_s"] = req.end_s - req.first_token_s
+    req["server_total_s"] = total(req)
+    req.to_parquet(run_dir / "requests.parquet", index=False)
+
+
+def test_server_times_inside_the_clients_latency_hold(tmp_path):
+    dest = _copy(tmp_path)
+    _with_server_times(dest, lambda req: req.end_s - req.sent_s - 0.01)
+    assert _timing(dest) == (None, None)
+
+
+def test_a_run_recorded_before_server_timings_is_not_evaluable_not_passed(tmp_path):
+    """examples/cpu_real's runs predate the columns: a state of their own, not a pass."""
+    fault, unrecorded = _timing(_copy(tmp_path))
+    assert fault is None and "recorded before server timings" in unrecorded
+
+
+def test_a_torch_labelled_run_without_server_times_fails(tmp_path):
+    """The attack: columns present (the client's format) but no server answered them."""
+    dest = _copy(tmp_path)
+    _with_server_times(dest, lambda req: float("nan"))
+    fault, _ = _timing(dest)
+    assert "0.0% of" in fault and "without one" in fault and REAL_RUN in fault
+
+
+def test_server_times_longer_than_the_clients_latency_fail(tmp_path):
+    """The attack: server times made up beyond what the client saw (a simulator's own clock)."""
+    dest = _copy(tmp_path)
+    _with_server_times(dest, lambda req: req.end_s - req.sent_s + 0.2)
+    fault, _ = _timing(dest)
+    assert "0.0% of" in fault and "latency + 0.05 s" in fault
+    # one request in a hundred over the allowance is tolerated, two are not
+    n = len(pd.read_parquet(dest / "requests.parquet"))
+    _with_server_times(dest, lambda req: (req.end_s - req.sent_s).where(
+        req.index >= max(1, n // 100), req.end_s - req.sent_s + 0.2))
+    assert _timing(dest, min_share=1 - max(1, n // 100) / n)[0] is None
+    assert _timing(dest, min_share=1.0)[0] is not None
+
+
+def test_a_partial_set_of_server_columns_fails(tmp_path):
+    dest = _copy(tmp_path)
+    _with_server_times(dest, lambda req: req.end_s - req.sent_s)
+    req = pd.read_parquet(dest / "requests.parquet").drop(columns=["server_decode_s"])
+    req.to_parquet(dest / "requests.parquet", index=False)
+    assert "without server_decode_s" in _timing(dest)[0]
+
