@@ -75,14 +75,17 @@ def start_record() -> dict:
             "host_load": {"load_1m": load, "probe_s": probe_latency_s()}}
 
 
-def ordered_jobs(camp, jobs: list) -> tuple[list, BlockWindow]:
+def ordered_jobs(camp, jobs: list, shard=None) -> tuple[list, BlockWindow]:
     """The sweep's jobs in execution order, each carrying its ``run_order`` slot record, and
-    the window that gates which blocks may start."""
+    the window that gates which blocks may start.  ``shard``: the sweep's
+    :class:`~evalkit.replay.campaign.Shard` (``jobs`` are that shard's), recorded with
+    each slot."""
     import dataclasses
 
     seed = order_seed(camp)
     ordered, slots = execution_order(jobs, seed)
     n_blocks = 1 + max((s.block for s in slots.values()), default=-1)
+    where = None if shard is None else (shard.index, shard.count)
     out = [dataclasses.replace(j, order=slot_record(slots[j.run_id], seed, len(ordered),
-                                                    n_blocks)) for j in ordered]
+                                                    n_blocks, where)) for j in ordered]
     return out, BlockWindow(slots)

@@ -167,7 +167,7 @@ def run_campaign(campaign, runs_dir, *, n_jobs: int | None = 1, executor=None,
                 try:
                     _schedule(camp, jobs, local, ex, summary, bar, states, plan_hash,
                               job_fn=job_fn, target=target, move=move,
-                              lost=getattr(lock, "lost", None))
+                              lost=getattr(lock, "lost", None), shard=shard)
                 finally:
                     bar.close()
         finally:
@@ -201,7 +201,7 @@ def _blocked_by(job: Job, dep: str, outcome: JobOutcome) -> JobOutcome:
 def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: SweepSummary,
               bar, states: dict[str, "RunState"] | None = None,
               plan_hash: str | None = None, *, job_fn=execute_job, target=None,
-              move=None, lost=None) -> None:
+              move=None, lost=None, shard: Shard | None = None) -> None:
     """Submit each job once its dependencies in ``jobs`` have finished, in the randomised,
     blocked execution order of :mod:`evalkit.replay.run_order` (earliest first, from the
     open blocks only).
@@ -218,7 +218,7 @@ def _schedule(camp: Campaign, jobs: list[Job], runs_dir: Path, ex, summary: Swee
     """
     target = runs_dir if target is None else target
     move = move or (lambda rid: move_aside(runs_dir / rid).name)
-    jobs, window = run_order.ordered_jobs(camp, jobs)
+    jobs, window = run_order.ordered_jobs(camp, jobs, shard)
     index = {j.run_id: i for i, j in enumerate(jobs)}
     waiting = {j.run_id: {d for d in j.depends_on if d in index} for j in jobs}
     dependents: dict[str, list[str]] = {}

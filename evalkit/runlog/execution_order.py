@@ -103,11 +103,17 @@ def execution_order(jobs: list, seed: int) -> tuple[list, dict[str, Slot]]:
     return ordered, slots
 
 
-def slot_record(slot: Slot, seed: int, n_runs: int, n_blocks: int) -> dict:
-    """The deterministic part of ``run_order`` in run.json."""
-    return {"order_seed": int(seed), "position": slot.position, "runs": int(n_runs),
-            "block": slot.block, "blocks": int(n_blocks),
-            "position_in_block": slot.position_in_block, "window": WINDOW}
+def slot_record(slot: Slot, seed: int, n_runs: int, n_blocks: int,
+                shard: tuple[int, int] | None = None) -> dict:
+    """The deterministic part of ``run_order`` in run.json.  ``shard``: ``(index, count)``
+    of a sharded sweep, whose runs are ordered shard by shard (positions restart in each), so
+    the audit regenerates each shard's order from the runs that record it."""
+    record = {"order_seed": int(seed), "position": slot.position, "runs": int(n_runs),
+              "block": slot.block, "blocks": int(n_blocks),
+              "position_in_block": slot.position_in_block, "window": WINDOW}
+    if shard is not None:
+        record["shard"] = {"index": int(shard[0]), "count": int(shard[1])}
+    return record
 
 
 def planned_runs(plan: dict, is_oracle) -> list[PlannedRun]:

@@ -299,6 +299,8 @@ META_KEYS: tuple[MetaKey, ...] = (
                 MetaKey("position_in_block", ("integer",), True, "0-based position inside "
                         "the block", minimum=0),
                 MetaKey("window", ("integer",), True, "blocks open at once", minimum=1),
+                MetaKey("shard", ("object",), False, "{'index', 'count'} of a sharded "
+                        "sweep (--shard I/N): the runs recording it are ordered together"),
                 MetaKey("started_at", ("string",), True, "ISO-8601 wall clock when the run "
                         "started (varies)"),
                 MetaKey("host_load", ("object",), True, "{'load_1m': 1-minute load average "

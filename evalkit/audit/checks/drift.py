@@ -110,24 +110,27 @@ def order_faults(ctx) -> list[str]:
         if started > written + CLOCK_SKEW_S:
             faults.append(f"{run_id} started {order.get('started_at')}, after it was written "
                           f"({meta.get('created_at')})")
-        slots.setdefault(order.get("order_seed"), []).append(
+        # a sharded sweep orders each shard's runs apart (positions restart in each)
+        slots.setdefault((order.get("order_seed"), _shard_of(order)), []).append(
             (order.get("position"), started, run_id))
-        records[run_id] = {"started": started, "written": written,
+        records[run_id] = {"started": started, "written": written, "shard": _shard_of(order),
                            **{k: order.get(k) for k in ("order_seed", "position", "block",
                                                         "position_in_block", "runs", "blocks",
                                                         "window")}}
-    if len(slots) > 1:
-        faults.append(f"the runs record {len(slots)} order seeds "
-                      f"({', '.join(str(k) for k in sorted(slots, key=str))}): one campaign "
+    order_seeds = sorted({seed for seed, _ in slots}, key=str)
+    if len(order_seeds) > 1:
+        faults.append(f"the runs record {len(order_seeds)} order seeds "
+                      f"({', '.join(str(k) for k in order_seeds)}): one campaign "
                       "has one order")
     # with a plan the order is regenerated group by group (a sequential campaign's batches
     # each start at position 0); without one, each order seed's runs are one order
     regenerable = bool(plan) and plan_order_seed(plan) is not None
-    for seed, runs in ([] if regenerable else slots.items()):
+    for (seed, shard), runs in ([] if regenerable else slots.items()):
         positions = [p for p, _, _ in runs]
         twice = sorted({p for p in positions if positions.count(p) > 1}, key=str)
         if twice:
-            faults.append(f"order seed {seed}: position {twice[0]} is recorded by "
+            where = "" if shard is None else f", shard {shard[0]}/{shard[1]}"
+            faults.append(f"order seed {seed}{where}: position {twice[0]} is recorded by "
                           f"{positions.count(twice[0])} runs")
         ordered = sorted((r for r in runs if isinstance(r[0], int) and np.isfinite(r[1])),
                          key=lambda r: r[0])
@@ -140,6 +143,12 @@ def order_faults(ctx) -> list[str]:
     if regenerable:
         faults += regenerated_order_faults(plan, records)
     return faults
+
+
+def _shard_of(order: dict) -> tuple | None:
+    """``(index, count)`` of the sharded sweep a ``run_order`` record names, else None."""
+    shard = order.get("shard")
+    return (shard.get("index"), shard.get("count")) if isinstance(shard, dict) else None
 
 
 def _is_oracle(policy_class: str) -> bool:
@@ -177,8 +186,9 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
     """The recorded execution order against the one the order seed regenerates.
 
     ``records``: run_id -> ``{"order_seed", "position", "block", "position_in_block",
-    "runs", "blocks", "window", "started", "written"}`` (times in s since the epoch) of the
-    runs that carry run-order records.  The order seed is regenerated from the plan's
+    "runs", "blocks", "window", "started", "written"}`` (times in s since the epoch; an
+    optional ``"shard"``: ``(index, count)`` of a sharded sweep) of the runs that carry
+    run-order records.  The order seed is regenerated from the plan's
     challenge commitment (else its campaign fingerprint) and the order from the plan's runs
     (:mod:`evalkit.runlog.execution_order`): every run must sit where that order puts it,
     start no more than :data:`ORDER_SLACK_S` before a run ahead of it, and start only while
@@ -203,16 +213,25 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
         source = "challenge commitment" if plan.get("challenge") else "campaign fingerprint"
         faults.append(f"the runs record order seed {', '.join(str(s) for s in seeds)}; the "
                       f"plan gives {seed} (from its {source})")
-    groups, group_faults = _ordering_groups(records, planned)
+    # a sharded sweep's runs are ordered shard by shard: each shard's order is regenerated
+    # from the planned runs that record it (in plan order, as the sweep orders them)
+    shards = sorted({v["shard"] for v in records.values() if v.get("shard") is not None},
+                    key=str)
+    unsharded = {k: v for k, v in records.items() if v.get("shard") is None}
+    groups, group_faults = _ordering_groups(unsharded, planned)
     faults += group_faults
+    batches = [(f"seed(s) {', '.join(str(s) for s in group)}", "the plan has {} for those "
+                "seeds", [r for r in planned if r.seed in set(group)]) for group in groups]
+    batches += [(f"shard {i}/{n}", "{} of the plan's runs record that shard",
+                 [r for r in planned if records.get(r.run_id, {}).get("shard") == (i, n)])
+                for i, n in shards]
     moved, behind, early = [], [], []
-    for group in groups:
-        members = [r for r in planned if r.seed in set(group)]
+    for label, planned_size, members in batches:
         recorded_size = {records[r.run_id]["runs"] for r in members if r.run_id in records}
         if recorded_size != {len(members)}:
-            faults.append(f"the runs of seed(s) {', '.join(str(s) for s in group)} record "
+            faults.append(f"the runs of {label} record "
                           f"{'/'.join(str(n) for n in sorted(recorded_size, key=str))} runs "
-                          f"ordered together; the plan has {len(members)} for those seeds")
+                          f"ordered together; {planned_size.format(len(members))}")
             continue
         _, slots = execution_order(members, seed)
         for r in members:

@@ -280,3 +280,51 @@ def test_a_planned_policy_that_does_not_resolve_fails_closed():
             run["policy_class"] = "no_such_policy_anywhere"
     faults = regenerated_order_faults(plan, _records(metas))
     assert faults and "the order cannot be regenerated" in faults[0], faults
+
+
+def test_a_sharded_sweep_regenerates_shard_by_shard(tmp_path):
+    """Each shard (``sweep --shard I/N``) orders its own runs, which need not be whole seeds,
+    and records the shard: the honest campaign passes, a run moved within its shard fails,
+    and without the shard in the records the same honest runs read as shared slots."""
+    from evalkit.replay.campaign import Shard
+
+    path = tmp_path / "c.toml"
+    # two independent policies: their groups (a policy run and its draws) split the seeds
+    path.write_text(TINY_SQUARE_WAVE.replace("seeds = 2", "seeds = 3").replace(
+        'name = "calibrated_offline"\nparams = { k_from = "wa" }', 'name = "ewma"'))
+    for i in range(2):
+        s = run_campaign(load_campaign(path), tmp_path / "runs", shard=Shard(i, 2),
+                         progress=False, protocol=BUNDLED)
+        assert s.ok
+    metas = {d.name: json.loads((d / "run.json").read_text())
+             for d in (tmp_path / "runs").iterdir() if (d / "run.json").is_file()}
+    plan = read_plan(tmp_path / "runs")
+    shards = {m["run_order"]["shard"]["index"] for m in metas.values()}
+    assert shards == {0, 1} and {m["run_order"]["shard"]["count"] for m in metas.values()} == {2}
+    seeds_of = [{m["seed"] for m in metas.values() if m["run_order"]["shard"]["index"] == i}
+                for i in (0, 1)]
+    assert seeds_of[0] & seeds_of[1]                    # a seed's runs in both shards
+    assert order_faults(_ctx(plan, metas)) == []
+    # without the shard, positions restarting in each shard contradict one order
+    unsharded = copy.deepcopy(metas)
+    for m in unsharded.values():
+        del m["run_order"]["shard"]
+    assert order_faults(_ctx(plan, unsharded)) != []
+    # without a plan each shard is still one order: no shared slot
+    assert order_faults(_ctx(None, metas)) == []
+    assert any("position 0 is recorded by 2 runs" in f
+               for f in order_faults(_ctx(None, unsharded)))
+    # two runs of shard 0 trade slots
+    moved = copy.deepcopy(metas)
+    a, b = sorted((r for r in moved if moved[r]["run_order"]["shard"]["index"] == 0),
+                  key=lambda r: moved[r]["run_order"]["position"])[:2]
+    for key in ("position", "block", "position_in_block"):
+        moved[a]["run_order"][key], moved[b]["run_order"][key] = (
+            moved[b]["run_order"][key], moved[a]["run_order"][key])
+    faults = order_faults(_ctx(plan, moved))
+    assert any("2 run(s) are not where the order seed puts them" in f for f in faults), faults
+    # a run claiming another shard leaves both shards' counts wrong
+    strayed = copy.deepcopy(metas)
+    strayed[a]["run_order"]["shard"]["index"] = 1
+    faults = order_faults(_ctx(plan, strayed))
+    assert any("shard 1/2 record" in f for f in faults), faults
