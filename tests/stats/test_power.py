@@ -180,6 +180,29 @@ def test_a_ten_seed_pilot_predicts_the_truth_and_its_interval_covers_it():
     assert truth - as_draw.rows[0].fixed_power[0] > 0.15
 
 
+def test_the_seeds_needed_range_is_the_lower_and_higher_rank_of_the_refits(monkeypatch):
+    # seven refits needing 2..8 seeds; a 70% interval is ranks 0.9 and 5.1 of 0..6, so
+    # the lower rank 0 (2 seeds) and the higher rank 6 (8 seeds)
+    import evalkit.stats.power as power
+
+    grid = list(range(2, 11))
+    needs = iter([2, 2, 3, 4, 5, 6, 7, 8])                  # the model's own fit, then refits
+
+    def simulate(model, gen, reps, top, m, gain, grid, settings):
+        need = next(needs)
+        return {"fixed": [float(n >= need) for n in grid], "sequential": [0.0] * len(grid),
+                "decision": np.zeros(reps, dtype=int), "used": np.full(reps, top)}
+
+    monkeypatch.setattr(power, "_simulate", simulate)
+    monkeypatch.setattr(power, "_redrawn_model", lambda model, gen: model)
+    rng = np.random.default_rng(3)
+    model = pilot_model(*_lognormal_pilot(rng, 10, 2))
+    row = power_plan(model, 0.01, draws=(2,), max_seeds=10, seeds_grid=grid, reps=10,
+                     refits=7, interval=0.7, rng=0).rows[0]
+    assert row.fixed_seeds_needed == 2
+    assert row.fixed_seeds_needed_range == (2, 8)
+
+
 def test_a_multiplicative_gain_must_stay_below_the_draw_v():
     model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08, 0.07]])
     with pytest.raises(InputError, match="must stay below 100%"):
