@@ -246,6 +246,14 @@ def parse_protocol(text: str, *, source: str, file: str) -> Protocol:
                 if isinstance(tol, bool) or not isinstance(tol, _NUM) or tol < 0:
                     p.fail(f"{prefix}.tolerances.{tol_name}",
                            "tolerance must be a non-negative number", "e.g. 0.02")
+        if name == "real_sidecar":
+            if params["server_time_allowance_s"] < 0:
+                p.fail(f"{prefix}.server_time_allowance_s", "the allowance must be a "
+                       "non-negative number of seconds", "e.g. server_time_allowance_s = 0.05")
+            share = params["server_time_min_share"]
+            if not 0 < share <= 1:
+                p.fail(f"{prefix}.server_time_min_share", "the share must be in (0, 1]",
+                       "e.g. server_time_min_share = 0.99")
         checks[name] = CheckSpec(
             name=name, description=p.get(table, prefix, "description", (str,), name),
             on_not_evaluable={"note": "vouch"}.get(v := p.get(

@@ -5,6 +5,7 @@ validation error at the value where it flips."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -378,6 +379,18 @@ def test_protocol_load_match_tolerances(tol, ok):
     else:
         err = parse_error(text, "tolerance must be a non-negative number")
         assert err.column == "checks.load_match.tolerances.step_rate"
+
+
+@pytest.mark.parametrize("key, value, said", [
+    ("server_time_allowance_s", "-0.01", "non-negative number of seconds"),
+    ("server_time_allowance_s", "true", "got a boolean"),
+    ("server_time_min_share", "0", "in (0, 1]"),
+    ("server_time_min_share", "1.5", "in (0, 1]"),
+])
+def test_protocol_real_sidecar_server_time_bounds(key, value, said):
+    err = parse_error(mini(checks=f"[checks.real_sidecar]\n{key} = {value}\n"),
+                      re.escape(said))
+    assert err.column == f"checks.real_sidecar.{key}"
 
 
 def test_find_key_line_of_missing_keys():
