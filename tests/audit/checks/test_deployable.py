@@ -150,7 +150,8 @@ def test_real_sidecar_looks_at_every_run_of_the_seed(every_run_shown):
     none = {r: None for r in ("s0-pol", "s0-d0", "s0-ns", "s1-pol", "s1-d0", "s1-ns")}
     assert C.real_sidecar(_run_ctx(two, backends=none), sp).evaluable is False
     sims = {r: "sim" for r in none}
-    assert C.real_sidecar(_run_ctx(two, backends=sims), spec(**TIMING, real_backends=["sim"])).passed
+    assert C.real_sidecar(_run_ctx(two, backends=sims),
+                          spec(**TIMING, real_backends=["sim"])).passed
 
 
 def test_real_sidecar_fails_runs_labelled_real_without_the_evidence(monkeypatch):
@@ -158,7 +159,8 @@ def test_real_sidecar_fails_runs_labelled_real_without_the_evidence(monkeypatch)
     metrics scrape fail (the attack: simulator runs with backend "torch" in run.json)."""
     monkeypatch.setattr(C, "sidecar_evidence",
                         lambda runset, run_id: None if run_id != "s1-d0" else "no scrape")
-    out = C.real_sidecar(_run_ctx([pair(0), pair(1)]), spec(**TIMING, real_backends=["torch", "vllm"]))
+    out = C.real_sidecar(_run_ctx([pair(0), pair(1)]),
+                         spec(**TIMING, real_backends=["torch", "vllm"]))
     assert out.passed is False and "s1-d0: no scrape" in out.found
 
 
@@ -207,7 +209,8 @@ def test_the_campaign_backends_are_the_ones_the_campaign_reader_knows():
 ])
 def test_runs_that_do_not_meet_the_bar_still_fail(backends, real):
     runs = {**dict.fromkeys(SIX, "sim"), **backends}
-    out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=runs), spec(**TIMING, real_backends=real))
+    out = C.real_sidecar(_run_ctx([pair(0), pair(1)], backends=runs),
+                         spec(**TIMING, real_backends=real))
     assert out.passed is False and out.evaluable is True
     assert "campaign_toml" not in out.values
 
