@@ -87,6 +87,21 @@ def test_layout_problems_of_a_listing():
     assert got[0].fix == UnreadableRun.READ_FIX
 
 
+def test_a_link_not_followed_is_a_layout_problem(tmp_path):
+    from evalkit.runlog.io import LINK_FIX
+
+    outside = tmp_path / "elsewhere"
+    copy_run(outside)
+    root = tmp_path / "runs"
+    copy_run(root)
+    (root / "borrowed").symlink_to(outside / POLICY, target_is_directory=True)
+    report = v.validate_runs(root)
+    (p,) = report.problems
+    assert (p.run, p.kind, p.severity) == ("borrowed", "layout", "error")
+    assert "not followed, so any run there is not checked" in p.message
+    assert p.fix == LINK_FIX and report.runs == [POLICY]
+
+
 @pytest.mark.parametrize("run_dirs, unreadable, no_runs", [
     ([], [], True), ([Path("R/a")], [], False), ([], [(Path("R/x"), "denied")], False),
     ([Path("R/a")], [(Path("R/x"), "denied")], False)])
