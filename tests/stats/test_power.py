@@ -98,6 +98,20 @@ def test_the_interval_redraws_each_variance_from_its_sampling_distribution():
     assert np.mean([a.mean_draw for a in again]) == pytest.approx(model.mean_draw, rel=0.15)
 
 
+def test_a_one_draw_pilot_redraws_its_policy_variance_with_n_minus_1_dof():
+    # one draw per seed: the redrawn within-seed variance is the redrawn policy residual
+    # variance / (1 + 1/k), whose mean is v (n - 1) / (n - 3) for n pilot seeds
+    from evalkit.stats.power import _redrawn_model
+
+    rng = np.random.default_rng(5)
+    policy, draws = _lognormal_pilot(rng, 10, 1, sigma=0.4)
+    model = pilot_model(policy, list(draws))
+    gen = np.random.default_rng(0)
+    sw2 = np.array([_redrawn_model(model, gen).sigma_within ** 2 for _ in range(20000)])
+    expected = model.var_policy_resid / (1.0 + model.inv_k) * 9 / 7
+    assert sw2.mean() == pytest.approx(expected, rel=0.012)
+
+
 def test_one_draw_pilot_reads_the_policy_as_a_draw():
     rng = np.random.default_rng(4)
     policy, draws = _lognormal_pilot(rng, 4000, 1, sigma=0.5)
