@@ -121,8 +121,8 @@ def _f(j: int, p: int, v, exact: bool = False):
 
 
 def _int_power(z: np.ndarray, k: int) -> np.ndarray:
-    """``z ** k`` (k >= 1) by squaring: IEEE products round alike on every CPU, while
-    ``np.power`` takes SIMD paths (AVX-512 against AVX2) that differ in the last bit."""
+    """``z ** k`` by squaring: IEEE products round alike on every CPU, while ``np.power``
+    takes SIMD paths (AVX-512 against AVX2) that differ in the last bit."""
     out, base = None, z
     while k:
         if k & 1:
