@@ -54,6 +54,10 @@ MAY_DIFFER = (
     "settings.effective.warmup_inner_step_s", "settings.effective.capacity_probe_cached",
     # (the capacity probe itself, measured once per seed on its hardware, is compared)
     "settings.effective.client_keeps_up",
+    # the paced trainer's clock record: what its ticks measured (the period and slack it was
+    # given are settings and are compared)
+    "settings.effective.pacing.ticks", "settings.effective.pacing.missed_ticks",
+    "settings.effective.pacing.missed_share", "settings.effective.pacing.worst_late_s",
     "settings.effective.requests_failed", "settings.effective.prompts_truncated",
     # an imported run's source file and what its tool measured (dates, durations, counts)
     "settings.effective.imported",

@@ -25,6 +25,11 @@ REAL = REPO / "examples" / "cpu_real" / "runs"
     ("settings.effective.capacity_requests_per_s", False),
     ("settings.effective.capacity_tokens_per_s", False),
     ("settings.effective.single_request_s", False),
+    ("settings.effective.pacing.ticks", True), ("settings.effective.pacing.missed_ticks", True),
+    ("settings.effective.pacing.missed_share", True),
+    ("settings.effective.pacing.worst_late_s", True),
+    ("settings.effective.pacing.step_period_s", False),
+    ("settings.effective.pacing.clock_slack_s", False),
 ])
 def test_only_names_ids_and_run_state_may_differ(key, differs):
     assert may_differ(key) is differs
