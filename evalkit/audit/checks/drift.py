@@ -132,17 +132,27 @@ def order_faults(ctx) -> list[str]:
             where = "" if shard is None else f", shard {shard[0]}/{shard[1]}"
             faults.append(f"order seed {seed}{where}: position {twice[0]} is recorded by "
                           f"{positions.count(twice[0])} runs")
-        ordered = sorted((r for r in runs if isinstance(r[0], int) and np.isfinite(r[1])),
-                         key=lambda r: r[0])
-        latest = -math.inf
-        for pos, started, run_id in ordered:
-            if started < latest - ORDER_SLACK_S:
-                faults.append(f"{run_id} (position {pos}) started {latest - started:.0f} s "
-                              "before a run ahead of it in the recorded order")
-            latest = max(latest, started)
+        ordered = sorted((r for r in runs if isinstance(r[0], int)), key=lambda r: r[0])
+        for pos, run_id, behind in _started_behind(ordered):
+            faults.append(f"{run_id} (position {pos}) started {behind:.0f} s "
+                          "before a run ahead of it in the recorded order")
     if regenerable:
         faults += regenerated_order_faults(plan, records)
     return faults
+
+
+def _started_behind(in_order) -> list[tuple]:
+    """``(position, run_id, seconds)`` of each run, of ``(position, started, run_id)`` taken
+    in order, that started more than :data:`ORDER_SLACK_S` before a run ahead of it; runs
+    without a finite start time are skipped."""
+    out, latest = [], -math.inf
+    for pos, started, run_id in in_order:
+        if not np.isfinite(started):
+            continue
+        if started < latest - ORDER_SLACK_S:
+            out.append((pos, run_id, latest - started))
+        latest = max(latest, started)
+    return out
 
 
 def _shard_of(order: dict) -> tuple | None:
@@ -244,16 +254,11 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
                 moved.append(f"{r.run_id} records position {rec['position']} (block "
                              f"{rec['block']}), the order seed puts it at {want.position} "
                              f"(block {want.block})")
-        latest = -math.inf
-        for r in sorted(members, key=lambda r: slots[r.run_id].position):
-            rec = records.get(r.run_id)
-            if rec is None or not np.isfinite(rec["started"]):
-                continue
-            if rec["started"] < latest - ORDER_SLACK_S:
-                behind.append(f"{r.run_id} (position {slots[r.run_id].position}) started "
-                              f"{latest - rec['started']:.0f} s before a run ahead of it in "
-                              "the order")
-            latest = max(latest, rec["started"])
+        in_order = sorted((slots[r.run_id].position, records[r.run_id]["started"], r.run_id)
+                          for r in members if r.run_id in records)
+        for pos, run_id, seconds in _started_behind(in_order):
+            behind.append(f"{run_id} (position {pos}) started {seconds:.0f} s before a run "
+                          "ahead of it in the order")
         written_by_block: dict[int, float] = {}
         for r in members:
             if r.run_id in records:
