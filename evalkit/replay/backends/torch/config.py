@@ -120,6 +120,14 @@ def _number(cfg: dict, key: str, ok, what: str) -> float:
     return float(value)
 
 
+def _whole(cfg: dict, key: str, minimum: int, fix: str) -> int:
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"{key} = {value!r} is not an integer >= {minimum}",
+                         column=f"backend.config.{key}", fix=fix)
+    return value
+
+
 def _needs(cfg: dict, keys: tuple[str, ...], parent: str, why: str) -> None:
     for key in keys:
         if cfg[key] is not None:
@@ -164,19 +172,13 @@ def _resolve_merge_load(cfg: dict) -> None:
     _number(cfg, "merge_min_s", lambda v: v > 0, "a number of seconds > 0")
     if cfg["merge_threads"] is None:
         cfg["merge_threads"] = 2
-    if isinstance(cfg["merge_threads"], bool) or not isinstance(cfg["merge_threads"], int) \
-            or cfg["merge_threads"] < 1:
-        raise InputError(f"merge_threads = {cfg['merge_threads']!r} is not "
-                         "an integer >= 1", column="backend.config.merge_threads",
-                         fix="set merge_threads to 1 or more torch threads per learner")
+    _whole(cfg, "merge_threads", 1,
+           fix="set merge_threads to 1 or more torch threads per learner")
     if cfg["merge_bytes"] is None:
         cfg["merge_bytes"] = 64 * 2**20
-    if isinstance(cfg["merge_bytes"], bool) or not isinstance(cfg["merge_bytes"], int) \
-            or cfg["merge_bytes"] < 3 * 4096:
-        raise InputError(f"merge_bytes = {cfg['merge_bytes']!r} is not an "
-                         "integer >= 12288", column="backend.config.merge_bytes",
-                         fix="set merge_bytes to the bytes one contending pass updates, "
-                             "e.g. 67108864 (64 MiB)")
+    _whole(cfg, "merge_bytes", 3 * 4096,
+           fix="set merge_bytes to the bytes one contending pass updates, "
+               "e.g. 67108864 (64 MiB)")
 
 
 def _resolve_load_gate(cfg: dict) -> None:
