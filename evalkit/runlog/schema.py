@@ -32,13 +32,17 @@ from evalkit.limits import capped_name
 
 __all__ = ["ARROW_TYPES", "BACKENDS", "MERGES_COLUMNS", "META_KEYS", "OPTIONAL_COLUMNS",
            "REQUIRED_META", "REQUIRED_TABLES", "ROLES", "RUN_ORDER_KEYS", "SCHEMA_VERSION",
-           "SUPPORTED_SCHEMA_VERSIONS", "TABLES", "Column", "MetaKey", "Slo", "identity_problems",
+           "SERVER_TIMING_COLUMNS", "SUPPORTED_SCHEMA_VERSIONS", "TABLES", "Column", "MetaKey", "Slo", "identity_problems",
            "is_number", "role_problem", "run_id", "short_repr"]
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 ROLES = ("policy", "matched_random", "no_sync")
+# the serving sidecar's per-request ``server_timing`` keys -> the request columns its client
+# writes them to (optional columns below; real_sidecar holds them against the client)
+SERVER_TIMING_COLUMNS = {"queue_s": "server_queue_s", "prefill_s": "server_prefill_s",
+                         "decode_s": "server_decode_s", "total_s": "server_total_s"}
 BACKENDS = ("sim", "torch", "vllm", "import")
 
 

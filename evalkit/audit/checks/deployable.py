@@ -8,7 +8,7 @@ from evalkit.audit.checks.core import (Outcome, _listing, check, needs_real_back
                                        not_evaluable)
 from evalkit.audit.registry import code_identity_status
 from evalkit.errors import InputError
-from evalkit.runlog.schema import BACKENDS
+from evalkit.runlog.schema import BACKENDS, SERVER_TIMING_COLUMNS
 
 __all__ = ["not_oracle", "real_sidecar", "server_timing_faults", "sidecar_evidence"]
 
@@ -21,8 +21,7 @@ SCRAPE_COLUMNS = ("t_s", "scrape_ok", "arrivals_seen", "queue_running", "queue_w
 # slack of the join, beyond each scrape's own latency: the client's clock reads around a scrape
 JOIN_SLACK_S = 0.25
 # the request columns a real sidecar's client writes from each response's server_timing
-SERVER_TIMING_COLUMNS = ("server_queue_s", "server_prefill_s", "server_decode_s",
-                         "server_total_s")
+SERVER_COLUMNS = tuple(SERVER_TIMING_COLUMNS.values())
 
 
 def sidecar_evidence(runset, run_id: str) -> str | None:
@@ -86,11 +85,11 @@ def server_timing_faults(runset, run_id: str, allowance_s: float,
     ``server_*_s`` columns (written before the client recorded them), why it cannot be
     judged.  Both None when the timings hold."""
     req = runset.table(run_id, "requests")
-    present = [c for c in SERVER_TIMING_COLUMNS if c in req.columns]
+    present = [c for c in SERVER_COLUMNS if c in req.columns]
     if not present:
         return None, f"{run_id}: recorded before server timings (no server_*_s columns)"
-    if len(present) < len(SERVER_TIMING_COLUMNS):
-        missing = sorted(set(SERVER_TIMING_COLUMNS) - set(present))
+    if len(present) < len(SERVER_COLUMNS):
+        missing = sorted(set(SERVER_COLUMNS) - set(present))
         return f"{run_id}: requests.parquet has {', '.join(present)} without " \
                f"{', '.join(missing)}", None
     done = req[req.ok.fillna(False).astype(bool)] if "ok" in req.columns else req

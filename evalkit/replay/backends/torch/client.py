@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from evalkit.runlog.schema import SERVER_TIMING_COLUMNS
+
 PROMPT_TOKEN_LOW, PROMPT_TOKEN_HIGH = 100, 500     # ids valid in any real vocabulary
-# the sidecar's ``server_timing`` keys -> request columns (evalkit/runlog/schema.py)
-SERVER_TIMING_COLUMNS = {"queue_s": "server_queue_s", "prefill_s": "server_prefill_s",
-                         "decode_s": "server_decode_s", "total_s": "server_total_s"}
 
 
 @dataclass
