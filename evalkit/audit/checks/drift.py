@@ -235,6 +235,11 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
     batches += [(f"shard {i}/{n}", "{} of the plan's runs record that shard",
                  [r for r in planned if records.get(r.run_id, {}).get("shard") == (i, n)])
                 for i, n in shards]
+    widened = sorted(k for k, v in records.items() if v.get("window") != WINDOW)
+    if widened:
+        faults.append(f"{len(widened)} run(s) record a block window other than the sweep's "
+                      f"{WINDOW} (first: {widened[0]}, window "
+                      f"{records[widened[0]].get('window')!r})")
     moved, behind, early = [], [], []
     for label, planned_size, members in batches:
         recorded_size = {records[r.run_id]["runs"] for r in members if r.run_id in records}
@@ -270,14 +275,13 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
             if rec is None or not np.isfinite(rec["started"]):
                 continue
             block = slots[r.run_id].block
-            window = rec["window"] if isinstance(rec["window"], int) and rec["window"] > 0 \
-                else WINDOW
+            # the sweep's window is a constant of the format, never the run's own word
             open_before = [b for b, w in written_by_block.items()
                            if b < block and w > rec["started"] + ORDER_SLACK_S]
-            if len(open_before) > window - 1:
+            if len(open_before) > WINDOW - 1:
                 early.append(f"{r.run_id} (block {block}) started while block(s) "
                              f"{', '.join(str(b) for b in sorted(open_before))} still had a "
-                             f"run to write (the sweep opens {window} block(s) at once)")
+                             f"run to write (the sweep opens {WINDOW} block(s) at once)")
     if moved:
         faults.append(f"{len(moved)} run(s) are not where the order seed puts them: "
                       + _listing(moved, 2))

@@ -105,6 +105,20 @@ def test_draws_rerun_later_with_start_times_edited_back_into_their_slots():
     assert not any("before a run ahead of it" in f or "not where" in f for f in faults)
 
 
+def test_a_recorded_window_wide_enough_to_excuse_the_rerun_does_not():
+    """The same re-run draws, their records also saying the sweep opened 99 blocks at once:
+    the window is the sweep's constant, not the run's word, so the early starts still count
+    and the widened window is named."""
+    plan, metas = _real()
+    later = _rerun_draws_later(metas)
+    for rid, meta in later.items():
+        meta["run_order"]["started_at"] = metas[rid]["run_order"]["started_at"]
+        meta["run_order"]["window"] = 99
+    faults = order_faults(_ctx(plan, later))
+    assert any("started outside the sweep's block window" in f for f in faults), faults
+    assert any("record a block window other than the sweep's 2" in f for f in faults), faults
+
+
 def test_a_chosen_order_seed_is_not_the_one_the_plan_gives():
     """Every run re-recorded under another order seed (one the party found convenient), with
     the positions that seed gives and times to match."""
