@@ -28,7 +28,7 @@ from evalkit.replay import traces as T
 from evalkit.replay.campaign import Campaign, Job
 from evalkit.policies import policy_identity, resolve_policy
 from evalkit.replay.run_order import start_record
-from evalkit.replay.runner import k_observed, run_one
+from evalkit.replay.runner import k_observed, load_backend, run_one
 from evalkit.replay.spec import ReplaySpec
 from evalkit.runlog.io import read_meta, read_table
 
@@ -199,6 +199,34 @@ def resolve_inputs(spec: ReplaySpec, runs_dir, *, k_from: str | Path | None = No
     return spec, extra
 
 
+def seed_probe(runs_dir, spec: ReplaySpec, trace) -> dict | None:
+    """The capacity probe the earliest-started complete run of ``spec.seed`` (same trace
+    realisation, another run) recorded in ``runs_dir``, for a backend that measures one
+    (its module's ``recorded_probe(meta)``); None otherwise.  Every run of a seed then
+    carries one measurement, also a run re-done in a later sweep on a fresh rig."""
+    reader = getattr(load_backend(spec.backend), "recorded_probe", None)
+    runs_dir = Path(runs_dir)
+    if reader is None or not runs_dir.is_dir():
+        return None
+    found = []
+    for run_json in sorted(runs_dir.glob("*/run.json")):
+        if run_json.parent.name.startswith(".") or run_json.parent.name == spec.run_id:
+            continue
+        try:
+            meta = read_meta(run_json.parent)
+        except (InputError, OSError, ValueError):
+            continue                    # a damaged run is the sweep's business, not the probe's
+        if meta.get("seed") != spec.seed or (
+                trace is not None and meta.get("trace_realisation") != trace.sha256):
+            continue
+        probe = reader(meta)
+        if probe is not None:
+            order = meta.get("run_order") if isinstance(meta.get("run_order"), dict) else {}
+            found.append((str(order.get("started_at") or meta.get("created_at") or ""),
+                          probe["run_id"], probe))
+    return min(found, key=lambda f: f[:2])[2] if found else None
+
+
 def _check_same_replay(meta: dict, spec: ReplaySpec, trace, run_dir: Path) -> None:
     """The no-sync run an oracle reads replayed this trace with this seed."""
     problems = []
@@ -287,6 +315,7 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
                                          intervals_from=job.intervals_from_run, trace=trace)
         except MissingInput as exc:
             return JobOutcome(job.run_id, "blocked", exc.message, time.perf_counter() - t0)
+        spec = dataclasses.replace(spec, seed_probe=seed_probe(runs_dir, spec, trace))
         extra["campaign_fingerprint"] = fp
         if plan_hash is not None:
             extra["plan_sha256"] = plan_hash

@@ -135,7 +135,7 @@ def _empty_output(error: str) -> RunOutput:
 
 def _requested(spec: ReplaySpec) -> dict:
     out = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)
-           if f.name not in ("future_requests",)}
+           if f.name not in ("future_requests", "seed_probe")}
     out["oracle_intervals"] = None if spec.future_requests is None else "supplied"
     return out
 

@@ -37,6 +37,9 @@ class ReplaySpec:
     backend_config: dict = field(default_factory=dict)   # backend-specific knobs (requested)
     policy_seed: int | None = None       # seed of the policy's Generator (default: derived)
     future_requests: object | None = None  # oracles only: DataFrame(arrival_s, end_s)
+    # a real backend's capacity probe recorded by an earlier run of this seed (run_id, shape,
+    # values): every run of a seed carries one measurement, a re-run included
+    seed_probe: dict | None = None
 
     def gaps(self) -> tuple[float, float]:
         lo = self.min_gap_s if self.min_gap_s is not None else self.h_min * self.inner_step_s

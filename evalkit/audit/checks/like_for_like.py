@@ -52,7 +52,9 @@ MAY_DIFFER = (
     "settings.effective.scrapes_ok", "settings.effective.send_lag_max_s",
     "settings.effective.send_lag_p50_s", "settings.effective.send_lag_p99_s",
     "settings.effective.warmup_inner_step_s", "settings.effective.capacity_probe_cached",
-    # (the capacity probe itself, measured once per seed on its hardware, is compared)
+    # which earlier run of the seed the probe was taken from (the probe itself, measured once
+    # per seed on its hardware and handed to the seed's later runs, is compared)
+    "settings.effective.capacity_probe_from",
     "settings.effective.client_keeps_up",
     # the paced trainer's clock record: what its ticks measured (the period and slack it was
     # given are settings and are compared)

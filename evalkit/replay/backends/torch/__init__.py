@@ -25,10 +25,10 @@ from evalkit.replay.backends.procs import SIDECAR_ADMIN_KEY_ENV, Managed, free_p
 from evalkit.replay.spec import RunOutput
 
 from .config import resolve
-from .coordinator import run_replay
+from .coordinator import recorded_probe, run_replay
 from .health import Server
 
-__all__ = ["replay", "prepare", "start_sidecar", "check_config"]
+__all__ = ["replay", "prepare", "start_sidecar", "check_config", "recorded_probe"]
 
 
 def check_config(config: dict) -> None:
