@@ -8,15 +8,16 @@ import json
 import shutil
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from evalkit.audit.checks import transfer as T
-from evalkit.audit.checks.deployable import server_timing_faults, sidecar_evidence
-from evalkit.audit.runset import load_runset
+from evalkit.audit.checks.deployable import real_sidecar, server_timing_faults, sidecar_evidence
+from evalkit.audit.runset import SeedPair, load_runset
 
 from tests.conftest import REPO
-from tests.support.decision_stubs import spec
+from tests.support.decision_stubs import claim, ctx, spec
 
 REAL = REPO / "examples" / "cpu_real" / "runs"
 REAL_RUN = "cpu_real__ewma__s0"
@@ -163,3 +164,64 @@ def test_a_partial_set_of_server_columns_fails(tmp_path):
     req.to_parquet(dest / "requests.parquet", index=False)
     assert "without server_decode_s" in _timing(dest)[0]
 
+
+
+# ------------------------------------------------ the thresholds, at their boundary
+
+def _over_allowance(count):
+    """Server times inside the client's latency except for the first ``count`` requests,
+    which exceed it by more than the allowance."""
+    def total(req):
+        client = req.end_s - req.sent_s
+        return client.where(req.index >= count, client + 0.2)
+    return total
+
+
+def test_a_share_exactly_at_the_minimum_passes_one_request_fewer_fails(tmp_path):
+    dest = _copy(tmp_path)
+    n = len(pd.read_parquet(dest / "requests.parquet"))
+    min_share = (n - 3) / n
+    _with_server_times(dest, _over_allowance(3))
+    assert _timing(dest, min_share=min_share) == (None, None)
+    _with_server_times(dest, _over_allowance(4))
+    fault, _ = _timing(dest, min_share=min_share)
+    assert fault is not None and f"{(n - 4) / n:.1%} of {n} completed requests" in fault
+
+
+def test_a_server_time_exactly_at_latency_plus_allowance_passes_just_above_fails(tmp_path):
+    dest = _copy(tmp_path)
+    _with_server_times(dest, lambda req: req.end_s - req.sent_s + 0.05)
+    assert _timing(dest, allowance_s=0.05, min_share=1.0) == (None, None)
+    _with_server_times(dest, lambda req: (req.end_s - req.sent_s + 0.05).where(
+        req.index > 0, np.nextafter(req.end_s - req.sent_s + 0.05, np.inf)))
+    fault, _ = _timing(dest, allowance_s=0.05, min_share=1.0)
+    assert fault is not None and "latency + 0.05 s" in fault
+
+
+def _seed_claim_ctx(root, runs):
+    """A claim context over the recorded real runs of seed 0 under ``root``."""
+    policy, draw, no_sync = runs
+    seed = SeedPair(seed=0, policy_run=policy, v_policy=0.1, k_policy=3.0, realisation=None,
+                    draws=pd.DataFrame({"run_id": [draw], "draw": [0], "k_observed": [3.0],
+                                        "violation_rate": [0.2], "seed": [0]}),
+                    no_sync=pd.Series({"run_id": no_sync, "violation_rate": 0.05}))
+    return ctx(claim=claim([seed]), runset=load_runset(root))
+
+
+# seed 0's policy run, one draw and its no-sync run
+SEED0 = (REAL_RUN, "cpu_real__mr-ewma__s0__d0", "cpu_real__no_sync__s0")
+TIMING = spec("real_sidecar", real_backends=["torch", "vllm"], server_time_allowance_s=0.05,
+              server_time_min_share=0.99)
+
+
+def test_runs_recorded_before_the_server_columns_leave_the_check_not_evaluable(tmp_path):
+    """The recorded real runs carry scrapes but predate the server_*_s columns: the check
+    says not evaluable, it does not pass them."""
+    for run in SEED0:
+        _copy(tmp_path, run)
+    out = real_sidecar(_seed_claim_ctx(tmp_path / "runs", SEED0), TIMING)
+    assert out.evaluable is False and out.passed is None
+    assert "recorded before server timings" in out.found
+    for run in SEED0:                        # the same runs with server times inside latency
+        _with_server_times(tmp_path / "runs" / run, lambda req: req.end_s - req.sent_s)
+    assert real_sidecar(_seed_claim_ctx(tmp_path / "runs", SEED0), TIMING).passed is True
