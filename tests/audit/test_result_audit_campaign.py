@@ -14,6 +14,7 @@ from scipy import stats
 from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
+from evalkit.jsonio import canonical_json
 from tests.support.selfreg import SELFREG_PROTOCOL, selfreg_protocol
 
 
@@ -27,12 +28,31 @@ def campaigns(request):
 _CACHE: dict = {}
 
 
-def audited(campaigns, name):
+def audited(campaigns, name, accept_vouched=False):
     """The fixture campaigns are self-registered: the tiers above matched_budget are audited
     under the protocol copy that allows self-registration."""
-    if name not in _CACHE:
-        _CACHE[name] = audit_campaign(campaigns / name, protocol=selfreg_protocol())
-    return _CACHE[name]
+    key = (name, accept_vouched)
+    if key not in _CACHE:
+        _CACHE[key] = audit_campaign(
+            campaigns / name, protocol=selfreg_protocol().with_accept_vouched(accept_vouched))
+    return _CACHE[key]
+
+
+@pytest.fixture(scope="module")
+def audit_document(tmp_path_factory):
+    """The audit.json 'evalkit audit --protocol SELFREG_PROTOCOL' writes for a fixture campaign
+    (the document as the report writes it, tests/report/test_document.py), made from the audit
+    the tier tests share: the gate reads it instead of auditing the campaign again."""
+    folder = tmp_path_factory.mktemp("audit_documents")
+
+    def document(campaigns, name, accept_vouched):
+        path = folder / f"{name}{'-vouched' if accept_vouched else ''}.audit.json"
+        if not path.exists():
+            doc = audited(campaigns, name, accept_vouched).to_dict()
+            path.write_text(canonical_json(doc, digits=None), encoding="utf-8")
+        return path
+
+    return document
 
 
 def check(claim, name):
@@ -301,9 +321,14 @@ def test_summary_table_input_errors(tmp_path):
     (["summary_table.csv", "--policy", "wa", "--tier", "golden"], 2),
     (["does_not_exist", "--policy", "wa"], 2),
 ])
-def test_gate_exit_codes(campaigns, args, code):
-    """Under the protocol copy that allows self-registration (the fixtures are self-registered)."""
-    res = CliRunner().invoke(cli, ["gate", str(campaigns / args[0]), *args[1:], "--verbose",
+def test_gate_exit_codes(campaigns, audit_document, args, code):
+    """Under the protocol copy that allows self-registration (the fixtures are self-registered).
+    A decision (exit 0 or 1) is made on the campaign's audit.json under the same rules; a bad
+    input (exit 2) is the runs directory or table itself, refused before any audit."""
+    name, options = args[0], args[1:]
+    source = (audit_document(campaigns, name, "--accept-vouched" in options) if code != 2
+              else campaigns / name)
+    res = CliRunner().invoke(cli, ["gate", str(source), *options, "--verbose",
                                    "--protocol", str(SELFREG_PROTOCOL)])
     assert res.exit_code == code, res.output
     if code in (0, 1):
@@ -311,9 +336,13 @@ def test_gate_exit_codes(campaigns, args, code):
         assert "expected:" in res.output and "found:" in res.output
 
 
-def test_gate_under_the_bundled_protocol_stops_a_self_registered_claim_at_matched_budget(
-        campaigns):
-    gate = ["gate", str(campaigns / "sim_bursty"), "--policy", "wa", "--tier"]
+def test_gate_under_the_bundled_protocol_stops_a_self_registered_claim_at_matched_budget():
+    """On the campaign's recorded audit.json under the bundled protocol (the golden audit,
+    tests/audit/test_gate_tiers.py)."""
+    from tests.conftest import REPO
+
+    recorded = REPO / "tests" / "report_documents" / "sim_bursty.audit.json"
+    gate = ["gate", str(recorded), "--policy", "wa", "--tier"]
     assert CliRunner().invoke(cli, [*gate, "matched_budget"]).exit_code == 0
     res = CliRunner().invoke(cli, [*gate, "placement_gain"])
     assert res.exit_code == 1, res.output
