@@ -424,3 +424,13 @@ def test_load_protocol_by_path(tmp_path):
         load_protocol("nope")
     assert info.value.column == "protocol"
     assert load_protocol(None).source == "builtin:diloco-slo"
+
+
+def test_the_bundled_protocol_file_lists_every_parameter_of_its_checks():
+    """A reader of the file sees every threshold the audit applies (real_sidecar's server
+    time allowance and share among them), not a default hidden in the code."""
+    import tomllib
+    tables = tomllib.loads(BUNDLED.read_text())["checks"]
+    unlisted = [f"{name}.{key}" for name, table in tables.items()
+                for key in CHECK_PARAMS.get(name, {}) if key not in table]
+    assert unlisted == []
