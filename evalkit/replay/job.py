@@ -10,6 +10,7 @@ the same seed) -- for ``evalkit sweep`` and ``evalkit replay`` alike.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -30,6 +31,7 @@ from evalkit.policies import policy_identity, resolve_policy
 from evalkit.replay.run_order import start_record
 from evalkit.replay.runner import k_observed, load_backend, run_one
 from evalkit.replay.spec import ReplaySpec
+from evalkit.runlog.execution_order import ATTEMPTS_DIR
 from evalkit.runlog.io import read_meta, read_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -321,7 +323,8 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
             extra["plan_sha256"] = plan_hash
         extra["campaign"] = _portable_path(camp.path) if camp.path else None
         res = run_one(spec, trace, policy, runs_dir, policy_params=params, policy_label=label,
-                      extra_requested=extra, extra_meta=_order_meta(job))
+                      extra_requested=extra,
+                      extra_meta=_order_meta(job, keep_failed_attempts(runs_dir, job.run_id)))
     except InputError as exc:
         return JobOutcome(job.run_id, "failed", exc.format(), time.perf_counter() - t0)
     if not res.complete:
@@ -330,8 +333,37 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
     return JobOutcome(job.run_id, "ran", f"K={res.k_observed}", time.perf_counter() - t0)
 
 
-def _order_meta(job: Job) -> dict | None:
-    """``run_order`` for run.json: the job's slot and, measured now, its start and host load."""
+def _order_meta(job: Job, attempts: list[dict] | None = None) -> dict | None:
+    """``run_order`` for run.json: the job's slot and, measured now, its start and host load;
+    ``attempts``: the failed earlier attempts at this slot (:func:`failed_attempts`)."""
     if job.order is None:
         return None
-    return {"run_order": {**job.order, **start_record()}}
+    return {"run_order": {**job.order, **start_record(),
+                          **({"attempts": attempts} if attempts else {})}}
+
+
+def keep_failed_attempts(runs_dir: Path, run_id: str) -> list[dict]:
+    """The failed attempts at a run that is about to be re-done: those its incomplete run.json
+    lists, then itself (slot, start, end, error and the sha256 of its run.json), so the
+    audit can place the re-run at the slot where it first started.  The failed run.json is
+    kept as ``<runs>/.attempts/<run_id>.<n>.run.json`` for the audit to compare.  Empty when
+    nothing or a complete (stale) run is there."""
+    path = Path(runs_dir) / run_id / "run.json"
+    try:
+        raw = path.read_bytes()
+        meta = loads_json(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, InputError):
+        return []
+    if not isinstance(meta, dict) or meta.get("complete") is not False:
+        return []
+    order = meta.get("run_order") if isinstance(meta.get("run_order"), dict) else {}
+    earlier = [a for a in order.get("attempts") or [] if isinstance(a, dict)]
+    error = str(meta.get("error") or "").strip().splitlines()
+    kept = Path(runs_dir) / ATTEMPTS_DIR / f"{run_id}.{len(earlier) + 1}.run.json"
+    with contextlib.suppress(OSError):      # the record in the re-run is what counts
+        kept.parent.mkdir(exist_ok=True)
+        kept.write_bytes(raw)
+    return earlier + [{"position": order.get("position"), "started_at": order.get("started_at"),
+                       "written_at": meta.get("created_at"),
+                       "error": error[0][:300] if error else None,
+                       "run_json_sha256": hashlib.sha256(raw).hexdigest()}]

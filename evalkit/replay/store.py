@@ -175,7 +175,8 @@ def execute_job_in_store(camp: Campaign, job: Job, url: str) -> JobOutcome:
     stage = Path(tempfile.mkdtemp(prefix="evalkit-stage-"))
     try:
         store = open_store(url)
-        for dep in sorted(set(job.depends_on)):
+        # its own earlier (failed) attempt too: the re-run records it (job.failed_attempts)
+        for dep in sorted(set(job.depends_on) | {job.run_id}):
             manifest = store.manifest(dep)
             if manifest is not None:
                 store.fetch_run(dep, stage / dep, manifest)

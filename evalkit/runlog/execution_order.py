@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["WINDOW", "PlannedRun", "Slot", "execution_order", "order_seed_of", "plan_order_seed",
-           "planned_runs", "slot_record"]
+__all__ = ["ATTEMPTS_DIR", "WINDOW", "PlannedRun", "Slot", "execution_order", "order_seed_of",
+           "plan_order_seed", "planned_runs", "slot_record"]
 
 WINDOW = 2                  # blocks open at once
+# where a sweep keeps the run.json of each failed attempt it re-ran (<run>.<n>.run.json)
+ATTEMPTS_DIR = ".attempts"
 
 
 @dataclass(frozen=True)

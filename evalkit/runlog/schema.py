@@ -309,7 +309,11 @@ META_KEYS: tuple[MetaKey, ...] = (
                         "started (varies)"),
                 MetaKey("host_load", ("object",), True, "{'load_1m': 1-minute load average "
                         "or null, 'probe_s': seconds a fixed CPU loop took} as the run "
-                        "started (varies)"))),
+                        "started (varies)"),
+                MetaKey("attempts", ("array",), False, "a re-run's failed earlier attempts at "
+                        "this slot, oldest first: {'position', 'started_at', 'written_at', "
+                        "'error', 'run_json_sha256'}; each failed run.json is kept as "
+                        "<runs>/.attempts/<run_id>.<n>.run.json"))),
 )
 
 RUN_ORDER_KEYS = ("order_seed", "position", "runs", "block", "blocks", "position_in_block",

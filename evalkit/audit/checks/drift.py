@@ -31,6 +31,8 @@ to compare (no times, no step rates: a summary table) is not evaluable.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -41,8 +43,8 @@ from evalkit.audit.checks.plan import campaign_plan
 from evalkit.document.words import drift_share_words, pp
 from evalkit.errors import InputError
 from evalkit.policies import resolve_policy
-from evalkit.runlog.execution_order import (WINDOW, execution_order, plan_order_seed,
-                                            planned_runs)
+from evalkit.runlog.execution_order import (ATTEMPTS_DIR, WINDOW, execution_order,
+                                            plan_order_seed, planned_runs)
 from evalkit.stats import sign_flip_test
 
 __all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift", "order_faults",
@@ -113,10 +115,19 @@ def order_faults(ctx) -> list[str]:
         # a sharded sweep orders each shard's runs apart (positions restart in each)
         slots.setdefault((order.get("order_seed"), _shard_of(order)), []).append(
             (order.get("position"), started, run_id))
-        records[run_id] = {"started": started, "written": written, "shard": _shard_of(order),
+        slot_started, slot_written, attempts = started, written, _attempts(order)
+        if attempts:        # a re-run sits at the slot where its first attempt started
+            slot_started = _parse_time(attempts[0].get("started_at"))
+            slot_written = _parse_time(attempts[0].get("written_at"))
+            faults += _rerun_faults(runset, run_id, order, started, attempts)
+        records[run_id] = {"started": slot_started, "written": slot_written,
+                           "ran_from": started, "ran_until": written, "rerun": bool(attempts),
+                           "deps": _recorded_deps(meta), "shard": _shard_of(order),
                            **{k: order.get(k) for k in ("order_seed", "position", "block",
                                                         "position_in_block", "runs", "blocks",
                                                         "window")}}
+    regenerable = bool(plan) and plan_order_seed(plan) is not None
+    faults += _mark_displaced(records, _planned_deps(plan) if regenerable else None)
     order_seeds = sorted({seed for seed, _ in slots}, key=str)
     if len(order_seeds) > 1:
         faults.append(f"the runs record {len(order_seeds)} order seeds "
@@ -124,7 +135,6 @@ def order_faults(ctx) -> list[str]:
                       "has one order")
     # with a plan the order is regenerated group by group (a sequential campaign's batches
     # each start at position 0); without one, each order seed's runs are one order
-    regenerable = bool(plan) and plan_order_seed(plan) is not None
     for (seed, shard), runs in ([] if regenerable else slots.items()):
         positions = [p for p, _, _ in runs]
         twice = sorted({p for p in positions if positions.count(p) > 1}, key=str)
@@ -132,13 +142,120 @@ def order_faults(ctx) -> list[str]:
             where = "" if shard is None else f", shard {shard[0]}/{shard[1]}"
             faults.append(f"order seed {seed}{where}: position {twice[0]} is recorded by "
                           f"{positions.count(twice[0])} runs")
-        ordered = sorted((r for r in runs if isinstance(r[0], int)), key=lambda r: r[0])
+        ordered = sorted(((p, records[r]["started"], r) for p, _, r in runs
+                          if isinstance(p, int) and not records[r]["displaced"]),
+                         key=lambda r: r[0])
         for pos, run_id, behind in _started_behind(ordered):
             faults.append(f"{run_id} (position {pos}) started {behind:.0f} s "
                           "before a run ahead of it in the recorded order")
     if regenerable:
         faults += regenerated_order_faults(plan, records)
     return faults
+
+
+def _attempts(order: dict) -> list[dict]:
+    attempts = order.get("attempts")
+    return [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
+
+
+def _rerun_faults(runset, run_id: str, order: dict, started: float,
+                  attempts: list[dict]) -> list[str]:
+    """What a re-run's record of its failed attempts contradicts: an attempt with no error
+    or no start time, at another slot, started before the attempt ahead of it ended; the
+    re-run starting before its last attempt ended; a kept copy of an attempt's run.json
+    (``<runs>/.attempts/<run>.<n>.run.json``) that is not the one recorded or not failed."""
+    faults, ended = [], -math.inf
+    for n, attempt in enumerate(attempts, 1):
+        name = f"{run_id} attempt {n}"
+        began = _parse_time(attempt.get("started_at"))
+        if not str(attempt.get("error") or "").strip():
+            faults.append(f"{name} records no error: only a failed run is re-run")
+        if not np.isfinite(began):
+            faults.append(f"{name} records no start time")
+        if attempt.get("position") != order.get("position"):
+            faults.append(f"{name} was at position {attempt.get('position')!r}, the re-run "
+                          f"at {order.get('position')!r}: a re-run takes its attempt's slot")
+        if began < ended - ORDER_SLACK_S:
+            faults.append(f"{name} started before attempt {n - 1} was written")
+        ended = max(ended, _parse_time(attempt.get("written_at")))
+        root = getattr(runset, "runs_dir", None)
+        kept = root / ATTEMPTS_DIR / f"{run_id}.{n}.run.json" if root is not None else None
+        if kept is not None and kept.is_file():
+            raw = kept.read_bytes()
+            if hashlib.sha256(raw).hexdigest() != attempt.get("run_json_sha256"):
+                faults.append(f"{name}: the kept run.json is not the one the re-run recorded "
+                              "(sha256 differs)")
+            elif _kept_complete(raw):
+                faults.append(f"{name}: the kept run.json is of a complete run")
+    if started < ended - ORDER_SLACK_S:
+        faults.append(f"{run_id} (re-run) started before its failed attempt was written")
+    return faults
+
+
+def _kept_complete(raw: bytes) -> bool:
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return False            # its sha256 matched: the re-run recorded this very file
+    return not isinstance(doc, dict) or doc.get("complete") is not False
+
+
+def _recorded_deps(meta: dict) -> list[str]:
+    """The runs a run says it read: its reference run (K) and an oracle's no-sync run."""
+    requested = (meta.get("settings") or {}).get("requested") or {}
+    deps = [meta.get("reference_run_id"), requested.get("oracle_intervals_from")]
+    return [str(d) for d in deps if d]
+
+
+def _planned_deps(plan: dict) -> dict[str, list[str]] | None:
+    try:
+        return {r.run_id: list(r.depends_on) for r in planned_runs(plan, _is_oracle)}
+    except InputError:          # regenerated_order_faults names it
+        return None
+
+
+def _mark_displaced(records: dict, planned: dict[str, list[str]] | None) -> list[str]:
+    """Set ``displaced`` on each run that waited for a re-run: it depends (the plan's
+    dependencies when given, else the ones it records) on a re-run or displaced run.  Such a
+    run ran when its dependency finished, so it is left out of the order's time checks; it
+    must not have started before that dependency was written."""
+    deps = {r: planned.get(r, []) if planned is not None else rec["deps"]
+            for r, rec in records.items()}
+    for rec in records.values():
+        rec["displaced"] = False
+    changed = True
+    while changed:
+        changed = False
+        for run_id, rec in records.items():
+            if rec["rerun"] or rec["displaced"]:
+                continue
+            if any(d in records and (records[d]["rerun"] or records[d]["displaced"])
+                   for d in deps[run_id]):
+                rec["displaced"] = changed = True
+    faults = []
+    for run_id, rec in sorted(records.items()):
+        for d in deps[run_id]:
+            dep = records.get(d)
+            if dep is not None and rec["ran_from"] < dep["ran_until"] - ORDER_SLACK_S:
+                faults.append(f"{run_id} started {dep['ran_until'] - rec['ran_from']:.0f} s "
+                              f"before {d}, which it reads, was written")
+    return faults
+
+
+def rerun_notes(ctx) -> list[str]:
+    """The claim's runs re-done after failed attempts, with the first attempt's error."""
+    runset = ctx.runset
+    if not runset.has_logs:
+        return []
+    reruns = []
+    for run_id in getattr(runset, "run_ids", ()):
+        order = runset.meta(run_id).get("run_order")
+        attempts = _attempts(order) if isinstance(order, dict) else []
+        if attempts:
+            reruns.append(f"{run_id} after {len(attempts)} failed attempt(s) "
+                          f"({str(attempts[0].get('error') or '')[:120]})")
+    return ([f"{len(reruns)} run(s) re-run in their slot: " + _listing(reruns, 3)]
+            if reruns else [])
 
 
 def _started_behind(in_order) -> list[tuple]:
@@ -259,20 +376,21 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
                 moved.append(f"{r.run_id} records position {rec['position']} (block "
                              f"{rec['block']}), the order seed puts it at {want.position} "
                              f"(block {want.block})")
+        timed = [r for r in members
+                 if r.run_id in records and not records[r.run_id].get("displaced")]
         in_order = sorted((slots[r.run_id].position, records[r.run_id]["started"], r.run_id)
-                          for r in members if r.run_id in records)
+                          for r in timed)
         for pos, run_id, seconds in _started_behind(in_order):
             behind.append(f"{run_id} (position {pos}) started {seconds:.0f} s before a run "
                           "ahead of it in the order")
         written_by_block: dict[int, float] = {}
-        for r in members:
-            if r.run_id in records:
-                b = slots[r.run_id].block
-                written_by_block[b] = max(written_by_block.get(b, -math.inf),
-                                          records[r.run_id]["written"])
-        for r in members:
-            rec = records.get(r.run_id)
-            if rec is None or not np.isfinite(rec["started"]):
+        for r in timed:
+            b = slots[r.run_id].block
+            written_by_block[b] = max(written_by_block.get(b, -math.inf),
+                                      records[r.run_id]["written"])
+        for r in timed:
+            rec = records[r.run_id]
+            if not np.isfinite(rec["started"]):
                 continue
             block = slots[r.run_id].block
             # the sweep's window is a constant of the format, never the run's own word
@@ -421,7 +539,7 @@ def execution_drift(ctx, spec) -> Outcome:
                        f"(e.g. {', '.join(missing[:3])}); the protocol requires them",
                        "rerun with `evalkit sweep`, which randomises, blocks and records the "
                        "run order")
-    notes, blocks, imbalance = [], [], {}
+    notes, blocks, imbalance = rerun_notes(ctx), [], {}
     contradictions = order_faults(ctx)
     if contradictions:
         blocks.append("the execution records contradict each other: "
