@@ -127,11 +127,25 @@ def test_a_fixed_design_gate_on_a_campaign_planned_as_sequential_notes_it_withou
                                 "expected and found, every note and exclusion)")
 
 
+@pytest.fixture(scope="module")
+def full_audit():
+    """The full audit of a fixture campaign, made once a module: each required tier's walk of
+    the campaign is compared with the same one."""
+    audits = {}
+
+    def audit(fixture):
+        if fixture not in audits:
+            audits[fixture] = audit_campaign(REPO / "fixtures" / "campaigns" / fixture)
+        return audits[fixture]
+
+    return audit
+
+
 @pytest.mark.parametrize("fixture", ["sim_bursty", "sim_k_mismatch", "sim_missing_no_sync"])
 @pytest.mark.parametrize("required", ["harness", "matched_budget", "deployable"])
-def test_gate_walk_reaches_the_full_audits_tier_and_computes_no_unreachable_tier(fixture,
-                                                                                 required):
-    full = audit_campaign(REPO / "fixtures" / "campaigns" / fixture)
+def test_gate_walk_reaches_the_full_audits_tier_and_computes_no_unreachable_tier(
+        full_audit, fixture, required):
+    full = full_audit(fixture)
     gate = audit_campaign(REPO / "fixtures" / "campaigns" / fixture, walk_above=required)
     names = full.protocol.tier_names
     for f, g in zip(full.claims, gate.claims, strict=True):
