@@ -9,8 +9,10 @@ from evalkit.audit.checks.core import (Outcome, _listing, check, needs_real_back
 from evalkit.audit.registry import code_identity_status
 from evalkit.errors import InputError
 from evalkit.runlog.schema import BACKENDS, SERVER_TIMING_COLUMNS
+from evalkit.runlog.server_view import SERVER_VIEW_KEY, server_view_problem
 
-__all__ = ["not_oracle", "real_sidecar", "server_timing_faults", "sidecar_evidence"]
+__all__ = ["not_oracle", "real_sidecar", "server_timing_faults", "server_view_faults",
+           "sidecar_evidence"]
 
 TIER = "deployable"
 _LIST = (list,)
@@ -82,12 +84,13 @@ def server_timing_faults(runset, run_id: str, allowance_s: float,
     timings within the client's latency (``server_total_s <= end_s - sent_s + allowance_s``
     for at least ``min_share`` of its completed requests; a completed request without a
     server time counts against it), or, for a run whose requests table has none of the
-    ``server_*_s`` columns (written before the client recorded them), why it cannot be
-    judged.  Both None when the timings hold."""
+    ``server_*_s`` columns (written before the client recorded them) and no server view
+    (:func:`server_view_faults`, vLLM), why it cannot be judged.  Both None when the
+    timings hold."""
     req = runset.table(run_id, "requests")
     present = [c for c in SERVER_COLUMNS if c in req.columns]
     if not present:
-        return None, f"{run_id}: recorded before server timings (no server_*_s columns)"
+        return server_view_faults(runset, run_id, req, allowance_s)
     if len(present) < len(SERVER_COLUMNS):
         missing = sorted(set(SERVER_COLUMNS) - set(present))
         return f"{run_id}: requests.parquet has {', '.join(present)} without " \
@@ -104,6 +107,42 @@ def server_timing_faults(runset, run_id: str, allowance_s: float,
         return (f"{run_id}: {share:.1%} of {len(done)} completed requests have a server "
                 f"time within the client's latency + {allowance_s:g} s (needs "
                 f"{min_share:.0%}; {int(np.isnan(server).sum())} without one)"), None
+    return None, None
+
+
+def server_view_faults(runset, run_id: str, req, allowance_s: float
+                       ) -> tuple[str | None, str | None]:
+    """``(fault, unrecorded)`` for a run whose server returns no per-request timings (vLLM)
+    but whose backend recorded the server's aggregate view (``settings.effective.server_view``:
+    its /metrics e2e latency histogram's count and sum deltas over the run).  The server must
+    have counted the client's completed requests (``requests - rig_requests`` between the
+    completed count and that plus the failed ones) and its summed e2e time must be at most
+    the client's summed latency (plus the rig's own probe requests' bound) + ``requests x
+    allowance_s``.  Without a view, or with an unavailable one, the run is not evaluable."""
+    effective = (runset.meta(run_id).get("settings") or {}).get("effective") or {}
+    if SERVER_VIEW_KEY not in effective:
+        return None, f"{run_id}: recorded before server timings (no server_*_s columns)"
+    view = effective[SERVER_VIEW_KEY]
+    problem = server_view_problem(view)
+    if problem is not None:
+        return f"{run_id}: run.json settings.effective.{problem}", None
+    if view["available"] is False:
+        return None, f"{run_id}: the server's view was not recorded ({view.get('reason')})"
+    ok = req.ok.fillna(False).astype(bool).to_numpy() if "ok" in req.columns \
+        else np.ones(len(req), dtype=bool)
+    completed, failed = int(ok.sum()), int((~ok).sum())
+    counted = view["requests"] - view["rig_requests"]
+    if not completed <= counted <= completed + failed:
+        return (f"{run_id}: the server counted {counted:g} requests of the run, the client "
+                f"completed {completed} ({failed} failed or cancelled)"), None
+    latency = (req.end_s.to_numpy(dtype=float, na_value=np.nan)
+               - req.sent_s.to_numpy(dtype=float, na_value=np.nan))
+    client_s = float(np.nansum(latency)) + view["rig_latency_bound_s"]
+    bound = client_s + view["requests"] * allowance_s
+    if not view["e2e_sum_s"] <= bound:
+        return (f"{run_id}: the server's summed e2e time {view['e2e_sum_s']:.6g} s exceeds "
+                f"the client's summed latency {client_s:.6g} s + {view['requests']:g} x "
+                f"{allowance_s:g} s"), None
     return None, None
 
 
@@ -143,11 +182,13 @@ def real_sidecar(ctx, spec) -> Outcome:
     """Every run of the claim's seeds (policy, draws, no-sync) on a real sidecar, shown by
     what only a real sidecar's client writes (:func:`sidecar_evidence`: metrics scrapes
     joined to its requests; :func:`server_timing_faults`: the server's own per-request
-    timings within the client's latency), never by run.json's backend string.  A claim the
-    campaign replayed on the simulator only is not evaluable (missing runs: the campaign
-    lines that switch the backend), and so is one whose runs were recorded before the client
-    wrote server timings; one with some runs off a real sidecar, or labelled real without
-    the evidence, fails."""
+    timings within the client's latency), never by run.json's backend string.  A vLLM run
+    has no per-request server timings; its backend records the server's aggregate view
+    (/metrics histogram deltas) instead, held against the client's requests as counts and
+    summed time (:func:`server_view_faults`).  A claim the campaign replayed on the
+    simulator only is not evaluable (missing runs: the campaign lines that switch the
+    backend), and so is one whose runs carry neither server timings nor a server view;
+    one with some runs off a real sidecar, or labelled real without the evidence, fails."""
     backends = spec["real_backends"]
     allowance, min_share = spec["server_time_allowance_s"], spec["server_time_min_share"]
     expected = (f"every run of the claim's seeds (policy, draws, no-sync) on a real sidecar "

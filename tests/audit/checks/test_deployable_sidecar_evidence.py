@@ -225,3 +225,96 @@ def test_runs_recorded_before_the_server_columns_leave_the_check_not_evaluable(t
     for run in SEED0:                        # the same runs with server times inside latency
         _with_server_times(tmp_path / "runs" / run, lambda req: req.end_s - req.sent_s)
     assert real_sidecar(_seed_claim_ctx(tmp_path / "runs", SEED0), TIMING).passed is True
+
+
+# ------------------------------------------- vLLM: the server's aggregate view of the run
+
+def _with_view(run_dir, **view):
+    _edit_meta(run_dir, lambda m: m["settings"]["effective"].update(
+        server_view={"available": True, "source": "vllm /metrics", "rig_requests": 0,
+                     "rig_latency_bound_s": 0.0, **view}))
+
+
+def _client(run_dir):
+    """The run's completed requests and the client's summed latency, as the check sums it."""
+    req = pd.read_parquet(run_dir / "requests.parquet")
+    latency = (req.end_s.to_numpy(dtype=float, na_value=np.nan)
+               - req.sent_s.to_numpy(dtype=float, na_value=np.nan))
+    return int(req.ok.sum()), float(np.nansum(latency))
+
+
+def test_a_vllm_view_that_counts_the_runs_requests_within_its_latency_holds(tmp_path):
+    dest = _copy(tmp_path)
+    n, client_s = _client(dest)
+    _with_view(dest, requests=n, e2e_sum_s=client_s - 1.0)
+    assert _timing(dest) == (None, None)
+
+
+def test_a_vllm_view_counting_other_than_the_completed_requests_fails(tmp_path):
+    dest = _copy(tmp_path)
+    n, client_s = _client(dest)
+    for counted in (n - 1, n + 1):
+        _with_view(dest, requests=counted, e2e_sum_s=client_s / 2)
+        fault, _ = _timing(dest)
+        assert f"the server counted {counted} requests of the run, the client completed {n}" \
+            in fault
+
+
+def test_failed_requests_widen_the_count_by_their_number(tmp_path):
+    dest = _copy(tmp_path)
+    req = pd.read_parquet(dest / "requests.parquet")
+    req.loc[req.index[:2], "ok"] = False
+    req.to_parquet(dest / "requests.parquet", index=False)
+    n, client_s = _client(dest)
+    for counted, holds in ((n - 1, False), (n, True), (n + 2, True), (n + 3, False)):
+        _with_view(dest, requests=counted, e2e_sum_s=client_s / 2)
+        assert (_timing(dest)[0] is None) is holds, counted
+
+
+def test_the_servers_summed_time_exactly_at_the_bound_holds_just_above_fails(tmp_path):
+    dest = _copy(tmp_path)
+    n, client_s = _client(dest)
+    bound = client_s + n * 0.05
+    _with_view(dest, requests=n, e2e_sum_s=bound)
+    assert _timing(dest, allowance_s=0.05) == (None, None)
+    _with_view(dest, requests=n, e2e_sum_s=float(np.nextafter(bound, np.inf)))
+    fault, _ = _timing(dest, allowance_s=0.05)
+    assert "summed e2e time" in fault and f"+ {n} x 0.05 s" in fault
+
+
+def test_the_rigs_own_probe_requests_are_set_aside_with_their_client_side_bound(tmp_path):
+    dest = _copy(tmp_path)
+    n, client_s = _client(dest)
+    e2e_sum_s = client_s + 4.0 + (n + 5) * 0.05 - 0.5      # within only with the rig bound
+    _with_view(dest, requests=n + 5, e2e_sum_s=e2e_sum_s, rig_requests=5,
+               rig_latency_bound_s=4.0)
+    assert _timing(dest) == (None, None)
+    _with_view(dest, requests=n + 5, e2e_sum_s=e2e_sum_s, rig_requests=0, rig_latency_bound_s=4.0)
+    assert "the server counted" in _timing(dest)[0]
+    _with_view(dest, requests=n + 5, e2e_sum_s=client_s + 4.0 + (n + 5) * 0.05 + 1.0,
+               rig_requests=5, rig_latency_bound_s=4.0)
+    assert "summed e2e time" in _timing(dest)[0]
+
+
+def test_an_unrecorded_vllm_view_is_not_evaluable_a_malformed_one_fails(tmp_path):
+    dest = _copy(tmp_path)
+    _edit_meta(dest, lambda m: m["settings"]["effective"].update(
+        server_view={"available": False, "reason": "GET /metrics failed"}))
+    fault, unrecorded = _timing(dest)
+    assert fault is None and "view was not recorded (GET /metrics failed)" in unrecorded
+    for bad in ("12", -1, True, None):
+        _with_view(dest, requests=bad, e2e_sum_s=1.0)
+        fault, unrecorded = _timing(dest)
+        assert unrecorded is None
+        assert "settings.effective.server_view.requests is" in fault, bad
+    _edit_meta(dest, lambda m: m["settings"]["effective"].update(server_view=[1]))
+    assert "server_view is list, not an object" in _timing(dest)[0]
+
+
+def test_a_claim_of_vllm_runs_with_server_views_passes_real_sidecar(tmp_path):
+    for run in SEED0:
+        dest = _copy(tmp_path, run)
+        n, client_s = _client(dest)
+        _with_view(dest, requests=n, e2e_sum_s=client_s - 0.5)
+    out = real_sidecar(_seed_claim_ctx(tmp_path / "runs", SEED0), TIMING)
+    assert out.passed is True
