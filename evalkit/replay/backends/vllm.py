@@ -11,12 +11,19 @@ still replay: the run records ``settings.effective.signals = {"available": false
 and a note, and the decision states carry zeros for the engine signals.  A policy whose
 ``requires_signals`` is not empty is refused before anything starts (an endpoint probed
 without the metrics), or its run is marked incomplete (no scrape succeeded during the run).
+
+vLLM returns no per-request ``server_timing``, so the run records the server's own aggregate
+view instead: the deltas of its ``vllm:e2e_request_latency_seconds`` (and, when exported,
+``vllm:request_queue_time_seconds``) histogram count and sum between a /metrics scrape before
+and one after the run, under ``settings.effective.server_view`` with the rig's own
+capacity-probe requests named; real_sidecar holds it against the client's requests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import sys
 import urllib.error
@@ -25,14 +32,20 @@ import urllib.request
 from evalkit.errors import InputError
 from evalkit.policies import POLICIES
 from evalkit.replay.spec import RunOutput
+from evalkit.runlog.server_view import SERVER_VIEW_KEY
 
 from .procs import Managed, free_port
 from .torch import prepare
 from .torch.coordinator import run_replay
 from .torch.health import Server, check_model, wait_healthy
+from .torch.rig import current_rig, rig_key
 
 
 SIGNAL_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+# the histograms whose _count and _sum deltas over a run are the server's own view of it
+E2E_HISTOGRAM = "vllm:e2e_request_latency_seconds"
+QUEUE_HISTOGRAM = "vllm:request_queue_time_seconds"
+_SERIES_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 
 
 def _base_url(endpoint: str) -> str:
@@ -55,6 +68,80 @@ def metric_names(text: str) -> set[str]:
         elif line and not line.startswith("#"):
             names.add(line.split("{", 1)[0].split(" ", 1)[0])
     return names
+
+
+def histogram_totals(text: str, names=(E2E_HISTOGRAM, QUEUE_HISTOGRAM)) -> dict:
+    """``{name: {"count", "sum"}}`` of each histogram in a Prometheus exposition, summed over
+    its label sets (one per served model); a histogram the page lacks is absent."""
+    wanted = {f"{name}_{part}": (name, part) for name in names for part in ("count", "sum")}
+    out: dict = {}
+    for line in text.splitlines():
+        series = _SERIES_NAME.match(line)
+        if series is None or series.group(0) not in wanted:
+            continue
+        rest = line[series.end():]
+        if rest.startswith("{"):
+            rest = rest[rest.rfind("}") + 1:]
+        try:
+            value = float(rest.split()[0])
+        except (IndexError, ValueError):
+            continue
+        name, part = wanted[series.group(0)]
+        out.setdefault(name, {"count": 0.0, "sum": 0.0})[part] += value
+    return out
+
+
+def scrape_histograms(base_url: str, timeout_s: float = 5.0) -> tuple[dict | None, str | None]:
+    """``(totals, None)`` from ``GET base_url/metrics``, or ``(None, why not)``."""
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            text = resp.read(8 << 20).decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        return None, f"GET {url} failed: {type(exc).__name__}: {exc}"[:200]
+    totals = histogram_totals(text)
+    if E2E_HISTOGRAM not in totals:
+        return None, f"{url} has no {E2E_HISTOGRAM}"
+    return totals, None
+
+
+def server_view(before: dict | None, after: dict | None, effective: dict,
+                reason: str | None = None) -> dict:
+    """The server's own view of the run: histogram deltas between two scrapes, and the
+    requests the rig itself sent meanwhile (a capacity probe: its warm-up request plus
+    ``probe_requests``, each no longer than ``probe_elapsed_s`` / ``single_request_s`` as the
+    client saw them).  ``{"available": false, "reason"}`` when a scrape is missing."""
+    if before is None or after is None:
+        return {"available": False, "source": "vllm /metrics",
+                "reason": reason or "no /metrics scrape around the run"}
+    e2e = {k: after[E2E_HISTOGRAM][k] - before[E2E_HISTOGRAM][k] for k in ("count", "sum")}
+    probed = effective.get("capacity_probe_cached") is False
+    view = {"available": True, "source": "vllm /metrics",
+            "requests": e2e["count"], "e2e_sum_s": e2e["sum"],
+            "rig_requests": int(effective.get("probe_requests") or 0) + 1 if probed else 0,
+            "rig_latency_bound_s": (float(effective.get("probe_requests") or 0)
+                                    * float(effective.get("probe_elapsed_s") or 0.0)
+                                    + float(effective.get("single_request_s") or 0.0))
+            if probed else 0.0}
+    if QUEUE_HISTOGRAM in before and QUEUE_HISTOGRAM in after:
+        view["queue_requests"] = after[QUEUE_HISTOGRAM]["count"] - before[QUEUE_HISTOGRAM]["count"]
+        view["queue_sum_s"] = after[QUEUE_HISTOGRAM]["sum"] - before[QUEUE_HISTOGRAM]["sum"]
+    if view["requests"] < 0 or view["e2e_sum_s"] < 0:
+        return {"available": False, "source": "vllm /metrics",
+                "reason": "the histograms went backwards (the server restarted during the run)"}
+    return view
+
+
+def _server_before_run(cfg: dict) -> tuple[dict | None, str | None]:
+    """The histograms before the run: the given endpoint's, the warm rig's server's, or zero
+    for a server this run starts (a fresh process counts from nothing)."""
+    if cfg["endpoint"]:
+        return scrape_histograms(_base_url(cfg["endpoint"]))
+    rig = current_rig()
+    if rig is not None and rig.key == rig_key(cfg, "vllm") and rig.alive():
+        return scrape_histograms(rig.server.base_url)
+    return {E2E_HISTOGRAM: {"count": 0.0, "sum": 0.0},
+            QUEUE_HISTOGRAM: {"count": 0.0, "sum": 0.0}}, None
 
 
 def probe_signals(base_url: str, timeout_s: float = 5.0) -> dict:
@@ -193,6 +280,11 @@ def replay(spec, trace, policy, *, progress=None) -> RunOutput:
                   "reason": stats_off_reason(cfg["vllm_args"])}
     if probed is not None:
         refuse_blind_policy(policy, probed)
+    before, why = _server_before_run(cfg)
     out = run_replay(spec, trace, policy, cfg=cfg, start_server=_server_factory(cfg),
                      backend="vllm", progress=progress)
+    after = None
+    if before is not None and out.effective.get("base_url"):
+        after, why = scrape_histograms(str(out.effective["base_url"]))
+    out.effective[SERVER_VIEW_KEY] = server_view(before, after, out.effective, why)
     return mark_signals(out, policy, probed)
