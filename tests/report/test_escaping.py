@@ -167,17 +167,10 @@ PAYLOAD = ("![px](https://e.example/p.png) [click](https://e.example) <b>raw</b>
 
 
 @pytest.fixture(scope="module")
-def forged_base():
+def forged_base(bursty_report):
     """A real audit document of the small bursty campaign and its figures (drawn once)."""
-    from evalkit.compose import run_audit
-    from tests.conftest import REPO
-
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        run_audit(REPO / "fixtures" / "campaigns" / "sim_bursty", Path(tmp) / "out", seed=3)
-        doc = json.loads((Path(tmp) / "out" / "audit.json").read_text())
+    _, out = bursty_report
+    doc = json.loads((out / "audit.json").read_text())
     return doc, build_figures(doc)
 
 

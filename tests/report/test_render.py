@@ -23,15 +23,6 @@ MIN_DPI = 150
 FIRST_SCREEN = (1400, 900)        # --window-size of the "first screen" measurement
 
 
-@pytest.fixture(scope="module")
-def bursty_report(tmp_path_factory):
-    from tests.conftest import REPO
-
-    out = tmp_path_factory.mktemp("report") / "out"
-    result = run_audit(REPO / "fixtures" / "campaigns" / "sim_bursty", out, seed=3)
-    return result, out
-
-
 # ------------------------------------------------------------------------------- files
 
 def test_outputs_written_and_listed_in_the_manifest(bursty_report):
