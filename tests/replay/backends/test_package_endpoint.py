@@ -174,6 +174,8 @@ def test_replay_against_a_server_without_metrics_completes_with_signals_unavaila
     assert sig["available"] is False and sig["scrapes_ok"] == 0 and sig["scrapes"] > 0
     assert sig["reason"] == "GET /metrics answered HTTP 404"
     assert any("engine signals unavailable" in n for n in meta["notes"])
+    view = meta["settings"]["effective"]["server_view"]       # real_sidecar: not evaluable
+    assert view["available"] is False and "failed: HTTPError" in view["reason"]
     req = read_table(res.path, "requests")
     assert len(req) == 10 and req["ok"].all()
     assert not read_table(res.path, "signals")["scrape_ok"].astype(bool).any()
