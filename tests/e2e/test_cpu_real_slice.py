@@ -69,13 +69,13 @@ def test_twin_runs_use_the_committed_twin():
 
 
 def _make_results():
-    return load_script(CPU_REAL / "make_results.py", "make_results")
+    return load_script(REPO / "examples" / "make_results.py", "make_results")
 
 
 def test_results_md_is_rendered_from_the_committed_outputs():
     text = _make_results().render(CPU_REAL)
     assert text == (CPU_REAL / "RESULTS.md").read_text(), \
-        "RESULTS.md is stale: run python examples/cpu_real/make_results.py --render"
+        "RESULTS.md is stale: run python examples/make_results.py examples/cpu_real --render"
 
 
 @pytest.mark.slow
@@ -86,7 +86,7 @@ def test_audit_of_committed_runs_reproduces_audit_real_json(tmp_path):
     want = json.loads((CPU_REAL / "audit_real.json").read_text())
     for key in ("claims", "regimes", "transfer"):
         assert got[key] == want[key], \
-            f"audit_real.json is stale ({key}): run python examples/cpu_real/make_results.py"
+            f"audit_real.json is stale ({key}): run python examples/make_results.py examples/cpu_real"
 
 
 @pytest.mark.slow

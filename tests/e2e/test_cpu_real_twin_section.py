@@ -15,7 +15,7 @@ CPU_REAL = REPO / "examples" / "cpu_real"
 
 @pytest.fixture(scope="module")
 def mr():
-    return load_script(CPU_REAL / "make_results.py", "make_results")
+    return load_script(REPO / "examples" / "make_results.py", "make_results")
 
 
 def cov(n_inside, n_below, n_above, n=60):

@@ -17,7 +17,7 @@ CPU_REAL = REPO / "examples" / "cpu_real"
 
 @pytest.fixture(scope="module")
 def mr():
-    return load_script(CPU_REAL / "make_results.py", "make_results")
+    return load_script(REPO / "examples" / "make_results.py", "make_results")
 
 
 def _claim(checks, p=0.27, min_p=3e-5, g=-0.0778):

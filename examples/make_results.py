@@ -1,19 +1,24 @@
-"""Regenerate examples/cpu_real/RESULTS.md from the committed run logs.
+"""Regenerate a real campaign's RESULTS.md (``examples/cpu_real``, ``examples/cpu_paced``)
+from its committed run logs.
 
-    python examples/cpu_real/make_results.py            # audit, fit, twin harness, render
-    python examples/cpu_real/make_results.py --render   # only re-render from the JSON below
-    python examples/cpu_real/make_results.py --audits   # re-run the two audits, re-render
-    python examples/cpu_real/make_results.py --check    # regenerate elsewhere, diff (exit 1)
+    python examples/make_results.py examples/cpu_real            # audit, fit, harness, render
+    python examples/make_results.py examples/cpu_real --render   # only re-render from the JSON
+    python examples/make_results.py examples/cpu_real --audits   # re-run the audits, re-render
+    python examples/make_results.py examples/cpu_real --check    # regenerate elsewhere, diff
 
 Every number in RESULTS.md comes from the output of an evalkit command on the committed
-runs, kept next to it:
+runs, kept next to them in the example's folder:
 
-* ``audit_real.json``  — ``evalkit audit examples/cpu_real/runs``
-* ``fit.json``, ``twin.toml`` — ``evalkit sim fit examples/cpu_real/runs``
-* ``twin_runs/``       — ``evalkit sweep examples/cpu_real/twin_campaign.toml`` (the twin as
-  harness: same seeds and traces on the sim backend)
-* ``audit_side_by_side.json`` — ``evalkit audit examples/cpu_real`` (real and twin runs)
+* ``audit_real.json``  — ``evalkit audit EXAMPLE/runs`` (with the reviewer's challenge when
+  ``results.toml`` names one)
+* ``fit.json``, ``twin.toml`` — ``evalkit sim fit EXAMPLE/runs``
+* ``twin_runs/``       — ``evalkit sweep EXAMPLE/twin_campaign.toml`` (the twin as harness:
+  same seeds and traces on the sim backend)
+* ``audit_side_by_side.json`` — ``evalkit audit EXAMPLE`` (real and twin runs)
 * per-run V and p95 — ``evalkit summarize``
+
+What is not a number (the title, the host, where the pilot and the challenge are) comes from
+the example's ``results.toml``.
 """
 
 from __future__ import annotations
@@ -34,9 +39,20 @@ import pandas as pd
 
 from evalkit.document import words as wording
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-REL = HERE.relative_to(ROOT)
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(__file__).resolve().relative_to(ROOT)
+
+
+def rel(base: Path) -> Path:
+    """The example's folder as the repository names it (also for a temporary copy)."""
+    return Path("examples") / base.name
+
+
+def example_settings(base: Path) -> dict:
+    """The example's ``results.toml``: ``title``, ``host`` (a sentence on the machine),
+    ``pilot_power_json`` / ``pilot_power_text`` and ``challenge`` (paths relative to it)."""
+    path = base / "results.toml"
+    return tomllib.loads(path.read_text()) if path.exists() else {}
 
 
 def sh(*args: str, cwd: Path = ROOT, ok=(0, 1)) -> str:
@@ -49,9 +65,13 @@ def sh(*args: str, cwd: Path = ROOT, ok=(0, 1)) -> str:
     return out.stdout + out.stderr
 
 
-def audit(target: Path, dest: Path) -> None:
+def audit(target: Path, dest: Path, base: Path | None = None) -> None:
+    """``evalkit audit`` of ``target`` into ``dest``; with ``base``, under the reviewer's
+    challenge its results.toml names (the real campaign's plan was frozen under it)."""
+    challenge = example_settings(base).get("challenge") if base is not None else None
+    extra = ["--challenge", str((base / challenge).relative_to(ROOT))] if challenge else []
     with tempfile.TemporaryDirectory() as tmp:
-        sh("audit", str(target.relative_to(ROOT)), "--out", tmp)
+        sh("audit", str(target.relative_to(ROOT)), "--out", tmp, *extra)
         shutil.copyfile(Path(tmp) / "audit.json", dest)
 
 
@@ -61,19 +81,24 @@ def summarize(runs: Path) -> pd.DataFrame:
         return pd.read_csv(f"{tmp}/summary.csv")
 
 
+def has_harness(base: Path) -> bool:
+    return (base / "twin_campaign.toml").exists()
+
+
 def audits(base: Path) -> None:
-    audit(base / "runs", base / "audit_real.json")
-    audit(base, base / "audit_side_by_side.json")
+    audit(base / "runs", base / "audit_real.json", base)
+    if has_harness(base):
+        audit(base, base / "audit_side_by_side.json")
 
 
 def pipeline(base: Path, *, harness: bool = True) -> None:
     runs = base / "runs"
     sh("validate", str(runs.relative_to(ROOT)))
-    audit(runs, base / "audit_real.json")
+    audit(runs, base / "audit_real.json", base)
     sh("sim", "fit", str(runs.relative_to(ROOT)), "--out", str((base / "twin.toml")
                                                                .relative_to(ROOT)),
        "--report", str((base / "fit.json").relative_to(ROOT)), "--no-progress")
-    if harness:
+    if harness and has_harness(base):
         # the harness is an output: swept afresh; runs the twin's sweep could not make (a
         # matched-random draw with no feasible schedule) are recorded, not hidden
         shutil.rmtree(base / "twin_runs", ignore_errors=True)
@@ -82,7 +107,7 @@ def pipeline(base: Path, *, harness: bool = True) -> None:
         failed = [line.strip()[len("failed: "):] for line in printed.splitlines()
                   if line.strip().startswith("failed: ")]
         (base / "twin_harness_failed.json").write_text(json.dumps(failed, indent=2) + "\n")
-    audit(base, base / "audit_side_by_side.json")
+        audit(base, base / "audit_side_by_side.json")
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -335,21 +360,38 @@ def load_sentence(metas: list[dict], summary: pd.DataFrame) -> str:
 
 
 def pilot_lines(base: Path) -> list[str]:
-    """What `evalkit plan power` chose from the pilot (its JSON, committed beside the pilot)."""
-    path = base.parent / "cpu_real_pilot" / "power.json"
-    if not path.exists():
-        return []
-    pw = json.loads(path.read_text())
-    return [f"The number of seeds: `evalkit plan power` on the pilot "
-            f"(`{path.parent.relative_to(ROOT)}/`, {pw.get('pilot_summary', 'its runs')}) — "
-            + pw.get("chosen", "see power.json") + "."]
+    """What `evalkit plan power` chose from the pilot: its JSON, or the text it printed,
+    committed beside the pilot (results.toml names which)."""
+    settings = example_settings(base)
+    if "pilot_power_json" in settings:
+        path = (base / settings["pilot_power_json"]).resolve()
+        if not path.exists():
+            return []
+        pw = json.loads(path.read_text())
+        return [f"The number of seeds: `evalkit plan power` on the pilot "
+                f"(`{path.parent.relative_to(ROOT)}/`, {pw.get('pilot_summary', 'its runs')}) "
+                "— " + pw.get("chosen", "see power.json") + "."]
+    if "pilot_power_text" in settings:
+        path = base / settings["pilot_power_text"]
+        lines = path.read_text().splitlines() if path.exists() else []
+        chosen = [x for x in lines if x.startswith("fixed:")]
+        head = lines[0].split(":", 1)[1].split(";")[0].strip() if lines else ""
+        if chosen:
+            return [f"The number of seeds: `evalkit plan power` on the pilot "
+                    f"(`{rel(base)}/{settings['pilot_power_text']}`: {head}) — "
+                    f"{chosen[0]}."]
+    return []
 
 
-def registration_sentence(real: dict) -> str:
+def registration_sentence(real: dict, base: Path) -> str:
     """How the audit judged the registration, and a plan whose protocol rules changed since it
-    was frozen (``plan_rules``), from the audit's words."""
+    was frozen (``plan_rules``), from the audit's words; who issued the challenge, from
+    results.toml."""
     reg = (real.get("pre_registration") or {}).get("registration") or {}
     text = ""
+    note = example_settings(base).get("challenge_note")
+    if reg.get("kind") != "self-registered" and note:
+        text += f" Registration: {reg.get('text', reg.get('kind'))}; {note}."
     if reg.get("kind") == "self-registered":
         text += (f" Registration: {reg['text']}: no reviewer's challenge fixed the seeds, so "
                  f"under protocol {real['protocol']['name']} v{real['protocol']['version']} "
@@ -366,6 +408,67 @@ def registration_sentence(real: dict) -> str:
     return text
 
 
+def merge_words(camp: dict) -> str:
+    """What a merge does on this rig, from the campaign's backend config."""
+    cfg = camp["backend"].get("config", {})
+    D = camp["merge_duration_s"]
+    real = ("real outer merges: pseudo-gradient all-reduce over gloo, outer Nesterov SGD, "
+            "each merge padded ")
+    if cfg.get("merge_load") == "memory":
+        return (real + f"with outer-SGD passes over {cfg['merge_bytes'] / 2**20:g} MiB per "
+                f"learner on {cfg['merge_threads']} threads each until "
+                f"{cfg['merge_min_s']:g} s (`merge_load = \"memory\"`: memory traffic on the "
+                f"cores the sidecar serves on), within D = {D:g} s")
+    return real + f"with real all-reduce traffic to D = {D:g} s"
+
+
+def trainer_words(camp: dict) -> str:
+    cfg = camp["backend"].get("config", {})
+    if cfg.get("step_period_s"):
+        return (f"real AdamW inner steps started on a fixed {1000 * cfg['step_period_s']:g} ms "
+                f"clock (`step_period_s`; a tick later than {1000 * cfg['clock_slack_s']:g} ms "
+                f"is missed, a run missing more than {cfg['max_missed_share']:.0%} of its ticks "
+                "fails)")
+    return "real AdamW inner steps, free-running"
+
+
+def pacing_sentence(metas: list[dict]) -> str:
+    """How the paced trainer kept its clock, from every run.json's pacing record."""
+    pacing = [m["settings"]["effective"]["pacing"] for m in metas
+              if isinstance(m.get("settings", {}).get("effective", {}).get("pacing"), dict)]
+    if not pacing:
+        return ""
+    missed = [p["missed_share"] for p in pacing]
+    late = [1000 * p["worst_late_s"] for p in pacing]
+    clean = sum(p["missed_ticks"] == 0 for p in pacing)
+    return (f"The paced trainer's clock in the {len(pacing)} runs: {clean} missed no tick; "
+            f"missed share {_range(missed, '{:.2%}')}; worst lateness "
+            f"{_range(late, '{:.1f}')} ms.")
+
+
+def gate_sentence(camp: dict, metas: list[dict]) -> str:
+    cfg = camp["backend"].get("config", {})
+    if cfg.get("max_load_1m") is None:
+        return ""
+    return (f"A run started only when the host's 1-minute load was at most "
+            f"{cfg['max_load_1m']:g} (waiting up to {cfg['load_wait_s']:g} s, else it failed "
+            "\"host busy\" and was re-run).")
+
+
+def rerun_sentence(metas: list[dict]) -> str:
+    """The runs re-done in their slot after failed attempts, from run_order.attempts."""
+    reruns = [(m["run_id"], m["run_order"]["attempts"]) for m in metas
+              if (m.get("run_order") or {}).get("attempts")]
+    if not reruns:
+        return "No run was re-run."
+    listed = "; ".join(f"`{rid}` after {len(a)} failed attempt(s): {a[0].get('error')}"
+                       for rid, a in reruns)
+    return (f"{len(reruns)} run(s) failed at their slot and were re-run there by the next sweep "
+            f"(the failed run.json kept under `runs/.attempts/`, the re-run recording the "
+            f"attempt in `run_order.attempts`; the draws that take its K ran after it): "
+            f"{listed}.")
+
+
 def design_lines(base: Path, summary: pd.DataFrame, real: dict) -> list[str]:
     camp = campaign_settings(base)
     tr, n_seeds = camp["trace"], summary["seed"].nunique()
@@ -374,16 +477,16 @@ def design_lines(base: Path, summary: pd.DataFrame, real: dict) -> list[str]:
     metas = run_metas(base / "runs")
     minutes, t0, t1 = wall_minutes(base / "runs")
     reg = real.get("pre_registration") or {}
+    host = example_settings(base).get("host", "a machine")
     per_seed = ", ".join(f"{n} + {d} matched-random draw{'s' if d != 1 else ''} of {n}"
                          for n, d in draws.items())
     return [
-        f"`{REL}/campaign.toml`: torch backend on CPU — 2 DiLoCo learner processes (tiny "
-        "Qwen2-shaped model, real AdamW inner steps, real outer merges: pseudo-gradient "
-        "all-reduce over gloo, outer Nesterov SGD, each merge padded with real all-reduce "
-        f"traffic to D = {camp['merge_duration_s']:g} s) next to the torch serving sidecar "
-        "(continuous batching, max_batch "
-        f"{camp['backend']['config']['max_batch']}) and the open-loop client; one warm rig for "
-        f"all runs. {n_seeds} seeds × (no-sync, {per_seed}) = {len(summary)} runs of a "
+        f"`{rel(base)}/campaign.toml`: torch backend on CPU — "
+        f"{camp['backend']['config'].get('n_learners', 2)} DiLoCo learner processes (tiny "
+        f"Qwen2-shaped model, {trainer_words(camp)}, {merge_words(camp)}) next to the torch "
+        "serving sidecar (continuous batching, max_batch "
+        f"{camp['backend']['config']['max_batch']}) and the open-loop client. {n_seeds} seeds "
+        f"× (no-sync, {per_seed}) = {len(summary)} runs of a "
         f"{camp['horizon_s']:g} s horizon, square-wave bursts ({tr['burst_s']:g} s at "
         f"{tr['busy_rate']:g} req/s every {tr['period_s']:g} s, {tr['quiet_rate']:g} req/s "
         f"between; a new realisation per seed), end-to-end SLO {camp['slo']['e2e_s']:g} s. "
@@ -393,12 +496,13 @@ def design_lines(base: Path, summary: pd.DataFrame, real: dict) -> list[str]:
         "",
         f"Pre-registration: {reg.get('text', 'none recorded')} — the plan (`runs/plan.json`) "
         "was frozen before the first run; the sweep followed it and stamped its hash into "
-        "every run." + registration_sentence(real),
+        "every run." + registration_sentence(real, base),
         "",
-        f"Execution: runs were written from {t0} to {t1} ({minutes:.1f} min, one warm rig) on a "
-        "2-core machine that other work shared at the lowest CPU priority. "
-        + order_sentence(metas) + " " + load_sentence(metas, summary) + " "
-        + drift_sentence(summary, real),
+        " ".join(x for x in [
+            f"Execution: runs were written from {t0} to {t1} ({minutes:.1f} min) on {host}.",
+            order_sentence(metas), gate_sentence(camp, metas), rerun_sentence(metas),
+            load_sentence(metas, summary), pacing_sentence(metas),
+            drift_sentence(summary, real)] if x),
     ]
 
 
@@ -412,9 +516,45 @@ def harness_failures(base: Path) -> str:
             "below misses them: " + "; ".join(f"`{x}`" for x in failed) + ".")
 
 
+def harness_lines(base: Path, side: dict | None) -> list[str]:
+    if side is None:
+        return []
+    REL = rel(base)
+    return [f"## The twin as harness (`evalkit audit {REL}`: real and twin runs)",
+            "",
+            f"`{REL}/twin_campaign.toml` replays the same seeds, traces, corridor, SLO and "
+            "policies on the sim backend with `sim_params = \"twin.toml\"` into `twin_runs/`."
+            + harness_failures(base),
+            "",
+            *claim_lines(side),
+            "",
+            "Effect-size transfer of the sync mechanism (harness = twin, real = torch):",
+            "",
+            *transfer_lines(side),
+            ""]
+
+
+def reproduce_lines(base: Path, minutes: float) -> list[str]:
+    REL = rel(base)
+    challenge = example_settings(base).get("challenge")
+    if challenge:
+        return [f"evalkit plan challenge {REL}/campaign.toml --out {REL}/{challenge}   "
+                "# the reviewer",
+                f"evalkit plan freeze {REL}/campaign.toml --challenge {REL}/{challenge} "
+                f"--out {REL}/runs/plan.json",
+                f"evalkit sweep {REL}/campaign.toml --out {REL}/runs --jobs 1   "
+                f"# ~{minutes:.0f} min; again until `sweep --check` reports every run complete",
+                f"python {SCRIPT} {REL}    # audit, twin fit, RESULTS.md"]
+    return [f"evalkit plan freeze {REL}/campaign.toml --out {REL}/runs/plan.json",
+            f"evalkit sweep {REL}/campaign.toml --out {REL}/runs --jobs 1   "
+            f"# ~{minutes:.0f} min",
+            f"python {SCRIPT} {REL}    # audit, twin fit, twin harness, RESULTS.md"]
+
+
 def render(base: Path) -> str:
     real = json.loads((base / "audit_real.json").read_text())
-    side = json.loads((base / "audit_side_by_side.json").read_text())
+    side = (json.loads((base / "audit_side_by_side.json").read_text()) if has_harness(base)
+            else None)
     fit = json.loads((base / "fit.json").read_text())
     summary = summarize(base / "runs")
     minutes, t0, t1 = wall_minutes(base / "runs")
@@ -422,13 +562,17 @@ def render(base: Path) -> str:
     held, ins, flat = fit["heldout"], fit["in_sample"], fit["heldout_constant_load"]
     sx = held.get("sync_excess", {})
     ns = summary[summary["role"] == "no_sync"]["violation_rate"]
-    reg = real["regimes"].get("cpu_real", {})
+    regime = campaign_settings(base)["regime"]
+    reg = real["regimes"].get(regime, {})
+    REL = rel(base)
+    audits_named = ("`audit_real.json`, `audit_side_by_side.json`" if side is not None
+                    else "`audit_real.json`")
     L = [
-        "# CPU-real campaign: results",
+        f"# {example_settings(base).get('title', regime + ' campaign')}: results",
         "",
-        f"Generated by `python {REL}/make_results.py` from the run logs in `{REL}/runs/` "
+        f"Generated by `python {SCRIPT} {REL}` from the run logs in `{REL}/runs/` "
         "(do not edit by hand). Every number below is printed by an evalkit command on those "
-        "runs: `evalkit audit` (`audit_real.json`, `audit_side_by_side.json`), "
+        f"runs: `evalkit audit` ({audits_named}), "
         "`evalkit sim fit` (`fit.json`, `twin.toml`), `evalkit summarize` (per-run V, p95).",
         "",
         "## Design",
@@ -441,7 +585,7 @@ def render(base: Path) -> str:
         "",
         f"V(no-sync) across seeds: mean {f(ns.mean())}, min {f(ns.min())}, max {f(ns.max())}.",
         "",
-        "## The claims (`evalkit audit examples/cpu_real/runs`)",
+        f"## The claims (`evalkit audit {REL}/runs`)",
         "",
         "V, d and G are shares of requests in the tables (0.01 = 1 percentage point) and "
         "percentage points (pp) in the sentences.",
@@ -454,12 +598,12 @@ def render(base: Path) -> str:
         "",
         *failed_checks(real),
         "",
-        f"Exposure regression of V on request exposure (regime cpu_real): R² "
+        f"Exposure regression of V on request exposure (regime {regime}): R² "
         f"{f((reg.get('exposure_regression') or {}).get('r2'))}; ψ calibration ε_cal "
         f"{f((reg.get('psi') or {}).get('eps_cal'))} (leave-one-seed-out "
         f"{f((reg.get('psi') or {}).get('eps_cal_loso'))}).",
         "",
-        "## The twin (`evalkit sim fit examples/cpu_real/runs`)",
+        f"## The twin (`evalkit sim fit {REL}/runs`)",
         "",
         f"Fitted to {fit['source']['n_runs']} runs of {len(fit['source']['seeds'])} seeds "
         f"({fit['source']['n_no_sync']} no-sync, {fit['source']['n_merging']} merging); "
@@ -515,24 +659,11 @@ def render(base: Path) -> str:
         "",
         *twin_judgement_lines(base, fit, real),
         "",
-        "## The twin as harness (`evalkit audit examples/cpu_real`: real and twin runs)",
-        "",
-        f"`{REL}/twin_campaign.toml` replays the same seeds, traces, corridor, SLO and "
-        "policies on the sim backend with `sim_params = \"twin.toml\"` into `twin_runs/`."
-        + harness_failures(base),
-        "",
-        *claim_lines(side),
-        "",
-        "Effect-size transfer of the sync mechanism (harness = twin, real = torch):",
-        "",
-        *transfer_lines(side),
-        "",
+        *harness_lines(base, side),
         "## Reproduce",
         "",
         "```",
-        f"evalkit plan freeze {REL}/campaign.toml --out {REL}/runs/plan.json",
-        f"evalkit sweep {REL}/campaign.toml --out {REL}/runs --jobs 1   # ~{minutes:.0f} min",
-        f"python {REL}/make_results.py    # audit, twin fit, twin harness, RESULTS.md",
+        *reproduce_lines(base, minutes),
         "```",
         "",
     ]
@@ -684,7 +815,7 @@ def twin_judgement_lines(base: Path, fit: dict, real: dict) -> list[str]:
           f"is calibrated when that holds in {pred['band'][0]:.0%}–{pred['band'][1]:.0%} of "
           "the held-out runs.", ""]
     L += [coverage_sentence(n, v["coverage"]) for n, v in pred["variants"].items()]
-    L += ["", f"PIT histogram (`{REL}/twin_pit.png`; counts of held-out runs per bin, "
+    L += ["", f"PIT histogram (`{rel(base)}/twin_pit.png`; counts of held-out runs per bin, "
           "uniform when calibrated):", "", *pit_table(pred), "",
           f"![PIT histogram](twin_pit.png)", ""]
     for n, v in pred["variants"].items():
@@ -692,10 +823,10 @@ def twin_judgement_lines(base: Path, fit: dict, real: dict) -> list[str]:
               "V(no-sync), real against the twin's predictive mean:", "", *vex_table(v), "",
               vex_sentence(v), ""]
     mae = floor["v_mae"]
-    rel = ("below" if mae < floor["v_noise_floor"] else "between" if mae <=
-           floor["v_noise_floor_robust"] else "above")
+    position = ("below" if mae < floor["v_noise_floor"] else "between" if mae <=
+                floor["v_noise_floor_robust"] else "above")
     where = {"below": "below both floors", "between": "between the binomial and the "
-             "cluster-robust floor", "above": "above both floors"}[rel]
+             "cluster-robust floor", "above": "above both floors"}[position]
     L += [f"Per-run V MAE (descriptive, not a target): {f(mae, 4)}, {where} — the sampling "
           f"scatter of one run's V from its own requests is {f(floor['v_noise_floor'], 4)} "
           f"(binomial) and {f(floor['v_noise_floor_robust'], 4)} (cluster-robust)."]
@@ -704,23 +835,28 @@ def twin_judgement_lines(base: Path, fit: dict, real: dict) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("example", help="the example's folder (examples/cpu_real, examples/cpu_paced)")
     ap.add_argument("--render", action="store_true", help="only re-render RESULTS.md")
     ap.add_argument("--audits", action="store_true",
-                    help="re-run the two audits (not the fit or the twin sweep), re-render")
+                    help="re-run the audits (not the fit or the twin sweep), re-render")
     ap.add_argument("--check", action="store_true",
                     help="regenerate in a temporary copy and compare with RESULTS.md")
     args = ap.parse_args()
+    base = Path(args.example).resolve()
+    if not (base / "campaign.toml").is_file() or not (base / "runs").is_dir():
+        ap.error(f"{args.example}: not an example with campaign.toml and runs/ "
+                 "(give e.g. examples/cpu_real)")
     if args.check:
-        with tempfile.TemporaryDirectory(dir=HERE.parent) as tmp:
-            copy = Path(tmp) / HERE.name
+        with tempfile.TemporaryDirectory(dir=base.parent) as tmp:
+            copy = Path(tmp) / base.name
             outputs = {"twin_runs", "twin.toml", "fit.json", "audit_real.json",
                        "twin_harness_failed.json",
                        "audit_side_by_side.json", "RESULTS.md", "twin_pit.png"}
-            shutil.copytree(HERE, copy, ignore=lambda d, names: [
-                n for n in names if Path(d) == HERE and n in outputs])
+            shutil.copytree(base, copy, ignore=lambda d, names: [
+                n for n in names if Path(d) == base and n in outputs])
             pipeline(copy)
             text = render(copy)
-        old = (HERE / "RESULTS.md").read_text()
+        old = (base / "RESULTS.md").read_text()
         if text != old:
             sys.stdout.writelines(difflib.unified_diff(old.splitlines(True),
                                                        text.splitlines(True),
@@ -729,11 +865,11 @@ def main() -> int:
         print("RESULTS.md is reproduced by the committed runs")
         return 0
     if args.audits:
-        audits(HERE)
+        audits(base)
     elif not args.render:
-        pipeline(HERE)
-    (HERE / "RESULTS.md").write_text(render(HERE))
-    print(f"wrote {REL}/RESULTS.md")
+        pipeline(base)
+    (base / "RESULTS.md").write_text(render(base))
+    print(f"wrote {rel(base)}/RESULTS.md")
     return 0
 
 
