@@ -1,24 +1,29 @@
-"""Benchmark: the sequential gate against the fixed design at the paper's effect.
+"""Benchmark: the sequential gate's group-sequential look against references timed in the same run.
 
-    python tools/bench/bench_sequential.py [--reps 1000] [--out bench_sequential.json]
+    python tools/bench/bench_sequential.py [--sizes 10,20,40] [--looks 3,5] [--repeat 5]
+                                           [--out bench_sequential.json]
 
-Model: matched-random V lognormal with mean 0.0654 (the paper's random-placement V) and a
-within-seed coefficient of variation ``cv``; the policy run is one more such run shifted by
-the paper's gain 0.0654 - 0.0509 = 0.0145 (same spread).  Per draws-per-seed m:
+What ``evalkit gate --sequential`` runs per claim (:func:`evalkit.audit.sequential.verdict_for`):
+the design's boundaries (:func:`evalkit.stats.group_sequential.design`: O'Brien-Fleming
+spending by recursive integration, t-type boundaries; the gate computes them once per plan's
+looks and level) and the walk over the looks (:func:`evalkit.stats.group_sequential.decide`:
+the t statistic of the first ``n_k`` per-seed differences against each boundary).  Per plan
+size (maximum seeds x number of looks, a look after each block of ``ceil(max / looks)``
+seeds) it times, best of ``--repeat``:
 
-- fixed design: the fewest seeds N at which the within-seed permutation test (Monte Carlo,
-  two-sided, alpha = 0.05) has power >= 0.8;
-- sequential gate with the same power and alpha: the smallest seed budget N_seq at which the
-  e-process has crossed 1/alpha in >= 80% of campaigns, and the mean (and 90th percentile)
-  number of seeds it runs, stopping at the crossing or at N_seq;
-- false passes under the null (policy = one more draw, skewed V: cv = 0.8) with a look after
-  every seed up to N_seq: the fixed-n p (stop at the first p <= alpha) against the e-process.
+- the boundaries, against the fixed gate's test on the same seeds
+  (:func:`evalkit.stats.paired.paired_mean_test`, two-sided, with its 95% CI, as the audit
+  runs it);
+- the walk, per look walked, against scipy's ``ttest_1samp`` on the last walked look's seeds
+  (the same t statistic, one-sided, shifted by min_effect);
+- the claim's verdict as wired (boundaries cached, as on every claim after a plan's first),
+  against the fixed gate's test.
 
-Then, planned at the paper's effect (CV 0.15), the true gain half, equal or twice as large:
-the fixed design still runs its planned seeds, the sequential gate stops when it crosses.
-
-Also the e-process's false-pass rate at equal means when the policy's spread differs from
-its draws' (ratio of sds 0.25 ... 4): exchangeability is then false although the means agree.
+Times are printed with the ratios derived from them; the ratios, not the times, carry over
+between machines.  The data: one simulated campaign per size (matched-random V lognormal with
+mean 0.0654 and CV 0.35, 3 draws per seed; the policy 22% better with the same CV), the
+bundled protocol's alpha and min_effect, a plan of one claim.  The bench checks that its walk
+decides as the gate's verdict does before it reports a time.
 """
 
 from __future__ import annotations
@@ -29,224 +34,168 @@ import math
 import time
 
 import numpy as np
+from scipy import stats
 
-from evalkit.stats._result import DEFAULT_RTOL
-from evalkit.stats.sequential import anytime_e_process, label_values_equal_m
-from evalkit.stats.studentized import t_from_sums
+from evalkit.audit.protocol import load_protocol
+from evalkit.audit.sequential import verdict_for
+from evalkit.stats.group_sequential import decide, design
+from evalkit.stats.paired import paired_mean_test
+from evalkit.stats.power import sequential_looks
 
-V_RANDOM, V_POLICY = 0.0654, 0.0509
-ALPHA, TARGET = 0.05, 0.8
-
-
-EXACT_LABEL_SETS = 4096      # enumerate every label set up to here, Monte Carlo beyond
-_CHUNK_ELEMENTS = 1 << 20    # bound on (R, b, n) temporaries
-
-
-def permutation_p_batch(vals: np.ndarray, n_resamples: int, rng: np.random.Generator,
-                        alternative: str = "two-sided") -> np.ndarray:
-    """The audit's within-seed permutation p of many campaigns at once: studentized.
-
-    vals: (R, n, m + 1) label values (index 0 observed).  Returns (R,).  The statistic is
-    the audit's default, ``t = mean(d) / se(d)`` recomputed for every label set, with its
-    tie tolerance (:func:`evalkit.stats.studentized.t_from_sums`); with one draw per seed
-    every relabelling is a sign flip and the raw mean orders label sets as t does, so the
-    raw sum is used there, as the audit does.  Up to :data:`EXACT_LABEL_SETS` label sets the
-    p-value is exact (every label set; p = k / L, the identity included, so it never goes
-    below the smallest attainable p); beyond, the same ``n_resamples`` random label sets
-    serve every campaign, p = (k + 1) / (B + 1) -- the audit's Monte Carlo rule (it
-    enumerates further, up to 2^22 label sets; B random ones estimate that p within Monte
-    Carlo error, at a cost a simulation of many campaigns can carry).  Two-sided = 2 min.
-    """
-    reps, n, size = vals.shape
-    exact = float(size) ** n <= EXACT_LABEL_SETS
-    if exact:
-        grids = np.meshgrid(*[np.arange(size)] * n, indexing="ij")
-        labels = np.column_stack([g.reshape(-1) for g in grids])
-    else:
-        labels = rng.integers(0, size, size=(n_resamples, n))
-    # one seed has no se: t is undefined, and the raw sum orders its m + 1 label sets
-    ge, le = _label_counts(vals, labels, studentized=size > 2 and n >= 2)
-    if exact:
-        pg, pl = ge / labels.shape[0], le / labels.shape[0]
-    else:
-        pg, pl = (ge + 1) / (n_resamples + 1), (le + 1) / (n_resamples + 1)
-    return {"greater": pg, "less": pl,
-            "two-sided": np.minimum(1.0, 2 * np.minimum(pg, pl))}[alternative]
+V_RANDOM = 0.0654            # the paper's random-placement V
+GAIN = 0.22                  # the paper's relative gain (6.54% -> 5.10%)
+CV = 0.35
+DRAWS = 3
+PROTOCOL = load_protocol()   # two-sided alpha 0.05, min_effect 0.5 pp
 
 
-def _label_counts(vals: np.ndarray, labels: np.ndarray,
-                  studentized: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per campaign, label sets whose statistic reaches the observed one from above / below.
-
-    vals: (R, n, m + 1); labels: (L, n).  Returns two (R,) counts.  Raw sum: tolerance
-    ``1e-9 x mean |d(j)| x n`` (the raw engine's); studentized: ``1e-9 x max(1, |t|)``,
-    none for an infinite t (the studentized engine's).
-    """
-    reps, n, _ = vals.shape
-    if studentized:
-        obs = t_from_sums(vals[:, :, 0].sum(axis=1), (vals[:, :, 0] ** 2).sum(axis=1), n)
-        finite = np.isfinite(obs)
-        tol = np.where(finite, DEFAULT_RTOL * np.maximum(1.0, np.abs(np.where(finite, obs, 0))),
-                       0.0)
-    else:
-        obs = vals[:, :, 0].sum(axis=1)
-        tol = DEFAULT_RTOL * np.maximum(1e-300, np.abs(vals).mean(axis=(1, 2))) * n
-    lo_bound, hi_bound = (obs - tol)[:, None], (obs + tol)[:, None]
-    ge = np.zeros(reps)
-    le = np.zeros(reps)
-    seeds = np.arange(n)
-    step = max(1, _CHUNK_ELEMENTS // max(1, reps * n))
-    for lo in range(0, labels.shape[0], step):
-        x = vals[:, seeds[None, :], labels[lo:lo + step]]           # (R, b, n)
-        stat = (t_from_sums(x.sum(axis=2), np.einsum("rbn,rbn->rb", x, x), n)
-                if studentized else x.sum(axis=2))                  # (R, b)
-        ge += (stat >= lo_bound).sum(axis=1)
-        le += (stat <= hi_bound).sum(axis=1)
-    return ge, le
+def timed(fn, repeat: int, min_time: float) -> float:
+    """Best seconds per call over ``repeat`` batches; a batch repeats ``fn`` until it has run
+    ``min_time`` seconds (sub-millisecond calls are below the clock's resolution alone)."""
+    best = math.inf
+    for _ in range(repeat):
+        calls, start = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            spent = time.perf_counter() - start
+            if spent >= min_time:
+                break
+        best = min(best, spent / calls)
+    return best
 
 
-def lognormal(rng, mean, cv, shape):
-    s2 = math.log(1 + cv ** 2)
-    return rng.lognormal(math.log(mean) - s2 / 2, math.sqrt(s2), shape)
+def lognormal(rng, mean: float, cv: float, shape) -> np.ndarray:
+    s2 = math.log(1.0 + cv * cv)
+    return rng.lognormal(math.log(mean) - s2 / 2.0, math.sqrt(s2), shape)
 
 
-def campaigns(rng, reps, n, m, cv, gain, policy_ratio=1.0):
-    """Policy V (reps, n) and draws (reps, n, m); the policy's spread x policy_ratio."""
-    draws = lognormal(rng, V_RANDOM, cv, (reps, n, m))
-    policy = lognormal(rng, V_RANDOM, cv * policy_ratio, (reps, n)) - gain
+def campaign(rng, seeds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Policy V (seeds,) and its matched-random draws (seeds, DRAWS)."""
+    draws = lognormal(rng, V_RANDOM, CV, (seeds, DRAWS))
+    policy = lognormal(rng, V_RANDOM * (1.0 - GAIN), CV, seeds)
     return policy, draws
 
 
-def fixed_power(rng, policy, draws, b, stop_at=None):
-    """Power at n = 1, 2, ... seeds (up to the first n reaching ``stop_at``, if given)."""
-    vals = label_values_equal_m(policy, draws)
-    out = []
-    for n in range(1, policy.shape[1] + 1):
-        out.append(float(np.mean(permutation_p_batch(vals[:, :n], b, rng) <= ALPHA)))
-        if stop_at is not None and out[-1] >= stop_at:
-            break
-    return out
+def plan_looks(max_seeds: int, looks: int) -> tuple:
+    """Cumulative seeds at each look: a look after each block of ceil(max / looks) seeds."""
+    return sequential_looks(max_seeds, -(-max_seeds // looks))
 
 
-def crossings(policy, draws):
-    e = anytime_e_process(policy, draws, "two-sided")
-    hit = e >= 1 / ALPHA
-    return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, policy.shape[1] + 1)
+def bench_size(rng, max_seeds: int, looks: int, repeat: int, min_time: float) -> dict:
+    policy, draws = campaign(rng, max_seeds)
+    d = draws.mean(axis=1) - policy
+    alpha = PROTOCOL.alpha / 2.0 if PROTOCOL.alternative == "two-sided" else PROTOCOL.alpha
+    shift = float(PROTOCOL.checks["gain_significant"].params["min_effect"])
+    at = plan_looks(max_seeds, looks)
+    spec = {"kind": "sequential", "alpha": PROTOCOL.alpha, "max_seeds": max_seeds,
+            "batch": at[0], "planned_claims": [["regime", "policy"]]}
+    claim = {"regime": "regime", "policy": "policy", "checks": [],
+             "units": [{"seed": s, "v_policy": float(v), "v_draws": [float(x) for x in row]}
+                       for s, (v, row) in enumerate(zip(policy, draws))]}
+    order = list(range(max_seeds))
+
+    def verdict():
+        return verdict_for(claim, PROTOCOL, PROTOCOL.tier_names[-1], spec, order, 1, shift)
+
+    gs = design(at, alpha)
+    walk = decide(d, gs, null_shift=shift)
+    wired = verdict()
+    if wired.looks != at or wired.seeds_used != walk.seeds_used or \
+            (wired.decision == "pass") != (walk.decision == "pass"):
+        raise AssertionError(f"{max_seeds} seeds, looks {at}: the timed walk ({walk.decision} "
+                             f"at {walk.seeds_used} seeds) is not the gate's verdict "
+                             f"({wired.decision} at {wired.seeds_used} seeds, looks "
+                             f"{wired.looks})")
+    walked = len(walk.looks)
+    last = d[:walk.seeds_used] - shift
+    t_design = timed(lambda: design(at, alpha), repeat, min_time)
+    t_fixed = timed(lambda: paired_mean_test(d, PROTOCOL.alternative, null_shift=shift),
+                    repeat, min_time)
+    t_walk = timed(lambda: decide(d, gs, null_shift=shift), repeat, min_time)
+    t_ttest = timed(lambda: stats.ttest_1samp(last, 0.0, alternative="greater"), repeat,
+                    min_time)
+    t_verdict = timed(verdict, repeat, min_time)
+    per_look = t_walk / walked
+    return {"max_seeds": max_seeds, "looks": list(at), "decision": walk.decision,
+            "looks_walked": walked, "seeds_used": walk.seeds_used,
+            "design_s": t_design, "fixed_test_s": t_fixed, "walk_s": t_walk,
+            "walk_per_look_s": per_look, "ttest_1samp_s": t_ttest, "verdict_s": t_verdict,
+            "design_per_fixed_test": t_design / t_fixed,
+            "look_per_ttest": per_look / t_ttest,
+            "verdict_per_fixed_test": t_verdict / t_fixed}
 
 
-def peeking_false_pass(rng, policy, draws, b):
-    """Share of campaigns whose fixed-n p reaches alpha at some look n = 2 .. N."""
-    vals = label_values_equal_m(policy, draws)
-    passed = np.zeros(policy.shape[0], dtype=bool)
-    for n in range(2, policy.shape[1] + 1):
-        passed |= permutation_p_batch(vals[:, :n], b, rng) <= ALPHA
-    return float(passed.mean())
-
-
-def first_reaching(power, target=TARGET):
-    return next((n for n, p in enumerate(power, 1) if p >= target), None)
-
-
-def run(reps, b, max_seeds, cvs, ms, seed):
+def run(sizes, looks, repeat: int, min_time: float, seed: int) -> dict:
     rng = np.random.default_rng(seed)
-    gain = V_RANDOM - V_POLICY
-    rows = []
-    for cv in cvs:
-        for m in ms:
-            pol, dr = campaigns(rng, reps, max_seeds, m, cv, gain)
-            fixed = fixed_power(rng, pol, dr, b, stop_at=TARGET)
-            n_fixed = first_reaching(fixed)
-            cross = crossings(pol, dr)
-            seq = [float(np.mean(cross <= n)) for n in range(1, max_seeds + 1)]
-            n_seq = first_reaching(seq)
-            row = {"cv": cv, "m": m, "fixed_seeds": n_fixed, "sequential_budget": n_seq}
-            if n_seq is not None:
-                stop = np.minimum(cross, n_seq)
-                row.update(mean_seeds=float(stop.mean()),
-                           p90_seeds=float(np.percentile(stop, 90)),
-                           sequential_power=seq[n_seq - 1])
-                looks = n_seq
-            else:
-                row.update(mean_seeds=None, p90_seeds=None, sequential_power=seq[-1])
-                looks = max_seeds
-            n0, d0 = campaigns(rng, reps, looks, m, 0.8, 0.0)
-            row["null_fixed_peeking"] = peeking_false_pass(rng, n0, d0, b)
-            row["null_sequential"] = float(np.mean(crossings(n0, d0) <= looks))
-            row["looks"] = looks
-            rows.append(row)
-    # planned at the paper's effect (cv 0.15): the true gain half, once or twice as large
-    planned = {r["m"]: r for r in rows if r["cv"] == 0.15}
-    misplanned = []
-    for m, r in planned.items():
-        if r["sequential_budget"] is None or r["fixed_seeds"] is None:
-            continue
-        for factor in (0.5, 1.0, 2.0):
-            pol, dr = campaigns(rng, reps, r["sequential_budget"], m, 0.15, gain * factor)
-            cross = crossings(pol, dr)
-            fixed = fixed_power(rng, pol[:, :r["fixed_seeds"]], dr[:, :r["fixed_seeds"]], b)
-            misplanned.append({
-                "m": m, "gain_factor": factor, "fixed_seeds": r["fixed_seeds"],
-                "fixed_power": fixed[-1], "sequential_budget": r["sequential_budget"],
-                "sequential_power": float(np.mean(cross <= r["sequential_budget"])),
-                "mean_seeds": float(np.minimum(cross, r["sequential_budget"]).mean())})
-    spread = []
-    for m in ms:
-        for ratio in (0.25, 0.5, 1.0, 2.0, 4.0):
-            pol, dr = campaigns(rng, reps, 60, m, 0.3, 0.0, policy_ratio=ratio)
-            spread.append({"m": m, "policy_sd_ratio": ratio,
-                           "false_pass_60_looks": float(np.mean(crossings(pol, dr) <= 60))})
-    return {"gain": gain, "v_random": V_RANDOM, "v_policy": V_POLICY, "alpha": ALPHA,
-            "target_power": TARGET, "reps": reps, "resamples": b, "max_seeds": max_seeds,
-            "seed": seed, "rows": rows, "misplanned": misplanned, "spread": spread}
+    rows = [bench_size(rng, n, k, repeat, min_time) for n in sizes for k in looks]
+    return {"seed": seed, "repeat": repeat, "min_time_s": min_time, "draws_per_seed": DRAWS,
+            "cv": CV, "gain": GAIN, "v_random": V_RANDOM, "rows": rows}
 
 
-def report(res) -> str:
-    def n(x):
-        return "-" if x is None else (f"{x:.1f}" if isinstance(x, float) else str(x))
+HEADER = ("| max seeds | looks at | boundaries ms | fixed test ms | boundaries / fixed test | "
+          "walked (seeds) | walk ms per look | ttest_1samp ms | look / ttest_1samp | "
+          "verdict ms | verdict / fixed test |")
 
-    lines = [f"gain {res['gain']:.4f} ({res['v_random']:.2%} -> {res['v_policy']:.2%}), "
-             f"alpha {res['alpha']} two-sided, power {res['target_power']:.0%}, "
-             f"{res['reps']} campaigns per cell, B = {res['resamples']}", "",
-             "| within-seed CV | draws/seed | fixed design: seeds | sequential: budget for "
-             "the same power | sequential: mean seeds | 90th pct | null false pass, fixed-n "
-             "p with a look per seed | null false pass, sequential |",
-             "|---|---|---|---|---|---|---|---|"]
+
+def report(res: dict) -> str:
+    lines = [f"one simulated campaign per size: V lognormal mean {res['v_random']}, CV "
+             f"{res['cv']}, {res['draws_per_seed']} draws per seed, policy "
+             f"{res['gain']:.0%} better; best of {res['repeat']}; ms = milliseconds per call",
+             "", HEADER, "|" + "---|" * HEADER.count(" | ") + "---|"]
     for r in res["rows"]:
-        lines.append(f"| {r['cv']} | {r['m']} | {n(r['fixed_seeds'])} | "
-                     f"{n(r['sequential_budget'])} | {n(r['mean_seeds'])} | "
-                     f"{n(r['p90_seeds'])} | {r['null_fixed_peeking']:.3f} ({r['looks']} "
-                     f"looks) | {r['null_sequential']:.3f} |")
-    lines += ["", "| draws/seed | true gain / planned | fixed: seeds | fixed: power | "
-              "sequential: budget | sequential: power | sequential: mean seeds |",
-              "|---|---|---|---|---|---|---|"]
-    for r in res["misplanned"]:
-        lines.append(f"| {r['m']} | {r['gain_factor']} | {r['fixed_seeds']} | "
-                     f"{r['fixed_power']:.2f} | {r['sequential_budget']} | "
-                     f"{r['sequential_power']:.2f} | {r['mean_seeds']:.1f} |")
-    lines += ["", "| draws/seed | policy sd / draw sd | e-process false pass, equal means, "
-              "60 looks |", "|---|---|---|"]
-    for s in res["spread"]:
-        lines.append(f"| {s['m']} | {s['policy_sd_ratio']} | {s['false_pass_60_looks']:.3f} |")
+        lines.append(
+            f"| {r['max_seeds']} | {', '.join(map(str, r['looks']))} | "
+            f"{r['design_s'] * 1e3:.4g} | {r['fixed_test_s'] * 1e3:.4g} | "
+            f"{r['design_per_fixed_test']:.3g} | {r['looks_walked']} ({r['seeds_used']}) | "
+            f"{r['walk_per_look_s'] * 1e3:.4g} | {r['ttest_1samp_s'] * 1e3:.4g} | "
+            f"{r['look_per_ttest']:.3g} | {r['verdict_s'] * 1e3:.4g} | "
+            f"{r['verdict_per_fixed_test']:.3g} |")
     return "\n".join(lines)
 
 
-def main():
+def _whole_numbers(least: int):
+    def parse(text: str) -> tuple:
+        try:
+            values = tuple(int(x) for x in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole "
+                                             "numbers (e.g. 10,20,40)") from None
+        if any(v < least for v in values):
+            raise argparse.ArgumentTypeError(f"{text!r}: every value must be >= {least}")
+        return values
+    return parse
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=1000)
-    ap.add_argument("--resamples", type=int, default=200)
-    ap.add_argument("--max-seeds", type=int, default=60)
+    ap.add_argument("--sizes", type=_whole_numbers(2), default=(10, 20, 40),
+                    help="maximum seeds of the plans (each >= 2)")
+    ap.add_argument("--looks", type=_whole_numbers(1), default=(3, 5),
+                    help="number of looks of the plans (each >= 1)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--min-time", type=float, default=0.05,
+                    help="seconds a timed batch runs at least")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
-    t0 = time.perf_counter()
-    res = run(args.reps, args.resamples, args.max_seeds, (0.15, 0.3), (1, 3, 5), args.seed)
-    res["seconds"] = time.perf_counter() - t0
+    ap.add_argument("--out", default=None, help="also write the numbers as JSON here")
+    args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error(f"--repeat must be >= 1, got {args.repeat}")
+    if not args.min_time >= 0:
+        ap.error(f"--min-time must be a number of seconds >= 0, got {args.min_time}")
+    for n in args.sizes:
+        for k in args.looks:
+            if plan_looks(n, k)[0] < 2:
+                ap.error(f"--sizes {n} with --looks {k}: the first look would come after "
+                         f"{plan_looks(n, k)[0]} seed(s) and a t statistic needs 2; use at "
+                         f"most {n // 2} looks for {n} seeds")
+    res = run(args.sizes, args.looks, args.repeat, args.min_time, args.seed)
     print(report(res))
-    print(f"\n{res['seconds']:.0f} s")
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(res, fh, indent=2)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
