@@ -126,40 +126,42 @@ def test_load_audit_accepts_a_report_directory(tmp_path):
 
 
 # ------------------------------------------------------------- gate --baseline on real runs
+# the gate reads the campaign's fresh audit.json (a gate of the runs decides the same,
+# tests/cli/test_gate.py) instead of auditing the runs again at each call
 
-@pytest.fixture(scope="module")
-def oracle_audit(tmp_path_factory):
-    """audit.json of the real_oracle fixture campaign (claims at two different tiers)."""
+def _audit_document(protocol=None) -> dict:
+    """The audit.json 'evalkit audit' writes for the real_oracle fixture campaign with seed 0
+    (the document as the report writes it, tests/report/test_document.py), without drawing
+    the report these tests do not read."""
     from tests.conftest import REPO
 
-    from evalkit.compose import run_audit
+    from evalkit.audit.result import audit_campaign
+    from evalkit.jsonio import canonical_json
 
-    out = tmp_path_factory.mktemp("gate") / "report"
-    run_audit(REPO / "fixtures" / "campaigns" / "real_oracle", out, seed=0)
-    return json.loads((out / "audit.json").read_text())
+    result = audit_campaign(REPO / "fixtures" / "campaigns" / "real_oracle", protocol=protocol,
+                            seed=0)
+    return json.loads(canonical_json(result.to_dict(), digits=None))
 
 
 @pytest.fixture(scope="module")
-def selfreg_oracle_audit(tmp_path_factory):
+def oracle_audit():
+    """audit.json of the real_oracle fixture campaign (claims at two different tiers)."""
+    return _audit_document()
+
+
+@pytest.fixture(scope="module")
+def selfreg_oracle_audit():
     """audit.json of the same campaign under the protocol copy that allows self-registration:
     its self-registered claims walk past matched_budget, where the bundled protocol stops them
     (a genuine document whose tiers are above the bundled audit's)."""
-    from tests.conftest import REPO
     from tests.support.selfreg import SELFREG_PROTOCOL
 
-    from evalkit.compose import run_audit
-
-    out = tmp_path_factory.mktemp("gate_selfreg") / "report"
-    run_audit(REPO / "fixtures" / "campaigns" / "real_oracle", out, seed=0,
-              protocol=SELFREG_PROTOCOL)
-    return json.loads((out / "audit.json").read_text())
+    return _audit_document(protocol=SELFREG_PROTOCOL)
 
 
-def _gate(baseline, policy, tier, *extra):
-    from tests.conftest import REPO
-
-    args = ["gate", str(REPO / "fixtures" / "campaigns" / "real_oracle"), "--policy", policy,
-            "--tier", tier, "--baseline", str(baseline), *extra]
+def _gate(gated, baseline, policy, tier, *extra):
+    args = ["gate", str(gated), "--policy", policy, "--tier", tier,
+            "--baseline", str(baseline), *extra]
     return CliRunner().invoke(cli, args)
 
 
@@ -171,7 +173,8 @@ def test_gate_baseline_passes_against_itself_and_fails_on_a_drop(oracle_audit,
     low = min(reached, key=lambda c: TIERS.index(c["tier"]))
     other = next(c for c in reached if c is not low)
 
-    same = _gate(_write(tmp_path, "same", oracle_audit), other["policy"], "harness")
+    gated = _write(tmp_path, "gated", oracle_audit)
+    same = _gate(gated, _write(tmp_path, "same", oracle_audit), other["policy"], "harness")
     assert same.exit_code == 0, same.output
     assert "baseline PASS" in same.output and "0 fell below their baseline tier" in same.output
 
@@ -180,7 +183,7 @@ def test_gate_baseline_passes_against_itself_and_fails_on_a_drop(oracle_audit,
     edited = next(c for c in raised["claims"] if c["policy"] == low["policy"]
                   and c["regime"] == low["regime"])
     edited["tier"] = TIERS[TIERS.index(low["tier"]) + 1]
-    res = _gate(_write(tmp_path, "edited", raised), other["policy"], "harness")
+    res = _gate(gated, _write(tmp_path, "edited", raised), other["policy"], "harness")
     assert res.exit_code == 2, res.output
     assert "tier" in res.output and edited["tier"] in res.output, res.output
 
@@ -190,8 +193,8 @@ def test_gate_baseline_passes_against_itself_and_fails_on_a_drop(oracle_audit,
     up = next(c for c in selfreg_oracle_audit["claims"] if c["policy"] == low["policy"]
               and c["regime"] == low["regime"])
     assert TIERS.index(up["tier"]) > TIERS.index(low["tier"]), up["tier"]
-    res = _gate(_write(tmp_path, "higher", selfreg_oracle_audit), other["policy"], "harness",
-                "--accept-protocol-change")
+    res = _gate(gated, _write(tmp_path, "higher", selfreg_oracle_audit), other["policy"],
+                "harness", "--accept-protocol-change")
     assert res.exit_code == 1, res.output
     assert "gate PASS" in res.output and "baseline FAIL" in res.output
     assert f"dropped from {up['tier']} to {low['tier']}" in res.output
@@ -201,6 +204,7 @@ def test_gate_baseline_passes_against_itself_and_fails_on_a_drop(oracle_audit,
 def test_gate_baseline_with_an_unknown_tier_exits_2(oracle_audit, tmp_path):
     audit = copy.deepcopy(oracle_audit)
     audit["claims"][0]["tier"] = "platinum"
-    res = _gate(_write(tmp_path, "weird", audit), audit["claims"][0]["policy"], "harness")
+    res = _gate(_write(tmp_path, "gated", oracle_audit), _write(tmp_path, "weird", audit),
+                audit["claims"][0]["policy"], "harness")
     assert res.exit_code == 2, res.output
     assert "platinum" in res.output
