@@ -35,7 +35,7 @@ from evalkit.replay.spec import RunOutput
 from evalkit.runlog.server_view import SERVER_VIEW_KEY
 
 from .procs import Managed, free_port
-from .torch import prepare
+from .torch import coordinator, prepare
 from .torch.coordinator import run_replay
 from .torch.health import Server, check_model, wait_healthy
 from .torch.rig import current_rig, rig_key
@@ -265,6 +265,12 @@ def mark_signals(out: RunOutput, policy, probed: dict | None) -> RunOutput:
     elif ok < scrapes:
         out.notes.append(f"{scrapes - ok} of {scrapes} metrics scrapes failed")
     return out
+
+
+def recorded_probe(meta: dict) -> dict | None:
+    """The capacity probe a vLLM run.json carries (the replay client's, as for torch runs):
+    a sweep hands it to the seed's later runs."""
+    return coordinator.recorded_probe(meta)
 
 
 def replay(spec, trace, policy, *, progress=None) -> RunOutput:

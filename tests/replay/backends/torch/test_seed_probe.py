@@ -114,3 +114,9 @@ def test_probe_is_not_a_requested_setting():
     from evalkit.replay.runner import _requested
     spec = ReplaySpec(run_id="r", seed=1, regime="x", seed_probe={"run_id": "a"})
     assert "seed_probe" not in _requested(spec)
+
+
+def test_the_vllm_backend_reads_the_same_probe_record():
+    from evalkit.replay.runner import load_backend
+    meta = run_json("a__s1", 1, 5.0, started="2026-01-01T00:00:00+00:00")
+    assert load_backend("vllm").recorded_probe(meta) == recorded_probe(meta)
