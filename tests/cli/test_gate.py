@@ -56,6 +56,14 @@ def no_baselines(tmp_path_factory):
     return runs
 
 
+@pytest.fixture(scope="module")
+def no_baselines_report(no_baselines, tmp_path_factory):
+    """(AuditResult, report directory) of 'evalkit audit' on the campaign without its
+    baselines, made once: the gate reads its audit.json (what a gate of the runs decides)."""
+    out = tmp_path_factory.mktemp("nobase_report") / "report"
+    return run_audit(no_baselines, out), out
+
+
 @pytest.fixture
 def no_audit(monkeypatch):
     """Fail the test if the campaign is read or any claim is evaluated."""
@@ -178,8 +186,8 @@ def test_the_default_output_fits_one_screen_and_verbose_has_every_check(audited,
         assert blocking and "fix: " in blocking[0]
 
 
-def test_a_campaign_without_the_harness_baselines_is_told_what_to_add(no_baselines):
-    res = gate(no_baselines, "--policy", "wa")
+def test_a_campaign_without_the_harness_baselines_is_told_what_to_add(no_baselines_report):
+    res = gate(no_baselines_report[1] / "audit.json", "--policy", "wa")
     # as before: the claim stops below the harness tier (exit 1), but not evaluable, not failed
     assert res.exit_code == 1, res.output
     lines = res.output.splitlines()
@@ -200,8 +208,8 @@ def test_a_campaign_without_the_harness_baselines_is_told_what_to_add(no_baselin
     assert {(p.name, p.draws) for p in camp.policies} >= {("fixed_h", 0), ("pressure_gate", 0)}
 
 
-def test_the_audit_document_records_missing_runs_apart_from_a_failure(no_baselines, tmp_path):
-    result = run_audit(no_baselines, tmp_path / "report")
+def test_the_audit_document_records_missing_runs_apart_from_a_failure(no_baselines_report):
+    result, report = no_baselines_report
     wa = next(c for c in result.document["claims"] if c["policy"] == "wa")
     assert wa["tier"] is None and wa["tier_status"]["harness"] == "missing_runs"
     assert wa["ladder"][0] == {"tier": "harness", "state": "not_evaluable", "reached": False,
@@ -209,9 +217,9 @@ def test_the_audit_document_records_missing_runs_apart_from_a_failure(no_baselin
     harness = {c["name"]: c for c in wa["checks"] if c["tier"] == "harness"}
     assert {c["status"] for c in harness.values()} == {"not_evaluable"}
     assert harness["fixed_cadence_baseline"]["values"]["missing_policies"] == ["fixed_h"]
-    md = (tmp_path / "report" / "report.md").read_text()
+    md = (report / "report.md").read_text()
     assert "fixed\\_cadence\\_baseline not evaluable: add fixed\\_h runs to the campaign" in md
-    html = (tmp_path / "report" / "report.html").read_text()
+    html = (report / "report.html").read_text()
     assert '<pre>[[policies]]\nname = &#34;fixed_h&#34;\ndraws = 0</pre>' in html
 
 
