@@ -322,9 +322,16 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
         if plan_hash is not None:
             extra["plan_sha256"] = plan_hash
         extra["campaign"] = _portable_path(camp.path) if camp.path else None
-        res = run_one(spec, trace, policy, runs_dir, policy_params=params, policy_label=label,
-                      extra_requested=extra,
-                      extra_meta=_order_meta(job, keep_failed_attempts(runs_dir, job.run_id)))
+        meta = _order_meta(job, keep_failed_attempts(runs_dir, job.run_id))
+        marker = _mark_started(runs_dir, job.run_id, meta)
+        try:
+            res = run_one(spec, trace, policy, runs_dir, policy_params=params,
+                          policy_label=label, extra_requested=extra, extra_meta=meta)
+        except InputError as exc:       # refused before a run.json: the marker keeps why
+            _note_failure(marker, exc.message)
+            raise
+        if marker is not None:      # written, complete or not: the run.json is the record now
+            marker.unlink(missing_ok=True)
     except InputError as exc:
         return JobOutcome(job.run_id, "failed", exc.format(), time.perf_counter() - t0)
     if not res.complete:
@@ -342,17 +349,80 @@ def _order_meta(job: Job, attempts: list[dict] | None = None) -> dict | None:
                           **({"attempts": attempts} if attempts else {})}}
 
 
+INTERRUPTED = "interrupted: the sweep stopped before the run was written"
+
+
+def _marker(runs_dir: Path, run_id: str) -> Path:
+    return Path(runs_dir) / ATTEMPTS_DIR / f"{run_id}.started.json"
+
+
+def _mark_started(runs_dir: Path, run_id: str, meta: dict | None) -> Path | None:
+    """A marker of this attempt (its slot, start and earlier attempts) written before the run
+    starts and removed once its run.json is written: a sweep killed mid-run leaves it, and the
+    re-run records that attempt (:func:`keep_failed_attempts`)."""
+    order = (meta or {}).get("run_order")
+    if order is None:
+        return None
+    marker = _marker(runs_dir, run_id)
+    try:
+        marker.parent.mkdir(exist_ok=True)
+        marker.write_text(json.dumps({k: order.get(k) for k in
+                                      ("position", "started_at", "attempts")}))
+    except OSError:             # a read-only or remote folder: the run is still recorded
+        return None
+    return marker
+
+
+def _note_failure(marker: Path | None, error: str) -> None:
+    if marker is None:
+        return
+    with contextlib.suppress(OSError, ValueError, InputError):
+        started = loads_json(marker.read_text())
+        marker.write_text(json.dumps({**started, "error": error.strip().splitlines()[0][:300]}))
+
+
 def keep_failed_attempts(runs_dir: Path, run_id: str) -> list[dict]:
-    """The failed attempts at a run that is about to be re-done: those its incomplete run.json
-    lists, then itself (slot, start, end, error and the sha256 of its run.json), so the
-    audit can place the re-run at the slot where it first started.  The failed run.json is
-    kept as ``<runs>/.attempts/<run_id>.<n>.run.json`` for the audit to compare.  Empty when
-    nothing or a complete (stale) run is there."""
+    """The failed attempts at a run that is about to be re-done, so the audit can place the
+    re-run at the slot where it first started: those the failed attempt knew of, then the
+    failed attempt itself -- from its incomplete run.json (slot, start, end, error and the
+    run.json's sha256; the file is kept as ``<runs>/.attempts/<run_id>.<n>.run.json``), or,
+    when the sweep was killed before writing it, from the marker it left (slot and start,
+    error :data:`INTERRUPTED`).  Empty when nothing, or a complete (stale) run, is there."""
+    marker = _marker(runs_dir, run_id)
+    attempts = _attempts_from_run(runs_dir, run_id)
+    if attempts is None:
+        attempts = _attempts_from_marker(marker)
+    with contextlib.suppress(OSError):
+        marker.unlink(missing_ok=True)
+    return attempts
+
+
+def _attempts_from_marker(marker: Path) -> list[dict]:
+    try:
+        started = loads_json(marker.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, InputError):
+        return []
+    if not isinstance(started, dict):
+        return []
+    earlier = [a for a in started.get("attempts") or [] if isinstance(a, dict)]
+    return earlier + [{"position": started.get("position"),
+                       "started_at": started.get("started_at"), "written_at": None,
+                       "error": started.get("error") or INTERRUPTED,
+                       "run_json_sha256": None}]
+
+
+def _attempts_from_run(runs_dir: Path, run_id: str) -> list[dict] | None:
+    """None when no run.json is there; [] for a complete or unreadable one."""
     path = Path(runs_dir) / run_id / "run.json"
     try:
         raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return []
+    try:
         meta = loads_json(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, InputError):
+    except (UnicodeDecodeError, ValueError, InputError):
         return []
     if not isinstance(meta, dict) or meta.get("complete") is not False:
         return []

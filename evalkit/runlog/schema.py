@@ -313,7 +313,9 @@ META_KEYS: tuple[MetaKey, ...] = (
                 MetaKey("attempts", ("array",), False, "a re-run's failed earlier attempts at "
                         "this slot, oldest first: {'position', 'started_at', 'written_at', "
                         "'error', 'run_json_sha256'}; each failed run.json is kept as "
-                        "<runs>/.attempts/<run_id>.<n>.run.json"))),
+                        "<runs>/.attempts/<run_id>.<n>.run.json; an attempt stopped before "
+                        "its run.json was written has written_at and run_json_sha256 null "
+                        "(its start comes from the marker the sweep writes as a run starts)"))),
 )
 
 RUN_ORDER_KEYS = ("order_seed", "position", "runs", "block", "blocks", "position_in_block",

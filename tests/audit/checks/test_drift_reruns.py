@@ -209,3 +209,59 @@ def test_a_kept_attempt_that_is_not_the_recorded_one_is_named(swept_twice, tmp_p
     (copy_dir / "tiny__wa__s0" / "run.json").write_text(json.dumps(recorded))
     faults = order_faults(SimpleNamespace(runset=load_runset(copy_dir)))
     assert any("kept run.json is of a complete run" in f for f in faults), faults
+
+
+def _sweep_with(tmp, failure):
+    """Sweep a tiny campaign with ``tiny__wa__s0`` failing by ``failure`` (an exception
+    instance), then again without; returns the runs folder and the first sweep's error."""
+    from evalkit.replay.backends import sim
+    from evalkit.replay.sweep import run_campaign
+
+    camp = tmp / "c.toml"
+    camp.write_text(tiny_campaign(seeds=2, draws=1))
+    runs = tmp / "runs"
+    real_replay = sim.replay
+
+    def failing(spec, trace, policy, progress=None):
+        if spec.run_id == "tiny__wa__s0":
+            raise failure
+        return real_replay(spec, trace, policy, progress=progress)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(sim, "replay", failing)
+    stopped = None
+    try:
+        run_campaign(camp, runs, progress=False, protocol=BUNDLED)
+    except BaseException as exc:            # noqa: BLE001 - the sweep was stopped
+        stopped = exc
+    finally:
+        mp.undo()
+    assert run_campaign(camp, runs, progress=False).ok
+    return runs, stopped
+
+
+def test_a_sweep_killed_mid_run_leaves_a_marker_and_the_re_run_records_that_attempt(tmp_path):
+    runs, stopped = _sweep_with(tmp_path, KeyboardInterrupt())
+    assert isinstance(stopped, KeyboardInterrupt)
+    meta = json.loads((runs / "tiny__wa__s0" / "run.json").read_text())
+    (attempt,) = meta["run_order"]["attempts"]
+    assert attempt["error"].startswith("interrupted")
+    assert attempt["written_at"] is None and attempt["started_at"]
+    assert attempt["position"] == meta["run_order"]["position"]
+    assert not list((runs / ATTEMPTS_DIR).glob("*.started.json"))     # markers are cleared
+    assert order_faults(SimpleNamespace(runset=load_runset(runs))) == []
+
+
+def test_a_run_refused_before_writing_records_why(tmp_path):
+    from evalkit.errors import InputError
+    runs, _ = _sweep_with(tmp_path, InputError("the trace offers more than the engine sustained",
+                                               column="backend_config.capacity_check"))
+    (attempt,) = json.loads((runs / "tiny__wa__s0" / "run.json").read_text())[
+        "run_order"]["attempts"]
+    assert attempt["error"].startswith("the trace offers more")
+
+
+def test_runs_that_complete_leave_no_marker(swept_twice):
+    runs, _ = swept_twice
+    assert sorted(p.name for p in (runs / ATTEMPTS_DIR).iterdir()) == [
+        "tiny__wa__s0.1.run.json"]
