@@ -331,7 +331,7 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
             _note_failure(marker, exc.message)
             raise
         if marker is not None:      # written, complete or not: the run.json is the record now
-            marker.unlink(missing_ok=True)
+            _clear_marker(marker)
     except InputError as exc:
         return JobOutcome(job.run_id, "failed", exc.format(), time.perf_counter() - t0)
     if not res.complete:
@@ -364,13 +364,24 @@ def _mark_started(runs_dir: Path, run_id: str, meta: dict | None) -> Path | None
     if order is None:
         return None
     marker = _marker(runs_dir, run_id)
-    try:
-        marker.parent.mkdir(exist_ok=True)
-        marker.write_text(json.dumps({k: order.get(k) for k in
-                                      ("position", "started_at", "attempts")}))
-    except OSError:             # a read-only or remote folder: the run is still recorded
-        return None
-    return marker
+    text = json.dumps({k: order.get(k) for k in ("position", "started_at", "attempts")})
+    for _ in range(3):          # another job may remove the emptied folder in between
+        try:
+            marker.parent.mkdir(exist_ok=True)
+            marker.write_text(text)
+            return marker
+        except FileNotFoundError:
+            continue
+        except OSError:         # a read-only or remote folder: the run is still recorded
+            return None
+    return None
+
+
+def _clear_marker(marker: Path) -> None:
+    """Remove the marker, and its folder once nothing else is kept there."""
+    with contextlib.suppress(OSError):
+        marker.unlink(missing_ok=True)
+        marker.parent.rmdir()           # fails while kept attempts or other markers are there
 
 
 def _note_failure(marker: Path | None, error: str) -> None:
@@ -392,8 +403,7 @@ def keep_failed_attempts(runs_dir: Path, run_id: str) -> list[dict]:
     attempts = _attempts_from_run(runs_dir, run_id)
     if attempts is None:
         attempts = _attempts_from_marker(marker)
-    with contextlib.suppress(OSError):
-        marker.unlink(missing_ok=True)
+    _clear_marker(marker)
     return attempts
 
 

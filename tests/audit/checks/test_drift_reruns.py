@@ -248,7 +248,7 @@ def test_a_sweep_killed_mid_run_leaves_a_marker_and_the_re_run_records_that_atte
     assert attempt["error"].startswith("interrupted")
     assert attempt["written_at"] is None and attempt["started_at"]
     assert attempt["position"] == meta["run_order"]["position"]
-    assert not list((runs / ATTEMPTS_DIR).glob("*.started.json"))     # markers are cleared
+    assert not (runs / ATTEMPTS_DIR).exists()       # the marker is cleared, nothing kept
     assert order_faults(SimpleNamespace(runset=load_runset(runs))) == []
 
 
@@ -265,3 +265,11 @@ def test_runs_that_complete_leave_no_marker(swept_twice):
     runs, _ = swept_twice
     assert sorted(p.name for p in (runs / ATTEMPTS_DIR).iterdir()) == [
         "tiny__wa__s0.1.run.json"]
+
+
+def test_a_clean_sweep_leaves_no_attempts_folder(tmp_path):
+    from evalkit.replay.sweep import run_campaign
+    camp = tmp_path / "c.toml"
+    camp.write_text(tiny_campaign(seeds=1, draws=1))
+    assert run_campaign(camp, tmp_path / "runs", progress=False, protocol=BUNDLED).ok
+    assert not (tmp_path / "runs" / ATTEMPTS_DIR).exists()
