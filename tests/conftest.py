@@ -40,3 +40,19 @@ def copy_fixture(tmp_path):
         return dst
 
     return _copy
+
+
+def pytest_configure(config):
+    """With -n (pytest-xdist's default 'load' distribution), distribute by 'loadgroup': the
+    tests of one ``xdist_group`` run on one worker, so a module that marks itself starts its
+    server once, not once a worker; every other test is spread as before."""
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+    if getattr(config, "workerinput", {}).get("loadgroup"):
+        config.option.loadgroup = True     # the worker names each test with its group
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """A worker parses the command line, not the distribution chosen above: tell it."""
+    node.workerinput["loadgroup"] = node.config.getvalue("dist") == "loadgroup"
