@@ -73,6 +73,8 @@ def _rho_by_hand(runs_dir, backend):
     return np.quantile(np.concatenate(mine), 0.95) / np.quantile(np.concatenate(ref), 0.95)
 
 
+# the campaign audits are module fixtures: one worker runs the tests that read them
+@pytest.mark.xdist_group("transfer_audits")
 def test_transfer_passes_when_real_sidecar_shows_the_effect(transfer):
     for claim in transfer.claims:
         checks = _checks(claim, "sidecar_transfer")
@@ -92,6 +94,7 @@ def test_transfer_passes_when_real_sidecar_shows_the_effect(transfer):
     assert real_sidecar.evaluable is False and "campaign_toml" in real_sidecar.values
 
 
+@pytest.mark.xdist_group("transfer_audits")
 def test_transfer_rho_matches_hand_computation(transfer):
     got = transfer.to_dict()["transfer"]["sync"]
     for backend, key in (("sim", "rho_harness"), ("torch", "rho_real")):
@@ -102,6 +105,7 @@ def test_transfer_rho_matches_hand_computation(transfer):
         (got["rho_real"] - 1) / (got["rho_harness"] - 1), rel=1e-9)
 
 
+@pytest.mark.xdist_group("transfer_audits")
 def test_no_transfer_blocks_the_claim_and_says_why(no_transfer):
     got = no_transfer.to_dict()["transfer"]["sync"]
     lo, hi = got["rho_real_ci"]
