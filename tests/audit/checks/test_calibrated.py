@@ -35,6 +35,8 @@ def _check(claim, name):
     return next(c for c in claim.checks if c.name == name)
 
 
+# the campaign audit is a module fixture: one worker runs the tests that read it
+@pytest.mark.xdist_group("calibrated_audit")
 def test_overlap_explained_gain_reaches_calibrated(audit):
     """The sup-norm eps_cal of the regime is large (the lucky runs sit far below psi), so the
     old rule G > 2 eps_cal refused this gain; psi predicts it, leave-one-seed-out."""
@@ -49,6 +51,7 @@ def test_overlap_explained_gain_reaches_calibrated(audit):
     assert [c.name for c in wa.failed_checks] == ["pre_registered"]
 
 
+@pytest.mark.xdist_group("calibrated_audit")
 def test_gain_with_the_draws_overlap_stops_at_placement_gain(audit):
     lucky = audit.claim("lucky")
     assert lucky.tier == "placement_gain"
