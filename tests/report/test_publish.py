@@ -9,7 +9,6 @@ import random
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -174,36 +173,46 @@ def test_a_file_added_while_publishing_is_moved_back_not_deleted(old_report, mon
 
 # ------------------------------------------------------------------------ fault injection
 
-_HARNESS = textwrap.dedent("""
-    import json, os, signal, sys
-    import evalkit.report.publish as pub
-
-    out, kill_at = sys.argv[1], int(sys.argv[2])
-    files = {k: v.encode() for k, v in json.loads(sys.argv[3]).items()}
-    count = 0
-
-    def counted(fn):
-        def wrapper(*args, **kwargs):
-            global count
-            count += 1
-            if count == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return fn(*args, **kwargs)
-        return wrapper
-
-    for name in ("rename", "replace", "unlink", "link", "mkdir", "rmdir", "symlink", "chmod"):
-        setattr(os, name, counted(getattr(os, name)))
-    for name in ("_write", "_exchange", "fsync_dir"):
-        setattr(pub, name, counted(getattr(pub, name)))
-    pub.publish(out, files)
-    print(count)
-""")
+COUNTED_OS_STEPS = ("rename", "replace", "unlink", "link", "mkdir", "rmdir", "symlink", "chmod")
+COUNTED_PUBLISH_STEPS = ("_write", "_exchange", "fsync_dir")
 
 
-def _run_harness(out: Path, kill_at: int, files: dict) -> subprocess.CompletedProcess:
-    payload = json.dumps({k: v.decode() for k, v in files.items()})
-    return subprocess.run([sys.executable, "-c", _HARNESS, str(out), str(kill_at), payload],
-                          capture_output=True, text=True, timeout=60)
+def _publish_in_a_child(out: Path, kill_at: int, files: dict) -> tuple[int, str]:
+    """publish(out, files) in a forked child whose file-system steps (those os calls and
+    publish's own) are counted; at step ``kill_at`` (0: never) the child SIGKILLs itself.
+    Returns (its exit code, negative for a signal; the steps it counted, when it finished)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                  # the child never returns into pytest
+        try:
+            os.close(read)
+            steps = [0]
+
+            def counted(fn):
+                def wrapper(*args, **kwargs):
+                    steps[0] += 1
+                    if steps[0] == kill_at:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    return fn(*args, **kwargs)
+                return wrapper
+
+            for name in COUNTED_OS_STEPS:
+                setattr(os, name, counted(getattr(os, name)))
+            for name in COUNTED_PUBLISH_STEPS:
+                setattr(pub, name, counted(getattr(pub, name)))
+            pub.publish(out, files)
+            os.write(write, str(steps[0]).encode())
+            os._exit(0)
+        except BaseException:                     # noqa: BLE001 - the child must exit
+            import traceback
+
+            traceback.print_exc()
+            os._exit(3)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        counted_steps = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), counted_steps
 
 
 def test_kill_9_at_every_step_of_publishing_leaves_a_complete_report(tmp_path):
@@ -213,9 +222,9 @@ def test_kill_9_at_every_step_of_publishing_leaves_a_complete_report(tmp_path):
     counted = tmp_path / "count"
     counted.mkdir()
     subprocess.run(["cp", "-a", str(template), str(counted / "out")], check=True)
-    done = _run_harness(counted / "out", 0, NEW)        # kill_at 0: never, count the steps
-    assert done.returncode == 0, done.stderr
-    steps = int(done.stdout.split()[-1])
+    code, counted_steps = _publish_in_a_child(counted / "out", 0, NEW)   # 0: count the steps
+    assert code == 0
+    steps = int(counted_steps)
     assert steps > 10
     seen = set()
     for kill_at in range(1, steps + 1):
@@ -223,8 +232,8 @@ def test_kill_9_at_every_step_of_publishing_leaves_a_complete_report(tmp_path):
         case.mkdir()
         out = case / "out"
         subprocess.run(["cp", "-a", str(template), str(out)], check=True)
-        proc = _run_harness(out, kill_at, NEW)
-        assert proc.returncode == -signal.SIGKILL, (kill_at, proc.stderr)
+        code, _ = _publish_in_a_child(out, kill_at, NEW)
+        assert code == -signal.SIGKILL, kill_at
         seen.add(_state(out))                          # old or new, never a mix
         publish(out, NEW)                              # the next audit cleans up
         assert _state(out) == "new"
