@@ -45,6 +45,7 @@ from evalkit.policies import RESERVED, get_policy, resolve_policy
 from evalkit.replay.runner import BACKENDS, check_spec
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces.generate import ARRIVALS, KIND_ALIASES
+from evalkit.runlog.execution_order import shard_members
 
 TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
@@ -435,52 +436,7 @@ def parse_shard(text: str) -> Shard:
     return Shard(i, n)
 
 
-def dependency_groups(jobs: list[Job]) -> list[list[Job]]:
-    """Jobs joined by dependencies (in plan order), groups ordered by their first job.
-
-    A policy run and its matched-random draws form one group; a ``calibrated_offline`` run
-    joins the group of the no-sync run and the policy run it takes K from (same seed).
-    """
-    parent = {j.run_id: j.run_id for j in jobs}
-
-    def root(r: str) -> str:
-        while parent[r] != r:
-            parent[r] = parent[parent[r]]
-            r = parent[r]
-        return r
-
-    for j in jobs:
-        for d in j.depends_on:
-            if d in parent:
-                a, b = root(j.run_id), root(d)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-    groups: dict[str, list[Job]] = {}
-    for j in jobs:
-        groups.setdefault(root(j.run_id), []).append(j)
-    return list(groups.values())
-
-
-def _stable_key(run_id: str) -> str:
-    return hashlib.sha256(run_id.encode()).hexdigest()
-
-
 def shard_jobs(jobs: list[Job], shard: Shard) -> list[Job]:
-    """The jobs of one shard: a deterministic partition of the plan by dependency group.
-
-    Each group (see :func:`dependency_groups`) goes whole to one shard, so every
-    matched-random draw runs in the same shard as its reference run, after it.  Groups are
-    dealt largest first (ties broken by a hash of the group's first run id) to the shard
-    with the fewest jobs so far (ties: lowest index), so shards are balanced and the
-    assignment depends only on the campaign.  Plan order is kept within the shard.
-    """
-    groups = dependency_groups(jobs)
-    order = sorted(groups, key=lambda g: (-len(g), _stable_key(g[0].run_id)))
-    load = [0] * shard.count
-    mine: set[str] = set()
-    for g in order:
-        target = min(range(shard.count), key=lambda s: (load[s], s))
-        load[target] += len(g)
-        if target == shard.index:
-            mine.update(j.run_id for j in g)
-    return [j for j in jobs if j.run_id in mine]
+    """The jobs of one shard, by the rule the audit regenerates
+    (:func:`evalkit.runlog.execution_order.shard_members`)."""
+    return shard_members(jobs, shard.index, shard.count)

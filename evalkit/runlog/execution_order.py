@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ATTEMPTS_DIR", "WINDOW", "PlannedRun", "Slot", "execution_order", "order_seed_of",
-           "plan_order_seed", "planned_runs", "slot_record"]
+__all__ = ["ATTEMPTS_DIR", "WINDOW", "PlannedRun", "Slot", "dependency_groups", "execution_order",
+           "order_seed_of", "plan_order_seed", "planned_runs", "shard_members", "slot_record"]
 
 WINDOW = 2                  # blocks open at once
 # where a sweep keeps the run.json of each failed attempt it re-ran (<run>.<n>.run.json)
@@ -141,3 +141,47 @@ def planned_runs(plan: dict, is_oracle) -> list[PlannedRun]:
             deps.append(ids.get(("policy", str(r.get("matched_to")), seed)))
         out.append(PlannedRun(str(r["run_id"]), seed, [d for d in deps if d is not None]))
     return out
+
+
+def dependency_groups(runs: list) -> list[list]:
+    """Runs (anything with ``run_id`` and ``depends_on``) joined by dependencies, in plan
+    order; groups ordered by their first run.  A policy run and its matched-random draws form
+    one group; a ``calibrated_offline`` run joins the group of the no-sync run and the policy
+    run it takes K from (same seed)."""
+    parent = {r.run_id: r.run_id for r in runs}
+
+    def root(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for r in runs:
+        for d in r.depends_on:
+            if d in parent:
+                a, b = root(r.run_id), root(d)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    groups: dict[str, list] = {}
+    for r in runs:
+        groups.setdefault(root(r.run_id), []).append(r)
+    return list(groups.values())
+
+
+def shard_members(runs: list, index: int, count: int) -> list:
+    """The runs of shard ``index`` of ``count`` (``evalkit sweep --shard I/N``): a
+    deterministic partition by dependency group, so every draw runs in its reference run's
+    shard.  Groups are dealt largest first (ties broken by a hash of the group's first run
+    id) to the shard with the fewest runs so far (ties: lowest index); plan order is kept.
+    The sweep shards by it and the audit regenerates a sharded sweep's membership with it."""
+    groups = dependency_groups(runs)
+    order = sorted(groups, key=lambda g: (-len(g), hashlib.sha256(g[0].run_id.encode())
+                                          .hexdigest()))
+    load = [0] * count
+    mine: set[str] = set()
+    for g in order:
+        target = min(range(count), key=lambda s: (load[s], s))
+        load[target] += len(g)
+        if target == index:
+            mine.update(r.run_id for r in g)
+    return [r for r in runs if r.run_id in mine]

@@ -16,10 +16,11 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
-from evalkit.replay.campaign import (Shard, dependency_groups, load_campaign, parse_shard,
+from evalkit.replay.campaign import (Shard, load_campaign, parse_shard,
                                      plan_campaign, shard_jobs)
 from evalkit.replay.job import JobOutcome, execute_job
 from evalkit.replay.sweep import check_campaign, run_campaign
+from evalkit.runlog.execution_order import dependency_groups
 from tests.support.protocols import BUNDLED
 from tests.support.tiny_campaign import TINY_SQUARE_WAVE
 

@@ -44,7 +44,7 @@ from evalkit.document.words import drift_share_words, pp
 from evalkit.errors import InputError
 from evalkit.policies import resolve_policy
 from evalkit.runlog.execution_order import (ATTEMPTS_DIR, WINDOW, execution_order,
-                                            plan_order_seed, planned_runs)
+                                            plan_order_seed, planned_runs, shard_members)
 from evalkit.stats import sign_flip_test
 
 __all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift", "order_faults",
@@ -272,6 +272,11 @@ def _started_behind(in_order) -> list[tuple]:
     return out
 
 
+def _is_shard(index, count) -> bool:
+    return (isinstance(index, int) and isinstance(count, int) and not isinstance(index, bool)
+            and not isinstance(count, bool) and 0 <= index < count)
+
+
 def _shard_of(order: dict) -> tuple | None:
     """``(index, count)`` of the sharded sweep a ``run_order`` record names, else None."""
     shard = order.get("shard")
@@ -349,9 +354,20 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
     faults += group_faults
     batches = [(f"seed(s) {', '.join(str(s) for s in group)}", "the plan has {} for those "
                 "seeds", [r for r in planned if r.seed in set(group)]) for group in groups]
-    batches += [(f"shard {i}/{n}", "{} of the plan's runs record that shard",
-                 [r for r in planned if records.get(r.run_id, {}).get("shard") == (i, n)])
-                for i, n in shards]
+    # a shard's runs are the ones the sharding rule gives it from the plan, not the ones
+    # that say they ran there
+    for i, n in shards:
+        members = shard_members(planned, i, n) if _is_shard(i, n) else []
+        mine = {r.run_id for r in members}
+        claimed = sorted(k for k, v in records.items() if v.get("shard") == (i, n))
+        strays = [k for k in claimed if k not in mine]
+        if not _is_shard(i, n):
+            faults.append(f"{len(claimed)} run(s) record shard {i}/{n}, which no sweep has "
+                          f"(first: {claimed[0]})")
+        elif strays:
+            faults.append(f"{len(strays)} run(s) record shard {i}/{n} but the plan's sharding "
+                          f"puts them in another (first: {strays[0]})")
+        batches.append((f"shard {i}/{n}", "the plan gives that shard {} runs", members))
     widened = sorted(k for k, v in records.items() if v.get("window") != WINDOW)
     if widened:
         faults.append(f"{len(widened)} run(s) record a block window other than the sweep's "

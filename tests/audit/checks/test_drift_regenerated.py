@@ -21,8 +21,8 @@ from evalkit.replay.plan import planned_runs as plan_rows
 from evalkit.replay.run_order import order_seed
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.challenge import issue_challenge
-from evalkit.runlog.execution_order import (execution_order, order_seed_of, plan_order_seed,
-                                            planned_runs)
+from evalkit.runlog.execution_order import (PlannedRun, execution_order, order_seed_of,
+                                            plan_order_seed, planned_runs)
 from evalkit.runlog.plan import read_plan
 
 from tests.conftest import REPO
@@ -337,8 +337,28 @@ def test_a_sharded_sweep_regenerates_shard_by_shard(tmp_path):
             moved[b]["run_order"][key], moved[a]["run_order"][key])
     faults = order_faults(_ctx(plan, moved))
     assert any("2 run(s) are not where the order seed puts them" in f for f in faults), faults
-    # a run claiming another shard leaves both shards' counts wrong
+    # a run claiming another shard is named: the plan's sharding puts it elsewhere
     strayed = copy.deepcopy(metas)
     strayed[a]["run_order"]["shard"]["index"] = 1
     faults = order_faults(_ctx(plan, strayed))
-    assert any("shard 1/2 record" in f for f in faults), faults
+    assert any("record shard 1/2 but the plan's sharding puts them in another" in f
+               for f in faults), faults
+    # runs re-done later as a shard of their own, in the order that shard would give them:
+    # the shard's members come from the plan, not from the runs that claim it
+    redone = copy.deepcopy(metas)
+    draws = sorted(r for r in redone if redone[r]["role"] == "matched_random")[:2]
+    members = [PlannedRun(r, redone[r]["seed"]) for r in draws]
+    _, slots = execution_order(members, plan_order_seed(plan))
+    for r in draws:
+        slot = slots[r]
+        redone[r]["run_order"].update(shard={"index": 0, "count": 1}, position=slot.position,
+                                      block=slot.block, position_in_block=slot.position_in_block,
+                                      runs=2, blocks=1 + max(x.block for x in slots.values()))
+    faults = order_faults(_ctx(plan, redone))
+    everything = len(plan["runs"])
+    assert any(f.startswith("the runs of shard 0/1 record") and
+               f"the plan gives that shard {everything} runs" in f for f in faults), faults
+    impossible = copy.deepcopy(metas)
+    impossible[a]["run_order"]["shard"] = {"index": 2, "count": 2}
+    faults = order_faults(_ctx(plan, impossible))
+    assert any("record shard 2/2, which no sweep has" in f for f in faults), faults
