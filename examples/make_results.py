@@ -27,6 +27,7 @@ import argparse
 import datetime as dt
 import difflib
 import json
+import math
 import shutil
 import statistics
 import subprocess
@@ -830,7 +831,53 @@ def twin_judgement_lines(base: Path, fit: dict, real: dict) -> list[str]:
     L += [f"Per-run V MAE (descriptive, not a target): {f(mae, 4)}, {where} — the sampling "
           f"scatter of one run's V from its own requests is {f(floor['v_noise_floor'], 4)} "
           f"(binomial) and {f(floor['v_noise_floor_robust'], 4)} (cluster-robust)."]
+    L += ["", *miss_lines(fit)]
     return L
+
+
+# a normal deviation's mean absolute value is sd * sqrt(2 / pi); a central 90% interval of a
+# normal is 2 * 1.645 sd wide
+MAE_TO_SD = math.sqrt(math.pi / 2)
+WIDTH90_TO_SD = 1 / (2 * 1.6449)
+
+
+def miss_lines(fit: dict) -> list[str]:
+    """Which part of the twin misses, each sentence read off fit.json: host load (what the
+    run-level speed residual adds to the coverage), merge shape (the p95 error inside the
+    merge windows against outside), batch dynamics (the spread of the twin's replays of one
+    run against the spread of the real runs around the twin's mean)."""
+    pred = fit.get("predictive") or {}
+    variants = pred.get("variants") or {}
+    if not variants or all(v["coverage"]["calibrated"] for v in variants.values()):
+        return []
+    held = fit["heldout"]
+    out = ["Which part of the model misses (from the numbers above):", ""]
+    base, extra = variants.get("request"), variants.get("request+run")
+    if base and extra:
+        a, b = base["coverage"]["coverage"], extra["coverage"]["coverage"]
+        out.append(f"- host load: adding the run-level speed residual moves the coverage from "
+                   f"{a:.1%} to {b:.1%}" + (" — part of the miss, not all of it" if b > a
+                                             else " — host load is not what misses"))
+    inside, outside = held.get("p95_in_rel_err"), held.get("p95_out_rel_err")
+    if inside is not None and outside:
+        ratio = inside / outside
+        out.append(f"- merge shape: held out, the p95 relative error is {f(inside)} for "
+                   f"requests in merge windows against {f(outside)} outside "
+                   f"({ratio:.1f}×)" + (" — a constant slowdown per window does not reproduce "
+                                        "how a merge loads the engine" if ratio > 1.5
+                                        else " — the merge windows are predicted as well as "
+                                             "the rest"))
+    widest = max(variants.items(), key=lambda kv: kv[1]["coverage"]["interval_width_mean"])
+    sd_twin = widest[1]["coverage"]["interval_width_mean"] * WIDTH90_TO_SD
+    sd_real = held["v_mae"] * MAE_TO_SD
+    out.append(f"- batch dynamics: the twin's replays of one run (`{widest[0]}`, its requests "
+               f"and merge windows fixed) spread by sd ≈ {f(sd_twin, 4)} (mean 90% interval "
+               f"width / 3.29), while the real runs lie around the twin's mean with sd ≈ "
+               f"{f(sd_real, 4)} (held-out V MAE × 1.25, normal errors): "
+               + (f"the real engine varies {sd_real / sd_twin:.1f}× as much as the twin under "
+                  "the same requests and windows (batching and scheduling order)"
+                  if sd_real > 1.2 * sd_twin else "the twin's own spread matches"))
+    return out
 
 
 def main() -> int:
