@@ -21,7 +21,8 @@
 #   pre-registered), SERVER_MODEL
 #   (qwen2.5-1.5b), TRAINER_MODEL (qwen2.5-0.5b), OVERRIDES (extra "key=value;key=value"
 #   replacements of top-level or [backend.config] lines, e.g. "device='cpu';batch=2"),
-#   SMOKE=1 (one run), COMMIT_TO (see 5).
+#   SMOKE=1 (one run), COMMIT_TO (see 5), CAMPAIGN_TOML (bursty_gpu.toml; paced_gpu.toml is
+#   the paced design of examples/cpu_paced: run it with SEEDS=3).
 # Sizing: a warm run costs about horizon + 4 s, so 12 runs x ~24 s + ~35 s start-up ~ 325 s
 #   of the 370 s the sweep gets;
 #   the capped sweep starts a run only if it fits before TOTAL_S - RESERVE_S, and runs seed by
@@ -49,7 +50,7 @@ OUT="$(cd "$OUT" && pwd)"
 CAMPAIGN="$OUT/campaign.toml"
 SEEDS="$SEEDS" HORIZON_S="$HORIZON_S" SERVER_MODEL="$SERVER_MODEL" \
 TRAINER_MODEL="$TRAINER_MODEL" OVERRIDES="$OVERRIDES" \
-python - "$HERE/bursty_gpu.toml" "$CAMPAIGN" <<'PY'
+python - "$HERE/${CAMPAIGN_TOML:-bursty_gpu.toml}" "$CAMPAIGN" <<'PY'
 import os, re, sys
 text = open(sys.argv[1]).read()
 sets = {"seeds": os.environ["SEEDS"], "horizon_s": os.environ["HORIZON_S"] + ".0",

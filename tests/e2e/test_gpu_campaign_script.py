@@ -70,3 +70,27 @@ def test_cpu_dry_run_of_every_step(tmp_path):
     results = (out / "RESULTS.md").read_text()
     assert "held-out predictive check" in results and "coverage" in results
     assert "## Audit" in results
+
+
+def test_the_paced_gpu_campaign_is_the_paced_cpu_design_on_cuda():
+    """examples/gpu/paced_gpu.toml (CAMPAIGN_TOML=paced_gpu.toml) is a valid campaign with the
+    paced rig's design: the same policies and draws, a paced trainer, merges contending
+    through memory traffic and a host-load gate, on the GPU."""
+    import tomllib
+
+    from evalkit.replay.campaign import load_campaign, plan_campaign
+
+    gpu_path = ROOT / "examples" / "gpu" / "paced_gpu.toml"
+    gpu, cpu = (tomllib.loads(p.read_text()) for p in
+                (gpu_path, ROOT / "examples" / "cpu_paced" / "campaign.toml"))
+    # the same policies; one draw each (the CPU campaign gives ewma 2: the device budget)
+    assert [(p["name"], p["params"].keys()) for p in gpu["policies"]] == \
+        [(p["name"], p["params"].keys()) for p in cpu["policies"]]
+    assert gpu["matched_random_draws"] == 1
+    cfg = gpu["backend"]["config"]
+    assert cfg["device"] == "cuda" and cfg["merge_load"] == "memory"
+    assert gpu["inner_step_s"] == cfg["step_period_s"]
+    assert cfg["merge_min_s"] < gpu["merge_duration_s"] and cfg["max_load_1m"] > 0
+    camp = load_campaign(gpu_path)
+    assert len(plan_campaign(camp)) == 6 * 5        # per seed: no-sync, ewma + 1, fixed_h + 1
+    assert '"$HERE/${CAMPAIGN_TOML:-bursty_gpu.toml}"' in SCRIPT.read_text()

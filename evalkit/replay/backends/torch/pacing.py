@@ -69,7 +69,7 @@ def missed_tick_error(ticks: int, missed: int, max_share: float) -> str | None:
 
 def contend_until(torch, buffers, deadline: float, threads: int, *, lr: float = 0.7,
                   momentum: float = 0.9, now=time.monotonic,
-                  chunk_elems: int = 2**20) -> int:
+                  chunk_elems: int = 2**20, sync=None) -> int:
     """Repeat an outer-optimizer update (Nesterov SGD) over ``buffers`` on ``threads`` torch
     threads until ``now() >= deadline``; returns the number of chunks updated.
 
@@ -77,7 +77,9 @@ def contend_until(torch, buffers, deadline: float, threads: int, *, lr: float = 
     streams them through memory several times, the traffic of a real outer step over that
     many bytes; the deadline is checked before every chunk of ``chunk_elems`` elements, so
     the padding ends at most one chunk past it.  The thread count is restored afterwards,
-    whatever happens.
+    whatever happens.  Buffers on an accelerator are updated there (device memory traffic
+    beside the sidecar's kernels); ``sync`` (e.g. ``torch.cuda.synchronize``) then waits for
+    each chunk, so the deadline holds for work the device has queued.
     """
     params, mom, grad = buffers
     n = params.numel()
@@ -94,6 +96,8 @@ def contend_until(torch, buffers, deadline: float, threads: int, *, lr: float = 
                     m.mul_(momentum).add_(g)
                     x.add_(g, alpha=-lr).add_(m, alpha=-lr * momentum)
                     g.copy_(x).mul_(1e-3)       # the next pass's "pseudo-gradient"
+                    if sync is not None:
+                        sync()
                     chunks += 1
     finally:
         torch.set_num_threads(before)

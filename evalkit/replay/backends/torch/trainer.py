@@ -155,7 +155,8 @@ class Learner:
                 contend_until(torch, self.contention_buffers(cfg), t_start + merge_min_s,
                               int(cfg["merge_threads"]),
                               lr=float(cfg.get("outer_lr", 0.7)),
-                              momentum=float(cfg.get("outer_momentum", 0.9)))
+                              momentum=float(cfg.get("outer_momentum", 0.9)),
+                              sync=self.sync if self.device.startswith("cuda") else None)
             elif merge_min_s > 0:   # emulate a larger merge: more real all-reduce traffic
                 scratch = torch.empty(flat.numel() + 1, dtype=flat.dtype, device=flat.device)
                 while True:
@@ -173,12 +174,13 @@ class Learner:
         return nbytes
 
     def contention_buffers(self, cfg):
-        """(params, momentum, grad) of ``merge_bytes`` in all, kept between merges."""
+        """(params, momentum, grad) of ``merge_bytes`` in all, on the learner's device, kept
+        between merges (drawn on the CPU, so the values do not depend on the device)."""
         n = max(1, int(cfg["merge_bytes"]) // (3 * 4))
         bufs = getattr(self, "_contention", None)
         if bufs is None or bufs[0].numel() != n:
             gen = self.torch.Generator().manual_seed(self.rank)
-            bufs = tuple(self.torch.rand(n, generator=gen) for _ in range(3))
+            bufs = tuple(self.torch.rand(n, generator=gen).to(self.device) for _ in range(3))
             self._contention = bufs
         return bufs
 

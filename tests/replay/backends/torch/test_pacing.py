@@ -324,3 +324,20 @@ def test_campaign_reference_and_schema_document_the_pacing_keys():
     schema = json.loads((REPO / "evalkit" / "replay" / "schemas"
                          / "campaign.schema.json").read_text())
     assert set(schema["$defs"]["torch_config"]["properties"]) == set(NEW_KEYS)
+
+
+def test_device_work_is_waited_for_chunk_by_chunk():
+    """On an accelerator the chunks are queued work: ``sync`` waits for each before the
+    deadline is read again, so the padding cannot overrun by a whole queue."""
+    torch = pytest.importorskip("torch")
+    events = []
+    clock = iter([0.0, 0.0, 0.0, 1.0])
+
+    def now():
+        events.append("now")
+        return next(clock)
+
+    chunks = contend_until(torch, _buffers(torch), 1.0, threads=1, now=now,
+                           chunk_elems=4, sync=lambda: events.append("sync"))
+    assert chunks == 3
+    assert events == ["now", "sync"] * 3 + ["now"]
