@@ -299,10 +299,11 @@ def job_spec(camp: Campaign, job: Job) -> tuple[ReplaySpec, str, dict, str]:
     return spec, "matched_random", {}, "matched_random"
 
 
-def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
+def execute_job(camp: Campaign, job: Job, runs_dir, *, on_start=None) -> JobOutcome:
     """Run one job unless it is already complete; never raises for a single job's failure.
     ``camp.plan_sha256``: the runs directory's plan (:mod:`evalkit.runlog.plan`), stamped
-    into run.json."""
+    into run.json.  ``on_start(marker)``: called with the run's start marker once it is
+    written (a store copies it where a killed worker's successor finds it)."""
     plan_hash = camp.plan_sha256
     t0 = time.perf_counter()
     runs_dir = Path(runs_dir)
@@ -324,6 +325,8 @@ def execute_job(camp: Campaign, job: Job, runs_dir) -> JobOutcome:
         extra["campaign"] = _portable_path(camp.path) if camp.path else None
         meta = _order_meta(job, keep_failed_attempts(runs_dir, job.run_id))
         marker = _mark_started(runs_dir, job.run_id, meta)
+        if marker is not None and on_start is not None:
+            on_start(marker)
         try:
             res = run_one(spec, trace, policy, runs_dir, policy_params=params,
                           policy_label=label, extra_requested=extra, extra_meta=meta)
@@ -352,8 +355,13 @@ def _order_meta(job: Job, attempts: list[dict] | None = None) -> dict | None:
 INTERRUPTED = "interrupted: the sweep stopped before the run was written"
 
 
+def marker_name(run_id: str) -> str:
+    """The start marker's file name inside ``<runs>/.attempts/``."""
+    return f"{run_id}.started.json"
+
+
 def _marker(runs_dir: Path, run_id: str) -> Path:
-    return Path(runs_dir) / ATTEMPTS_DIR / f"{run_id}.started.json"
+    return Path(runs_dir) / ATTEMPTS_DIR / marker_name(run_id)
 
 
 def _mark_started(runs_dir: Path, run_id: str, meta: dict | None) -> Path | None:

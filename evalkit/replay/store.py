@@ -25,7 +25,8 @@ from evalkit.errors import InputError
 from evalkit.fsutil import fsync_dir, map_ordered
 from evalkit.limits import MAX_PLAN_BYTES
 from evalkit.replay.campaign import Campaign, Job
-from evalkit.replay.job import JobOutcome, execute_job, job_fingerprint
+from evalkit.replay.job import JobOutcome, execute_job, job_fingerprint, marker_name
+from evalkit.runlog.execution_order import ATTEMPTS_DIR
 from evalkit.runlog.io import (LINK_FIX, EnvironmentFailure, UnreadableRun, leftover_kind,
                                 move_run_aside, read_meta, run_link_trouble)
 from evalkit.runlog.plan import PLAN_FILE, load_plan, plan_sha256, write_plan
@@ -175,14 +176,25 @@ def execute_job_in_store(camp: Campaign, job: Job, url: str) -> JobOutcome:
     stage = Path(tempfile.mkdtemp(prefix="evalkit-stage-"))
     try:
         store = open_store(url)
-        # its own earlier (failed) attempt too: the re-run records it (job.failed_attempts)
+        # its own earlier (failed) attempt too, and the start marker a killed worker left:
+        # the re-run records them (job.keep_failed_attempts)
         for dep in sorted(set(job.depends_on) | {job.run_id}):
             manifest = store.manifest(dep)
             if manifest is not None:
                 store.fetch_run(dep, stage / dep, manifest)
-        outcome = execute_job(camp, job, stage)
+        marker_key = f"{ATTEMPTS_DIR}/{marker_name(job.run_id)}"
+        left = store.get_bytes(marker_key)
+        if left is not None:
+            (stage / ATTEMPTS_DIR).mkdir()
+            (stage / marker_key).write_bytes(left)
+        outcome = execute_job(camp, job, stage,
+                              on_start=lambda marker: store.put_bytes(marker_key,
+                                                                      marker.read_bytes()))
         if (stage / job.run_id / "run.json").is_file():
             store.publish_run(stage / job.run_id)
+            for kept in sorted((stage / ATTEMPTS_DIR).glob(f"{job.run_id}.*.run.json")):
+                store.put_bytes(f"{ATTEMPTS_DIR}/{kept.name}", kept.read_bytes())
+            store.delete(marker_key)
         return outcome
     except InputError as exc:
         return JobOutcome(job.run_id, "failed", exc.format(), time.perf_counter() - t0)

@@ -5,9 +5,12 @@ runs equal a local sweep's run for run."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from evalkit.replay.sweep import check_campaign, run_campaign
+from evalkit.runlog.execution_order import ATTEMPTS_DIR
 from evalkit.runlog import store_url
 from evalkit.runlog.store_url import local_view, open_store
 from tests.support.protocols import BUNDLED
@@ -46,6 +49,14 @@ def test_cut_upload_is_missing_then_resume_removes_and_reruns_it(s3, tmp_path, m
     assert any("removed 1 unfinished upload" in n for n in resumed.notes), resumed.notes
     assert all(len(e.attempts) == 1 for e in store.entries().values())
     assert check_campaign(camp, url).complete
+    # the worker's start marker outlived it in the store: the re-run records that attempt in
+    # its slot, and the marker is gone once the run is published
+    with local_view(url) as (copy, _):
+        meta = json.loads((copy / VICTIM / "run.json").read_text())
+    (attempt,) = meta["run_order"]["attempts"]
+    assert attempt["error"].startswith("interrupted")
+    assert attempt["position"] == meta["run_order"]["position"]
+    assert store.get_bytes(f"{ATTEMPTS_DIR}/{VICTIM}.started.json") is None
 
 
 def test_a_tampered_run_is_moved_aside_and_rerun(s3, tmp_path):
