@@ -45,7 +45,7 @@ from evalkit.policies import RESERVED, get_policy, resolve_policy
 from evalkit.replay.runner import BACKENDS, check_spec
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces.generate import ARRIVALS, KIND_ALIASES
-from evalkit.runlog.execution_order import shard_members
+from evalkit.runlog.execution_order import dependencies, shard_members
 
 TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
@@ -384,28 +384,31 @@ def plan_campaign(camp: Campaign) -> list[Job]:
     """All jobs, in an order that respects dependencies (references before their draws)."""
     jobs: list[Job] = []
     by_label = {p.label: p for p in camp.policies}
+
+    def run_id(role: str, label: str, seed: int) -> str:
+        return run_ids(camp.regime, label, seed)
     for seed in camp.seeds:
         ns = run_ids(camp.regime, "no_sync", seed)
         jobs.append(Job(ns, "no_sync", seed))
         order = sorted(camp.policies, key=lambda p: p.params.get("k_from") is not None)
         for pe in order:
             rid = run_ids(camp.regime, pe.label, seed)
-            deps, k_from_run, intervals = [], None, None
-            if resolve_policy(pe.name).oracle:      # sees the no-sync run's intervals
-                intervals = ns
-                deps.append(ns)
+            oracle = resolve_policy(pe.name).oracle      # sees the no-sync run's intervals
             k_from = pe.params.get("k_from")
-            if k_from is not None:
-                k_from_run = run_ids(camp.regime, by_label[k_from].label, seed)
-                deps.append(k_from_run)
-            jobs.append(Job(rid, "policy", seed, pe, depends_on=deps, k_from_run=k_from_run,
-                            intervals_from_run=intervals))
+            k_from = by_label[k_from].label if k_from is not None else None
+            jobs.append(Job(rid, "policy", seed, pe,
+                            depends_on=dependencies("policy", seed, run_id, oracle=oracle,
+                                                    k_from=k_from),
+                            k_from_run=run_id("policy", k_from, seed) if k_from else None,
+                            intervals_from_run=ns if oracle else None))
         for pe in camp.policies:
             ref = run_ids(camp.regime, pe.label, seed)
             for d in range(pe.draws):
                 jobs.append(Job(run_ids(camp.regime, pe.label, seed, d), "matched_random",
-                                seed, pe, draw=d, depends_on=[ref], k_from_run=ref,
-                                intervals_from_run=None))
+                                seed, pe, draw=d,
+                                depends_on=dependencies("matched_random", seed, run_id,
+                                                        matched_to=pe.label),
+                                k_from_run=ref, intervals_from_run=None))
     return jobs
 
 

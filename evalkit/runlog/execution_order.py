@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ATTEMPTS_DIR", "WINDOW", "PlannedRun", "Slot", "dependency_groups", "execution_order",
+__all__ = ["ATTEMPTS_DIR", "WINDOW", "PlannedRun", "Slot", "dependencies", "dependency_groups", "execution_order",
            "order_seed_of", "plan_order_seed", "planned_runs", "shard_members", "slot_record"]
 
 WINDOW = 2                  # blocks open at once
@@ -118,6 +118,24 @@ def slot_record(slot: Slot, seed: int, n_runs: int, n_blocks: int,
     return record
 
 
+def dependencies(role: str, seed: int, run_id, *, oracle: bool = False,
+                 k_from: str | None = None, matched_to: str | None = None) -> list[str]:
+    """The runs a planned run waits for -- the sweep's rule, which the audit regenerates the
+    order with: a policy run whose policy is an oracle follows its seed's no-sync run, one
+    with ``k_from`` follows the policy run it takes K from, a matched-random draw follows the
+    policy run it is matched to.  ``run_id(role, label, seed)`` names a run (None when there
+    is none)."""
+    deps = []
+    if role == "policy":
+        if oracle:
+            deps.append(run_id("no_sync", "no_sync", seed))
+        if k_from is not None:
+            deps.append(run_id("policy", str(k_from), seed))
+    elif role == "matched_random":
+        deps.append(run_id("policy", str(matched_to), seed))
+    return [d for d in deps if d is not None]
+
+
 def planned_runs(plan: dict, is_oracle) -> list[PlannedRun]:
     """The plan's runs (``plan.json``, :mod:`evalkit.runlog.plan`) with the dependencies the
     sweep gives them, in plan order: a policy run whose policy is an oracle
@@ -130,16 +148,12 @@ def planned_runs(plan: dict, is_oracle) -> list[PlannedRun]:
            for r in plan.get("runs") or []}
     out = []
     for r in plan.get("runs") or []:
-        seed, role, deps = int(r["seed"]), str(r.get("role")), []
-        if role == "policy":
-            if is_oracle(str(r.get("policy_class"))):
-                deps.append(ids.get(("no_sync", "no_sync", seed)))
-            source = k_from.get(str(r.get("policy")))
-            if source is not None:
-                deps.append(ids.get(("policy", str(source), seed)))
-        elif role == "matched_random":
-            deps.append(ids.get(("policy", str(r.get("matched_to")), seed)))
-        out.append(PlannedRun(str(r["run_id"]), seed, [d for d in deps if d is not None]))
+        seed, role = int(r["seed"]), str(r.get("role"))
+        deps = dependencies(role, seed, lambda *key: ids.get(key),
+                            oracle=role == "policy" and is_oracle(str(r.get("policy_class"))),
+                            k_from=k_from.get(str(r.get("policy"))),
+                            matched_to=r.get("matched_to"))
+        out.append(PlannedRun(str(r["run_id"]), seed, deps))
     return out
 
 
