@@ -24,10 +24,10 @@ member of the family.  Per claim:
   ``max_seeds``).
 
 Every plan lists its seeds before the first run, so no campaign is open-ended: a sequential
-plan without ``max_seeds`` has the number of seeds it lists as its maximum (the e-process,
-:mod:`evalkit.stats.sequential`, decides no gate).  A seed repeated in the plan's order or
-in a claim's units is bad input (:func:`evalkit.seeds.repeated_seeds`, the rule the plan
-reader applies): a seed is one independent replication and counts once.
+plan without ``max_seeds`` has the number of seeds it lists as its maximum.  A seed
+repeated in the plan's order or in a claim's units is bad input
+(:func:`evalkit.seeds.repeated_seeds`, the rule the plan reader applies): a seed is one
+independent replication and counts once.
 
 The verdicts are a function of the audit document: its ``design`` (the plan's design, its
 claims and seed order) and each claim's ``units`` (every independent seed's policy V and its

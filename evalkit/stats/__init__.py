@@ -21,7 +21,6 @@ _SOURCES = {
     "loadmatch": ("LoadCheck", "LoadMatchResult", "load_match"),
     "overlap": ("OverlapCost", "RequestIndex", "cost_curve", "overlap_cost"),
     "psi": ("PsiFit", "fit_psi"),
-    "sequential": ("SequentialResult", "anytime_test"),
     "randomisation": ("PermutationResult", "RandomisationResult", "SignFlipResult",
                       "min_attainable_p", "seeds_needed", "sign_flip_test",
                       "within_seed_permutation_test"),

@@ -99,7 +99,7 @@ def test_the_replay_imports_nothing_of_the_audit():
 
 def test_the_gate_reads_documents_only():
     """The gate decides on an audit document: its modules import the document layer, the
-    statistics (the e-process) and the base, never the audit that writes the document."""
+    statistics (the group-sequential design) and the base, never the audit that writes the document."""
     bad = gate_imports_beyond_documents(import_graph())
     assert bad == [], "\n".join(bad)
 
@@ -108,7 +108,7 @@ def test_the_replay_and_gate_rules_find_an_import_of_the_audit():
     graph = {"evalkit.replay.plan": {"evalkit.audit.protocol", "evalkit.audit.tiers"},
              "evalkit.audit.gate": {"evalkit.audit.sequential", "evalkit.audit.claims",
                                     "evalkit.document.tiers", "evalkit.errors"},
-             "evalkit.audit.sequential": {"evalkit.stats.sequential", "evalkit.runlog.plan"}}
+             "evalkit.audit.sequential": {"evalkit.stats.group_sequential", "evalkit.runlog.plan"}}
     assert replay_imports_of_the_audit(graph) == [
         "evalkit.replay.plan imports evalkit.audit.protocol",
         "evalkit.replay.plan imports evalkit.audit.tiers"]
