@@ -149,31 +149,11 @@ def test_a_run_that_reads_no_re_run_is_not_excused(real):
 
 @pytest.fixture(scope="module")
 def swept_twice(tmp_path_factory):
-    from evalkit.replay.backends import sim
-    from evalkit.replay.sweep import run_campaign
-
     tmp = tmp_path_factory.mktemp("reruns")
-    camp = tmp / "c.toml"
-    camp.write_text(tiny_campaign(seeds=2, draws=1))
-    runs = tmp / "runs"
-    real_replay = sim.replay
-
-    def flaky(spec, trace, policy, progress=None):
-        if spec.run_id == "tiny__wa__s0":
-            raise RuntimeError("engine died")
-        return real_replay(spec, trace, policy, progress=progress)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(sim, "replay", flaky)
-    try:
-        first = run_campaign(camp, runs, progress=False, protocol=BUNDLED)
-    finally:
-        mp.undo()
-    assert not first.ok
-    failed = (runs / "tiny__wa__s0" / "run.json").read_bytes()
-    second = run_campaign(camp, runs, progress=False)
-    assert second.ok, second.format()
-    return runs, failed
+    kept = {}
+    runs, _ = _sweep_with(tmp, RuntimeError("engine died"), between=lambda runs: kept.update(
+        failed=(runs / "tiny__wa__s0" / "run.json").read_bytes()))
+    return runs, kept["failed"]
 
 
 def test_the_sweep_records_the_failed_attempt_and_keeps_its_run_json(swept_twice):
@@ -211,9 +191,10 @@ def test_a_kept_attempt_that_is_not_the_recorded_one_is_named(swept_twice, tmp_p
     assert any("kept run.json is of a complete run" in f for f in faults), faults
 
 
-def _sweep_with(tmp, failure):
+def _sweep_with(tmp, failure, between=None):
     """Sweep a tiny campaign with ``tiny__wa__s0`` failing by ``failure`` (an exception
-    instance), then again without; returns the runs folder and the first sweep's error."""
+    instance), then (after ``between(runs)``) again without; returns the runs folder and
+    what stopped the first sweep (None when it ended)."""
     from evalkit.replay.backends import sim
     from evalkit.replay.sweep import run_campaign
 
@@ -236,6 +217,8 @@ def _sweep_with(tmp, failure):
         stopped = exc
     finally:
         mp.undo()
+    if between is not None:
+        between(runs)
     assert run_campaign(camp, runs, progress=False).ok
     return runs, stopped
 
