@@ -14,6 +14,10 @@ respects dependencies (a draw follows the policy run it takes K from, ``calibrat
 follows its no-sync run).  The order depends on the set of runs and on their order inside
 each seed, not on the order the seeds are listed in (a plan frozen under a challenge lists
 them in its derived order).
+
+The same holds for the rules the order rests on: which runs a planned run waits for
+(:func:`dependencies`), how ``sweep --shard I/N`` splits the plan (:func:`shard_members`),
+and where a sweep keeps the records of a failed attempt it re-ran (:data:`ATTEMPTS_DIR`).
 """
 
 from __future__ import annotations
