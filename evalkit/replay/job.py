@@ -31,7 +31,7 @@ from evalkit.policies import policy_identity, resolve_policy
 from evalkit.replay.run_order import start_record
 from evalkit.replay.runner import k_observed, load_backend, run_one
 from evalkit.replay.spec import ReplaySpec
-from evalkit.runlog.execution_order import ATTEMPTS_DIR
+from evalkit.runlog.execution_order import ATTEMPTS_DIR, kept_attempt_name, recorded_attempts
 from evalkit.runlog.io import read_meta, read_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -345,7 +345,7 @@ def execute_job(camp: Campaign, job: Job, runs_dir, *, on_start=None) -> JobOutc
 
 def _order_meta(job: Job, attempts: list[dict] | None = None) -> dict | None:
     """``run_order`` for run.json: the job's slot and, measured now, its start and host load;
-    ``attempts``: the failed earlier attempts at this slot (:func:`failed_attempts`)."""
+    ``attempts``: the failed earlier attempts at this slot (:func:`keep_failed_attempts`)."""
     if job.order is None:
         return None
     return {"run_order": {**job.order, **start_record(),
@@ -422,7 +422,7 @@ def _attempts_from_marker(marker: Path) -> list[dict]:
         return []
     if not isinstance(started, dict):
         return []
-    earlier = [a for a in started.get("attempts") or [] if isinstance(a, dict)]
+    earlier = recorded_attempts(started)
     return earlier + [{"position": started.get("position"),
                        "started_at": started.get("started_at"), "written_at": None,
                        "error": started.get("error") or INTERRUPTED,
@@ -445,9 +445,9 @@ def _attempts_from_run(runs_dir: Path, run_id: str) -> list[dict] | None:
     if not isinstance(meta, dict) or meta.get("complete") is not False:
         return []
     order = meta.get("run_order") if isinstance(meta.get("run_order"), dict) else {}
-    earlier = [a for a in order.get("attempts") or [] if isinstance(a, dict)]
+    earlier = recorded_attempts(order)
     error = str(meta.get("error") or "").strip().splitlines()
-    kept = Path(runs_dir) / ATTEMPTS_DIR / f"{run_id}.{len(earlier) + 1}.run.json"
+    kept = Path(runs_dir) / ATTEMPTS_DIR / kept_attempt_name(run_id, len(earlier) + 1)
     with contextlib.suppress(OSError):      # the record in the re-run is what counts
         kept.parent.mkdir(exist_ok=True)
         kept.write_bytes(raw)

@@ -27,12 +27,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ATTEMPTS_DIR", "WINDOW", "PlannedRun", "Slot", "dependencies", "dependency_groups", "execution_order",
-           "order_seed_of", "plan_order_seed", "planned_runs", "shard_members", "slot_record"]
+__all__ = ["ATTEMPTS_DIR", "WINDOW", "PlannedRun", "Slot", "dependencies", "dependency_groups",
+           "execution_order", "kept_attempt_name", "order_seed_of", "plan_order_seed",
+           "planned_runs", "recorded_attempts", "shard_members", "slot_record"]
 
 WINDOW = 2                  # blocks open at once
 # where a sweep keeps the run.json of each failed attempt it re-ran (<run>.<n>.run.json)
 ATTEMPTS_DIR = ".attempts"
+
+
+def kept_attempt_name(run_id: str, n: int) -> str:
+    """The file name, inside :data:`ATTEMPTS_DIR`, of the run.json of attempt ``n`` (1-based)
+    at ``run_id``."""
+    return f"{run_id}.{n}.run.json"
+
+
+def recorded_attempts(order) -> list[dict]:
+    """The failed attempts a ``run_order`` record lists (``attempts``), oldest first."""
+    attempts = order.get("attempts") if isinstance(order, dict) else None
+    return [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,12 @@ from evalkit.audit.checks.core import Outcome, _fmt, _listing, check, not_evalua
 from evalkit.audit.checks.plan import campaign_plan
 from evalkit.document.words import drift_share_words, pp
 from evalkit.errors import InputError
+from evalkit.fileread import read_bounded
+from evalkit.limits import MAX_RUN_JSON_BYTES
 from evalkit.policies import resolve_policy
 from evalkit.runlog.execution_order import (ATTEMPTS_DIR, WINDOW, execution_order,
-                                            plan_order_seed, planned_runs, shard_members)
+                                            kept_attempt_name, plan_order_seed, planned_runs,
+                                            recorded_attempts, shard_members)
 from evalkit.stats import sign_flip_test
 
 __all__ = ["claim_timing", "drift_adjusted_gain", "execution_drift", "order_faults",
@@ -115,7 +118,7 @@ def order_faults(ctx) -> list[str]:
         # a sharded sweep orders each shard's runs apart (positions restart in each)
         slots.setdefault((order.get("order_seed"), _shard_of(order)), []).append(
             (order.get("position"), started, run_id))
-        slot_started, slot_written, attempts = started, written, _attempts(order)
+        slot_started, slot_written, attempts = started, written, recorded_attempts(order)
         if attempts:        # a re-run sits at the slot where its first attempt started
             slot_started = _parse_time(attempts[0].get("started_at"))
             slot_written = _parse_time(attempts[0].get("written_at"))
@@ -153,11 +156,6 @@ def order_faults(ctx) -> list[str]:
     return faults
 
 
-def _attempts(order: dict) -> list[dict]:
-    attempts = order.get("attempts")
-    return [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
-
-
 def _rerun_faults(runset, run_id: str, order: dict, started: float,
                   attempts: list[dict]) -> list[str]:
     """What a re-run's record of its failed attempts contradicts: an attempt with no error
@@ -165,6 +163,7 @@ def _rerun_faults(runset, run_id: str, order: dict, started: float,
     re-run starting before its last attempt ended; a kept copy of an attempt's run.json
     (``<runs>/.attempts/<run>.<n>.run.json``) that is not the one recorded or not failed."""
     faults, ended = [], -math.inf
+    root = getattr(runset, "runs_dir", None)
     for n, attempt in enumerate(attempts, 1):
         name = f"{run_id} attempt {n}"
         began = _parse_time(attempt.get("started_at"))
@@ -178,10 +177,13 @@ def _rerun_faults(runset, run_id: str, order: dict, started: float,
         if began < ended - ORDER_SLACK_S:
             faults.append(f"{name} started before attempt {n - 1} was written")
         ended = max(ended, _parse_time(attempt.get("written_at")))
-        root = getattr(runset, "runs_dir", None)
-        kept = root / ATTEMPTS_DIR / f"{run_id}.{n}.run.json" if root is not None else None
+        kept = root / ATTEMPTS_DIR / kept_attempt_name(run_id, n) if root is not None else None
         if kept is not None and kept.is_file():
-            raw = kept.read_bytes()
+            try:
+                raw = read_bounded(kept, MAX_RUN_JSON_BYTES, "a kept attempt's run.json")
+            except InputError as exc:
+                faults.append(f"{name}: the kept run.json cannot be read ({exc.message})")
+                continue
             if hashlib.sha256(raw).hexdigest() != attempt.get("run_json_sha256"):
                 faults.append(f"{name}: the kept run.json is not the one the re-run recorded "
                               "(sha256 differs)")
@@ -250,7 +252,7 @@ def rerun_notes(ctx) -> list[str]:
     reruns = []
     for run_id in getattr(runset, "run_ids", ()):
         order = runset.meta(run_id).get("run_order")
-        attempts = _attempts(order) if isinstance(order, dict) else []
+        attempts = recorded_attempts(order)
         if attempts:
             reruns.append(f"{run_id} after {len(attempts)} failed attempt(s) "
                           f"({str(attempts[0].get('error') or '')[:120]})")

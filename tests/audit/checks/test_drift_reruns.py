@@ -256,3 +256,16 @@ def test_a_clean_sweep_leaves_no_attempts_folder(tmp_path):
     camp.write_text(tiny_campaign(seeds=1, draws=1))
     assert run_campaign(camp, tmp_path / "runs", progress=False, protocol=BUNDLED).ok
     assert not (tmp_path / "runs" / ATTEMPTS_DIR).exists()
+
+
+def test_a_kept_attempt_too_large_to_read_is_named_not_read_whole(swept_twice, tmp_path):
+    import shutil
+
+    from evalkit.limits import MAX_RUN_JSON_BYTES
+    runs, _ = swept_twice
+    copy_dir = tmp_path / "runs"
+    shutil.copytree(runs, copy_dir)
+    kept = copy_dir / ATTEMPTS_DIR / "tiny__wa__s0.1.run.json"
+    kept.write_bytes(b" " * (MAX_RUN_JSON_BYTES + 1))
+    faults = order_faults(SimpleNamespace(runset=load_runset(copy_dir)))
+    assert any("the kept run.json cannot be read" in f for f in faults), faults
