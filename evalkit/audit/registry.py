@@ -9,7 +9,8 @@ The class is named in run.json's settings (``settings.effective.policy.name``, e
 from __future__ import annotations
 
 from evalkit.errors import InputError
-from evalkit.policies import POLICIES, policy_entry_points, policy_identity, resolve_policy
+from evalkit.policies import (POLICIES, entry_point_policy, policy_entry_points, policy_identity,
+                              resolve_policy)
 from evalkit.policies.causality import probe_causality
 
 __all__ = ["code_identity_status", "oracle_status"]
@@ -65,9 +66,9 @@ def installed_classes() -> list[type]:
     """Every policy class the audit may resolve a recorded identity to: the built-ins and
     the installed ``evalkit.policies`` entry points that load (never a path a run names)."""
     classes = list(POLICIES.values())
-    for name in policy_entry_points():
+    for name, ep in policy_entry_points().items():
         try:
-            cls = resolve_policy(name)
+            cls = POLICIES[name] if name in POLICIES else entry_point_policy(name, ep)
         except InputError:
             continue
         if cls not in classes:
@@ -75,14 +76,17 @@ def installed_classes() -> list[type]:
     return classes
 
 
-def resolve_identity(ident) -> tuple[type | None, str]:
+def resolve_identity(ident, classes: list[type] | None = None) -> tuple[type | None, str]:
     """(class, why): the installed class whose code identity (class path and source
-    sha256) is the one run.json records; None and the reason when there is none."""
+    sha256) is the one run.json records; None and the reason when there is none.
+    ``classes``: :func:`installed_classes`, when the caller resolves many runs at once."""
     if not isinstance(ident, dict) or not isinstance(ident.get("class"), str):
         return None, ("run.json records no policy_identity (class path and source sha256): "
                       "the code that ran cannot be named")
     path, digest = ident["class"], ident.get("source_sha256")
-    same_path = [c for c in installed_classes() if policy_identity(c)["class"] == path]
+    if classes is None:
+        classes = installed_classes()
+    same_path = [c for c in classes if policy_identity(c)["class"] == path]
     if not same_path:
         return None, (f"recorded class {path} is neither a built-in nor an installed "
                       "evalkit.policies entry point")
@@ -95,7 +99,8 @@ def resolve_identity(ident) -> tuple[type | None, str]:
     return cls, ""
 
 
-def code_identity_status(meta: dict) -> tuple[bool | None, str]:
+def code_identity_status(meta: dict, classes: list[type] | None = None
+                         ) -> tuple[bool | None, str]:
     """(oracle, why) from the code the run records (``policy_identity``), resolved against
     the installed classes and put through the causality probe: True for an oracle class, a
     run that says it saw the future, a run whose names are not its class's, or a class whose
@@ -105,7 +110,7 @@ def code_identity_status(meta: dict) -> tuple[bool | None, str]:
         (((meta.get("settings") or {}).get("effective") or {}).get("policy") or {}).get("oracle"))
     if declared:
         return True, "the run says it saw future information"
-    cls, why = resolve_identity(meta.get("policy_identity"))
+    cls, why = resolve_identity(meta.get("policy_identity"), classes)
     if cls is None:
         return None, why
     path = policy_identity(cls)["class"]

@@ -91,7 +91,18 @@ class RunSet:
         return got
 
     def row(self, run_id: str) -> pd.Series:
-        return self.runs.loc[self.runs.run_id == run_id].iloc[0]
+        """The first row of ``runs`` for ``run_id``, found by position: the checks ask for
+        each run's row many times, and a boolean mask scans every row each time."""
+        runs = self.runs
+        cached = self._cache.get("row_positions")
+        if cached is None or cached[0] is not runs or cached[1] != len(runs):
+            positions: dict = {}
+            for i, r in enumerate(runs.run_id.tolist()):
+                positions.setdefault(r, i)
+            cached = self._cache["row_positions"] = (runs, len(runs), positions)
+        if run_id not in cached[2]:
+            return runs.loc[runs.run_id == run_id].iloc[0]    # the IndexError callers expect
+        return runs.iloc[cached[2][run_id]]
 
     def meta(self, run_id: str) -> dict:
         """A complete run's run.json, as parsed when the run set was loaded."""

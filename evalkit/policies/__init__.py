@@ -153,7 +153,12 @@ def resolve_policy(spec: str) -> type[Policy]:
         known = ", ".join(list(POLICIES) + plugins)
         raise InputError(f"unknown policy {spec!r}", column="policy",
                          fix=f"use one of: {known}; or package.module:ClassName")
-    cls = check_policy_class(_load_entry_point(spec, eps[spec]), spec)
+    return entry_point_policy(spec, eps[spec])
+
+
+def entry_point_policy(spec: str, ep) -> type[Policy]:
+    """The checked policy class the entry point ``ep`` (registered as ``spec``) loads."""
+    cls = check_policy_class(_load_entry_point(spec, ep), spec)
     if cls.name != spec:
         raise InputError(f"entry point {spec!r} loads a policy named {cls.name!r}",
                          column="policy",
@@ -293,5 +298,5 @@ def parse_param(text: str) -> tuple[str, object]:
 
 __all__ = ["POLICIES", "ENTRY_POINT_GROUP", "RESERVED", "SIGNALS", "get_policy", "resolve_policy",
            "policy_identity", "policy_name", "param_defaults", "valid_params", "parse_param",
-           "check_policy_class", "policy_entry_points", "Policy", "Decision",
+           "check_policy_class", "entry_point_policy", "policy_entry_points", "Policy", "Decision",
            "DecisionState", "RunContext", "Corridor"]

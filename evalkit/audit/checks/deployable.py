@@ -6,7 +6,7 @@ import numpy as np
 
 from evalkit.audit.checks.core import (Outcome, _listing, check, needs_real_backend,
                                        not_evaluable)
-from evalkit.audit.registry import code_identity_status
+from evalkit.audit import registry
 from evalkit.errors import InputError
 from evalkit.runlog.schema import BACKENDS, SERVER_TIMING_COLUMNS
 from evalkit.runlog.server_view import SERVER_VIEW_KEY, server_view_problem
@@ -160,7 +160,8 @@ def not_oracle(ctx, spec) -> Outcome:
                            "report it as a bound, never as a deployable controller")
         return not_evaluable(expected, "a summary table names no policy class: its oracle "
                              "column is the table's word", "audit the runs directory")
-    status = {r: code_identity_status(ctx._meta(r))
+    classes = registry.installed_classes()
+    status = {r: registry.code_identity_status(ctx._meta(r), classes)
               for r in ctx.claim.policy_runs.run_id.tolist()}
     seers = [f"{r}: {why}" for r, (o, why) in status.items() if o]
     if seers:

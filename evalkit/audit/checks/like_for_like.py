@@ -17,6 +17,7 @@ from the logs:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -75,6 +76,7 @@ MAY_DIFFER = (
 STEP_OVERLAP_TOL_S = 1e-6
 
 
+@functools.lru_cache(maxsize=8192)
 def may_differ(key: str) -> bool:
     return any(key == p or key.startswith(p + ".") for p in MAY_DIFFER)
 
