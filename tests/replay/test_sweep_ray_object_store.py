@@ -88,6 +88,7 @@ def _without_wall_clock(doc: dict) -> dict:
 
 
 @pytest.mark.ray
+@pytest.mark.slow     # about 30 s on 2 cores: the slow tier's rule (> ~20 s)
 def test_two_nodes_no_shared_folder_killed_worker_resume_and_equal_audit(tmp_path,
                                                                          monkeypatch):
     pytest.importorskip("ray", reason="needs the ray extra (pip install -e '.[ray]')")
