@@ -191,6 +191,8 @@ class _PairedSubset:
         self.o1 = np.argsort(v1, kind="stable")
         self.o2 = np.argsort(v2, kind="stable")
         self.v1, self.v2 = v1[self.o1], v2[self.o2]
+        # each sorted request's block: one gather of the multiplicities per side
+        self.block1, self.block2 = self.block[self.o1], self.block[self.o2]
         fin = np.isfinite(v1) & np.isfinite(v2) & (v1 > 0) & (v2 > 0)
         self.lr = np.log(v1[fin] / v2[fin])
         self.lr_block = self.block[fin]
@@ -202,9 +204,8 @@ class _PairedSubset:
         if self.n == 0:
             nan = np.full(counts.shape[0], np.nan)
             return nan, nan.copy()
-        w = counts[:, self.block]
-        p1 = weighted_quantile(self.v1, w[:, self.o1], self.q)
-        p2 = weighted_quantile(self.v2, w[:, self.o2], self.q)
+        p1 = weighted_quantile(self.v1, counts[:, self.block1], self.q)
+        p2 = weighted_quantile(self.v2, counts[:, self.block2], self.q)
         wl = counts[:, self.lr_block].astype(float)
         tot = wl.sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
