@@ -21,6 +21,9 @@ from evalkit.report import figures as figs
 from evalkit.report.render import build_figures, render_html, render_md
 from tests.support import fixture_model
 
+# bursty_report (tests/report/conftest.py) is built once: one worker runs its readers
+pytestmark = pytest.mark.xdist_group("bursty_report")
+
 MATH = "$\\foo$"                       # unknown mathtext command: parsing it raises
 MATH_NAMES = [MATH, "$x^2$ and $$y$$", "a $\\frac{1}{0}$ b", "cost: $5 and $6"]
 

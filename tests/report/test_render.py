@@ -15,6 +15,9 @@ import pytest
 
 from evalkit.compose import run_audit
 
+# bursty_report (tests/report/conftest.py) is built once: one worker runs its readers
+pytestmark = pytest.mark.xdist_group("bursty_report")
+
 REQUIRED_CLAIM_KEYS = {"regime", "policy", "baseline", "n_seeds", "wins", "mean_diff", "ci",
                        "p_one_sided", "p_two_sided", "exact", "min_p", "tier", "oracle",
                        "checks", "figures"}
