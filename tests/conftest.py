@@ -52,6 +52,18 @@ def pytest_configure(config):
         config.option.loadgroup = True     # the worker names each test with its group
 
 
+@pytest.hookimpl(tryfirst=True)        # before the worker names each test with its group
+def pytest_collection_modifyitems(config, items):
+    """With loadgroup, a test of no ``xdist_group`` joins its module's: one worker runs a
+    module, so its module fixtures (a sweep, an audit, a fit) are built once, not once a
+    worker.  A group a test names itself (a server, a session fixture) stays as it is."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """A worker parses the command line, not the distribution chosen above: tell it."""
