@@ -169,3 +169,24 @@ def test_a_document_over_the_size_limit_is_refused(tmp_path, monkeypatch):
     path.write_text(json.dumps({"claims": [], "protocol": {}, "notes": ["x" * 1000]}))
     code, out, err = _invoke(["diff", path, path])
     assert code == 2 and "more than 1,000 bytes" in err, out + err
+
+
+@pytest.mark.parametrize("schema, words", [
+    (None, "no 'schema' key (written by an evalkit before documents were versioned)"),
+    ("evalkit-audit/0", "schema 'evalkit-audit/0'"),
+])
+def test_a_document_of_another_schema_is_refused_naming_what_it_carries(tmp_path, schema,
+                                                                          words):
+    from evalkit.document.schema import AUDIT_SCHEMA, read_document
+
+    doc = _doc()
+    if schema is None:
+        del doc["schema"]
+    else:
+        doc["schema"] = schema
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as err:
+        read_document(path)
+    assert err.value.column == "schema" and str(path) in str(err.value)
+    assert f"{words}; this evalkit renders {AUDIT_SCHEMA!r}" in str(err.value)
