@@ -1,0 +1,154 @@
+"""tools/power_prediction_bound.py: the oracle's variance estimates, its interpolated power
+function, the Fisher information behind the Cramer-Rao column and the planner figures it reads,
+each against brute force on a small case."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from evalkit.stats.paired import paired_mean_test
+from evalkit.stats.power import pilot_model
+from tests.support.scripts import load_script
+
+ROOT = Path(__file__).resolve().parents[2]
+bound = load_script(ROOT / "tools" / "power_prediction_bound.py", "power_prediction_bound")
+validation = load_script(ROOT / "tools" / "power_validation.py", "power_validation")
+
+
+def test_estimates_on_a_pilot_whose_variance_components_are_known_by_hand():
+    # 4 seeds, logs of the draws a_s + (-w, 0, w): pooled within variance w^2; the policy's
+    # log residual alternates +-c around the seed mean: variance c^2 4/3 (ddof 1)
+    w, c = 0.3, 0.2
+    levels = np.array([0.0, 0.5, -0.5, 1.0])
+    draws = np.exp(levels[:, None] + np.array([-w, 0.0, w]))
+    policy = np.exp(levels + c * np.array([1.0, -1.0, 1.0, -1.0]))
+    sigma, sigma_policy, sigma_level = bound.oracle_estimates(policy[None], draws[None])
+    assert sigma[0] == pytest.approx(w, abs=1e-12)
+    assert sigma_policy[0] == pytest.approx(math.sqrt(c * c * 4 / 3 - w * w / 3), abs=1e-12)
+    assert sigma_level[0] == pytest.approx(math.sqrt(np.var(levels, ddof=1) - w * w / 3),
+                                           abs=1e-12)
+
+
+def test_a_negative_variance_component_is_truncated_at_zero():
+    # the policy sits exactly on each seed's mean log draw: residual variance 0 < w^2 / 3
+    draws = np.exp(np.array([[-0.5, 0.0, 0.5], [0.5, 1.0, 1.5], [0.0, 0.5, 1.0]]))
+    policy = np.exp(np.log(draws).mean(axis=1))
+    _, sigma_policy, _ = bound.oracle_estimates(policy[None], draws[None])
+    assert sigma_policy[0] == 0.0
+
+
+def test_estimates_agree_with_the_planners_lognormal_model_on_every_pilot():
+    rng = np.random.default_rng(3)
+    policy, draws = bound.campaigns(rng, ("lognormal 0.8", "one more draw"), 5, 10)
+    est = bound.oracle_estimates(policy, draws)
+    for i in range(5):
+        model = pilot_model(policy[i], list(draws[i]), kind="lognormal")
+        got = [e[i] for e in est]
+        assert got == pytest.approx([model.sigma_within, model.sigma_policy, model.tau],
+                                    abs=1e-10)
+
+
+def test_differences_follow_the_validation_truth():
+    # same model by another route: power_validation's campaigns (V0 = 6.54%) against ours
+    rng = np.random.default_rng(4)
+    truth = ("lognormal 0.35", "fixed schedule 0.05")
+    assert bound.true_parameters(truth) == (0.35, 0.05, 0.3)
+    policy, draws = bound.campaigns(rng, truth, 100_000, 2)
+    theirs = ((draws.mean(axis=-1) - policy) / validation.V0).ravel()
+    ours = bound.differences(bound.base_normals(rng, 100_000, 2),
+                             *bound.true_parameters(truth), 2).ravel()
+    assert ours.mean() == pytest.approx(bound.EFFECT, abs=0.005)
+    assert theirs.mean() == pytest.approx(bound.EFFECT, abs=0.005)
+    assert ours.std() == pytest.approx(theirs.std(), rel=0.02)
+
+
+AXES = (np.array([0.3, 0.4]), np.array([0.2, 0.3]), np.array([0.25, 0.375]))  # script's steps
+SEEDS = 6
+
+
+def _brute_power(normals, params):
+    """Share of campaigns the gate's own test passes (exact over 2^6 sign vectors)."""
+    d = bound.differences(normals, *params, SEEDS)
+    return np.mean([paired_mean_test(row, "greater", confidence=None).p_value <= bound.ALPHA
+                    for row in d])
+
+
+@pytest.fixture(scope="module")
+def small_grid():
+    normals = bound.base_normals(np.random.default_rng(5), 300, SEEDS)
+    return normals, bound.build_power_grid(normals, 0, axes=AXES, ns=(SEEDS,))
+
+
+def test_grid_nodes_are_the_gates_test_on_the_same_campaigns(small_grid):
+    normals, grid = small_grid
+    for i, j, k in itertools.product(range(2), repeat=3):
+        node = (AXES[0][i], AXES[1][j], AXES[2][k])
+        assert grid.values[SEEDS][i, j, k] == _brute_power(normals, node)
+
+
+def test_interpolation_is_multilinear_between_nodes_and_close_to_direct(small_grid):
+    normals, grid = small_grid
+    point = (0.33, 0.275, 0.35)              # weights 0.7, 0.25, 0.2 on the lower nodes
+    frac = [(p - a[0]) / (a[1] - a[0]) for p, a in zip(point, AXES)]
+    by_hand = sum(grid.values[SEEDS][i, j, k]
+                  * np.prod([f if idx else 1 - f for f, idx in zip(frac, (i, j, k))])
+                  for i, j, k in itertools.product(range(2), repeat=3))
+    assert grid.power(SEEDS, *point) == pytest.approx(by_hand, abs=1e-12)
+    assert grid.power(SEEDS, *point) == pytest.approx(_brute_power(normals, point), abs=0.02)
+
+
+def test_outside_the_grid_reads_its_edge_and_is_counted(small_grid):
+    _, grid = small_grid
+    assert grid.power(SEEDS, 0.9, 0.3, 0.375) == pytest.approx(grid.values[SEEDS][1, 1, 1])
+    assert grid.power(SEEDS, 0.4, 0.0, 0.375) == pytest.approx(grid.values[SEEDS][1, 0, 1])
+    assert grid.clamped([0.9, 0.4, 0.35], [0.3, 0.0, 0.25], [0.375, 0.375, 0.3]).tolist() == \
+        [True, True, False]
+
+
+def test_fisher_information_is_the_covariance_of_the_score():
+    params = (0.5, 0.4, 0.3)
+    sigma, sigma_policy, sigma_level = params
+    seeds, m, pilots = 10, 3, 20_000
+    rng = np.random.default_rng(6)
+    offset = math.log(1 - bound.EFFECT)
+
+    def loglik(theta, x):
+        mu, s2, sp2, t2 = theta
+        mean = np.array([mu] * m + [mu + offset + s2 / 2 - sp2 / 2])
+        cov = t2 * np.ones((m + 1, m + 1)) + np.diag([s2] * m + [sp2])
+        return sps.multivariate_normal(mean, cov).logpdf(x).sum(axis=-1)
+
+    theta = np.array([-2.7, sigma ** 2, sigma_policy ** 2, sigma_level ** 2])
+    level = sigma_level * rng.standard_normal((pilots, seeds, 1))
+    noise = rng.standard_normal((pilots, seeds, m + 1)) * np.array([sigma] * m + [sigma_policy])
+    x = theta[0] + level + noise
+    x[..., -1] += offset + sigma ** 2 / 2 - sigma_policy ** 2 / 2
+    h = 1e-5
+    score = np.stack([(loglik(theta + h * e, x) - loglik(theta - h * e, x)) / (2 * h)
+                      for e in np.eye(4)], axis=1)
+    info = bound.fisher_information(*params, seeds=seeds, m=m)
+    assert np.cov(score.T) == pytest.approx(info, rel=0.05, abs=0.05 * np.abs(info).max())
+
+
+def test_the_planners_rows_are_read_from_the_validation_table(tmp_path):
+    row = ("| lognormal 0.35, policy one more draw | fixed n=10 | 0.588 | smoothed | 0.617 | "
+           "+0.030 | 0.50 | 0.80 | 0.282 |")
+    other = row.replace("smoothed", "old").replace("| 0.80 | 0.282 |", "| - | - |")
+    assert bound.planner_figures(f"{row}\n{other}\n") == {
+        ("lognormal 0.35, policy one more draw", "fixed n=10", "smoothed"): (0.588, 0.03, 0.5)}
+    figures = bound.read_planner_figures()
+    wanted = {(f"{noise}, policy {policy}", f"fixed n={n}", model)
+              for noise, policy in bound.LOGNORMAL_TRUTHS for n in (10, 20)
+              for model in ("smoothed", "lognormal")}
+    assert len(wanted) == 16 and wanted <= set(figures)
+    cut = tmp_path / "POWER_VALIDATION.md"
+    cut.write_text("\n".join(line for line in bound.VALIDATION.read_text().splitlines()
+                             if "lognormal 0.8, policy fixed" not in line))
+    with pytest.raises(SystemExit, match="POWER_VALIDATION.md: no row for.*lognormal 0.8"):
+        bound.read_planner_figures(cut)
