@@ -362,3 +362,28 @@ def test_a_sharded_sweep_regenerates_shard_by_shard(tmp_path):
     impossible[a]["run_order"]["shard"] = {"index": 2, "count": 2}
     faults = order_faults(_ctx(plan, impossible))
     assert any("record shard 2/2, which no sweep has" in f for f in faults), faults
+
+
+def test_a_run_may_start_while_one_earlier_block_is_open_but_not_two():
+    """The sweep opens 2 blocks at once: a run may start while the block before its own
+    still has a run to write, never while two earlier blocks do (the window's boundary)."""
+    plan, metas = _real()
+    _, slots = execution_order(planned_runs(plan, lambda name: False),
+                               order_seed_of(plan["campaign"]["fingerprint"]))
+    blocks: dict[int, list[str]] = {}
+    for rid in _by_position(metas):
+        blocks.setdefault(slots[rid].block, []).append(rid)
+    b = sorted(blocks)[3]
+    first = blocks[b][0]
+    late = _stamp(_seconds(metas[first]["run_order"]["started_at"]) + 600)
+
+    def written_late(*open_blocks):
+        edited = copy.deepcopy(metas)
+        for block in open_blocks:
+            edited[blocks[block][-1]]["created_at"] = late
+        return [f for f in order_faults(_ctx(plan, edited))
+                if "started outside the sweep's block window" in f]
+
+    assert written_late(b - 1) == []
+    (fault,) = written_late(b - 2, b - 1)
+    assert f"{first} (block {b}) started while block(s) {b - 2}, {b - 1}" in fault
