@@ -92,19 +92,20 @@ def test_grid_nodes_are_the_gates_test_on_the_same_campaigns(small_grid):
         assert grid.values[SEEDS][i, j, k] == _brute_power(normals, node)
 
 
-def test_interpolation_is_multilinear_between_nodes_and_close_to_direct(small_grid):
+def test_interpolation_is_multilinear_in_probits_and_close_to_direct(small_grid):
     normals, grid = small_grid
     point = (0.33, 0.275, 0.35)              # weights 0.7, 0.25, 0.2 on the lower nodes
     frac = [(p - a[0]) / (a[1] - a[0]) for p, a in zip(point, AXES)]
-    by_hand = sum(grid.values[SEEDS][i, j, k]
-                  * np.prod([f if idx else 1 - f for f, idx in zip(frac, (i, j, k))])
-                  for i, j, k in itertools.product(range(2), repeat=3))
-    assert grid.power(SEEDS, *point) == pytest.approx(by_hand, abs=1e-12)
+    probit = sum(sps.norm.ppf(grid.values[SEEDS][i, j, k])
+                 * np.prod([f if idx else 1 - f for f, idx in zip(frac, (i, j, k))])
+                 for i, j, k in itertools.product(range(2), repeat=3))
+    assert grid.power(SEEDS, *point) == pytest.approx(sps.norm.cdf(probit), abs=1e-12)
     assert grid.power(SEEDS, *point) == pytest.approx(_brute_power(normals, point), abs=0.02)
 
 
 def test_outside_the_grid_reads_its_edge_and_is_counted(small_grid):
     _, grid = small_grid
+    assert 0 < grid.values[SEEDS].min() and grid.values[SEEDS].max() < 1
     assert grid.power(SEEDS, 0.9, 0.3, 0.375) == pytest.approx(grid.values[SEEDS][1, 1, 1])
     assert grid.power(SEEDS, 0.4, 0.0, 0.375) == pytest.approx(grid.values[SEEDS][1, 0, 1])
     assert grid.clamped([0.9, 0.4, 0.35], [0.3, 0.0, 0.25], [0.375, 0.375, 0.3]).tolist() == \
@@ -152,3 +153,12 @@ def test_the_planners_rows_are_read_from_the_validation_table(tmp_path):
                              if "lognormal 0.8, policy fixed" not in line))
     with pytest.raises(SystemExit, match="POWER_VALIDATION.md: no row for.*lognormal 0.8"):
         bound.read_planner_figures(cut)
+
+
+def test_a_power_of_zero_or_one_reads_half_a_campaign_from_it():
+    axes = (np.array([0.3, 0.4]), np.array([0.0, 0.1]), np.array([0.0, 0.1]))
+    values = {10: np.stack([np.zeros((2, 2)), np.ones((2, 2))])}
+    grid = bound.PowerGrid(axes, values, reps=100)
+    assert grid.power(10, 0.3, 0.0, 0.0) == pytest.approx(0.005)
+    assert grid.power(10, 0.4, 0.1, 0.1) == pytest.approx(0.995)
+    assert grid.power(10, 0.35, 0.05, 0.05) == pytest.approx(0.5)
