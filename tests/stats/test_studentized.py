@@ -311,3 +311,18 @@ def test_the_ci_enumerates_exactly_up_to_its_cap_and_samples_beyond():
         assert low < high
         assert (f"all {EXACT_CI_MAX} label sets" in how) is exact
         assert ("Monte Carlo" in how) is not exact
+
+
+
+def test_min_attainable_p_judges_ties_relative_to_the_seeds_largest_value():
+    """A float-noise tie (0.1 + 0.2 against 0.3) counts as a tie at any scale of the data,
+    also in a seed holding zeros: the tolerance follows the seed's largest magnitude."""
+    from evalkit.stats.studentized import min_attainable_p
+
+    other = np.array([0.5, 0.25, 0.125])
+    for scale in (1.0, 1e3, 1e9):
+        seed = np.array([0.0, 0.0, 0.3 * scale, (0.1 + 0.2) * scale])
+        # every label of the seed ties with one other: at least 2 of its 4 labels as extreme
+        assert min_attainable_p([seed, other], "greater") == pytest.approx((2 / 4) * (1 / 3))
+    untied = np.array([0.0, 0.0, 0.3, 0.4])
+    assert min_attainable_p([untied, other], "greater") == pytest.approx((1 / 4) * (1 / 3))
