@@ -398,7 +398,7 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                effect: str = "multiplicative", alpha: float = 0.05,
                alternative: str = "two-sided", null_shift: float = 0.0, target: float = 0.8,
                draws=(1, 2, 3, 5), max_seeds: int = 40, seeds_grid=None, reps: int = 400,
-               n_resamples: int = 400, block: int = 5, refits: int = 40,
+               n_resamples: int = 400, block: int = 5, refits: int = 30,
                interval: float = 0.8, rng=None) -> PowerPlan:
     """Power of the fixed-n seed-level test and of the group-sequential design for ``gain``,
     each with its interval from the pilot's size (module docstring).  ``null_shift``: the

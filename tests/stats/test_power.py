@@ -389,3 +389,18 @@ def test_plan_power_min_effect_must_be_a_finite_share_at_least_zero(fixtures_dir
                    "--policy", "wa", "--gain", "0.01", f"--min-effect={value}"])
     assert res.exit_code == 2, res.output
     assert "error: option --min-effect: --min-effect must be a finite share >= 0" in res.output
+
+
+def test_the_python_defaults_are_the_command_lines():
+    """power_plan called from a notebook plans as `evalkit plan power` does by default."""
+    import inspect
+
+    from evalkit.cli.plan_power import power_cmd
+
+    api = {k: p.default for k, p in inspect.signature(power_plan).parameters.items()}
+    cli = {p.name: p.default for p in power_cmd.params}
+    same = {"alpha": "alpha", "alternative": "alternative", "target": "target",
+            "max_seeds": "max_seeds", "reps": "reps", "n_resamples": "resamples",
+            "effect": "effect", "block": "block", "refits": "refits"}
+    assert {k: api[k] for k in same} == {k: cli[v] for k, v in same.items()}
+    assert api["draws"] == tuple(int(x) for x in cli["draws_text"].split(","))

@@ -10,14 +10,16 @@ import pytest
 from evalkit.audit.checks.like_for_like import run_facts, training_facts
 
 
-def _ctx(tmp_path, arrival, end, steps, horizon=100.0):
+def _ctx(tmp_path, arrival, end, steps, horizon=100.0, merges=()):
     (tmp_path / "steps.parquet").touch()
     tables = {
         "requests": {"arrival_s": np.asarray(arrival, float), "end_s": np.asarray(end, float),
                      "request_id": np.arange(len(arrival)),
                      "prompt_tokens": np.full(len(arrival), 8),
                      "output_tokens": np.full(len(arrival), 4)},
-        "merges": {"start_s": np.array([]), "end_s": np.array([]), "bytes": np.array([])},
+        "merges": {"start_s": np.asarray([m[0] for m in merges], float),
+                   "end_s": np.asarray([m[1] for m in merges], float),
+                   "bytes": np.asarray([m[2] for m in merges], float)},
         "steps": {"start_s": np.asarray([s for s, _ in steps], float),
                   "end_s": np.asarray([e for _, e in steps], float)}}
     runset = SimpleNamespace(_cache={}, _dirs={"r": tmp_path},
@@ -49,3 +51,15 @@ def test_training_facts_coverage_idle_and_overlaps():
     assert f["step_median_s"] == pytest.approx(2.5)          # of 3, 2, 1.5 and 5 s
     none = training_facts(None, merges, (0.0, 50.0))
     assert not none["logged"] and np.isnan(none["coverage"])
+
+
+@pytest.mark.parametrize("merges, said", [
+    ((), None),                                           # nothing merged: nothing to compare
+    (((20.0, 22.0, 4096.0),), "[4096]"),                  # one merge: its payload
+    (((20.0, 22.0, 4096.0), (60.0, 62.0, 512.0)), "[512, 4096]"),
+    (((20.0, 22.0, float("nan")),), "unknown"),
+])
+def test_merge_payloads_are_recorded_from_the_first_merge_on(tmp_path, merges, said):
+    facts = run_facts(_ctx(tmp_path, [0.0, 10.0], [1.0, 50.0], [(0.0, 30.0)],
+                           merges=merges), "r")
+    assert facts["merge_bytes"] == said
