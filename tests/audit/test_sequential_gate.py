@@ -221,6 +221,7 @@ def test_seeds_that_are_not_the_plans_first_ones_are_refused():
 def test_continue_refused_alpha_and_blocking_checks():
     v = _verdict(_d(1, 0.03))
     assert v.decision == "continue" and v.exit_code == EXIT_CONTINUE == 4
+    assert v.result is None and v.seeds_used == 0 and v.look_index is None   # before look 1
     v = _verdict(_d(3, 0.0002, sd=0.004, seed=1), min_effect=0.0)
     assert v.decision == "continue" and v.seeds_used == 2
     pol, dr = _from_d(_d(12, 0.03))
