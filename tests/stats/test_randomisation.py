@@ -159,3 +159,13 @@ def test_protocol_file_alpha_goes_through_check_alpha_and_names_its_line(alpha, 
         parse_protocol(bad, source="p", file="p.toml")
     assert err.value.message == f"alpha must lie in (0, 1), got {float(alpha)} (line {line})"
     assert err.value.column == "protocol.alpha" and err.value.fix == "e.g. alpha = 0.05"
+
+
+def test_exact_enumerable_refuses_an_unknown_statistic_by_name():
+    from evalkit.errors import InputError
+    from evalkit.stats.randomisation import exact_enumerable
+
+    for m in ([1, 1, 1], [3, 3]):
+        with pytest.raises(InputError, match="unknown permutation statistic 'median'") as err:
+            exact_enumerable(m, statistic="median")
+        assert err.value.column == "statistic"
