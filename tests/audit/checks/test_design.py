@@ -281,3 +281,18 @@ def test_an_exclusion_without_regime_or_seed_is_unattributed(known):
     out = C.policy_runs_complete(_complete_ctx([0, 1], [0, 1], [ex]), spec())
     assert out.passed is False
     assert "excluded run(s) of unknown regime/seed: z (crashed)" in out.found
+
+
+def test_merge_durations_list_six_seeds_and_count_the_rest():
+    seeds = range(8)
+    rows = {"run_id": [r for s in seeds for r in (f"s{s}-pol", f"s{s}-d0")],
+            "merge_duration_median_s": [v for _ in seeds for v in (12.0, 8.0)],
+            "merge_duration_s": [8.0] * 16, "k_observed": [3] * 16}
+    out = C.merge_durations_match(_design_ctx(rows, pairs=[pair(s) for s in seeds]),
+                                  spec(rel_tol=0.25))
+    assert out.passed is False
+    # two findings a seed (the policy's windows against D and against its draws): 16 in all
+    shown, more = out.found.rsplit(" (+", 1)
+    assert len(shown.split("; ")) == 6 and more == "10 more)"
+    assert shown.startswith("seed 0 s0-pol: windows last 12 s, D = 8 s; "
+                            "seed 0: policy windows 12 s vs draws 8 s")
