@@ -404,3 +404,17 @@ def test_the_python_defaults_are_the_command_lines():
             "effect": "effect", "block": "block", "refits": "refits"}
     assert {k: api[k] for k in same} == {k: cli[v] for k, v in same.items()}
     assert api["draws"] == tuple(int(x) for x in cli["draws_text"].split(","))
+
+
+@pytest.mark.parametrize("futility", [0.0, 0.5, -0.5])
+def test_batch_group_sequential_is_decide_on_campaigns_whose_d_never_varies(futility):
+    """d equal to the null at every seed reads t = 0 (not an undefined 0/0) in both, so a
+    futility boundary above 0 stops it at the second look and one below lets it run on."""
+    gs = design(sequential_looks(20, 5), 0.05, futility=futility)
+    d = np.array([[0.1] * 20, [0.3] * 20, [-0.2] * 20])
+    code, used = group_sequential_batch(d, gs, 0.1)
+    for r in range(d.shape[0]):
+        ref = decide(d[r], gs, 0.1)
+        assert (ref.decision, ref.seeds_used) == (DECISIONS[code[r]].split(" (")[0], used[r])
+    assert (DECISIONS[code[0]], used[0]) == (("stop: not better (futility)", 10) if futility > 0
+                                             else ("stop: not better (last look)", 20))
