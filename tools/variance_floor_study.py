@@ -36,7 +36,8 @@ import time
 import numpy as np
 from scipy import stats as sps
 
-from tools.inference_study import ALPHA, BASE_V, MIN_EFFECT, NOISES, SEED_SD, campaigns, lognormal
+from tools.inference_study import (ALPHA, BASE_V, MIN_EFFECT, NOISES, SEED_SD, _finish,
+                                   campaigns, lognormal)
 
 VARIANTS = ("t", "floor, null level", "floor, policy level")
 
@@ -136,14 +137,8 @@ def main(argv=None) -> int:
               f"({own['exch']:.3f} / {own['spread']:.3f}), because the policy's level is "
               "read from the same runs that missed the tail. Neither is the gate's test; "
               "a level estimate that the null fixes and the alternative frees is the open "
-              "design question.", "", f"Wall time: {time.time() - t0:.0f} s"]
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
-    return 0
+              "design question."]
+    return _finish(lines, t0, args.out)
 
 
 if __name__ == "__main__":
