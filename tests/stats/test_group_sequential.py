@@ -126,3 +126,24 @@ def test_bad_input_names_the_field(call, column):
     with pytest.raises(InputError) as info:
         call()
     assert info.value.column == column
+
+
+@pytest.mark.parametrize("theta, futility", [(0.0, 0.0), (0.4, 0.0), (0.4, 0.5)])
+def test_crossing_probabilities_match_simulated_normal_paths(theta, futility):
+    """Pass and futility-stop probabilities per look against 400,000 simulated score paths
+    (increments N(theta, 1) a seed, Z_k = S_k / sqrt(n_k))."""
+    gs = design((5, 10, 15, 20), 0.025, futility=futility)
+    passes, stops = crossing_probabilities(gs, theta)
+    rng = np.random.default_rng(7)
+    paths = 400_000
+    s = np.cumsum(rng.normal(theta, 1.0, (paths, 20)), axis=1)
+    open_ = np.ones(paths, dtype=bool)
+    last = len(gs.looks) - 1
+    for k, (n, c) in enumerate(zip(gs.looks, gs.z_bounds)):
+        z = s[:, n - 1] / np.sqrt(n)
+        hit = open_ & (z >= c)
+        stop = open_ & ~hit & (z < futility) if 0 < k < last else np.zeros(paths, dtype=bool)
+        for p, sim in ((passes[k], hit.mean()), (stops[k], stop.mean())):
+            assert abs(p - sim) <= 4 * np.sqrt(max(sim, 1e-4) * (1 - sim) / paths) + 1e-3
+        open_ &= ~(hit | stop)
+    assert stops[0] == stops[-1] == 0.0 and stops[1:-1].sum() > 0.05
