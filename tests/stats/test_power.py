@@ -418,3 +418,15 @@ def test_batch_group_sequential_is_decide_on_campaigns_whose_d_never_varies(futi
         assert (ref.decision, ref.seeds_used) == (DECISIONS[code[r]].split(" (")[0], used[r])
     assert (DECISIONS[code[0]], used[0]) == (("stop: not better (futility)", 10) if futility > 0
                                              else ("stop: not better (last look)", 20))
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_sd_within_is_the_pooled_within_seed_sd_of_a_draw(m):
+    rng = np.random.default_rng(11)
+    policy, draws = _lognormal_pilot(rng, 12, m)
+    draws = list(draws)
+    draws[0] = draws[0][:1]                  # a seed with one draw adds nothing, and no dof
+    model = pilot_model(policy, draws)
+    ss = sum(float(((d - d.mean()) ** 2).sum()) for d in draws)
+    dof = sum(d.size - 1 for d in draws)
+    assert model.sd_within == pytest.approx(math.sqrt(ss / dof), rel=1e-12)
