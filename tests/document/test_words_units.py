@@ -32,3 +32,12 @@ def test_no_bare_share_is_left_in_a_verdict_sentence():
     # every number beside G or G_pred carries "pp" or sits in a pp interval
     assert not re.search(r"G(_pred)? = [+-]?0\.\d{3,}", text), text
     assert text.count(" pp") == 2
+
+
+def test_a_gain_at_the_smallest_effect_of_interest_is_not_negligible():
+    from evalkit.document.words import EFFECT_TOL, is_negligible
+
+    assert not is_negligible(0.005, 0.005)                     # equality is not below
+    assert not is_negligible(0.005 - EFFECT_TOL / 2, 0.005)    # nor equality up to rounding
+    assert is_negligible(0.005 - 2 * EFFECT_TOL, 0.005)
+    assert not is_negligible(0.0, 0.005) and not is_negligible(-0.001, 0.005)
