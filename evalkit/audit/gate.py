@@ -150,9 +150,13 @@ def effect_line(claim, multiplicity: str, n_tested: int) -> str:
     if ci and None not in ci:
         text += f" [{pp(ci[0])}, {pp(ci[1])}] (95% CI)"
     if _finite(p):
-        adjusted = multiplicity == "holm" and n_tested > 1
-        text += (f"; p = {p:.3g} " + (f"(Holm-adjusted over {n_tested} claims)" if adjusted
-                                      else "(unadjusted: one claim)"))
+        if multiplicity == "holm" and n_tested > 1:
+            how = f"(Holm-adjusted over {n_tested} claims)"
+        elif n_tested > 1:
+            how = f"(unadjusted over {n_tested} claims: the protocol's multiplicity is none)"
+        else:
+            how = "(unadjusted: one claim)"
+        text += f"; p = {p:.3g} {how}"
     wins, n = claim.get("wins"), claim.get("n_seeds")
     if wins is not None and n:
         text += f"; {wins} of {n} seeds favour the policy"
