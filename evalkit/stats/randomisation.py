@@ -464,7 +464,7 @@ def within_seed_permutation_test(policy, draws, alternative: str = "greater",
     label = "studentized (mean/se) " if statistic == "studentized" else "raw-mean "
     if exact:
         if student:
-            n_ge, n_le, null_size, _ = st.exact_counts(vals)
+            n_ge, n_le, null_size = st.exact_counts(vals)
         else:
             n_ge, n_le, null_size = _exact_counts(vals, t_sum, tol)
         b = None

@@ -99,10 +99,10 @@ def _t_rows(flat, offsets, labels, n):
     return t_from_sums(x.sum(axis=1), (x * x).sum(axis=1), n)
 
 
-def exact_counts(vals) -> tuple[int, int, int, np.ndarray]:
+def exact_counts(vals) -> tuple[int, int, int]:
     """Counts of label sets with t >= and <= the observed t over *every* label set.
 
-    vals: n arrays (m_s + 1,) of d_s(j).  Returns (n_ge, n_le, total, t of the maximum).
+    vals: n arrays (m_s + 1,) of d_s(j).  Returns (n_ge, n_le, total).
     """
     sizes, offsets, flat = _design(vals)
     n = sizes.size
@@ -110,15 +110,13 @@ def exact_counts(vals) -> tuple[int, int, int, np.ndarray]:
     t_obs = float(_t_rows(flat, offsets, np.zeros((1, n), dtype=np.int64), n)[0])
     rows = max(1, _CHUNK // n)
     n_ge = n_le = 0
-    t_max = -np.inf
     for start in range(0, total, rows):
         idx = np.arange(start, min(total, start + rows), dtype=np.int64)
         t_l = _t_rows(flat, offsets, _labels_of(idx, sizes), n)
         g, le = _tail_counts(t_l, t_obs)
         n_ge += g
         n_le += le
-        t_max = max(t_max, float(t_l.max()))
-    return n_ge, n_le, total, t_max
+    return n_ge, n_le, total
 
 
 def null_t(vals, max_points: int, seed: int) -> np.ndarray:
