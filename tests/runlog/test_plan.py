@@ -122,3 +122,17 @@ def test_unreadable_plan_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="not an evalkit plan"):
         read_plan(tmp_path)
     assert read_plan(tmp_path / "nowhere") is None
+
+
+@pytest.mark.parametrize("displaced", [[".plan.json.old-1a2b3c4d"],
+                                       [".plan.json.old-1a2b3c4d", ".plan.json.old-9f8e7d6c"]])
+def test_an_unreadable_plan_names_the_plan_moved_aside_last(tmp_path, displaced):
+    from evalkit.runlog.plan import load_plan
+
+    (tmp_path / "plan.json").mkdir()              # a run directory took the plan's name
+    for name in displaced:
+        (tmp_path / name).write_text("{}")
+    with pytest.raises(InputError) as err:
+        load_plan(tmp_path / "plan.json")
+    keep = sorted(displaced)[-1]
+    assert f"moved aside as {keep}" in err.value.fix and f"mv {keep} plan.json" in err.value.fix
