@@ -359,16 +359,18 @@ def regenerated_order_faults(plan: dict, records: dict) -> list[str]:
     # a shard's runs are the ones the sharding rule gives it from the plan, not the ones
     # that say they ran there
     for i, n in shards:
-        members = shard_members(planned, i, n) if _is_shard(i, n) else []
-        mine = {r.run_id for r in members}
         claimed = sorted(k for k, v in records.items() if v.get("shard") == (i, n))
-        strays = [k for k in claimed if k not in mine]
-        if not _is_shard(i, n):
+        if _is_shard(i, n):
+            members = shard_members(planned, i, n)
+            mine = {r.run_id for r in members}
+            strays = [k for k in claimed if k not in mine]
+            if strays:
+                faults.append(f"{len(strays)} run(s) record shard {i}/{n} but the plan's "
+                              f"sharding puts them in another (first: {strays[0]})")
+        else:
+            members = []
             faults.append(f"{len(claimed)} run(s) record shard {i}/{n}, which no sweep has "
                           f"(first: {claimed[0]})")
-        elif strays:
-            faults.append(f"{len(strays)} run(s) record shard {i}/{n} but the plan's sharding "
-                          f"puts them in another (first: {strays[0]})")
         batches.append((f"shard {i}/{n}", "the plan gives that shard {} runs", members))
     widened = sorted(k for k, v in records.items() if v.get("window") != WINDOW)
     if widened:
