@@ -25,9 +25,6 @@ from evalkit.policies import POLICIES, policy_identity
 from tests.support import fixture_model
 from tests.support.selfreg import selfreg_protocol
 
-# the module fixtures are built once: one worker runs the module (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("test_package_soundness_runs_and_draws")
-
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGNS = ROOT / "fixtures" / "campaigns"
 

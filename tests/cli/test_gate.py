@@ -186,7 +186,6 @@ def test_the_default_output_fits_one_screen_and_verbose_has_every_check(audited,
         assert blocking and "fix: " in blocking[0]
 
 
-@pytest.mark.xdist_group("no_baselines_report")     # its audit is made once
 def test_a_campaign_without_the_harness_baselines_is_told_what_to_add(no_baselines_report):
     res = gate(no_baselines_report[1] / "audit.json", "--policy", "wa")
     # as before: the claim stops below the harness tier (exit 1), but not evaluable, not failed
@@ -209,7 +208,6 @@ def test_a_campaign_without_the_harness_baselines_is_told_what_to_add(no_baselin
     assert {(p.name, p.draws) for p in camp.policies} >= {("fixed_h", 0), ("pressure_gate", 0)}
 
 
-@pytest.mark.xdist_group("no_baselines_report")     # its audit is made once
 def test_the_audit_document_records_missing_runs_apart_from_a_failure(no_baselines_report):
     result, report = no_baselines_report
     wa = next(c for c in result.document["claims"] if c["policy"] == "wa")

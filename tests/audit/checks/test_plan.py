@@ -21,9 +21,6 @@ from evalkit.runlog.plan import PLAN_FILE, read_plan
 from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import TINY_CAMPAIGN
 
-# the module fixtures are built once: one worker runs the module (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("test_plan")
-
 CAMPAIGN = TINY_CAMPAIGN.format(seeds=2, draws=6)
 PLAN_CHECKS = ("plan_complete", "draws_as_planned", "plan_rules", "draws_phi_uniform",
                "like_for_like", "pre_registered")

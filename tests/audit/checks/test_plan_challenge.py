@@ -28,9 +28,6 @@ from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import tiny_campaign
 from tests.support.selfreg import SELFREG_PROTOCOL
 
-# the module fixtures are built once: one worker runs the module (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("test_plan_challenge")
-
 BUNDLED_FILE = Path(__file__).resolve().parents[3] / "protocols" / "diloco-slo.toml"
 PLACEMENT = 'checks = ["no_sync_present", "load_match", "registration"]'
 

@@ -25,9 +25,6 @@ from evalkit.replay.campaign import parse_campaign
 from evalkit.replay.sweep import run_campaign
 from tests.support.protocols import BUNDLED
 
-# the module fixtures are built once: one worker runs the module (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("test_fit")
-
 TRUTH = {"max_batch": 8, "iter_base_s": 0.008, "decode_per_seq_s": 0.001,
          "prefill_base_s": 0.006, "prefill_per_token_s": 5e-5, "train_slowdown": 1.5,
          "prefill_budget_tokens": 10**9, "kv_capacity_tokens": 10**9,

@@ -22,7 +22,7 @@ from evalkit.policies.base import Decision, Policy  # noqa: E402
 from evalkit.replay.spec import ReplaySpec  # noqa: E402
 from evalkit.replay.traces.model import Trace  # noqa: E402
 
-pytestmark = [pytest.mark.torch, pytest.mark.xdist_group("test_rig")]   # one sidecar start
+pytestmark = pytest.mark.torch
 
 
 class MergeWhenAllowed(Policy):
