@@ -180,6 +180,10 @@ def segments(n_b, v_b) -> list[tuple[int, int]]:
     threshold (one segment for a run whose rate does not change)."""
     n_b = np.asarray(n_b, dtype=float)
     v_b = np.asarray(v_b, dtype=float)
+    if n_b.ndim != 1 or n_b.shape != v_b.shape:
+        raise ValueError(f"segments needs one request count and one violation count per "
+                         f"block (two 1-D arrays of one length); got shapes {n_b.shape} and "
+                         f"{v_b.shape}")
     threshold = SEGMENT_PENALTY * math.log(max(n_b.size, 2))
     if _whole_counts(n_b, v_b):
         found = _segments_by_level(n_b, v_b, threshold)
@@ -207,8 +211,6 @@ EXACT_SUM = 2.0 ** 53      # integer-valued float sums below this are exact in a
 
 def _whole_counts(n_b: np.ndarray, v_b: np.ndarray) -> bool:
     """Counts that are non-negative whole numbers with exact sums (what clusters hold)."""
-    if n_b.size != v_b.size or n_b.ndim != 1:
-        return False
     with np.errstate(invalid="ignore"):
         whole = (np.all(np.floor(n_b) == n_b) and np.all(np.floor(v_b) == v_b)
                  and np.all(n_b >= 0) and np.all(v_b >= 0))

@@ -437,3 +437,11 @@ def test_long_run_variance_caps_the_bandwidth_at_a_whole_quarter_of_the_blocks()
     assert expected > gamma[0]
     assert lrv == pytest.approx(expected, rel=1e-12)
     assert clusters == 2.0
+
+
+@pytest.mark.parametrize("n_b, v_b", [([10, 10, 10, 10], [0, 0, 5, 5, 5]),
+                                      ([10, 10, 10, 10, 10], [0, 0, 5, 5]),
+                                      ([[10, 10], [10, 10]], [[0, 0], [5, 5]])])
+def test_segments_refuses_counts_that_are_not_one_pair_per_block(n_b, v_b):
+    with pytest.raises(ValueError, match="one request count and one violation count per block"):
+        segments(n_b, v_b)
