@@ -38,6 +38,10 @@ def test_enough_seeds_edges(n, min_seeds, needed, passed):
 def test_enough_seeds_below_two_and_pseudo_replicates():
     out = C.enough_seeds(_seeds_ctx(1, 5), spec(min_seeds=5))
     assert out.passed is False and "no paired test" in out.found
+    # two seeds are a paired test, only an underpowered one
+    out = C.enough_seeds(_seeds_ctx(2, 5), spec(min_seeds=5))
+    assert out.passed is False and out.found.startswith("underpowered")
+    assert "no paired test" not in out.found
     out = C.enough_seeds(_seeds_ctx(5, 5, [(7, 3)]), spec(min_seeds=5))
     assert out.passed is True and "7 = 3" in out.found
     # seeds whose runs all tie do not count towards the seeds needed
