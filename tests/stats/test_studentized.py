@@ -326,3 +326,15 @@ def test_min_attainable_p_judges_ties_relative_to_the_seeds_largest_value():
         assert min_attainable_p([seed, other], "greater") == pytest.approx((2 / 4) * (1 / 3))
     untied = np.array([0.0, 0.0, 0.3, 0.4])
     assert min_attainable_p([untied, other], "greater") == pytest.approx((1 / 4) * (1 / 3))
+
+
+def test_t_of_equal_values_is_infinite_by_the_sign_of_the_mean_and_zero_at_zero():
+    from evalkit.stats.studentized import t_from_sums, t_statistic
+
+    assert t_statistic(np.full(5, 0.25)) == math.inf
+    assert t_statistic(np.full(5, -0.25)) == -math.inf
+    assert t_statistic(np.zeros(5)) == 0.0
+    # one row per candidate: a tiny positive mean is still positive, zero is zero
+    got = t_from_sums(np.array([0.5, 0.0, -0.5]), np.array([0.05, 0.0, 0.05]), 5)
+    assert got.tolist() == [math.inf, 0.0, -math.inf]
+    assert t_statistic([0.1, 0.3]) == pytest.approx(0.2 / (math.sqrt(0.02) / math.sqrt(2)))
