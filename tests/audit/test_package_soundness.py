@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
+from tests.support.gating import gate_decision
 from tests.support.rule_attacks import BASE, CAMPAIGNS, gate, runs  # noqa: F401 (fixture)
 
 
@@ -87,10 +88,10 @@ def test_draws_ignoring_the_corridor_fail(runs):
         m["end_s"] = m["start_s"] + 8.0
         return m
     edit_table(runs / "mr-wa-s2-d1", "merges", squeeze)
-    wa = audit_campaign(runs).claim("wa")
-    c = check(wa, "schedules_in_corridor")
+    audit = audit_campaign(runs)
+    c = check(audit.claim("wa"), "schedules_in_corridor")
     assert c.passed is False and "mr-wa-s2-d1" in c.found and "min_gap" in c.found
-    assert gate(runs).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def _two_close_merges(m):
@@ -126,10 +127,10 @@ def test_short_policy_windows_fail(runs):
     for seed in range(10):
         edit_table(runs / f"wa-s{seed}", "merges",
                    lambda m: m.assign(end_s=m.start_s + 4.0))      # D/2; run.json says 8
-    wa = audit_campaign(runs).claim("wa")
-    c = check(wa, "merge_durations_match")
+    audit = audit_campaign(runs)
+    c = check(audit.claim("wa"), "merge_durations_match")
     assert c.passed is False and "D = 8 s" in c.found
-    assert gate(runs).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def test_pseudo_replication_counts_once(runs):
@@ -140,12 +141,13 @@ def test_pseudo_replication_counts_once(runs):
             twin = name.replace(f"s{seed}", "s0")
             for table in ("requests", "merges"):
                 shutil.copy(src[twin] / f"{table}.parquet", src[name] / f"{table}.parquet")
-    wa = audit_campaign(runs).claim("wa")
+    audit = audit_campaign(runs)
+    wa = audit.claim("wa")
     out = wa.to_dict()
     assert out["n_seeds"] == 10 and out["effective_n"] == 1
     assert check(wa, "enough_seeds").passed is False
     assert any("effective n = 1" in n for n in wa.notes)
-    assert gate(runs).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def _closed_loop(req: pd.DataFrame) -> pd.DataFrame:
@@ -178,9 +180,10 @@ def _batched(req: pd.DataFrame) -> pd.DataFrame:
 def test_closed_loop_or_batched_sending_fails(runs, how, word):
     for name in [p.name for p in runs.iterdir() if p.is_dir()]:
         edit_table(runs / name, "requests", how)
-    c = check(audit_campaign(runs).claim("wa"), "open_loop_sending")
+    audit = audit_campaign(runs)
+    c = check(audit.claim("wa"), "open_loop_sending")
     assert c.passed is False and word in c.found
-    assert gate(runs).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def test_table_pooling_draws_of_other_policies_is_an_input_error(tmp_path):
@@ -298,9 +301,10 @@ def test_policy_run_json_declaring_a_looser_design_fails(runs, key, value):
     # so that its own corridor check passes, while its draws were placed under 20 s / 8 s
     edit_table(runs / "wa-s3", "merges", _two_close_merges)
     edit_meta(runs / "wa-s3", lambda m: m.update({key: value}))
-    c = check(audit_campaign(runs).claim("wa"), "schedules_in_corridor")
+    audit = audit_campaign(runs)
+    c = check(audit.claim("wa"), "schedules_in_corridor")
     assert c.passed is False and "seed 3: runs declare different designs" in c.found
-    assert gate(runs).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 @pytest.mark.parametrize("n_seeds", [1, 2])

@@ -23,6 +23,7 @@ from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
 from evalkit.policies import POLICIES, policy_identity
 from tests.support import fixture_model
+from tests.support.gating import gate_decision
 from tests.support.selfreg import selfreg_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,9 +99,10 @@ def test_honest_bases_pass(base, tmp_path):
 def test_policy_declaring_a_looser_slo_fails(base):
     for seed in range(10):
         edit_meta(base / f"wa-s{seed}", lambda m: m["slo"].update(e2e_s=50.0))
-    c = check(audit_to_matched_budget(base).claim("wa"), "like_for_like")
+    audit = audit_to_matched_budget(base)
+    c = check(audit.claim("wa"), "like_for_like")
     assert c.passed is False and "slo.e2e_s differs: wa-s0 (policy) 50.0" in c.found
-    assert gate(base).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def test_undeclared_training_start_does_not_move_the_edge(base):
@@ -113,11 +115,12 @@ def test_undeclared_training_start_does_not_move_the_edge(base):
         return m
     edit_table(base / "wa-s2", "merges", early)
     edit_meta(base / "wa-s2", lambda m: m.update(training_start_s=-5.0))
-    wa = audit_to_matched_budget(base).claim("wa")
+    audit = audit_to_matched_budget(base)
+    wa = audit.claim("wa")
     c = check(wa, "schedules_in_corridor")
     assert c.passed is False and "wa-s2 (policy)" in c.found and "< min_gap" in c.found
     assert "training_start_s" in check(wa, "like_for_like").found
-    assert gate(base).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def _long_overlapping_steps(steps: pd.DataFrame) -> pd.DataFrame:
@@ -139,12 +142,13 @@ def test_overlapping_steps_do_not_widen_the_corridor_tolerance(base):
         return m
     edit_table(base / "wa-s4", "merges", skip_forced)
     edit_table(base / "wa-s4", "steps", _long_overlapping_steps)
-    wa = audit_to_matched_budget(base).claim("wa")
+    audit = audit_to_matched_budget(base)
+    wa = audit.claim("wa")
     c = check(wa, "schedules_in_corridor")
     assert c.passed is False and "wa-s4 (policy)" in c.found and "forced merge" in c.found
     lfl = check(wa, "like_for_like")
     assert lfl.passed is False and "wa-s4" in lfl.found and "overlap" in lfl.found
-    assert gate(base).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def test_run_json_oracle_false_does_not_make_the_oracle_deployable(tmp_path):
@@ -152,12 +156,13 @@ def test_run_json_oracle_false_does_not_make_the_oracle_deployable(tmp_path):
     for seed in range(10):
         edit_meta(runs / f"calibrated_offline-s{seed}", lambda m: m.update(
             oracle=False, policy_identity=policy_identity(POLICIES["calibrated_offline"])))
-    claim = audit_campaign(runs).claim("calibrated_offline")
+    audit = audit_campaign(runs)
+    claim = audit.claim("calibrated_offline")
     c = check(claim, "not_oracle")
     assert c.passed is False and "CalibratedOffline sees the future (its recorded code)" in \
         c.found
     assert claim.data.oracle and claim.tier != "deployable"
-    assert gate(runs, "calibrated_offline", "--tier", "deployable").exit_code == 1
+    assert gate_decision(audit, "calibrated_offline", "deployable").exit_code == 1
 
 
 def test_oracle_under_another_label_is_an_oracle(tmp_path):
@@ -196,9 +201,10 @@ def test_draws_on_the_simulator_beside_a_real_policy_run_fail(tmp_path):
 def test_merges_of_a_tenth_of_the_payload_fail(base):
     for seed in range(10):
         edit_table(base / f"wa-s{seed}", "merges", lambda m: m.assign(bytes=m.bytes // 10))
-    c = check(audit_to_matched_budget(base).claim("wa"), "like_for_like")
+    audit = audit_to_matched_budget(base)
+    c = check(audit.claim("wa"), "like_for_like")
     assert c.passed is False and "100000000" in c.found and "bytes" in c.found
-    assert gate(base).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def test_same_arrivals_carrying_other_requests_fail(base):
@@ -208,11 +214,12 @@ def test_same_arrivals_carrying_other_requests_fail(base):
         req["output_tokens"] = np.random.default_rng(3).permutation(req.output_tokens.to_numpy())
         return req
     edit_table(base / "wa-s5", "requests", shuffle)
-    wa = audit_to_matched_budget(base).claim("wa")
+    audit = audit_to_matched_budget(base)
+    wa = audit.claim("wa")
     assert check(wa, "pairing_real").passed is True          # arrivals alone do not see it
     c = check(wa, "like_for_like")
     assert c.passed is False and "wa-s5" in c.found and "other requests" in c.found
-    assert gate(base).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 @pytest.mark.parametrize("stop_s, ok", [(None, True), (195.0, True), (150.0, False),
@@ -290,10 +297,11 @@ def _keep_draws(src: Path, tmp_path: Path, keep) -> Path:
 def test_keeping_the_worst_draws_fails_without_a_plan(twenty_draws, tmp_path):
     # wa places its merges like a draw: random placement, selected draws make it "win"
     runs = _keep_draws(twenty_draws, tmp_path, lambda v: np.argsort(v)[-3:].tolist())
-    wa = audit_to_matched_budget(runs).claim("wa")
+    audit = audit_to_matched_budget(runs)
+    wa = audit.claim("wa")
     c = check(wa, "draws_phi_uniform")
     assert c.passed is False and "not uniform" in c.found
-    assert gate(runs).exit_code == 1
+    assert gate_decision(audit).exit_code == 1
 
 
 def test_honest_draws_of_the_same_campaign_pass(twenty_draws, tmp_path):
@@ -330,7 +338,7 @@ def test_one_draw_copied_three_times_counts_once(tmp_path):
     wa = res.claim("wa")
     assert wa.to_dict()["draws_per_seed"] == [1] * 5
     assert any("duplicate draws count once" in n for n in res.runset.notes)
-    assert wa.underpowered and gate(runs).exit_code == 1
+    assert wa.underpowered and gate_decision(res).exit_code == 1
 
 
 def test_draws_with_identical_request_logs_count_once(base):
