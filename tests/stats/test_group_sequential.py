@@ -147,3 +147,13 @@ def test_crossing_probabilities_match_simulated_normal_paths(theta, futility):
             assert abs(p - sim) <= 4 * np.sqrt(max(sim, 1e-4) * (1 - sim) / paths) + 1e-3
         open_ &= ~(hit | stop)
     assert stops[0] == stops[-1] == 0.0 and stops[1:-1].sum() > 0.05
+
+
+def test_a_continuation_region_narrower_than_a_grid_step_keeps_a_small_positive_mass():
+    from evalkit.stats.group_sequential import _GRID_STEP, _Recursion
+
+    rec = _Recursion(np.array([1.0, 2.0]), 0.0)
+    rec.advance(0, 1.0, 1.0 + _GRID_STEP / 4)             # [1, 1.005): no two grid points
+    mass = rec.cross_above(1, -10.0) + rec.cross_below(1, -10.0)
+    density = stats.norm.pdf(1.0)
+    assert 0.0 < mass <= 1.1 * density * _GRID_STEP       # at most one grid step's worth

@@ -80,6 +80,18 @@ def test_policy_sd_ratio_overrides_the_pilot_policy_runs():
         pilot_model(policy, list(draws), policy_sd_ratio=-1.0)
 
 
+def test_a_redrawn_model_keeps_the_policy_sd_ratio_it_was_told():
+    from evalkit.stats.power import _redrawn_model
+
+    rng = np.random.default_rng(3)
+    policy, draws = _lognormal_pilot(rng, 10, 3, sigma=0.6, policy_sigma=0.05)
+    model = pilot_model(policy, list(draws), policy_sd_ratio=2.0)
+    gen = np.random.default_rng(1)
+    for again in (_redrawn_model(model, gen) for _ in range(20)):
+        assert again.sigma_within != model.sigma_within
+        assert again.sigma_policy == pytest.approx(2.0 * again.sigma_within)
+
+
 def test_the_interval_redraws_each_variance_from_its_sampling_distribution():
     from evalkit.stats.power import _redrawn_model
 
@@ -430,3 +442,14 @@ def test_sd_within_is_the_pooled_within_seed_sd_of_a_draw(m):
     ss = sum(float(((d - d.mean()) ** 2).sum()) for d in draws)
     dof = sum(d.size - 1 for d in draws)
     assert model.sd_within == pytest.approx(math.sqrt(ss / dof), rel=1e-12)
+
+
+def test_fixed_power_counts_a_p_exactly_at_alpha_as_reached():
+    # the policy at a hundredth of a draw's V: every d > 0, so the exact one-sided sign-flip
+    # p of 5 seeds is 1/32, the smallest there is; alpha = 1/32 is reached, just below is not
+    rng = np.random.default_rng(4)
+    model = pilot_model(*_lognormal_pilot(rng, 10, 2, sigma=0.1))
+    kw = dict(relative=True, alternative="greater", draws=(2,), max_seeds=5, seeds_grid=[5],
+              reps=50, refits=0, rng=0)
+    assert power_plan(model, 0.99, alpha=1 / 32, **kw).rows[0].fixed_power == (1.0,)
+    assert power_plan(model, 0.99, alpha=1 / 32 - 1e-9, **kw).rows[0].fixed_power == (0.0,)
