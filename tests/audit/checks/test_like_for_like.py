@@ -63,3 +63,42 @@ def test_merge_payloads_are_recorded_from_the_first_merge_on(tmp_path, merges, s
     facts = run_facts(_ctx(tmp_path, [0.0, 10.0], [1.0, 50.0], [(0.0, 30.0)],
                            merges=merges), "r")
     assert facts["merge_bytes"] == said
+
+
+def _seed_with(idle_s, coverage=1.0, step_median_s=1.0):
+    import pandas as pd
+
+    base = {"requests": "same", "merge_bytes": None, "logged": True, "overlaps": 0,
+            "coverage": 1.0, "idle_s": 0.0, "step_median_s": 1.0}
+    facts = {"p": {**base, "idle_s": idle_s, "coverage": coverage,
+                   "step_median_s": step_median_s},
+             "d0": base, "d1": base}
+    ctx = SimpleNamespace(runset=SimpleNamespace(_cache={("like_for_like", r): f
+                                                         for r, f in facts.items()}),
+                          _meta=lambda run_id: {})
+    pair = SimpleNamespace(seed=4, policy_run="p", no_sync=None,
+                           draws=pd.DataFrame({"run_id": ["d0", "d1"]}))
+    return ctx, pair
+
+
+@pytest.mark.parametrize("idle_s, flagged", [(3.0, False), (3.0 + 1e-9, True)])
+def test_idle_time_is_flagged_only_beyond_max_idle_steps_of_the_seeds_step(idle_s, flagged):
+    from evalkit.audit.checks.like_for_like import seed_differences
+
+    out = seed_differences(*_seed_with(idle_s), step_rel_tol=0.25, min_coverage=0.9,
+                           max_idle_steps=3.0)
+    assert bool(out) is flagged
+    if flagged:
+        assert out == ["seed 4: p (policy): the trainer stood idle for 3 s (more than 3 of the "
+                       "seed's 1 s steps)"]
+
+
+@pytest.mark.parametrize("coverage, step, flagged", [(0.9, 1.0, False), (0.9 - 1e-9, 1.0, True),
+                                                     (1.0, 1.25, False), (1.0, 1.25 + 1e-6, True)])
+def test_coverage_and_step_length_are_flagged_only_past_their_limits(coverage, step, flagged):
+    from evalkit.audit.checks.like_for_like import seed_differences
+
+    # the seed's median step is the median of its runs' medians (1 s here)
+    out = seed_differences(*_seed_with(0.0, coverage, step), step_rel_tol=0.25,
+                           min_coverage=0.9, max_idle_steps=3.0)
+    assert bool(out) is flagged
