@@ -11,16 +11,15 @@ import urllib.request
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("aiohttp")
-openai = pytest.importorskip("openai")
+from tests.support.optional import LazyModule, installed
+
+openai = LazyModule("openai")
 prom_parser = pytest.importorskip("prometheus_client.parser")
 
 from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
 
 # one worker runs the module, so its server starts once
-pytestmark = [pytest.mark.torch, pytest.mark.xdist_group("test_serve_openai")]
+pytestmark = [installed("torch", "transformers", "aiohttp", "openai"), pytest.mark.torch, pytest.mark.xdist_group("test_serve_openai")]
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("tokenizers")
-pytest.importorskip("transformers")
+from tests.support.optional import installed
 
 from tests.e2e.test_guidellm_offline import _write_tokenizer  # noqa: E402
 from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
@@ -30,6 +29,7 @@ HAVE = importlib.util.find_spec("aiperf") is not None or (
     SITE is not None and os.path.isdir(os.path.join(SITE, "aiperf")))
 
 pytestmark = [
+    installed("tokenizers", "transformers"),
     pytest.mark.slow, pytest.mark.torch,
     pytest.mark.skipif(not HAVE, reason="aiperf is not installed (its pins conflict with "
                        "evalkit's pandas and pillow); pip install --no-deps --target DIR -r "

@@ -18,9 +18,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("tokenizers")
-pytest.importorskip("transformers")
+from tests.support.optional import installed
 
 from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
 from tests.support.readme_blocks import readme_block  # noqa: E402
@@ -30,6 +28,7 @@ HAVE = importlib.util.find_spec("guidellm") is not None or (
     SITE is not None and os.path.isdir(os.path.join(SITE, "guidellm")))
 
 pytestmark = [
+    installed("torch", "tokenizers", "transformers"),
     pytest.mark.slow, pytest.mark.torch,
     pytest.mark.skipif(not HAVE, reason="guidellm is not installed (it conflicts with "
                        "evalkit's click and torch pins); pip install --no-deps --target DIR "

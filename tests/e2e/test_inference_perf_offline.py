@@ -18,8 +18,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("tokenizers")
-pytest.importorskip("transformers")
+from tests.support.optional import installed
 
 from tests.e2e.test_guidellm_offline import _write_tokenizer  # noqa: E402
 from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
@@ -29,6 +28,7 @@ HAVE = importlib.util.find_spec("inference_perf") is not None or (
     SITE is not None and os.path.isdir(os.path.join(SITE, "inference_perf")))
 
 pytestmark = [
+    installed("tokenizers", "transformers"),
     pytest.mark.slow, pytest.mark.torch,
     pytest.mark.skipif(not HAVE, reason="inference-perf is not installed (it pins "
                        "transformers and asks for Python >= 3.12); pip install --no-deps "

@@ -11,9 +11,8 @@ import urllib.request
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("aiohttp")
+from tests.support.optional import installed
+
 prom_parser = pytest.importorskip("prometheus_client.parser")
 
 from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
@@ -26,7 +25,7 @@ from evalkit.replay.traces.model import Trace  # noqa: E402
 from evalkit.runlog.io import read_meta, read_table  # noqa: E402
 from evalkit.runlog.validate import validate_run  # noqa: E402
 
-pytestmark = [pytest.mark.torch, pytest.mark.slow]
+pytestmark = [installed("torch", "transformers", "aiohttp"), pytest.mark.torch, pytest.mark.slow]
 
 
 class MergeEvery3s(Policy):

@@ -21,13 +21,11 @@ from collections import Counter
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("aiohttp")
+from tests.support.optional import installed
 
 from tests.support.sidecar_server import configured_server  # noqa: E402
 
-pytestmark = [pytest.mark.torch, pytest.mark.slow]
+pytestmark = [installed("torch", "transformers", "aiohttp"), pytest.mark.torch, pytest.mark.slow]
 
 KEY = "sk-hostile"
 MiB = 2**20

@@ -10,15 +10,16 @@ import time
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.support.optional import LazyModule, installed
+
+torch = LazyModule("torch")
 
 from evalkit.replay.backends.models import build_model, resolve_config  # noqa: E402
 from evalkit.replay.backends.sidecar.engine import UNHEALTHY_AFTER, Engine  # noqa: E402
 from evalkit.replay.backends.sidecar.openai_requests import Sampling  # noqa: E402
 from evalkit.replay.backends.sidecar.sequence import Seq  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [installed("transformers", "torch"), pytest.mark.torch]
 
 
 @pytest.fixture(scope="module")

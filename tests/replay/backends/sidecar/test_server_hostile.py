@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-pytest.importorskip("aiohttp")
+from tests.support.optional import installed
 
 from evalkit.replay.backends.sidecar import server  # noqa: E402
 from evalkit.replay.backends.sidecar.openai_requests import (  # noqa: E402
@@ -25,6 +25,8 @@ from evalkit.replay.backends.sidecar.sequence import Seq, append_token, server_t
 from evalkit.replay.backends.sidecar.serve import port_free  # noqa: E402
 from evalkit.replay.backends.sidecar.server import Limits, make_app, start  # noqa: E402
 from evalkit.replay.backends.sidecar.tokenizer import SidecarTokenizer  # noqa: E402
+
+pytestmark = installed("aiohttp")
 
 KEY = "sk-hostile"
 LIMITS = Limits(max_request_bytes=1000, max_request_bytes_in_flight=2000,

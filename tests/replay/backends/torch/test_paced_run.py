@@ -5,15 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("aiohttp")
+from tests.support.optional import installed
 
 from evalkit.replay.backends.torch import replay  # noqa: E402
 from evalkit.replay.backends.torch.rig import close_rig  # noqa: E402
 from tests.replay.backends.torch.test_rig import PlannedAt, make_spec, small_trace  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [installed("torch", "transformers", "aiohttp"), pytest.mark.torch]
 
 PERIOD = 0.1
 

@@ -8,9 +8,7 @@ import time
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("aiohttp")
+from tests.support.optional import installed
 
 from evalkit.errors import InputError  # noqa: E402
 from evalkit.replay.backends.torch import client as cl  # noqa: E402
@@ -22,7 +20,7 @@ from evalkit.policies.base import Decision, Policy  # noqa: E402
 from evalkit.replay.spec import ReplaySpec  # noqa: E402
 from evalkit.replay.traces.model import Trace  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [installed("torch", "transformers", "aiohttp"), pytest.mark.torch]
 
 
 class MergeWhenAllowed(Policy):

@@ -10,14 +10,15 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("aiohttp")
+from tests.support.optional import installed
 
 from evalkit.replay.backends.torch import coordinator  # noqa: E402
 from evalkit.replay.backends.torch.coordinator import (PROBE_VALUES, _probe,  # noqa: E402
                                                        probe_shape, recorded_probe)
 from evalkit.replay.job import seed_probe  # noqa: E402
 from evalkit.replay.spec import ReplaySpec  # noqa: E402
+
+pytestmark = installed("torch", "aiohttp")
 
 CFG = {"max_batch": 4, "max_prompt_tokens": 64}
 REQUESTS = pd.DataFrame({"prompt_tokens": [10, 12, 14], "output_tokens": [20, 22, 24]})
