@@ -224,3 +224,13 @@ def test_validate_of_a_store_with_a_tampered_run_exits_2_naming_the_url(s3, tmp_
     assert res.returncode == 2, res.stdout + res.stderr
     assert f"error: {store.url}/r1: merges.parquet: its bytes differ" in res.stdout
     assert "evalkit-store-" not in res.stdout       # the private copy is never named
+
+
+def test_a_snapshot_carries_the_plan_when_the_store_has_one(s3, tmp_path):
+    from evalkit.runlog.store_url import PLAN_KEY
+
+    store = _store(s3)
+    store.publish_run(_run_folder(tmp_path))
+    assert not (store.snapshot(tmp_path / "before").root / PLAN_KEY).exists()
+    store.put_bytes(PLAN_KEY, b'{"plan": 1}\n')
+    assert (store.snapshot(tmp_path / "after").root / PLAN_KEY).read_bytes() == b'{"plan": 1}\n'

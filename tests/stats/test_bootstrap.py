@@ -186,3 +186,23 @@ def test_holm_default_alpha_and_p_value_range():
     for bad in ([0.5, -0.01], [0.2, 1.01, 0.3]):
         with pytest.raises(InputError, match=r"p-values must lie in \[0, 1\]"):
             holm(bad)
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1e-2, 1e3])
+def test_the_percentile_t_ci_moves_with_the_scale_and_location_of_the_values(scale):
+    # t* = (mean* - mean) / se* does not change when every value is scaled or shifted, so
+    # with the same resamples the interval is the scaled (shifted) interval
+    x = np.random.default_rng(8).lognormal(0.0, 0.8, size=9)
+    ref = percentile_t_ci(x, n_resamples=500, rng=3)
+    got = percentile_t_ci(scale * x + 0.25, n_resamples=500, rng=3)
+    assert got.ci_low == pytest.approx(scale * ref.ci_low + 0.25, rel=1e-9)
+    assert got.ci_high == pytest.approx(scale * ref.ci_high + 0.25, rel=1e-9)
+    assert ref.ci_low < x.mean() < ref.ci_high
+
+
+def test_a_resample_of_equal_values_at_the_sample_mean_has_t_zero():
+    # about 8% of the resamples of these five values are all 1 (the mean): their t* is 0,
+    # not -inf, so the interval stays finite; the all-0 and all-2 ones (0.03% each) are +-inf
+    res = percentile_t_ci([0.0, 1.0, 2.0, 1.0, 1.0], n_resamples=4000, rng=1)
+    assert np.isfinite(res.ci_low) and np.isfinite(res.ci_high)
+    assert res.ci_low < 1.0 < res.ci_high
