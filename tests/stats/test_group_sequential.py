@@ -157,3 +157,11 @@ def test_a_continuation_region_narrower_than_a_grid_step_keeps_a_small_positive_
     mass = rec.cross_above(1, -10.0) + rec.cross_below(1, -10.0)
     density = stats.norm.pdf(1.0)
     assert 0.0 < mass <= 1.1 * density * _GRID_STEP       # at most one grid step's worth
+
+
+def test_a_maximum_exactly_at_the_seed_limit_is_allowed_and_one_block_less_is_not():
+    need = max(plan_seeds(0.8, block=4).design.looks)
+    at_limit = plan_seeds(0.8, block=4, max_seeds_limit=need)
+    assert max(at_limit.design.looks) == need and at_limit.power >= 0.8
+    with pytest.raises(InputError, match=f"no design with at most {need - 4} seeds"):
+        plan_seeds(0.8, block=4, max_seeds_limit=need - 4)
