@@ -469,7 +469,7 @@ class LeaseLock:
     shard: object = None
     lease_s: float = LEASE_S
     renew_s: float = HEARTBEAT_S
-    settle_s: float = SETTLE_S
+    settle_s: float | None = None           # None: SETTLE_S, read when the lock is taken
     notes: list[str] = field(default_factory=list)
     token: str | None = None
     lost: threading.Event = field(default_factory=threading.Event)
@@ -511,7 +511,7 @@ class LeaseLock:
                               "renewing it)")
         record = self._record()
         self.store.put_bytes(self.key, record)
-        time.sleep(self.settle_s)
+        time.sleep(SETTLE_S if self.settle_s is None else self.settle_s)
         now = self.store.server_now()
         mine = _read_lease(self.store, self.key, now)
         if mine is None or mine.token != self.token:

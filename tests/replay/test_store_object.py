@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from evalkit.replay import storelock
 from evalkit.replay.sweep import check_campaign, run_campaign
 from evalkit.runlog.execution_order import ATTEMPTS_DIR
 from evalkit.runlog import store_url
@@ -24,6 +25,13 @@ VICTIM = "tiny__wa__s0"
 def s3():
     with s3_server() as env:
         yield env
+
+
+@pytest.fixture(autouse=True)
+def quick_settle(monkeypatch):
+    """One sweep at a time here: the wait that separates two sweeps starting together
+    (tests/replay/test_storelock_lease.py) need not be a second long."""
+    monkeypatch.setattr(storelock, "SETTLE_S", 0.05)
 
 
 def test_cut_upload_is_missing_then_resume_removes_and_reruns_it(s3, tmp_path, monkeypatch):
