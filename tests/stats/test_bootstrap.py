@@ -206,3 +206,12 @@ def test_a_resample_of_equal_values_at_the_sample_mean_has_t_zero():
     res = percentile_t_ci([0.0, 1.0, 2.0, 1.0, 1.0], n_resamples=4000, rng=1)
     assert np.isfinite(res.ci_low) and np.isfinite(res.ci_high)
     assert res.ci_low < 1.0 < res.ci_high
+
+
+def test_resamples_of_one_repeated_value_away_from_the_mean_widen_the_interval_to_infinity():
+    # a third of the resamples of [1, 1, 1, 1, 0] are all 1 (mean* - mean = +0.2, se* = 0):
+    # t* = +inf for each, more than the upper 2.5%, so the lower end is -inf; mirrored below
+    up = percentile_t_ci([1.0, 1.0, 1.0, 1.0, 0.0], n_resamples=2000, rng=2)
+    assert up.ci_low == -np.inf and np.isfinite(up.ci_high)
+    down = percentile_t_ci([0.0, 0.0, 0.0, 0.0, 1.0], n_resamples=2000, rng=2)
+    assert down.ci_high == np.inf and np.isfinite(down.ci_low)
