@@ -42,6 +42,12 @@ ALLOWED = {
 }
 
 
+@pytest.fixture(scope="module")
+def package_graph() -> dict[str, set[str]]:
+    """The package's import graph, built once for the rules that read it (none changes it)."""
+    return import_graph()
+
+
 def layer(module: str) -> str:
     parts = module.split(".")
     if module == "evalkit" or parts[1:2] in (["cli"], ["compose"]):
@@ -66,13 +72,13 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
-def test_no_import_cycle_anywhere_in_the_package():
-    found = cycles(import_graph())
+def test_no_import_cycle_anywhere_in_the_package(package_graph):
+    found = cycles(package_graph)
     assert found == [], found
 
 
-def test_no_import_runs_against_the_layers():
-    bad = upward_imports(import_graph())
+def test_no_import_runs_against_the_layers(package_graph):
+    bad = upward_imports(package_graph)
     assert bad == [], "\n".join(bad)
 
 
@@ -92,15 +98,15 @@ def gate_imports_beyond_documents(graph: dict[str, set[str]]) -> list[str]:
                   if t not in GATE and layer(t) not in ("document", "stats", BASE))
 
 
-def test_the_replay_imports_nothing_of_the_audit():
-    bad = replay_imports_of_the_audit(import_graph())
+def test_the_replay_imports_nothing_of_the_audit(package_graph):
+    bad = replay_imports_of_the_audit(package_graph)
     assert bad == [], "\n".join(bad)
 
 
-def test_the_gate_reads_documents_only():
+def test_the_gate_reads_documents_only(package_graph):
     """The gate decides on an audit document: its modules import the document layer, the
     statistics (the group-sequential design) and the base, never the audit that writes the document."""
-    bad = gate_imports_beyond_documents(import_graph())
+    bad = gate_imports_beyond_documents(package_graph)
     assert bad == [], "\n".join(bad)
 
 
@@ -391,8 +397,8 @@ def wing_crossings(graph: dict[str, set[str]]) -> list[str]:
             for t in sorted(targets) if wing(t) not in (None, wing(mod))]
 
 
-def test_policies_are_read_by_replay_and_audit_and_import_neither():
-    bad = policy_layer_problems(import_graph())
+def test_policies_are_read_by_replay_and_audit_and_import_neither(package_graph):
+    bad = policy_layer_problems(package_graph)
     assert bad == [], "\n".join(bad)
 
 
@@ -412,8 +418,8 @@ def test_the_policy_rule_finds_an_import_of_replay_or_audit_and_a_reader_gone(tm
     ]
 
 
-def test_the_sidecar_and_the_torch_learners_import_nothing_of_each_other():
-    graph = import_graph()
+def test_the_sidecar_and_the_torch_learners_import_nothing_of_each_other(package_graph):
+    graph = package_graph
     assert any(wing(m) == "evalkit.replay.backends.sidecar" for m in graph)
     assert any(wing(m) == "evalkit.replay.backends.torch" for m in graph)
     bad = wing_crossings(graph)
