@@ -12,6 +12,7 @@ The files are published into ``--out`` atomically by :mod:`evalkit.report.publis
 from __future__ import annotations
 
 import base64
+import functools
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -44,8 +45,16 @@ TRANSFER_COLUMNS = (("rho_harness", "\u03c1 harness"), ("rho_real", "\u03c1 real
 def template_env(autoescape: bool, template_dir: str | Path | None = None) -> jinja2.Environment:
     path = Path(template_dir) if template_dir else Path(
         str(resources.files(TEMPLATE_PACKAGE).joinpath("templates")))
+    return _environment(autoescape, str(path))
+
+
+# one environment per folder and escaping: Jinja compiles a template once per environment and
+# recompiles it when its file changes (auto_reload), so a process that renders many reports
+# parses the templates once
+@functools.lru_cache(maxsize=8)
+def _environment(autoescape: bool, path: str) -> jinja2.Environment:
     # HTML: Jinja's autoescape; Markdown: md_output escapes every printed value
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path)), autoescape=autoescape,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(path), autoescape=autoescape,
                              finalize=None if autoescape else md_output,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)

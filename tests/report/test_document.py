@@ -22,7 +22,8 @@ from click.testing import CliRunner
 from evalkit.cli.main import cli
 from evalkit.document.schema import AUDIT_SCHEMA
 from evalkit.jsonio import canonical_json
-from evalkit.report.render import _claim_figure, build_figures, render, render_html
+from evalkit.report.render import (_claim_figure, _environment, build_figures, render,
+                                   render_html)
 from tests.conftest import REPO
 
 DOCS = Path(__file__).resolve().parents[1] / "report_documents"
@@ -66,6 +67,7 @@ def test_render_reads_no_file_but_its_templates(monkeypatch):
         opened.append(str(file))
         return real_open(file, *args, **kwargs)
 
+    _environment.cache_clear()             # the templates are read again, by this render
     monkeypatch.setattr(builtins, "open", spy)
     render(doc)
     repo = [p for p in opened if p.startswith(str(REPO))]
