@@ -235,3 +235,15 @@ def test_non_numeric_inputs_are_input_errors():
     check_n_resamples(100)
     check_n_resamples(np.int64(7))
     check_n_resamples(np.inf)
+
+
+def test_the_sequential_sampler_keeps_a_first_start_with_no_freedom_where_it_is():
+    from evalkit.stats.fk import FeasibleClass, sample_class
+
+    fc = FeasibleClass(k=3, first_lo=10.0, first_hi=10.0, gap_low=20.0, gap_high=40.0,
+                       last_lo=60.0, last_hi=80.0, duration=8.0, acceptance=0.01, edges=True)
+    s = sample_class(fc, 2000, np.random.default_rng(0), method="sequential")
+    gaps = np.diff(s, axis=1)
+    assert np.all(s[:, 0] == 10.0)
+    assert gaps.min() >= 20.0 and gaps.max() <= 40.0
+    assert s[:, -1].min() >= 60.0 and s[:, -1].max() <= 80.0
