@@ -45,6 +45,9 @@ SIGNAL_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 # the histograms whose _count and _sum deltas over a run are the server's own view of it
 E2E_HISTOGRAM = "vllm:e2e_request_latency_seconds"
 QUEUE_HISTOGRAM = "vllm:request_queue_time_seconds"
+# how long a running endpoint may take to answer /health before the replay gives up (before
+# any learner starts)
+ENDPOINT_HEALTH_WAIT_S = 3.0
 _SERIES_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 
 
@@ -233,7 +236,7 @@ def _server_factory(cfg: dict):
                              fix="--endpoint http://HOST:PORT --model NAME, or --serve-vllm MODEL")
         url = _base_url(cfg["endpoint"])
         server = Server(url, str(cfg["model"]), "endpoint", None, {})
-        asyncio.run(wait_healthy(server, 3.0))      # fail before learners start
+        asyncio.run(wait_healthy(server, ENDPOINT_HEALTH_WAIT_S))
         asyncio.run(check_model(server))
         return server
     return start

@@ -176,10 +176,11 @@ def test_parse_prometheus_sums_label_sets():
                                          "vllm:num_requests_waiting": 1.0}
 
 
-def test_bad_config_and_unreachable_endpoint():
+def test_bad_config_and_unreachable_endpoint(monkeypatch):
     with pytest.raises(InputError, match="unknown torch backend_config"):
         prepare(make_spec(10.0, n_lerners=2), "torch")
     from evalkit.replay.backends import vllm
+    monkeypatch.setattr(vllm, "ENDPOINT_HEALTH_WAIT_S", 0.3)    # nothing listens on port 9
     spec = make_spec(10.0, endpoint="http://127.0.0.1:9", model="m")
     with pytest.raises(InputError, match="not healthy"):
         vllm.replay(spec, small_trace(10.0, 1.0), MergeWhenAllowed())
