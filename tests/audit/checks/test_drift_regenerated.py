@@ -387,3 +387,28 @@ def test_a_run_may_start_while_one_earlier_block_is_open_but_not_two():
     assert written_late(b - 1) == []
     (fault,) = written_late(b - 2, b - 1)
     assert f"{first} (block {b}) started while block(s) {b - 2}, {b - 1}" in fault
+
+
+def test_a_block_written_exactly_at_the_slack_after_a_start_is_not_open():
+    """Written ORDER_SLACK_S after the run started counts as written before it (the clocks'
+    tolerance), so with the block before it still open the run is within the window."""
+    from evalkit.audit.checks.drift import ORDER_SLACK_S
+
+    plan, metas = _real()
+    _, slots = execution_order(planned_runs(plan, lambda name: False),
+                               order_seed_of(plan["campaign"]["fingerprint"]))
+    blocks: dict[int, list[str]] = {}
+    for rid in _by_position(metas):
+        blocks.setdefault(slots[rid].block, []).append(rid)
+    b = sorted(blocks)[3]
+    first = blocks[b][0]
+    started = _seconds(metas[first]["run_order"]["started_at"])
+    edited = copy.deepcopy(metas)
+    edited[blocks[b - 2][-1]]["created_at"] = _stamp(started + ORDER_SLACK_S)
+    edited[blocks[b - 1][-1]]["created_at"] = _stamp(started + 600)
+    assert _seconds(edited[blocks[b - 2][-1]]["created_at"]) == started + ORDER_SLACK_S
+    assert [f for f in order_faults(_ctx(plan, edited))
+            if "started outside the sweep's block window" in f] == []
+    edited[blocks[b - 2][-1]]["created_at"] = _stamp(started + ORDER_SLACK_S + 0.001)
+    assert [f for f in order_faults(_ctx(plan, edited))
+            if "started outside the sweep's block window" in f]
