@@ -364,16 +364,21 @@ def test_a_sharded_sweep_regenerates_shard_by_shard(tmp_path):
     assert any("record shard 2/2, which no sweep has" in f for f in faults), faults
 
 
-def test_a_run_may_start_while_one_earlier_block_is_open_but_not_two():
-    """The sweep opens 2 blocks at once: a run may start while the block before its own
-    still has a run to write, never while two earlier blocks do (the window's boundary)."""
-    plan, metas = _real()
+def _blocks(plan, metas) -> dict[int, list[str]]:
+    """The real campaign's runs by the block the order seed puts them in, in order."""
     _, slots = execution_order(planned_runs(plan, lambda name: False),
                                order_seed_of(plan["campaign"]["fingerprint"]))
     blocks: dict[int, list[str]] = {}
     for rid in _by_position(metas):
         blocks.setdefault(slots[rid].block, []).append(rid)
-    b = sorted(blocks)[3]
+    return blocks
+
+
+def test_a_run_may_start_while_one_earlier_block_is_open_but_not_two():
+    """The sweep opens 2 blocks at once: a run may start while the block before its own
+    still has a run to write, never while two earlier blocks do (the window's boundary)."""
+    plan, metas = _real()
+    blocks, b = _blocks(plan, metas), 3
     first = blocks[b][0]
     late = _stamp(_seconds(metas[first]["run_order"]["started_at"]) + 600)
 
@@ -395,12 +400,7 @@ def test_a_block_written_exactly_at_the_slack_after_a_start_is_not_open():
     from evalkit.audit.checks.drift import ORDER_SLACK_S
 
     plan, metas = _real()
-    _, slots = execution_order(planned_runs(plan, lambda name: False),
-                               order_seed_of(plan["campaign"]["fingerprint"]))
-    blocks: dict[int, list[str]] = {}
-    for rid in _by_position(metas):
-        blocks.setdefault(slots[rid].block, []).append(rid)
-    b = sorted(blocks)[3]
+    blocks, b = _blocks(plan, metas), 3
     first = blocks[b][0]
     started = _seconds(metas[first]["run_order"]["started_at"])
     edited = copy.deepcopy(metas)
