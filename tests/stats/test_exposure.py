@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 import pytest
-import statsmodels.api as sm
+from statsmodels.regression.linear_model import OLS
+from statsmodels.tools.tools import add_constant
 
 from evalkit.errors import InputError
 from evalkit.stats.exposure import EXPLAINS_V_R2, exposure_regression
@@ -18,7 +19,7 @@ def test_exposure_regression_matches_statsmodels_and_flags():
     x = np.array([0.1, 0.2, 0.3, 0.4, 0.5])
     v = 0.02 + 0.5 * x + np.array([0.001, -0.002, 0.0, 0.002, -0.001])
     r = exposure_regression(v, x)
-    ref = sm.OLS(v, sm.add_constant(x)).fit()
+    ref = OLS(v, add_constant(x)).fit()
     assert r.r_squared == pytest.approx(ref.rsquared) and r.slope == pytest.approx(ref.params[1])
     assert r.p_value == pytest.approx(ref.pvalues[1]) and r.explains_v
     noisy = exposure_regression([0.3, 0.1, 0.25, 0.05, 0.2], x)
@@ -35,7 +36,7 @@ def test_exposure_regression_matches_statsmodels_and_flags():
 def test_exposure_regression_against_statsmodels_at_the_threshold():
     x = np.array([0.1, 0.2, 0.3, 0.4, 0.5])
     v = np.array([0.05, 0.13, 0.12, 0.24, 0.22])
-    ref = sm.OLS(v, sm.add_constant(x)).fit()
+    ref = OLS(v, add_constant(x)).fit()
     got = exposure_regression(v, x)
     assert got.estimable and got.reason == "" and got.n == 5
     assert got.r_squared == pytest.approx(ref.rsquared, rel=1e-12)
