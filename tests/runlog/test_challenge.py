@@ -46,3 +46,25 @@ def test_a_plan_frozen_under_a_challenge_follows_from_it_and_edits_show():
     edited["runs"][1]["policy"] = "home_made"
     assert any("is not sha256(nonce, plan content)" in f for f in derivation_faults(edited))
     assert derivation_faults(_plan()) == ["the plan records no challenge nonce"]
+
+
+def test_a_written_challenge_reads_back_and_a_field_edited_away_is_named(tmp_path):
+    import json
+
+    import pytest
+
+    from evalkit.errors import InputError
+    from evalkit.runlog.challenge import load_challenge, write_challenge
+
+    challenge = issue_challenge("c" * 64, "diloco-slo", "e" * 64)
+    path = write_challenge(challenge, tmp_path / "challenge.json")
+    assert load_challenge(path) == challenge
+    with pytest.raises(InputError, match="exists already"):
+        write_challenge(challenge, path)
+    for field, column in (("issued_at", "issued_at"), ("nonce", "nonce"),
+                          ("protocol", "protocol")):
+        edited = tmp_path / f"no_{field}.json"
+        edited.write_text(json.dumps({k: v for k, v in challenge.items() if k != field}))
+        with pytest.raises(InputError) as err:
+            load_challenge(edited)
+        assert err.value.column == column and err.value.file == str(edited)
