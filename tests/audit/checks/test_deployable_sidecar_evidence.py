@@ -95,6 +95,10 @@ def test_the_transfer_estimate_refuses_real_labelled_runs_without_evidence(tmp_p
     fixture = load_runset(tmp_path / "transfer")
     out = T.unshown_real_runs(SimpleNamespace(runset=fixture), sp)
     assert out.passed is False and "labelled torch/vllm without it" in out.found
+    n_real = int(fixture.runs.backend.isin(["torch", "vllm"]).sum())
+    assert n_real > 3 and out.found.startswith(f"{n_real} run(s) labelled torch/vllm")
+    assert out.found.count("no signals.parquet") == 3          # three named, the rest counted
+    assert out.found.endswith(f"(+{n_real - 3} more)")
     real = SimpleNamespace(runset=load_runset(REAL))
     assert T.unshown_real_runs(real, sp) is None
     estimated = SimpleNamespace(runset=fixture, transfer=lambda s: {"estimate": "made"})
