@@ -173,6 +173,12 @@ def test_corridor_violation_edges():
     trail_bad = [64.0, 128.0, 192.0, 222.0]
     out = corridor_violations(trail_bad, [x + d for x in trail_bad], span, d, 0, 70)
     assert len(out) == 1 and "forced merge" in out[0]
+    # with a tolerance the trailing edge moves out by it, not in
+    assert corridor_violations(trail_bad, [x + d for x in trail_bad], span, d, 0, 70,
+                               tol=0.5) == []
+    trail_late = [64.0, 128.0, 192.0, 221.5]
+    out = corridor_violations(trail_late, [x + d for x in trail_late], span, d, 0, 70, tol=0.5)
+    assert len(out) == 1 and "forced merge" in out[0]
 
 
 def test_corridor_no_merges_edge():
