@@ -328,3 +328,16 @@ def test_a_small_drift_share_is_shown_to_the_percent_and_below_half_a_percent_as
     rate = np.full(n, 10.0)
     out = execution_drift(_ctx(base, v_draw, rate, rate, t_pol, t_pol + gap), SPEC)
     assert f", {shown} of G explained by drift" in out.found
+
+
+def test_relative_differences_leave_out_a_seed_with_any_unrecorded_draw():
+    import pandas as pd
+
+    from evalkit.audit.checks.drift import relative_differences
+
+    df = pd.DataFrame({"seed": [0, 0, 0, 1, 1, 1, 2, 2],
+                       "is_policy": [True, False, False, True, False, False, True, False],
+                       "rate": [2.0, 2.2, 2.6, 2.0, np.nan, 3.0, 0.0, 1.0]})
+    # seed 0: draws 2.4 on average against 2.0; seed 1 has a draw without a rate; seed 2's
+    # policy rate is not positive
+    assert relative_differences(df, "rate") == pytest.approx([0.2])
