@@ -45,3 +45,15 @@ def test_counts_and_shares_of_the_rows_requests(tmp_path, cells, column, said):
     with pytest.raises(InputError) as err:
         _read(tmp_path, rows, HEAD + ",exposure_requests,corridor_violations")
     assert err.value.column == column and said in err.value.message
+
+
+@pytest.mark.parametrize("v, refused", [("0.1000005", False), ("0.1000015", True)])
+def test_a_rate_may_miss_a_whole_count_by_rounding_only(tmp_path, v, refused):
+    # 100,000 requests: V x n may miss a whole number by 1e-6 x n = 0.1 (the rate's rounding);
+    # 10,000.05 violations read as 10,000, 10,000.15 are refused
+    row = f"ewma,policy,1,,{v},100000,4,4,c,1"
+    if not refused:
+        assert len(_read(tmp_path, [*GOOD, row])[0]) == 3
+        return
+    with pytest.raises(InputError, match="not a whole number of requests"):
+        _read(tmp_path, [*GOOD, row])
