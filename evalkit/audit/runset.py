@@ -345,25 +345,33 @@ def assemble_claims(runset: RunSet, baseline_policies=()) -> list[ClaimData]:
         mr = in_regime[(in_regime.role == "matched_random")
                        & ((in_regime.matched_to == policy) | in_regime.matched_to.isna())]
         ns = in_regime[in_regime.role == "no_sync"]
+        # each seed's rows, in the table's order, split once (a mask per seed copies every
+        # column of the table per seed)
+        mr_by_seed = dict(list(mr.groupby("seed", sort=False)))
+        ns_by_seed = dict(list(ns.groupby("seed", sort=False)))
         pairs = []
-        for rec in group.sort_values("seed").itertuples(index=False):
-            seed = int(rec.seed)
-            ns_seed = ns[ns.seed == seed]
+        ordered = group.sort_values("seed")
+        for seed_v, run_id, v_pol, k_obs, realisation in zip(
+                ordered.seed.tolist(), ordered.run_id.tolist(),
+                ordered.violation_rate.tolist(), ordered.k_observed.tolist(),
+                ordered.trace_realisation.tolist()):
+            seed = int(seed_v)
+            ns_seed = ns_by_seed.get(seed, ns.iloc[:0])
             if len(ns_seed) > 1:
                 raise InputError(f"regime {regime}: several no-sync runs for seed {seed} ("
                                  + ", ".join(sorted(ns_seed.run_id)) + ")",
                                  file=runset.input_name, column="seed",
                                  fix="one no-sync run per regime and seed")
-            draws, dropped = distinct_draws(runset, mr[mr.seed == seed].sort_values(
+            draws, dropped = distinct_draws(runset, mr_by_seed.get(seed, mr.iloc[:0]).sort_values(
                 ["draw", "run_id"], na_position="first"))
             if dropped:
                 runset.notes.append(
                     f"regime {regime}, {policy}, seed {seed}: duplicate draws count once ("
                     + ", ".join(f"{a} = {b}" for a, b in dropped) + ")")
             pairs.append(SeedPair(
-                seed=seed, policy_run=rec.run_id, v_policy=float(rec.violation_rate),
-                k_policy=float(rec.k_observed) if pd.notna(rec.k_observed) else np.nan,
-                realisation=rec.trace_realisation,
+                seed=seed, policy_run=run_id, v_policy=float(v_pol),
+                k_policy=float(k_obs) if pd.notna(k_obs) else np.nan,
+                realisation=realisation,
                 draws=draws,
                 no_sync=ns_seed.iloc[0] if len(ns_seed) else None))
         claims.append(ClaimData(regime=str(regime), policy=str(policy), policy_runs=group,
