@@ -206,17 +206,22 @@ class ClaimContext:
         return (corridor.get("min_gap_s"), corridor.get("max_gap_s"),
                 float(row["merge_duration_s"]), float(row["horizon_s"]))
 
+    @cached_property
+    def _seed_step_times(self) -> dict:
+        """seed -> the smallest finite inner step time of the regime's runs of that seed."""
+        runs = self.regime_runs
+        steps = pd.to_numeric(runs["inner_step_median_s"], errors="coerce").astype(float)
+        keep = np.isfinite(steps)
+        return {seed: float(v) for seed, v in
+                steps[keep].groupby(runs.seed[keep], sort=False).min().items()}
+
     def corridor_violations(self, run_id: str, base_tolerance: float) -> list[str]:
         """Why a run's merges are not in F_K with its edges (runs directories)."""
         merges = self.runset.columns(run_id, "merges", ("start_s", "end_s"))
         meta = self._meta(run_id)
         # the seed's step time jointly (the smallest): one run's steps file cannot widen
         # its own tolerance; training starts where the plan (or the sampler) says
-        runs = self.regime_runs
-        steps = pd.to_numeric(runs.loc[runs.seed == self.runset.row(run_id)["seed"],
-                                       "inner_step_median_s"], errors="coerce")
-        steps = steps[np.isfinite(steps.astype(float))]
-        step = float(steps.min()) if len(steps) else float("nan")
+        step = self._seed_step_times.get(self.runset.row(run_id)["seed"], float("nan"))
         plan = campaign_plan(self.runset)
         start = float((plan or {}).get("corridor", {}).get("train_start_s", 0.0))
         return run_corridor_violations(meta, merges["start_s"], merges["end_s"], step,
