@@ -77,17 +77,23 @@ class RunSet:
         no-sync log and one of every merge log); a table already loaded by :meth:`table`
         is reused.  Errors are those of :func:`evalkit.runlog.io.read_columns`.
         """
-        key = (run_id, name, tuple(columns))
+        columns = tuple(columns)
+        key = (run_id, name, columns)
         if key in self._cache:
             return self._cache[key]
-        full = self._cache.get((run_id, name))
-        if full is not None:
-            got = {c: full[c].to_numpy(dtype=float, na_value=np.nan) for c in columns}
-        else:
-            table = read_columns(self._run_dir(run_id), name, columns)
-            got = {c: np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=float)
-                   for c in columns}
-        self._cache[key] = got
+        have = self._cache.setdefault((run_id, name, "columns"), {})
+        missing = list(dict.fromkeys(c for c in columns if c not in have))
+        if missing:         # each column is read once, whichever check asks for it first
+            full = self._cache.get((run_id, name))
+            if full is not None:
+                for c in missing:
+                    have[c] = full[c].to_numpy(dtype=float, na_value=np.nan)
+            else:
+                table = read_columns(self._run_dir(run_id), name, missing)
+                for c in missing:
+                    have[c] = np.asarray(table.column(c).to_numpy(zero_copy_only=False),
+                                         dtype=float)
+        got = self._cache[key] = {c: have[c] for c in columns}
         return got
 
     def row(self, run_id: str) -> pd.Series:
