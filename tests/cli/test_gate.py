@@ -310,4 +310,3 @@ def test_a_stop_check_the_summary_has_no_room_for_stays_on_the_stop_line():
     claim["checks"] = [failed("mb", "matched_budget")] + above
     lines = decide(doc, claim, load_protocol("diloco-slo"), "placement_gain").lines
     assert "  stops before matched_budget (failed)" in lines, lines
-

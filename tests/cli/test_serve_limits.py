@@ -22,7 +22,8 @@ prom_parser = pytest.importorskip("prometheus_client.parser")
 from tests.support.sidecar_server import configured_server, start_server, stop_server  # noqa: E402
 
 # one worker runs the module, so its server starts once
-pytestmark = [installed("torch", "transformers", "aiohttp", "openai"), pytest.mark.torch, pytest.mark.xdist_group("test_serve_limits")]
+pytestmark = [installed("torch", "transformers", "aiohttp", "openai"), pytest.mark.torch,
+              pytest.mark.xdist_group("test_serve_limits")]
 
 KEY = "sk-test-key"
 LIMITS = {"max_seqs_per_request": 8, "max_seqs_in_flight": 12, "kv_cache_tokens": 64,

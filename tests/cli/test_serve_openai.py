@@ -19,7 +19,8 @@ prom_parser = pytest.importorskip("prometheus_client.parser")
 from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
 
 # one worker runs the module, so its server starts once
-pytestmark = [installed("torch", "transformers", "aiohttp", "openai"), pytest.mark.torch, pytest.mark.xdist_group("test_serve_openai")]
+pytestmark = [installed("torch", "transformers", "aiohttp", "openai"), pytest.mark.torch,
+              pytest.mark.xdist_group("test_serve_openai")]
 
 
 @pytest.fixture(scope="module")

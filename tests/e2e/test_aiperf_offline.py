@@ -19,10 +19,9 @@ import sys
 
 import pytest
 
+from tests.e2e.test_guidellm_offline import _write_tokenizer
+from tests.support.sidecar_server import start_server, stop_server
 from tests.support.optional import installed
-
-from tests.e2e.test_guidellm_offline import _write_tokenizer  # noqa: E402
-from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
 
 SITE = os.environ.get("EVALKIT_AIPERF_SITE")
 HAVE = importlib.util.find_spec("aiperf") is not None or (

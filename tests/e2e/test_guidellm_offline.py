@@ -18,10 +18,9 @@ import sys
 
 import pytest
 
+from tests.support.sidecar_server import start_server, stop_server
+from tests.support.readme_blocks import readme_block
 from tests.support.optional import installed
-
-from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
-from tests.support.readme_blocks import readme_block  # noqa: E402
 
 SITE = os.environ.get("EVALKIT_GUIDELLM_SITE")
 HAVE = importlib.util.find_spec("guidellm") is not None or (

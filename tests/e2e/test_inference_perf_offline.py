@@ -18,10 +18,9 @@ import sys
 
 import pytest
 
+from tests.e2e.test_guidellm_offline import _write_tokenizer
+from tests.support.sidecar_server import start_server, stop_server
 from tests.support.optional import installed
-
-from tests.e2e.test_guidellm_offline import _write_tokenizer  # noqa: E402
-from tests.support.sidecar_server import start_server, stop_server  # noqa: E402
 
 SITE = os.environ.get("EVALKIT_INFERENCE_PERF_SITE")
 HAVE = importlib.util.find_spec("inference_perf") is not None or (

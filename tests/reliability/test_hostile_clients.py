@@ -21,9 +21,8 @@ from collections import Counter
 
 import pytest
 
+from tests.support.sidecar_server import configured_server
 from tests.support.optional import installed
-
-from tests.support.sidecar_server import configured_server  # noqa: E402
 
 pytestmark = [installed("torch", "transformers", "aiohttp"), pytest.mark.torch, pytest.mark.slow]
 

@@ -3,7 +3,8 @@ run's slot, sharded or not."""
 
 from __future__ import annotations
 
-from evalkit.runlog.execution_order import WINDOW, Slot, dependency_groups, planned_runs, slot_record
+from evalkit.runlog.execution_order import (WINDOW, Slot, dependency_groups, planned_runs,
+                                            slot_record)
 
 
 def test_slot_record_holds_the_slot_the_window_and_a_shard_when_there_is_one():

@@ -16,15 +16,14 @@ import time
 
 import pytest
 
-from tests.support.optional import installed
-
-from evalkit.replay.backends.sidecar import server  # noqa: E402
-from evalkit.replay.backends.sidecar.openai_requests import (  # noqa: E402
+from evalkit.replay.backends.sidecar import server
+from evalkit.replay.backends.sidecar.openai_requests import (
     MAX_STOP_BYTES, MAX_STOP_STRINGS, APIError, Sampling, parse_completion)
-from evalkit.replay.backends.sidecar.sequence import Seq, append_token, server_timing  # noqa: E402
-from evalkit.replay.backends.sidecar.serve import port_free  # noqa: E402
-from evalkit.replay.backends.sidecar.server import Limits, make_app, start  # noqa: E402
-from evalkit.replay.backends.sidecar.tokenizer import SidecarTokenizer  # noqa: E402
+from evalkit.replay.backends.sidecar.sequence import Seq, append_token, server_timing
+from evalkit.replay.backends.sidecar.serve import port_free
+from evalkit.replay.backends.sidecar.server import Limits, make_app, start
+from evalkit.replay.backends.sidecar.tokenizer import SidecarTokenizer
+from tests.support.optional import installed
 
 pytestmark = installed("aiohttp")
 

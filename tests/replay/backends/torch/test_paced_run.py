@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evalkit.replay.backends.torch import replay
+from evalkit.replay.backends.torch.rig import close_rig
+from tests.replay.backends.torch.test_rig import PlannedAt, make_spec, small_trace
 from tests.support.optional import installed
-
-from evalkit.replay.backends.torch import replay  # noqa: E402
-from evalkit.replay.backends.torch.rig import close_rig  # noqa: E402
-from tests.replay.backends.torch.test_rig import PlannedAt, make_spec, small_trace  # noqa: E402
 
 pytestmark = [installed("torch", "transformers", "aiohttp"), pytest.mark.torch]
 

@@ -8,17 +8,16 @@ import time
 import numpy as np
 import pytest
 
+from evalkit.errors import InputError
+from evalkit.replay.backends.torch import client as cl
+from evalkit.replay.backends.torch import prepare, replay, start_sidecar
+from evalkit.replay.backends.torch.rig import close_rig, current_rig
+from evalkit.replay.backends.torch.health import check_model, wait_healthy
+from evalkit.pids import pid_alive
+from evalkit.policies.base import Decision, Policy
+from evalkit.replay.spec import ReplaySpec
+from evalkit.replay.traces.model import Trace
 from tests.support.optional import installed
-
-from evalkit.errors import InputError  # noqa: E402
-from evalkit.replay.backends.torch import client as cl  # noqa: E402
-from evalkit.replay.backends.torch import prepare, replay, start_sidecar  # noqa: E402
-from evalkit.replay.backends.torch.rig import close_rig, current_rig  # noqa: E402
-from evalkit.replay.backends.torch.health import check_model, wait_healthy  # noqa: E402
-from evalkit.pids import pid_alive  # noqa: E402
-from evalkit.policies.base import Decision, Policy  # noqa: E402
-from evalkit.replay.spec import ReplaySpec  # noqa: E402
-from evalkit.replay.traces.model import Trace  # noqa: E402
 
 pytestmark = [installed("torch", "transformers", "aiohttp"), pytest.mark.torch]
 

@@ -10,13 +10,12 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from tests.support.optional import installed
-
-from evalkit.replay.backends.torch import coordinator  # noqa: E402
-from evalkit.replay.backends.torch.coordinator import (PROBE_VALUES, _probe,  # noqa: E402
+from evalkit.replay.backends.torch import coordinator
+from evalkit.replay.backends.torch.coordinator import (PROBE_VALUES, _probe,
                                                        probe_shape, recorded_probe)
-from evalkit.replay.job import seed_probe  # noqa: E402
-from evalkit.replay.spec import ReplaySpec  # noqa: E402
+from evalkit.replay.job import seed_probe
+from evalkit.replay.spec import ReplaySpec
+from tests.support.optional import installed
 
 pytestmark = installed("torch", "aiohttp")
 
