@@ -364,3 +364,14 @@ def test_harness_baseline_without_draws_is_not_a_claim(tmp_path):
     # without the baseline list, fixed_h is an ordinary claim with no draws
     claims = assemble_claims(_table(tmp_path, _baseline_rows(fixed_h_draws=False)))
     assert [c.policy for c in claims] == ["fixed_h", "wa"] and claims[0].paired == []
+
+
+def test_only_the_summary_tables_note_marks_an_imported_run_synthesised():
+    from evalkit.audit.runset import _synthesised
+    from evalkit.runlog.table import SYNTH_NOTE
+
+    assert _synthesised({"backend": "import", "notes": [SYNTH_NOTE + " t.csv"]})
+    assert _synthesised({"backend": "import", "notes": SYNTH_NOTE})
+    assert not _synthesised({"backend": "import", "notes": ["imported from vllm bench serve"]})
+    assert not _synthesised({"backend": "import", "notes": None})
+    assert not _synthesised({"backend": "sim", "notes": [SYNTH_NOTE]})

@@ -96,6 +96,8 @@ def test_ci_is_the_inverted_test():
     r = paired_mean_test(d, "two-sided", confidence=0.9)
     lo, hi = r.ci
     assert lo < d.mean() < hi
+    assert r.confidence == 0.9
+    assert math.isnan(paired_mean_test(d, "two-sided", confidence=None).confidence)
     eps = 1e-6 * (hi - lo)
     assert paired_mean_test(d, "greater", null_shift=lo + eps).p_value > 0.05
     assert paired_mean_test(d, "greater", null_shift=lo - eps).p_value <= 0.05

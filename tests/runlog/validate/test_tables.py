@@ -211,6 +211,15 @@ def test_token_counts_zero_is_valid_negative_is_not(col, value, bad):
     assert got == ([err(col, "negative token count: 1 row(s), e.g. 1")] if bad else [])
 
 
+@pytest.mark.parametrize("col", ["prompt_tokens", "output_tokens"])
+def test_one_token_count_above_the_limit_among_small_ones_is_named(col):
+    from evalkit.limits import MAX_TOKENS
+
+    got = check_requests(_one(1, **{col: MAX_TOKENS + 1}))
+    assert got == [err(col, f"token count above {MAX_TOKENS:,}: 1 row(s), e.g. 1")]
+    assert check_requests(_one(1, **{col: MAX_TOKENS})) == []
+
+
 def test_request_times_are_checked_for_nan_inf_and_sign():
     got = check_requests(_one(0, arrival_s=float("nan")))
     assert got == [err("arrival_s", "NaN time: 1 row(s), e.g. 0")]
