@@ -105,10 +105,13 @@ class RunSet:
             positions: dict = {}
             for i, r in enumerate(runs.run_id.tolist()):
                 positions.setdefault(r, i)
-            cached = self._cache["row_positions"] = (runs, len(runs), positions)
+            cached = self._cache["row_positions"] = (runs, len(runs), positions, {})
         if run_id not in cached[2]:
             return runs.loc[runs.run_id == run_id].iloc[0]    # the IndexError callers expect
-        return runs.iloc[cached[2][run_id]]
+        rows = cached[3]
+        if run_id not in rows:
+            rows[run_id] = runs.iloc[cached[2][run_id]]
+        return rows[run_id]
 
     def meta(self, run_id: str) -> dict:
         """A complete run's run.json, as parsed when the run set was loaded."""

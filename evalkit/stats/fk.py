@@ -26,6 +26,7 @@ Three exact samplers, chosen by their exactly computed acceptance rates:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -111,13 +112,19 @@ def _f(j: int, p: int, v, exact: bool = False):
                 tot += (-1) ** l * math.comb(j, l) * z ** deg
         return tot / math.factorial(deg)
     v = np.asarray(v, dtype=float)
-    shifts = np.arange(j + 1, dtype=float).reshape((j + 1,) + (1,) * v.ndim)
-    coefs = np.array([float((-1) ** l * math.comb(j, l)) for l in range(j + 1)])
-    terms = coefs.reshape(shifts.shape) * _int_power(np.maximum(v - shifts, 0.0), deg)
+    coefs = _signed_binomials(j)
     tot = np.zeros(v.shape)
-    for term in terms:              # a fixed order: a BLAS dot product's order varies by CPU
-        tot += term
+    top = float(v.max()) if v.size else 0.0
+    # a term with l >= every v is exactly 0 (0 ** deg, deg >= 1) and adds nothing
+    used = min(j + 1, max(0, math.ceil(top))) if deg >= 1 and math.isfinite(top) else j + 1
+    for l in range(used):           # a fixed order: a BLAS dot product's order varies by CPU
+        tot += coefs[l] * _int_power(np.maximum(v - float(l), 0.0), deg)
     return tot / math.factorial(deg)
+
+
+@functools.lru_cache(maxsize=128)
+def _signed_binomials(j: int) -> tuple[float, ...]:
+    return tuple(float((-1) ** l * math.comb(j, l)) for l in range(j + 1))
 
 
 def _int_power(z: np.ndarray, k: int) -> np.ndarray:

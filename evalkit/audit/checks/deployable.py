@@ -31,7 +31,15 @@ def sidecar_evidence(runset, run_id: str) -> str | None:
     scrapes (signals.parquet rows with ``scrape_ok``) whose counts join the client's own
     requests (``arrivals_seen`` = requests sent by then; the server's running + waiting
     gauges no more than the requests in flight) and agree with run.json's scrape counts;
-    otherwise why not.  The backend string is never evidence."""
+    otherwise why not.  The backend string is never evidence.  Found once per run: the
+    deployable tier and the transfer tier both ask."""
+    key = ("sidecar_evidence", run_id)
+    if key not in runset._cache:
+        runset._cache[key] = _sidecar_evidence(runset, run_id)
+    return runset._cache[key]
+
+
+def _sidecar_evidence(runset, run_id: str) -> str | None:
     try:
         sig = runset.table(run_id, "signals")
     except (InputError, OSError):
