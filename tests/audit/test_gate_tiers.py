@@ -127,34 +127,27 @@ def test_a_fixed_design_gate_on_a_campaign_planned_as_sequential_notes_it_withou
                                 "expected and found, every note and exclusion)")
 
 
-@pytest.fixture(scope="module")
-def full_audit():
-    """The full audit of a fixture campaign, made once a module: each required tier's walk of
-    the campaign is compared with the same one."""
-    audits = {}
-
-    def audit(fixture):
-        if fixture not in audits:
-            audits[fixture] = audit_campaign(REPO / "fixtures" / "campaigns" / fixture)
-        return audits[fixture]
-
-    return audit
+def full_audit(fixture) -> dict:
+    """The full audit of a fixture campaign: its golden document, which
+    tests/e2e/test_audit_golden.py holds to a fresh audit."""
+    return json.loads(golden_path(fixture).read_text())
 
 
 @pytest.mark.parametrize("fixture", ["sim_bursty", "sim_k_mismatch", "sim_missing_no_sync"])
 @pytest.mark.parametrize("required", ["harness", "matched_budget", "deployable"])
 def test_gate_walk_reaches_the_full_audits_tier_and_computes_no_unreachable_tier(
-        full_audit, fixture, required):
+        fixture, required):
     full = full_audit(fixture)
     gate = audit_campaign(REPO / "fixtures" / "campaigns" / fixture, walk_above=required)
-    names = full.protocol.tier_names
-    for f, g in zip(full.claims, gate.claims, strict=True):
-        assert (g.tier, g.stop_reason, g.verdict) == (f.tier, f.stop_reason, f.verdict)
+    names = [t["name"] for t in full["protocol"]["tiers"]]
+    assert names == list(gate.protocol.tier_names)
+    for f, g in zip(full["claims"], gate.claims, strict=True):
+        assert (g.tier, g.stop_reason, g.verdict) == (f["tier"], f["stop_reason"], f["verdict"])
         evaluated = {c.tier for c in g.checks}
         # every tier up to the required one, and above it up to the tier the walk stops at
-        stop = (f.stop_reason.split("stops before ")[1].split(" ")[0]
-                if f.stop_reason.startswith("stops before") else names[-1])
+        stop = (f["stop_reason"].split("stops before ")[1].split(" ")[0]
+                if f["stop_reason"].startswith("stops before") else names[-1])
         last = max(names.index(required), names.index(stop))
-        assert evaluated == set(names[:last + 1]), (f.policy, sorted(evaluated))
+        assert evaluated == set(names[:last + 1]), (f["policy"], sorted(evaluated))
         assert [(c.name, c.passed, c.found) for c in g.checks] == \
-            [(c.name, c.passed, c.found) for c in f.checks if c.tier in evaluated]
+            [(c["name"], c["passed"], c["found"]) for c in f["checks"] if c["tier"] in evaluated]
