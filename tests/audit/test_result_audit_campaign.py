@@ -15,6 +15,7 @@ from evalkit.audit import audit_campaign
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from evalkit.jsonio import canonical_json
+from tests.golden.compare import golden_path
 from tests.support.selfreg import SELFREG_PROTOCOL, selfreg_protocol
 
 
@@ -123,7 +124,9 @@ def test_beats_envelope_reaches_calibrated_and_deployable_is_not_shown(campaigns
     assert cal.passed is True and "90% CI; tolerance" in cal.found
     assert wa.verdict.startswith("calibrated: ") and "head-to-head" not in wa.verdict
     # under the bundled protocol the same self-registered claim stops at matched_budget
-    assert audit_campaign(campaigns / "sim_bursty").claim("wa").tier == "matched_budget"
+    # (its golden document: tests/e2e/test_audit_golden.py holds it to a fresh audit)
+    golden = json.loads(golden_path("sim_bursty").read_text())
+    assert next(c for c in golden["claims"] if c["policy"] == "wa")["tier"] == "matched_budget"
     d = reference_d(campaigns / "sim_bursty", "wa")
     out = wa.to_dict()
     assert out["n_seeds"] == 10 and out["wins"] == int((d > 0).sum()) >= 9
@@ -373,5 +376,5 @@ def test_an_audit_parses_each_run_json_once(monkeypatch):
     monkeypatch.setattr(runlog_io, "loads_json", counting)
     from tests.conftest import REPO
 
-    audit_campaign(REPO / "fixtures" / "campaigns" / "sim_bursty")    # the report reads none
-    assert len(parsed) > 50 and set(parsed.values()) == {1}, parsed.most_common(3)
+    audit_campaign(REPO / "fixtures" / "campaigns" / "sim_k_mismatch")  # the report reads none
+    assert len(parsed) >= 50 and set(parsed.values()) == {1}, parsed.most_common(3)
