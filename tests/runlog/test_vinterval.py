@@ -404,6 +404,16 @@ def test_segmentation_of_fractional_counts_keeps_the_range_loop():
     assert segments(n_b, v_b) == loop_segments(n_b, v_b)
 
 
+def test_only_whole_non_negative_counts_with_exact_sums_take_the_level_pass():
+    whole = vinterval._whole_counts
+    ones = np.ones(3)
+    assert whole(np.array([100.0, 0.0, 7.0]), np.array([10.0, 0.0, 7.0]))
+    for n_b, v_b in ((np.array([100.0, 100.5, 1.0]), ones), (ones, np.array([1.0, 0.25, 0.0])),
+                     (np.array([3.0, -1.0, 2.0]), ones), (ones, np.array([1.0, -1.0, 0.0])),
+                     (np.array([2.0 ** 53, 1.0, 1.0]), ones), (ones, np.array([np.nan, 1, 1]))):
+        assert not whole(n_b, v_b), (n_b, v_b)
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_clusters_of_time_ordered_arrivals_are_those_of_np_unique(seed):
     rng = np.random.default_rng(100 + seed)
