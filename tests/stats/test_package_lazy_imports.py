@@ -12,13 +12,19 @@ import pytest
 HEAVY = ("sklearn", "statsmodels", "scipy.stats", "matplotlib")
 
 
-def _loaded_after(code: str) -> dict:
-    """Run ``code`` in a fresh interpreter; which HEAVY modules (and pandas) got imported."""
-    probe = (f"{code}\nimport json, sys\n"
-             f"print(json.dumps({{m: m in sys.modules for m in {list(HEAVY) + ['pandas']}}}))")
+def _loaded_after(code: str, *more: str) -> dict | list[dict]:
+    """Run ``code`` in a fresh interpreter; which HEAVY modules (and pandas) got imported.
+    With ``more``, each further piece of code runs next in the same interpreter, and the
+    list holds what was imported after each piece."""
+    report = ("\nimport json as _json, sys as _sys\n"
+              "print(_json.dumps({m: m in _sys.modules for m in "
+              f"{list(HEAVY) + ['pandas']}}}))\n")
+    probe = "".join(piece + report for piece in (code, *more))
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    found = [json.loads(line) for line in out.stdout.strip().splitlines()
+             if line.startswith("{")][-1 - len(more):]
+    return found if more else found[0]
 
 
 def test_every_public_name_resolves_to_its_submodule():
@@ -64,11 +70,14 @@ def test_cli_help_imports_nothing_heavy():
     assert not any(loaded.values()), loaded
 
 
-def _gate_loads(campaign) -> dict:
-    code = ("import sys\nfrom evalkit.cli.main import cli\ntry:\n"
+def _gate_code(campaign) -> str:
+    return ("import sys\nfrom evalkit.cli.main import cli\ntry:\n"
             f"    cli.main(args=['gate', {str(campaign)!r}, "
             "'--policy', 'wa'], prog_name='evalkit')\nexcept SystemExit:\n    pass")
-    return _loaded_after(code)
+
+
+def _gate_loads(campaign) -> dict:
+    return _loaded_after(_gate_code(campaign))
 
 
 def test_gate_does_not_import_plotting(fixtures_dir):
@@ -82,7 +91,7 @@ def test_gate_stopping_below_calibrated_does_not_import_isotonic(fixtures_dir):
     # every claim of sim_k_mismatch stops before placement_gain: no tier the walk can reach
     # needs psi, so the gate never fits it; the full audit does fit it (what the gate skips)
     camp = fixtures_dir / "campaigns" / "sim_k_mismatch"
-    loaded = _gate_loads(camp)
+    audit = f"from evalkit.audit import audit_campaign\naudit_campaign({str(camp)!r})"
+    loaded, full = _loaded_after(_gate_code(camp), audit)
     assert not loaded["matplotlib"] and not loaded["sklearn"], loaded
-    full = _loaded_after(f"from evalkit.audit import audit_campaign\naudit_campaign({str(camp)!r})")
     assert full["sklearn"] and not full["matplotlib"], full
