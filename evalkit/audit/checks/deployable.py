@@ -168,7 +168,10 @@ def not_oracle(ctx, spec) -> Outcome:
                            "report it as a bound, never as a deployable controller")
         return not_evaluable(expected, "a summary table names no policy class: its oracle "
                              "column is the table's word", "audit the runs directory")
-    classes = registry.installed_classes()
+    cache = ctx.runset._cache
+    if "installed_classes" not in cache:    # one scan of the entry points per audit
+        cache["installed_classes"] = registry.installed_classes()
+    classes = cache["installed_classes"]
     status = {r: registry.code_identity_status(ctx._meta(r), classes)
               for r in ctx.claim.policy_runs.run_id.tolist()}
     seers = [f"{r}: {why}" for r, (o, why) in status.items() if o]

@@ -37,7 +37,7 @@ def _run_ctx(pairs, metas=None, backends=None, has_logs=True, oracle=False):
     runs = pd.DataFrame({"run_id": ids, "backend": [backends.get(r, "torch") for r in ids]})
     metas = metas or {}
     c = ctx(claim=claim(pairs, oracle=oracle),
-            runset=SimpleNamespace(has_logs=has_logs, runs=runs))
+            runset=SimpleNamespace(has_logs=has_logs, runs=runs, _cache={}))
     c._meta = lambda r: metas.get(r, {"policy": "ewma", "oracle": False})
     return c
 
