@@ -77,6 +77,20 @@ def test_quantile_matches_numpy_and_handles_inf():
     assert math.isnan(m.quantile([], 0.5))
 
 
+def test_the_sample_bracket_finds_the_order_statistics_or_gives_up():
+    """A strided sample's bracket around a quantile holds its order statistics (what the
+    fast path of :func:`quantile` partitions); a bracket that would keep every value is
+    refused."""
+    v = np.random.default_rng(3).lognormal(0.0, 1.0, 200_000)
+    sample = np.sort(v[::100])
+    n = v.size
+    lo = int(np.floor((n - 1) * 0.95))
+    want = tuple(np.sort(v)[[lo, lo + 1]])
+    assert m._bracketed_pair(v, sample, lo, lo + 1, sample.size) == want
+    # a quantile so central for so small a sample that the margin covers [0, 1]
+    assert m._bracketed_pair(v, sample[:3], n // 2, n // 2 + 1, 3) is None
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_exposure_matches_loops(seed):
     rng = np.random.default_rng(100 + seed)
