@@ -145,8 +145,11 @@ def _audit_document(protocol=None) -> dict:
 
 @pytest.fixture(scope="module")
 def oracle_audit():
-    """audit.json of the real_oracle fixture campaign (claims at two different tiers)."""
-    return _audit_document()
+    """audit.json of the real_oracle fixture campaign (claims at two different tiers): its
+    golden document, which tests/e2e/test_audit_golden.py holds to a fresh audit."""
+    from tests.golden.compare import golden_path
+
+    return json.loads(golden_path("real_oracle").read_text())
 
 
 @pytest.fixture(scope="module")
