@@ -427,3 +427,17 @@ def test_a_link_to_a_folder_above_it_is_refused_as_a_loop(tmp_path):
     assert got.run_dirs == [runs / "r"]
     assert got.refused == [(runs / "a" / "b" / "up", "symbolic link loops back to a directory "
                             f"above it (-> {os.path.realpath(runs / 'a')})")]
+
+
+def test_a_directory_reached_again_through_a_second_link_is_refused_by_name(tmp_path):
+    # a hidden folder is not walked; one link leads to a run inside it, a second to the
+    # folder itself, whose walk meets the same run again
+    run = tmp_path / ".store" / "r1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    (tmp_path / "a").symlink_to(Path(".store") / "r1")
+    (tmp_path / "b").symlink_to(".store")
+    listing = io.list_runs(tmp_path)
+    assert listing.run_dirs == [tmp_path / "a"]
+    assert listing.refused == [(tmp_path / "b" / "r1",
+                                f"a second path to {tmp_path / 'a'}; a run is listed once")]
