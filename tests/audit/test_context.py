@@ -1103,7 +1103,7 @@ def test_deployable_texts(monkeypatch):
     pairs = [_pair(0), _pair(1)]
     ids = [r for p in pairs for r in [p.policy_run, *p.draws.run_id, p.no_sync.run_id]]
     runs = pd.DataFrame({"run_id": ids, "backend": ["vllm"] * 3 + ["torch"] * 3})
-    c = _c(claim=_claim(pairs), runset=SimpleNamespace(has_logs=True, runs=runs))
+    c = _c(claim=_claim(pairs), runset=SimpleNamespace(has_logs=True, runs=runs, _cache={}))
     out = deployable.real_sidecar(c, sp)
     assert out.found == ("backends: torch, vllm; 6 runs with metrics scrapes that join the "
                          "client's requests and server times within the client's latency + "
