@@ -21,6 +21,7 @@ from evalkit.cli.main import cli
 from evalkit.errors import InputError
 from tests.golden.compare import golden_path
 from tests.support.gating import gate_decision
+from tests.support.one_check import audit_check, audit_checks
 from tests.support.rule_attacks import BASE, CAMPAIGNS, gate, runs  # noqa: F401 (fixture)
 
 
@@ -44,10 +45,10 @@ def edit_meta(run_dir: Path, fn) -> None:
 def test_honest_base_passes_the_gate(runs):
     res = gate(runs)
     assert res.exit_code == 0, res.output
-    wa = audit_campaign(runs).claim("wa")
-    for name in ("policy_runs_complete", "pairing_real", "schedules_in_corridor",
-                 "merge_durations_match", "open_loop_sending", "enough_seeds"):
-        assert check(wa, name).passed is True, name
+    names = ("policy_runs_complete", "pairing_real", "schedules_in_corridor",
+             "merge_durations_match", "open_loop_sending", "enough_seeds")
+    for name, c in audit_checks(runs, "wa", names).items():
+        assert c.passed is True, name
 
 
 def _seeds_where_wa_loses(runs: Path, n: int) -> list[int]:
@@ -105,7 +106,7 @@ def _two_close_merges(m):
 
 def test_policy_breaking_the_corridor_fails(runs):
     edit_table(runs / "wa-s3", "merges", _two_close_merges)
-    c = check(audit_campaign(runs).claim("wa"), "schedules_in_corridor")
+    c = audit_check(runs, "wa", "schedules_in_corridor")
     assert c.passed is False and "wa-s3 (policy)" in c.found
 
 
@@ -120,7 +121,7 @@ def test_corridor_edges_are_checked(runs, edge):
         m["end_s"] = m["start_s"] + 8.0
         return m
     edit_table(runs / "mr-wa-s1-d0", "merges", move)
-    c = check(audit_campaign(runs).claim("wa"), "schedules_in_corridor")
+    c = audit_check(runs, "wa", "schedules_in_corridor")
     assert c.passed is False and "mr-wa-s1-d0" in c.found
 
 
