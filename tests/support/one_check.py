@@ -6,7 +6,7 @@ claim's context here is the one :func:`evalkit.audit.claims.evaluate_claims` bui
 run set, regime and transfer evidence, protocol parameters and seed), and the check runs
 through the same :func:`evalkit.audit.checks.core.run_check`.  Checks that read the
 family's adjusted p-value (the gain's) are not for this: the multiplicity correction needs
-every claim.  tests/audit/test_single_check.py holds this to the full audit's checks.
+every claim.  tests/audit/test_claims_one_check.py holds this to the full audit's checks.
 """
 
 from __future__ import annotations

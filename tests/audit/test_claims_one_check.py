@@ -1,5 +1,6 @@
-"""tests/support/one_check.py: one check of one claim, computed without the rest of the audit,
-is the check the full audit computes (the golden documents hold the full audits)."""
+"""evaluate_claims computes each check of a claim from the claim's context alone: one check
+run by itself (tests/support/one_check.py, what attack tests use) is the check the full audit
+computes (the golden documents hold the full audits), whatever else ran before it."""
 
 from __future__ import annotations
 
