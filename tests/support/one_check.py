@@ -17,20 +17,24 @@ from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import load_protocol, Protocol
 from evalkit.audit.result import read_claims
 from evalkit.audit.transfer_evidence import TransferEvidence
+from evalkit.runlog.challenge import read_given
 
 NEEDS_THE_FAMILY = ("gain_significant",)
 
 
 def audit_checks(path, policy: str, names, regime: str | None = None,
-                 protocol=None, seed: int = 0) -> dict[str, Check]:
+                 protocol=None, seed: int = 0, challenge=None) -> dict[str, Check]:
     """``{name: Check}`` for the checks ``names`` of ``policy``'s claim (in ``regime`` when
-    the campaign has several) on the campaign at ``path``."""
+    the campaign has several) on the campaign at ``path``; ``challenge``: the reviewer's
+    challenge file, as :func:`evalkit.audit.audit_campaign` takes it."""
     names = [names] if isinstance(names, str) else list(names)
     bad = [n for n in names if n in NEEDS_THE_FAMILY]
     if bad:
         raise ValueError(f"{bad} read the family's adjusted p: run the whole audit")
     proto = protocol if isinstance(protocol, Protocol) else load_protocol(protocol)
     runset, claims = read_claims(path, proto)
+    if challenge is not None:
+        runset._cache["challenge"] = read_given(challenge)
     claim = [c for c in claims if c.policy == policy and regime in (None, c.regime)]
     if len(claim) != 1:
         raise ValueError(f"{len(claim)} claims of policy {policy!r} in regime {regime!r}")

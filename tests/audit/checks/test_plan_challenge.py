@@ -24,6 +24,7 @@ from evalkit.runlog.challenge import (LEDGER_FILE, commitment, derivation_faults
                                       read_ledger)
 from evalkit.runlog.plan import PLAN_FILE, read_plan
 from evalkit.stats import holm
+from tests.support.one_check import audit_check
 from tests.support.protocols import BUNDLED
 from tests.support.reliability_tools import tiny_campaign
 from tests.support.selfreg import SELFREG_PROTOCOL
@@ -81,6 +82,12 @@ def claim_checks(runs, proto, challenge=None, policy="wa"):
     claim = audit_campaign(runs, protocol=load_protocol(proto),
                            challenge=challenge).claim(policy, "tiny")
     return {c.name: c for c in claim.checks}, claim
+
+
+def one_check(runs, proto, name, challenge=None, policy="wa"):
+    """The claim's check ``name`` alone, as the full audit computes it."""
+    return audit_check(runs, policy, name, regime="tiny", protocol=load_protocol(proto),
+                       challenge=challenge)
 
 
 def rewrite_plan(runs: Path, fn) -> None:
@@ -159,7 +166,7 @@ def test_draw_seeds_chosen_offline_break_the_commitment(case):
             if r["role"] == "matched_random":
                 r["rng_seed"] = int(r["rng_seed"]) + 17
     rewrite_plan(runs, grind)
-    reg = claim_checks(runs, proto, challenge)[0]["registration"]
+    reg = one_check(runs, proto, "registration", challenge)
     assert reg.passed is False and "RNG seed the commitment does not derive" in reg.found
 
 
@@ -181,7 +188,7 @@ def test_a_plan_frozen_under_another_challenge_fails(case, tmp_path):
     other = tmp_path / "other" / "challenge.json"
     other.parent.mkdir()
     assert invoke("plan", "challenge", camp, "--protocol", proto, "--out", other).exit_code == 0
-    reg = claim_checks(runs, proto, other)[0]["registration"]
+    reg = one_check(runs, proto, "registration", other)
     assert reg.passed is False and "nonce differs" in reg.found
 
 
@@ -196,7 +203,7 @@ def test_a_made_up_challenge_block_with_its_own_nonce_is_not_the_reviewers(case)
     forged = apply_challenge({k: v for k, v in plan.items() if k != "challenge"}, own)
     assert derivation_faults(forged) == []
     (runs / PLAN_FILE).write_text(json.dumps(forged))
-    reg = claim_checks(runs, proto, challenge)[0]["registration"]
+    reg = one_check(runs, proto, "registration", challenge)
     assert reg.passed is False and "nonce differs" in reg.found
 
 
@@ -210,7 +217,7 @@ def test_the_commitment_ignores_the_written_seed_order_and_fixes_its_own(case):
     assert commitment(nonce, flipped) == commitment(nonce, plan)
     rewrite_plan(runs, lambda p: p["campaign"]["settings"].update(
         seeds=p["campaign"]["settings"]["seeds"][::-1]))
-    reg = claim_checks(runs, proto, challenge)[0]["registration"]
+    reg = one_check(runs, proto, "registration", challenge)
     assert reg.passed is False and "is not the derived order" in reg.found
 
 
@@ -234,16 +241,16 @@ def test_a_restart_under_a_fresh_plan_is_a_later_attempt_and_refused(case, tmp_p
         meta = json.loads((d / "run.json").read_text())
         meta["plan_sha256"] = sha
         (d / "run.json").write_text(json.dumps(meta))
-    reg = claim_checks(again, proto, challenge)[0]["registration"]
+    reg = one_check(again, proto, "registration", challenge)
     assert reg.passed is False and "attempt 2 of 2" in reg.found
     # the first attempt still counts
-    assert claim_checks(runs, proto, challenge)[0]["registration"].passed is True
+    assert one_check(runs, proto, "registration", challenge).passed is True
 
 
 def test_a_plan_missing_from_the_ledger_fails(case):
     _, proto, challenge, runs = case
     (challenge.parent / LEDGER_FILE).unlink()
-    reg = claim_checks(runs, proto, challenge)[0]["registration"]
+    reg = one_check(runs, proto, "registration", challenge)
     assert reg.passed is False and "is not in the ledger" in reg.found
 
 
@@ -355,10 +362,10 @@ def test_deleting_whole_seeds_of_an_unplanned_campaign_fails(case):
         meta = json.loads((d / "run.json").read_text())
         meta.pop("plan_sha256", None)
         (d / "run.json").write_text(json.dumps(meta))
-    assert claim_checks(runs, proto)[0]["plan_complete"].passed is True
+    assert one_check(runs, proto, "plan_complete").passed is True
     for d in runs.glob("tiny__*__s1*"):
         shutil.rmtree(d)
-    pc = claim_checks(runs, proto)[0]["plan_complete"]
+    pc = one_check(runs, proto, "plan_complete")
     assert pc.passed is False and "seeds 1 are missing from the range 0..2" in pc.found
 
 
