@@ -26,10 +26,7 @@ from evalkit.document.words import p_value, vouched_note
 from evalkit.errors import InputError
 from evalkit.stats import holm
 
-# kept importable from here: the tier walk's old name
-_tier_walk = T.tier_walk
-__all__ = ["BASELINE", "ClaimContext", "ClaimResult", "RegimeEvidence", "TransferEvidence",
-           "evaluate_claims", "vouched_note"]
+__all__ = ["ClaimResult", "evaluate_claims"]
 
 
 

@@ -40,7 +40,7 @@ from evalkit.stats._result import (DEFAULT_MC_RESAMPLES, DEFAULT_RTOL, ResultMix
 from evalkit.stats.inversion import sign_flip_ci
 from evalkit.stats.randomisation import MAX_EXACT_N, _exact_counts, _mc_counts, _p_values
 
-__all__ = ["MAX_EXACT_N", "METHOD", "PairedTestResult", "paired_mean_test", "sample_skewness"]
+__all__ = ["METHOD", "PairedTestResult", "paired_mean_test", "sample_skewness"]
 
 METHOD = "studentized sign-flip test of the mean of d"
 

@@ -41,9 +41,9 @@ from evalkit.stats._result import (DEFAULT_MC_RESAMPLES, DEFAULT_RTOL, ResultMix
 from evalkit.stats.inversion import (_CHUNK, _flat, _random_flips, permutation_ci,
                                      sign_flip_ci)
 
-__all__ = ["DEFAULT_MC_RESAMPLES", "DEFAULT_RTOL", "RandomisationResult", "PermutationResult",
-           "SignFlipResult", "exact_enumerable", "min_attainable_p", "seed_label_values",
-           "seeds_needed", "sign_flip_test", "within_seed_permutation_test"]
+__all__ = ["MAX_EXACT_N", "RandomisationResult", "PermutationResult", "SignFlipResult",
+           "exact_enumerable", "min_attainable_p", "seed_label_values", "seeds_needed",
+           "sign_flip_test", "within_seed_permutation_test"]
 
 SIGN_FLIP = "sign-flip"
 PERMUTATION = "within-seed permutation"

@@ -20,11 +20,12 @@ import pytest
 
 from evalkit.audit.checks import (calibrated, core, deployable, design, harness, inference,
                                   placement, transfer)
-from evalkit.audit.claims import _tier_walk, _verdict, ClaimResult, evaluate_claims
+from evalkit.audit.claims import _verdict, ClaimResult, evaluate_claims
 from evalkit.audit.context import ClaimContext
 from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.runset import assemble_claims, ClaimData, load_runset, SeedPair
+from evalkit.document.tiers import tier_walk
 from evalkit.stats.paired import paired_mean_test
 from tests.support.decision_stubs import claim, pair
 
@@ -389,28 +390,28 @@ def _tiers(skip=()):
 def test_tier_status_rules(checks, status):
     cs = [_check(f"x{i}", *c) for i, c in enumerate(checks)]
     cs += [_check("b1", "b", False), _check("c1", "c", None, False)]   # other tiers differ
-    _, got, _ = _tier_walk(_tiers(), cs)
+    _, got, _ = tier_walk(_tiers(), cs)
     assert got["a"] == status and got["b"] == "failed" and got["c"] == "not_evaluable"
 
 
 def test_tier_walk_reason_names_the_first_blocker_of_its_own_tier():
     cs = [_check("a1", "a", True), _check("a0", "a", False), _check("b1", "b", False),
           _check("b2", "b", False), _check("b3", "b", False), _check("c1", "c", False)]
-    reached, _, reason = _tier_walk(_tiers(), cs)
+    reached, _, reason = tier_walk(_tiers(), cs)
     assert reached is None and reason == "stops before a (failed): a0: a0 found"
     cs = [_check("a1", "a", True), _check("b1", "b", True), _check("b2", "b", False),
           _check("b3", "b", False), _check("b4", "b", False), _check("c1", "c", False)]
-    reached, _, reason = _tier_walk(_tiers(), cs)
+    reached, _, reason = tier_walk(_tiers(), cs)
     assert reached == "a" and reason == "stops before b (failed): b2: b2 found (+2 more)"
     cs = [_check("a1", "a", True), _check("b1", "b", None, False), _check("b2", "b", None,
                                                                           False)]
-    reached, _, reason = _tier_walk(_tiers(), cs)
+    reached, _, reason = tier_walk(_tiers(), cs)
     assert reason == "stops before b (not evaluable): b1: b1 found (+1 more)"
     # a skippable not-evaluable tier is stepped over; a failed skippable tier is not
-    reached, _, reason = _tier_walk(_tiers(skip="b"), cs + [_check("c1", "c", True)])
+    reached, _, reason = tier_walk(_tiers(skip="b"), cs + [_check("c1", "c", True)])
     assert reached == "c" and reason == "every tier of the protocol is supported"
     cs = [_check("a1", "a", True), _check("b1", "b", False), _check("c1", "c", True)]
-    reached, _, reason = _tier_walk(_tiers(skip="b"), cs)
+    reached, _, reason = tier_walk(_tiers(skip="b"), cs)
     assert reached == "a" and reason == "stops before b (failed): b1: b1 found"
 
 

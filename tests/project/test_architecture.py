@@ -332,7 +332,8 @@ def test_public_modules_declare_all_and_every_name_in_it_exists():
     assert bad == [], "\n".join(bad)
 
 
-def test_the_all_rule_finds_a_missing_all_a_missing_name_a_private_one_and_a_repeat(tmp_path):
+def test_the_all_rule_finds_a_missing_all_a_missing_name_a_private_one_a_repeat_and_a_re_export(
+        tmp_path):
     _tree(tmp_path, {
         "evalkit/__init__.py": "",
         "evalkit/base.py": "LIMIT = 1\n",
@@ -340,8 +341,9 @@ def test_the_all_rule_finds_a_missing_all_a_missing_name_a_private_one_and_a_rep
         "evalkit/version.py": "__all__ = ['__version__']\n\n__version__ = '1'\n",
         "evalkit/stats/__init__.py": '"""a namespace with nothing in it"""\n',
         "evalkit/stats/_private.py": "def helper():\n    pass\n",
-        "evalkit/stats/fine.py": ("from math import sqrt\n\n__all__ = ['sqrt', 'f']\n\n\n"
-                                  "def f():\n    pass\n"),
+        "evalkit/stats/fine.py": ("from math import sqrt\n\n__all__ = ['f']\n\n\n"
+                                  "def f():\n    return sqrt(2)\n"),
+        "evalkit/stats/passing_on.py": "from math import sqrt\n\n__all__ = ['sqrt']\n",
         "evalkit/stats/sub/__init__.py": "__all__ = ['leaf']\n",
         "evalkit/stats/sub/leaf.py": "__all__ = []\n",
         "evalkit/stats/bare.py": "def f():\n    pass\n",
@@ -351,6 +353,7 @@ def test_the_all_rule_finds_a_missing_all_a_missing_name_a_private_one_and_a_rep
     assert public_api_problems(["stats", "base.py", "version.py", "twice.py"],
                                tmp_path / "evalkit") == [
         "evalkit/stats/bare.py: no __all__",
+        "evalkit/stats/passing_on.py: __all__ re-exports 'sqrt', which it imports",
         "evalkit/stats/wrong.py: __all__ names 'gone', which it does not have",
         "evalkit/stats/wrong.py: __all__ names the private '_hidden'",
         "evalkit/base.py: no __all__",

@@ -138,7 +138,8 @@ def _all_names(declaration: ast.stmt) -> list[str] | None:
 
 def public_api_problems(packages, root: Path = PACKAGE) -> list[str]:
     """Public modules of ``packages`` (folders or modules of the package) that declare no
-    ``__all__``, or list in it a private name or a name the module does not have. A package
+    ``__all__``, or list in it a private name, a name the module does not have, or (a module
+    that is not a package's ``__init__``) a name it only imports: a re-export. A package
     ``__init__`` that binds nothing (a docstring) has no names to declare."""
     known = module_names(root)
     out = []
@@ -151,9 +152,10 @@ def public_api_problems(packages, root: Path = PACKAGE) -> list[str]:
             tree = ast.parse(path.read_text())
             module = ".".join(rel.with_suffix("").parts[:-1] if path.name == "__init__.py"
                               else rel.with_suffix("").parts)
-            bound = defined_names(tree) | {
-                alias.asname or alias.name.split(".")[0] for node in tree.body
-                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+            own = defined_names(tree)
+            imported = {alias.asname or alias.name.split(".")[0] for node in tree.body
+                        if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+            bound = own | imported
             if path.name == "__init__.py" and not bound:
                 continue
             if "__all__" not in bound:
@@ -174,4 +176,7 @@ def public_api_problems(packages, root: Path = PACKAGE) -> list[str]:
                     if n not in have]
             out += [f"{rel}: __all__ names the private {n!r}" for n in names
                     if n.startswith("_") and not n.endswith("__")]
+            if path.name != "__init__.py":
+                out += [f"{rel}: __all__ re-exports {n!r}, which it imports" for n in names
+                        if n in imported and n not in own]
     return out
