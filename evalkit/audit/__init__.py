@@ -9,7 +9,8 @@ document (:mod:`evalkit.audit.result`).  Writing the report of an audit is the c
 from __future__ import annotations
 
 from evalkit.audit.protocol import Protocol, load_protocol
-from evalkit.audit.result import SCHEMA, AuditResult, audit_campaign
+from evalkit.audit.result import AuditResult, audit_campaign
+from evalkit.document.schema import AUDIT_SCHEMA as SCHEMA   # the document's layout
 from evalkit.jsonio import FLOAT_DIGITS, canonical_json
 from evalkit.jsonio import to_jsonable as _to_jsonable
 

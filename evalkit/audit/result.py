@@ -5,7 +5,8 @@ present without the runs.
 the one thing that crosses from deciding to presenting.  Besides the claims, checks and tiers
 it holds the provenance (computed here, where the runs were read), the data every figure draws
 (:mod:`evalkit.audit.figure_data`) with the figure file names, and each claim's load-match
-rows.  ``schema`` names its version (:data:`SCHEMA`); a reader refuses any other.
+rows.  ``schema`` names its version (:data:`evalkit.document.schema.AUDIT_SCHEMA`); a reader
+refuses any other.
 """
 
 from __future__ import annotations
@@ -31,10 +32,7 @@ from evalkit.progress import step
 from evalkit.runlog.challenge import read_given
 from evalkit.runlog.plan import plan_sha256
 
-__all__ = ["SCHEMA", "AuditResult", "audit_campaign", "document_files", "find_claim",
-           "read_claims"]
-
-SCHEMA = AUDIT_SCHEMA     # the document's layout; `evalkit report` reads only this one
+__all__ = ["AuditResult", "audit_campaign", "document_files", "find_claim", "read_claims"]
 
 
 @dataclass
@@ -119,7 +117,7 @@ class AuditResult:
 
     def _head(self) -> dict:
         return {
-            "schema": SCHEMA,
+            "schema": AUDIT_SCHEMA,
             "evalkit_version": __version__,
             "protocol": self.protocol.to_dict(),
             "alpha": self.protocol.alpha,
