@@ -161,7 +161,9 @@ def _rerun_faults(runset, run_id: str, order: dict, started: float,
     """What a re-run's record of its failed attempts contradicts: an attempt with no error
     or no start time, at another slot, started before the attempt ahead of it ended; the
     re-run starting before its last attempt ended; a kept copy of an attempt's run.json
-    (``<runs>/.attempts/<run>.<n>.run.json``) that is not the one recorded or not failed."""
+    (``<runs>/.attempts/<run>.<n>.run.json``) that is missing where the record names its
+    sha256, not the one recorded, or not failed.  (Without its kept copy an attempt is only
+    the re-run's word: a complete run re-done until it won would pass as a failed one.)"""
     faults, ended = [], -math.inf
     root = getattr(runset, "runs_dir", None)
     for n, attempt in enumerate(attempts, 1):
@@ -178,6 +180,10 @@ def _rerun_faults(runset, run_id: str, order: dict, started: float,
             faults.append(f"{name} started before attempt {n - 1} was written")
         ended = max(ended, _parse_time(attempt.get("written_at")))
         kept = root / ATTEMPTS_DIR / kept_attempt_name(run_id, n) if root is not None else None
+        if kept is not None and attempt.get("run_json_sha256") and not kept.is_file():
+            faults.append(f"{name}: its run.json ({ATTEMPTS_DIR}/{kept.name}, sha256 recorded) "
+                          "is not kept: the failed attempt is only the re-run's word (copy "
+                          f"the runs directory with its {ATTEMPTS_DIR} folder)")
         if kept is not None and kept.is_file():
             try:
                 raw = read_bounded(kept, MAX_RUN_JSON_BYTES, "a kept attempt's run.json")

@@ -191,6 +191,30 @@ def test_a_kept_attempt_that_is_not_the_recorded_one_is_named(swept_twice, tmp_p
     assert any("kept run.json is of a complete run" in f for f in faults), faults
 
 
+def test_an_attempt_whose_run_json_is_not_kept_is_only_the_re_runs_word(swept_twice,
+                                                                        tmp_path):
+    # own attack: a complete run re-done until it won, its earlier (complete) run.json
+    # deleted and the attempt written into the winner's record as a failure
+    import shutil
+    runs, _ = swept_twice
+    copy_dir = tmp_path / "runs"
+    shutil.copytree(runs, copy_dir)
+    (copy_dir / ATTEMPTS_DIR / "tiny__wa__s0.1.run.json").unlink()
+    faults = order_faults(SimpleNamespace(runset=load_runset(copy_dir)))
+    assert any("tiny__wa__s0 attempt 1: its run.json" in f and "is not kept" in f
+               for f in faults), faults
+    # a run that never failed, given a made-up attempt with a made-up sha256
+    path = copy_dir / "tiny__wa__s1" / "run.json"
+    meta = json.loads(path.read_text())
+    order = meta["run_order"]
+    order["attempts"] = [{"position": order["position"], "started_at": order["started_at"],
+                          "written_at": order["started_at"], "error": "engine died",
+                          "run_json_sha256": "0" * 64}]
+    path.write_text(json.dumps(meta))
+    faults = order_faults(SimpleNamespace(runset=load_runset(copy_dir)))
+    assert any(f.startswith("tiny__wa__s1 attempt 1: its run.json") for f in faults), faults
+
+
 def _sweep_with(tmp, failure, between=None):
     """Sweep a tiny campaign with ``tiny__wa__s0`` failing by ``failure`` (an exception
     instance), then (after ``between(runs)``) again without; returns the runs folder and
