@@ -181,7 +181,8 @@ def run_with_kill(harness: Path, args, kill_at: int, *, count_file: Path | None 
 # ----------------------------------------------------------------------------- run stores
 
 def run_fingerprints(runs_dir: Path) -> dict[str, dict]:
-    """Per visible run: Parquet bytes and run.json without its timestamp (comparable).
+    """Per visible run: Parquet bytes and run.json without its timestamps and history
+    (comparable).
 
     ``plan_sha256`` hashes the plan, whose ``created_at`` is wall clock (two sweeps that each
     freeze their own plan stamp different hashes): it is replaced by whether it names the
@@ -196,7 +197,9 @@ def run_fingerprints(runs_dir: Path) -> dict[str, dict]:
     for d in list_runs(runs_dir).run_dirs:
         meta = json.loads((d / "run.json").read_text())
         meta.pop("created_at", None)
-        for key in ("started_at", "host_load"):          # wall clock, as created_at
+        # wall clock, as created_at; a re-run's attempts are the sweep's history (when it
+        # was stopped), not what the run computed
+        for key in ("started_at", "host_load", "attempts"):
             (meta.get("run_order") or {}).pop(key, None)
         for doc in (meta, (meta.get("settings") or {}).get("requested") or {}):
             if doc.get("plan_sha256") is not None:
