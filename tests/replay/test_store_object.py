@@ -132,3 +132,40 @@ def test_summarize_gate_and_break_lock_read_a_store_as_a_folder(s3, tmp_path):
     assert locked.exit_code == 2 and "locked by another sweep" in locked.output
     broken = runner.invoke(cli, ["sweep", str(camp), "--out", url, "--break-lock"])
     assert broken.exit_code == 0 and "broke the lock" in broken.output, broken.output
+
+
+def test_a_re_run_in_the_store_brings_its_kept_attempt_to_the_audit(s3, tmp_path, monkeypatch):
+    """A run that failed and was re-run keeps its failed run.json under .attempts in the
+    store; the local view the audit reads holds it, so the re-run's record is checked
+    against it (and a view without it is a fault)."""
+    from types import SimpleNamespace
+
+    from evalkit.audit.checks.drift import order_faults
+    from evalkit.audit.runset import load_runset
+    from evalkit.replay.backends import sim
+
+    camp = write_campaign(tmp_path, draws=1)
+    url = f"s3://{new_bucket()}/runs"
+    real_replay = sim.replay
+
+    def failing(spec, trace, policy, progress=None):
+        if spec.run_id == VICTIM:
+            raise RuntimeError("engine died")
+        return real_replay(spec, trace, policy, progress=progress)
+
+    monkeypatch.setattr(sim, "replay", failing)
+    try:
+        run_campaign(camp, url, progress=False, protocol=BUNDLED)
+    except Exception:                   # noqa: BLE001 - the sweep may stop at the failure
+        pass
+    monkeypatch.setattr(sim, "replay", real_replay)
+    assert run_campaign(camp, url, progress=False, protocol=BUNDLED).ok
+    with local_view(url) as (root, _):
+        meta = json.loads((root / VICTIM / "run.json").read_text())
+        (attempt,) = meta["run_order"]["attempts"]
+        assert attempt["run_json_sha256"]
+        assert (root / ATTEMPTS_DIR / f"{VICTIM}.1.run.json").is_file()
+        assert order_faults(SimpleNamespace(runset=load_runset(root))) == []
+        (root / ATTEMPTS_DIR / f"{VICTIM}.1.run.json").unlink()
+        faults = order_faults(SimpleNamespace(runset=load_runset(root)))
+        assert any("is not kept" in f for f in faults), faults
