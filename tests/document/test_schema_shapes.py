@@ -190,3 +190,19 @@ def test_a_document_of_another_schema_is_refused_naming_what_it_carries(tmp_path
         read_document(path)
     assert err.value.column == "schema" and str(path) in str(err.value)
     assert f"{words}; this evalkit renders {AUDIT_SCHEMA!r}" in str(err.value)
+
+
+def test_read_document_takes_a_golden_document_and_refuses_a_claim_of_an_unknown_regime(
+        tmp_path):
+    from evalkit.document.schema import read_document
+    from tests.golden.compare import golden_path
+
+    doc = json.loads(golden_path("sim_bursty").read_text())
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps(doc))
+    assert read_document(path)["claims"] == doc["claims"]
+    regime = doc["claims"][0]["regime"]
+    del doc["regimes"][regime]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=f"regime {regime!r} of claim 0 has no figure data"):
+        read_document(path)

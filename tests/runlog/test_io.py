@@ -441,3 +441,11 @@ def test_a_directory_reached_again_through_a_second_link_is_refused_by_name(tmp_
     assert listing.run_dirs == [tmp_path / "a"]
     assert listing.refused == [(tmp_path / "b" / "r1",
                                 f"a second path to {tmp_path / 'a'}; a run is listed once")]
+
+
+def test_an_os_error_is_the_environment_by_its_errno_and_a_missing_file_is_not():
+    import errno
+
+    got = io.environment_failure(OSError(errno.EMFILE, "no descriptor left"), "r/run.json")
+    assert got is not None and "too many open files" in got.message
+    assert io.environment_failure(FileNotFoundError(errno.ENOENT, "gone"), "r/run.json") is None
