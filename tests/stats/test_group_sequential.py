@@ -165,3 +165,11 @@ def test_a_maximum_exactly_at_the_seed_limit_is_allowed_and_one_block_less_is_no
     assert max(at_limit.design.looks) == need and at_limit.power >= 0.8
     with pytest.raises(InputError, match=f"no design with at most {need - 4} seeds"):
         plan_seeds(0.8, block=4, max_seeds_limit=need - 4)
+
+
+def test_hwang_shih_decani_spending_defaults_to_gamma_minus_4():
+    from evalkit.stats.group_sequential import spent_alpha
+
+    t = np.array([0.0, 0.25, 0.5, 1.0])
+    want = 0.025 * (1 - np.exp(4.0 * t)) / (1 - np.exp(4.0))
+    assert np.allclose(spent_alpha(t, 0.025, "hwang-shih-decani"), want, rtol=1e-12, atol=0)

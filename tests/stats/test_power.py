@@ -453,3 +453,22 @@ def test_fixed_power_counts_a_p_exactly_at_alpha_as_reached():
               reps=50, refits=0, rng=0)
     assert power_plan(model, 0.99, alpha=1 / 32, **kw).rows[0].fixed_power == (1.0,)
     assert power_plan(model, 0.99, alpha=1 / 32 - 1e-9, **kw).rows[0].fixed_power == (0.0,)
+
+
+def test_the_smoothed_bootstraps_kernel_is_silvermans_and_keeps_the_variance():
+    """Bandwidth h = 0.9 sd n^-1/5 of the pooled log residuals (sd below 1, as log residuals
+    are), and the shrink that keeps the resampled noise's variance that of the residuals."""
+    import dataclasses
+
+    from evalkit.stats.power import pilot_model
+
+    rng = np.random.default_rng(4)
+    base = pilot_model(rng.lognormal(-3.0, 0.3, 6), rng.lognormal(-3.0, 0.3, (6, 3)))
+    residuals = rng.normal(0.0, 0.3, 40)
+    model = dataclasses.replace(base, residuals=tuple(residuals))
+    sd = residuals.std()
+    h, shrink = model._kernel()
+    assert h == pytest.approx(0.9 * sd * 40 ** -0.2, rel=1e-12)
+    assert shrink ** 2 * (sd ** 2 + h ** 2) == pytest.approx(sd ** 2, rel=1e-12)
+    flat = dataclasses.replace(base, residuals=(0.1,) * 5)
+    assert flat._kernel() == (0.0, 1.0)

@@ -338,3 +338,14 @@ def test_t_of_equal_values_is_infinite_by_the_sign_of_the_mean_and_zero_at_zero(
     got = t_from_sums(np.array([0.5, 0.0, -0.5]), np.array([0.05, 0.0, 0.05]), 5)
     assert got.tolist() == [math.inf, 0.0, -math.inf]
     assert t_statistic([0.1, 0.3]) == pytest.approx(0.2 / (math.sqrt(0.02) / math.sqrt(2)))
+
+
+def test_a_tiny_spread_on_a_unit_mean_is_not_called_degenerate():
+    """Values 1 + a spread of 2e-6: the variance (about 4e-12) is above 1e-12 of the mean
+    square, so t is finite and is mean / se."""
+    from evalkit.stats.studentized import t_from_sums
+
+    d = 1.0 + 2e-6 * np.array([-1.5, -0.5, 0.5, 1.5, 0.0, 0.2, -0.2, 1.0, -1.0, 0.0])
+    t = t_from_sums(np.array([d.sum()]), np.array([(d * d).sum()]), d.size)[0]
+    assert np.isfinite(t)
+    assert t == pytest.approx(d.mean() / (d.std(ddof=1) / np.sqrt(d.size)), rel=1e-3)
