@@ -322,3 +322,24 @@ def test_a_claim_of_vllm_runs_with_server_views_passes_real_sidecar(tmp_path):
         _with_view(dest, requests=n, e2e_sum_s=client_s - 0.5)
     out = real_sidecar(_seed_claim_ctx(tmp_path / "runs", SEED0), TIMING)
     assert out.passed is True
+
+
+def test_a_scrape_of_unknown_latency_joins_with_no_latency_allowed(tmp_path):
+    """A scrape whose latency was not recorded is joined as if it took none: its count of
+    arrivals must reach what the client had sent by its time less the join's slack, not
+    what it had sent a second earlier."""
+    dest = _copy(tmp_path)
+    sent = np.sort(pd.read_parquet(dest / "requests.parquet").sent_s.to_numpy(float))
+    sig = pd.read_parquet(dest / "signals.parquet")
+    t = sig.t_s.to_numpy(float)
+    by_slack = np.searchsorted(sent, t - 0.25, side="right")
+    a_second_earlier = np.searchsorted(sent, t - 1.25, side="right")
+    i = int(np.argmax(by_slack > a_second_earlier))
+    assert by_slack[i] > a_second_earlier[i]
+
+    def forge(sig):
+        sig.loc[i, "scrape_latency_s"] = np.nan
+        sig.loc[i, "arrivals_seen"] = a_second_earlier[i]
+        return sig
+    _edit_signals(dest, forge)
+    assert "do not join the client" in _evidence(dest)
