@@ -51,6 +51,10 @@ def test_training_facts_coverage_idle_and_overlaps():
     assert f["step_median_s"] == pytest.approx(2.5)          # of 3, 2, 1.5 and 5 s
     none = training_facts(None, merges, (0.0, 50.0))
     assert not none["logged"] and np.isnan(none["coverage"])
+    # a zero-length last step: the idle time before it is inside the extent
+    short = training_facts({"start_s": [0.0, 20.0], "end_s": [10.0, 20.0]},
+                           {"start_s": [], "end_s": []}, (0.0, 50.0))
+    assert short["idle_s"] == pytest.approx(10.0)
     # a span that does not start at 0: the share is of its own length
     late = training_facts({"start_s": [110.0], "end_s": [135.0]}, merges, (100.0, 150.0))
     assert late["coverage"] == pytest.approx(25.0 / 50.0)
