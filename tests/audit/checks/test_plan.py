@@ -350,3 +350,17 @@ def test_an_old_plan_without_a_content_hash_still_passes_by_its_file_sha256(runs
     c = checks(runs, protocol=_reworded_protocol())[0]["plan_rules"]
     assert c.passed is False and \
         f"is not the file the plan froze diloco-slo v{load_protocol().version}" in c.found
+
+
+def test_draws_off_their_seeds_are_listed_six_and_counted(runs):
+    from tests.support.one_check import audit_check
+
+    draws = sorted(runs.glob("tiny__mr-wa__*"))
+    for d in draws:
+        merges = pd.read_parquet(d / "merges.parquet")
+        merges[["start_s", "end_s"]] += 5.0
+        merges.to_parquet(d / "merges.parquet", index=False)
+    c = audit_check(runs, "wa", "draws_as_planned", regime="tiny")
+    assert c.passed is False
+    listed = c.found.removeprefix("draws not as planned: ")
+    assert listed.endswith(f" (+{len(draws) - 6} more)") and listed.count("; ") == 5
