@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["ATTEMPTS_DIR", "WINDOW", "PlannedRun", "Slot", "dependencies", "dependency_groups",
-           "execution_order", "kept_attempt_name", "order_seed_of", "plan_order_seed",
+           "execution_order", "kept_attempt_name", "kept_attempt_run", "order_seed_of",
+           "plan_order_seed",
            "planned_runs", "recorded_attempts", "shard_members", "slot_record"]
 
 WINDOW = 2                  # blocks open at once
@@ -40,6 +41,15 @@ def kept_attempt_name(run_id: str, n: int) -> str:
     """The file name, inside :data:`ATTEMPTS_DIR`, of the run.json of attempt ``n`` (1-based)
     at ``run_id``."""
     return f"{run_id}.{n}.run.json"
+
+
+def kept_attempt_run(name: str) -> str | None:
+    """The run id whose attempt :func:`kept_attempt_name` named ``name``; None when ``name``
+    is no kept attempt's file (a sweep's marker, say)."""
+    stem, dot, n = name.removesuffix(".run.json").rpartition(".")
+    if not name.endswith(".run.json") or not dot or not n.isdigit() or int(n) < 1:
+        return None
+    return stem
 
 
 def recorded_attempts(order) -> list[dict]:

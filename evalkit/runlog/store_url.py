@@ -43,7 +43,7 @@ from urllib.parse import unquote, urlsplit
 from evalkit.errors import InputError
 from evalkit.fsutil import map_ordered
 from evalkit.jsonio import dumps, loads_json
-from evalkit.runlog.execution_order import ATTEMPTS_DIR
+from evalkit.runlog.execution_order import ATTEMPTS_DIR, kept_attempt_run
 
 __all__ = ["OBJECT_SCHEMES", "MANIFEST", "PLAN_KEY", "ObjectStore", "StoreView", "is_store_url",
            "local_path", "open_store", "local_view", "redact"]
@@ -53,7 +53,6 @@ OBJECT_SCHEMES = {"s3": "S3", "gs": "Google Cloud Storage", "gcs": "Google Cloud
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "evalkit-run-manifest"
 ATTEMPT_PREFIX = ".attempt-"
-KEPT_SUFFIX = ".run.json"      # a kept attempt's run.json: .attempts/<run>.<n>.run.json
 DAMAGED_PREFIX = "manifest.damaged-"
 PLAN_KEY = "plan.json"
 MAX_MANIFEST_BYTES = 1 << 20
@@ -446,15 +445,12 @@ class ObjectStore:
                 view.unusable[rid] = entry.problem
         return view
 
-
     def _fetch_kept_attempts(self, listing, run_ids: set, dest: Path) -> None:
         """The failed attempts' run.json a sweep kept for the re-runs among ``run_ids``
         (``.attempts/<run>.<n>.run.json``): the audit holds each re-run's record to them."""
         for key in sorted(listing):
             folder, _, name = key.partition("/")
-            if folder != ATTEMPTS_DIR or not name.endswith(KEPT_SUFFIX):
-                continue
-            if name[:-len(KEPT_SUFFIX)].rpartition(".")[0] not in run_ids:
+            if folder != ATTEMPTS_DIR or kept_attempt_run(name) not in run_ids:
                 continue
             raw = self.get_bytes(key)
             if raw is not None:

@@ -41,3 +41,13 @@ def test_runs_joined_by_dependencies_form_one_group_in_plan_order():
     runs = planned_runs(_plan(), lambda cls: cls == "OracleK")
     groups = [[r.run_id for r in g] for g in dependency_groups(runs)]
     assert groups == [["ns-0", "orc-0"], ["base-0", "cal-0", "rd-0"], ["lone-0"]]
+
+
+def test_a_kept_attempts_file_names_its_run_and_nothing_else_does():
+    from evalkit.runlog.execution_order import kept_attempt_name, kept_attempt_run
+
+    for run_id, n in (("tiny__wa__s0", 1), ("cpu_real__ewma__s12", 3)):
+        assert kept_attempt_run(kept_attempt_name(run_id, n)) == run_id
+    for name in ("tiny__wa__s0.started.json", "tiny__wa__s0.0.run.json", "run.json",
+                 "tiny__wa__s0.run.json", "tiny__wa__s0.x.run.json", "tiny__wa__s0.1.json"):
+        assert kept_attempt_run(name) is None, name
