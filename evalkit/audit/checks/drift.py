@@ -160,7 +160,8 @@ def _rerun_faults(runset, run_id: str, order: dict, started: float,
                   attempts: list[dict]) -> list[str]:
     """What a re-run's record of its failed attempts contradicts: an attempt with no error
     or no start time, at another slot, started before the attempt ahead of it ended; the
-    re-run starting before its last attempt ended; a kept copy of an attempt's run.json
+    re-run starting before its last attempt ended; a write time without the sha256 of what was
+    written, or the reverse; a kept copy of an attempt's run.json
     (``<runs>/.attempts/<run>.<n>.run.json``) that is missing where the record names its
     sha256, not the one recorded, or not failed.  (Without its kept copy an attempt is only
     the re-run's word: a complete run re-done until it won would pass as a failed one.)"""
@@ -179,6 +180,11 @@ def _rerun_faults(runset, run_id: str, order: dict, started: float,
         if began < ended - ORDER_SLACK_S:
             faults.append(f"{name} started before attempt {n - 1} was written")
         ended = max(ended, _parse_time(attempt.get("written_at")))
+        if bool(attempt.get("written_at")) != bool(attempt.get("run_json_sha256")):
+            faults.append(f"{name} records " + ("a write time without its run.json's sha256"
+                                                if attempt.get("written_at") else
+                                                "a run.json sha256 without a write time")
+                          + ": a sweep records both or, stopped before writing, neither")
         kept = root / ATTEMPTS_DIR / kept_attempt_name(run_id, n) if root is not None else None
         if kept is not None and attempt.get("run_json_sha256") and not kept.is_file():
             faults.append(f"{name}: its run.json ({ATTEMPTS_DIR}/{kept.name}, sha256 recorded) "

@@ -100,6 +100,9 @@ def test_a_re_run_without_its_attempt_recorded_is_out_of_order(real):
     (lambda a: a.update(error=""), "records no error"),
     (lambda a: a.update(position=a["position"] + 1), "a re-run takes its attempt's slot"),
     (lambda a: a.update(started_at=None), "records no start time"),
+    # own attack: a written attempt whose sha256 is withheld, so no kept copy is asked for
+    (lambda a: a.update(run_json_sha256=None), "a write time without its run.json's sha256"),
+    (lambda a: a.update(written_at=None), "a run.json sha256 without a write time"),
 ])
 def test_an_attempt_that_is_not_a_failure_at_the_slot_is_named(real, edit, words):
     plan, metas = real
