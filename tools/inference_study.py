@@ -14,7 +14,10 @@ Gates (alpha 0.05 two-sided; pass = p <= alpha, mean d > 0 and >= min_effect 0.5
 = p <= alpha, mean d < 0):
 * old: the studentized within-seed permutation test, as the audit calls it today (Monte
   Carlo over 999 random label sets here, shared by the campaigns of a cell);
-* paired: :func:`evalkit.stats.paired.paired_mean_test` (exact studentized sign flip);
+* gate: the claim's test as the audit runs it, :func:`evalkit.stats.floored.floored_mean_test`
+  (a t-test of the mean of d whose variance is floored by the draws'; its batch form);
+* sign flip: :func:`evalkit.stats.paired.paired_mean_test` (exact studentized sign flip on d,
+  the gate's test before the floor);
 * t: the paired t-test on d; boot-t: bootstrap-t (999 resamples, equal-tailed);
   johnson: Johnson's (1978) skewness-corrected t;
 * sequential: :func:`evalkit.stats.group_sequential.decide`, looks every 5 seeds up to 40;
@@ -37,6 +40,7 @@ from scipy import stats as sps
 
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.sequential import verdict_for
+from evalkit.stats import floored
 from evalkit.stats import studentized as st
 from evalkit.stats.group_sequential import decide, design, plan_seeds
 from evalkit.stats.paired import paired_mean_test, sample_skewness
@@ -126,6 +130,37 @@ def old_gate(pol, draws, rng):
         le = (np.count_nonzero(t_l <= t_obs[lo:lo + 64, None], axis=1) + 1) / (B_PERM + 1)
         p[lo:lo + 64] = np.minimum(1.0, 2.0 * np.minimum(ge, le))
     return decisions(p, d_obs.mean(1))
+
+
+def floored_gate(pol, draws):
+    """The gate's test (:mod:`evalkit.stats.floored`), two-sided, on c campaigns at once."""
+    b = floored.floored_variance_batch(pol, draws)
+    n = pol.shape[1]
+    se = np.sqrt(b["variance"] / n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(se > 0, 2.0 * sps.t.sf(np.abs(b["mean"] / se), n - 1), 1.0)
+    return decisions(p, b["mean"])
+
+
+def floored_ci_hits(pol, draws, truth, level=0.95):
+    b = floored.floored_variance_batch(pol, draws)
+    n = pol.shape[1]
+    half = sps.t.ppf(0.5 + level / 2.0, n - 1) * np.sqrt(b["variance"] / n)
+    return np.abs(b["mean"] - truth) <= half
+
+
+# (LEVEL_CONFIDENCE, SPREAD_PRETEST) of the floored test: the chosen pair first, then
+# neighbours, so the study shows how much each constant moves level and power
+CONSTANTS = ((0.8, 0.04), (0.8, 0.03), (0.8, 0.05), (0.7, 0.04), (0.9, 0.04))
+
+
+def with_constants(pair, fn, *args):
+    saved = floored.LEVEL_CONFIDENCE, floored.SPREAD_PRETEST
+    floored.LEVEL_CONFIDENCE, floored.SPREAD_PRETEST = pair
+    try:
+        return fn(*args)
+    finally:
+        floored.LEVEL_CONFIDENCE, floored.SPREAD_PRETEST = saved
 
 
 def paired_gate(d):
@@ -253,19 +288,21 @@ def main(argv=None) -> int:
     grid = [(noise, n, m, pol, eff) for noise in NOISES for n in (5, 10, 20) for m in (3, 5)
             for pol in POLICIES for eff in (0.0, EFFECT)]
     prog = Progress(len(grid) + 12 + len(NOISES) * len(POLICIES) + 6)
-    names = ("old", "paired", "t", "boot-t", "johnson")
+    names = ("old", "sign flip", "gate", "t", "boot-t", "johnson")
     rows = []
-    store = {}                                     # cell -> (g1 of d, paired pass, t pass)
+    store = {}                        # cell -> (g1 of d, gate pass, t pass, {constants: pass})
     for noise, n, m, pol, eff in grid:
         prog.step(f"{noise} n={n} m={m} {pol} effect={eff}")
         p, dr = campaigns(rng, c, n, m, noise, pol, eff)
         d = dr.mean(2) - p
-        res = {"old": old_gate(p, dr, rng), "paired": paired_gate(d), "t": t_gate(d),
+        res = {"old": old_gate(p, dr, rng), "sign flip": paired_gate(d),
+               "gate": floored_gate(p, dr), "t": t_gate(d),
                "boot-t": boot_t_gate(d, rng), "johnson": johnson_gate(d)}
         rows.append(((noise, n, m, pol, eff),
                      {k: (float(v[0].mean()), float(v[1].mean())) for k, v in res.items()}))
-        store[(noise, n, m, pol, eff)] = (np.array([sample_skewness(row) for row in d]),
-                                          res["paired"][0], res["t"][0])
+        store[(noise, n, m, pol, eff)] = (
+            np.array([sample_skewness(row) for row in d]), res["gate"][0], res["t"][0],
+            {pair: with_constants(pair, floored_gate, p, dr)[0] for pair in CONSTANTS})
 
     def table(effect, title, with_worse):
         out = [f"## {title}", "",
@@ -287,80 +324,81 @@ def main(argv=None) -> int:
                    True)
     lines += table(EFFECT, "Policy 22% better: power (pass rate)", False)
 
-    # targets of the fixed gate; a skewness rule withholds a pass when g1(d) < -tau
-    lines += ["## Fixed-gate targets for the paired test, with and without the skewness rule",
-              "",
-              "tau = inf: the paired test alone. A finite tau withholds a pass (prints \"not "
-              "shown: d skewed, more seeds\") when the sample skewness g1 of d is below -tau: a "
-              "long tail of seeds where the policy is much worse, which inflates the upper tail "
-              "of every mean test at small n. n = 5 is left out of the power ratio: the "
-              "two-sided sign flip cannot reach p <= 0.05 with 5 seeds (smallest p 0.0625), and "
-              "the gate says \"underpowered\" there. Absolute power targets are the issue's "
-              "m = 5 cells (m = 3 beside).", "",
-              "| tau | false pass, exch./fixed (max; <= 0.035) | false pass, 2x spread (max; <= "
-              "0.10) | false \"worse\" (max; <= 0.04) | fixed-sched. power / t (min, n >= 10; "
-              ">= 0.9) | ln 0.8 n 10 (>= 0.2) | bursty n 20 (>= 0.6) | ln 0.35 n 10 (>= 0.85) |",
-              "|---|---|---|---|---|---|---|---|"]
-    worse_max = max(r["paired"][1] for k, r in rows if k[4] == 0.0)
-    worse_cell = max(((r["paired"][1], k) for k, r in rows if k[4] == 0.0))[1]
+    # targets of the fixed gate, for the chosen constants of the floored test and neighbours
+    lines += ["## Fixed-gate targets: the gate's test, and its constants' neighbours", "",
+              "Each row: the floored test with LEVEL_CONFIDENCE / SPREAD_PRETEST as given (the "
+              "first row is the gate's); the sign flip and t beside. n = 5 is left out of the "
+              "power ratio: the gate's design rule needs 6 seeds at two-sided 0.05 (a sign flip "
+              "over 5 seeds cannot reach p <= 0.05) and says \"underpowered\" there. Absolute "
+              "power targets are the issue's m = 5 cells (m = 3 beside).", "",
+              "| test | false pass, exch./fixed (max; <= 0.035) | false pass, 2x spread (max; "
+              "<= 0.10) | fixed-sched. power / t (min, n >= 10; >= 0.9) | ln 0.8 n 10 (>= 0.2) "
+              "| bursty n 20 (>= 0.6) | ln 0.35 n 10 (>= 0.85) |",
+              "|---|---|---|---|---|---|---|"]
+    t_rate = {k: float(v[2].mean()) for k, v in store.items()}
+    candidates = [(f"floored {a:g} / {b:g}", {k: float(v[3][(a, b)].mean())
+                                             for k, v in store.items()}) for a, b in CONSTANTS]
+    candidates += [(name, {k: r[name][0] for k, r in rows}) for name in ("sign flip", "t")]
     summary = {}
-    for tau in (math.inf, 2.0, 1.5, 1.0, 0.5):
-        rate = {k: float((v[1] & ~(v[0] < -tau)).mean()) for k, v in store.items()}
+    for label, rate in candidates:
         fp_ex = max(v for k, v in rate.items() if k[4] == 0.0 and k[3] != "2x spread")
         fp_2x = max(v for k, v in rate.items() if k[4] == 0.0 and k[3] == "2x spread")
-        ratio = min((rate[k] / max(float(v[2].mean()), 1e-9), k) for k, v in store.items()
+        ratio = min((rate[k] / max(t_rate[k], 1e-9), k) for k in rate
                     if k[4] == EFFECT and k[3] == "fixed schedule" and k[1] >= 10)
         pw = [tuple(rate[(noise, n, m, "fixed schedule", EFFECT)] for m in (5, 3))
               for noise, n in (("lognormal 0.8", 10), ("bursty", 20), ("lognormal 0.35", 10))]
-        summary[tau] = (fp_ex, fp_2x, ratio, pw)
-        lines.append(f"| {tau:g} | {fmt(fp_ex)} | {fmt(fp_2x)} | {fmt(worse_max)} | "
+        summary[label] = (fp_ex, fp_2x, ratio, pw)
+        lines.append(f"| {label} | {fmt(fp_ex)} | {fmt(fp_2x)} | "
                      f"{ratio[0]:.2f} ({ratio[1][0]}, n {ratio[1][1]}, m {ratio[1][2]}) | "
                      + " | ".join(f"{fmt(a)} ({fmt(b)})" for a, b in pw) + " |")
-    meets_2x = [tau for tau, v in summary.items() if v[1] <= 0.10]
-    tau_star = max(meets_2x) if meets_2x else math.inf
-    lines += ["", f"Largest false \"worse\": {fmt(worse_max)} ({worse_cell[0]}, n {worse_cell[1]}, "
-              f"m {worse_cell[2]}, {worse_cell[3]}) against 1.5 x 0.025 = 0.0375: "
-              + ("a direction can be printed" if worse_max <= 0.0375 else
-                 "\"significantly worse\" is NOT printed from this test (say \"not better\")"),
-              f"Skewness rule chosen: tau = {tau_star:g} "
-              + ("(the largest tau whose 2x-spread false pass is <= 0.10)" if meets_2x else
-                 "(no tau tried brings the 2x-spread false pass to <= 0.10)"), ""]
+    worse_max, worse_cell = max((r["gate"][1], k) for k, r in rows if k[4] == 0.0)
+    gate = summary[candidates[0][0]]
+    met = {"exchangeable or fixed <= 0.035": gate[0] <= 0.035, "2x spread <= 0.10": gate[1] <= 0.10,
+           "power ratio >= 0.9": gate[2][0] >= 0.9, "ln 0.8 n 10 >= 0.2": gate[3][0][0] >= 0.2,
+           "bursty n 20 >= 0.6": gate[3][1][0] >= 0.6, "ln 0.35 n 10 >= 0.85": gate[3][2][0] >= 0.85}
+    lines += ["", "Gate's targets: " + "; ".join(f"{k}: {'met' if v else 'MISSED'}"
+                                                   for k, v in met.items()),
+              f"Largest false \"worse\" of the gate's test: {fmt(worse_max)} ({worse_cell[0]}, "
+              f"n {worse_cell[1]}, m {worse_cell[2]}, {worse_cell[3]}) against 1.5 x 0.025 = "
+              "0.0375: " + ("a direction can be printed" if worse_max <= 0.0375 else
+                            "\"significantly worse\" is NOT printed from this test (say "
+                            "\"not better\")"), ""]
 
     # the clear effect
     prog.step("clear effect")
     p, dr = campaigns(rng, c, 10, 5, "lognormal 1.0", "one more draw", 0.8)
     d = dr.mean(2) - p
-    clear_old, clear_new = old_gate(p, dr, rng)[0].mean(), paired_gate(d)[0].mean()
-    lines.append(f"Clear effect (policy x0.2, lognormal 1, n 10, m 5): paired test power "
-                 f"{fmt(clear_new)} (target >= 0.9: {'met' if clear_new >= 0.9 else 'MISSED'}; "
-                 f"old gate {fmt(clear_old)})")
+    clear = {"gate": floored_gate(p, dr)[0].mean(), "sign flip": paired_gate(d)[0].mean(),
+             "old": old_gate(p, dr, rng)[0].mean()}
+    lines.append(f"Clear effect (policy x0.2, lognormal 1, n 10, m 5): gate power "
+                 f"{fmt(clear['gate'])} (target >= 0.9: "
+                 f"{'met' if clear['gate'] >= 0.9 else 'MISSED'}; sign flip "
+                 f"{fmt(clear['sign flip'])}, within-seed permutation {fmt(clear['old'])})")
     # a true gain below min_effect, fixed gate
     prog.step("gain 0.3 pp, fixed gate")
     below = []
     for pol in POLICIES:
         p, dr = campaigns(rng, c, 20, 3, "lognormal 0.35", pol, gain=0.003)
-        below.append(paired_gate(dr.mean(2) - p)[0].mean())
+        below.append(floored_gate(p, dr)[0].mean())
     lines += ["", "Fixed gate, true gain 0.3 pp (min_effect 0.5 pp), lognormal 0.35, n 20, m 3: "
               "pass " + " / ".join(f"{fmt(x)} ({pol})" for x, pol in zip(below, POLICIES)), ""]
 
     # small-n skewed policies
     prog.step("small-n skewed policies")
     lines += ["## Small n, skewed policy, equal means (draws lognormal 0.3, m 5)", "",
-              "| policy | n | paired pass | t pass | johnson pass | paired pass with the "
-              f"skewness rule (tau {tau_star:g}) |", "|---|---|---|---|---|---|"]
+              "| policy | n | gate pass | sign flip pass | t pass | johnson pass |",
+              "|---|---|---|---|---|---|"]
     for pol in ("90/10", "lognormal 1.5"):
         for n in (5, 10, 20):
             p, dr = campaigns(rng, c, n, 5, "lognormal 0.3", pol, draw_noise="lognormal 0.3")
             d = dr.mean(2) - p
-            pp_ = paired_gate(d)[0]
-            g = np.array([sample_skewness(row) for row in d])
-            lines.append(f"| {pol} | {n} | {fmt(pp_.mean())} | {fmt(t_gate(d)[0].mean())} | "
-                         f"{fmt(johnson_gate(d)[0].mean())} | "
-                         f"{fmt((pp_ & ~(g < -tau_star)).mean())} |")
+            lines.append(f"| {pol} | {n} | {fmt(floored_gate(p, dr)[0].mean())} | "
+                         f"{fmt(paired_gate(d)[0].mean())} | {fmt(t_gate(d)[0].mean())} | "
+                         f"{fmt(johnson_gate(d)[0].mean())} |")
     g_all = np.concatenate([v[0] for k, v in store.items() if k[4] == 0.0])
     p_all = np.concatenate([v[1] for k, v in store.items() if k[4] == 0.0])
     edges = (-np.inf, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, np.inf)
-    lines += ["", "Paired test's false pass by the sample skewness g1 of d (every equal-means "
+    lines += ["", "The gate's false pass by the sample skewness g1 of d (every equal-means "
               "cell above):", "", "| g1 | campaigns | false pass |", "|---|---|---|"]
     for lo, hi in zip(edges[:-1], edges[1:]):
         sel = (g_all >= lo) & (g_all < hi)
@@ -370,8 +408,9 @@ def main(argv=None) -> int:
 
     # gain CI coverage
     prog.step("CI coverage")
-    lines += ["## 95% CI of the mean gain: coverage (paired test inverted; paired t beside)", "",
-              "| noise | n | m | policy | effect | paired CI | t CI |", "|---|---|---|---|---|---|---|"]
+    lines += ["## 95% CI of the mean gain: coverage (the gate's CI; sign flip and t beside)", "",
+              "| noise | n | m | policy | effect | gate CI | sign-flip CI | t CI |",
+              "|---|---|---|---|---|---|---|---|"]
     cov_min = 1.0
     cc = min(c, 1000)
     for noise in NOISES:
@@ -379,15 +418,17 @@ def main(argv=None) -> int:
             for pol in ("fixed schedule", "one more draw"):
                 p, dr = campaigns(rng, cc, n, 5, noise, pol, EFFECT)
                 d = dr.mean(2) - p
-                truth = BASE_V * math.exp(0.0) * EFFECT          # E[level] = BASE_V
-                hit = np.mean([(lambda ci: ci[0] <= truth <= ci[1])(
+                truth = BASE_V * EFFECT          # E[level] = BASE_V
+                hit = float(floored_ci_hits(p, dr, truth).mean())
+                hit_flip = np.mean([(lambda ci: ci[0] <= truth <= ci[1])(
                     paired_mean_test(row, "two-sided", confidence=0.95).ci) for row in d])
                 se = d.std(1, ddof=1) / math.sqrt(n)
                 q = sps.t.isf(0.025, n - 1)
                 hit_t = np.mean(np.abs(d.mean(1) - truth) <= q * se)
                 cov_min = min(cov_min, hit)
-                lines.append(f"| {noise} | {n} | 5 | {pol} | 22% | {fmt(hit)} | {fmt(hit_t)} |")
-    lines += ["", f"Smallest paired-CI coverage: {fmt(cov_min)} (target >= 0.93: "
+                lines.append(f"| {noise} | {n} | 5 | {pol} | 22% | {fmt(hit)} | "
+                             f"{fmt(hit_flip)} | {fmt(hit_t)} |")
+    lines += ["", f"Smallest gate-CI coverage: {fmt(cov_min)} (target >= 0.93: "
               f"{'met' if cov_min >= 0.93 else 'MISSED'})", ""]
 
     # group-sequential design

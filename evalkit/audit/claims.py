@@ -112,7 +112,8 @@ class ClaimResult:
             "p_one_sided": sf.p_greater if sf is not None else None,
             "p_two_sided": sf.p_two_sided if sf is not None else None,
             "p_adjusted": numbers["p_adjusted"],
-            "exact": sf.exact if sf is not None else None,
+            "exact": None,              # the p is the floored t-test's (claim["floor"])
+            "floor": _floor_dict(self.ctx) if sf is not None else None,
             "min_p": sf.min_p if sf is not None else None,
             "seeds_needed": self.ctx.seeds_needed,
             "power": _power_dict(self.ctx),
@@ -155,6 +156,11 @@ def _exchangeability_dict(ctx) -> dict | None:
     return {"name": "exchangeability", "test": "within-seed relabelling (raw mean)",
             "null": "the policy run is exchangeable with its seed's draws",
             "p_two_sided": res.p_two_sided, "exact": res.exact, "blocking": False}
+
+
+def _floor_dict(ctx) -> dict | None:
+    res = _diagnostic(lambda: ctx.paired)
+    return None if res is None else res.floor_dict()
 
 
 def _tail_luck_dict(ctx) -> dict | None:

@@ -19,8 +19,8 @@ from evalkit.runlog.design import run_corridor_violations
 from evalkit.runlog.io import read_meta
 from evalkit.stats import load_match
 from evalkit.stats.loadmatch import CHECK_KEYS
-from evalkit.stats.paired import METHOD as PAIRED_METHOD
-from evalkit.stats.paired import paired_mean_test
+from evalkit.stats.floored import METHOD as PAIRED_METHOD
+from evalkit.stats.floored import floored_mean_test
 from evalkit.stats._result import DEFAULT_RTOL
 from evalkit.stats.randomisation import (MAX_EXACT_N, exact_enumerable, min_attainable_p,
                                          seeds_needed, sign_flip_test,
@@ -147,25 +147,34 @@ class ClaimContext:
 
     @cached_property
     def paired(self):
-        """The claim's test: the studentized sign-flip test of mean(d) over independent seeds
-        (:func:`evalkit.stats.paired.paired_mean_test`), its p, mean and CI the claim's
-        numbers; the same test whatever the draws per seed (one estimand: the mean gain)."""
-        return paired_mean_test(self.d, self.alternative, n_resamples=self._n_resamples,
-                                rng=self.rng())
+        """The claim's test: the mean of d over independent seeds, a t-test whose variance is
+        floored by the draws' (:func:`evalkit.stats.floored.floored_mean_test`: a policy whose
+        runs missed the draws' tail is held to the variance that tail gives); its p, mean and
+        CI are the claim's numbers (one estimand: the mean gain, whatever the draws per seed)."""
+        return floored_mean_test([p.v_policy for p in self.units],
+                                 [p.draws.violation_rate.to_numpy(float) for p in self.units],
+                                 self.alternative)
+
+    @cached_property
+    def sign_flip_engine(self):
+        """The sign-flip test on d as the engine computes it (exact up to 40 seeds): the
+        design rules read its smallest attainable p; its p is not the claim's."""
+        return sign_flip_test(self.d, alternative=self.alternative,
+                              n_resamples=self._n_resamples, rng=self.rng())
 
     @cached_property
     def sign_flip(self):
-        """The claim's test in the form the document, verdicts and null figure read: the
-        numbers (p, CI, method) are :attr:`paired`'s; a sign flip keeps sum d^2, so the
-        studentized statistic orders sign vectors as the mean does, and the sign-flip engine's
-        null of mean(d) is the null figure's."""
-        engine = sign_flip_test(self.d, alternative=self.alternative,
-                                n_resamples=self._n_resamples, rng=self.rng())
+        """The claim's test in the form the document and verdicts read: p, CI, t and method
+        are :attr:`paired`'s; the sign-flip engine on d keeps what the design rules read (the
+        smallest p a sign flip over these seeds can reach: seeds whose runs tie count for
+        nothing, and fewer than 6 seeds cannot claim at two-sided 0.05)."""
+        engine = self.sign_flip_engine
         paired = self.paired
         return replace(engine, p_value=paired.p_value, p_greater=paired.p_greater,
                        p_less=paired.p_less, p_two_sided=paired.p_two_sided,
-                       ci_low=paired.ci[0], ci_high=paired.ci[1], ci_method=paired.ci_method,
-                       method=paired.method, t_statistic=paired.t)
+                       ci_low=paired.ci[0], ci_high=paired.ci[1],
+                       ci_method="t interval with the floored variance",
+                       method=f"{paired.method} ({paired.reference})", t_statistic=paired.t)
 
     @cached_property
     def exchangeability(self):

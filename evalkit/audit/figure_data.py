@@ -43,7 +43,7 @@ def null_histogram(null: np.ndarray) -> dict:
 def null_figure(test, seed: int) -> dict:
     """The null histogram of a randomisation test's result, with what the figure labels."""
     out = null_histogram(test.null_distribution(max_points=NULL_POINTS, seed=seed))
-    observed = float(getattr(test, "null_observed", test.statistic))
+    observed = float(test.null_observed if hasattr(test, "null_observed") else test.statistic)
     out.update(observed=observed, p_value=test.p_value, alternative=test.alternative,
                test=getattr(test, "test", "sign-flip"),
                statistic=getattr(test, "null_statistic", "mean"),
@@ -55,9 +55,8 @@ def null_figure(test, seed: int) -> dict:
 def claim_figure_data(claim, seed: int) -> dict:
     """``{"null": ..., "psi": ...}`` of one ClaimResult, each only when its figure is drawn."""
     out = {}
-    test = claim.sign_flip
-    if test is not None:
-        out["null"] = null_figure(test, seed)
+    if claim.sign_flip is not None:      # the claim's test: its own null law of mean(d)
+        out["null"] = null_figure(claim.ctx.paired, seed)
     if _has_psi(claim.ctx.regime_evidence):
         out["psi"] = {"policy_runs": [str(p.policy_run) for p in claim.data.pairs],
                       "draw_runs": [r for p in claim.data.pairs

@@ -42,13 +42,13 @@ class Power:
     def text(self) -> str:
         if self.rule is None:
             return ""
-        p_rule = (f"the smallest attainable {self.alternative} p is {num(self.min_p, 3)} > "
+        p_rule = (f"the smallest sign-flip {self.alternative} p is {num(self.min_p, 3)} > "
                   f"alpha = {self.alpha:g}: the test needs >= {self.seeds_needed} seeds")
         floor = (f"{self.n} independent seeds are below the protocol's minimum of "
                  f"{self.min_seeds}")
         if self.rule == "protocol_minimum":
             return (floor + f" (the test itself could reach alpha with {self.seeds_needed}; "
-                    f"smallest attainable p now {num(self.min_p, 3)})")
+                    f"smallest sign-flip p now {num(self.min_p, 3)})")
         if self.rule == "attainable_p":
             return f"with {self.n} independent seeds " + p_rule
         return floor + ", and " + p_rule

@@ -86,7 +86,7 @@ CLAIM = Obj({
     "method": OPT_STR, "vouched": ListOf(STR), "exclusions": ListOf(MapOf(ANY)),
     "wins": INT, "mean_diff": NUM, "ci": ListOf(NUM, nullable=True), "ci_method": OPT_STR,
     "p_one_sided": NUM, "p_two_sided": NUM, "p_adjusted": NUM, "exact": OPT_BOOL,
-    "min_p": NUM, "seeds_needed": OPT_INT,
+    "floor": MapOf(ANY, nullable=True), "min_p": NUM, "seeds_needed": OPT_INT,
     "power": Obj({"min_p": NUM, "min_seeds": OPT_INT, "n": OPT_INT, "rule": OPT_STR,
                   "seeds_needed": OPT_INT, "text": OPT_STR}, nullable=True),
     "tier": OPT_STR, "tier_status": MapOf(OneOf(*TIER_STATES)), "stop_reason": OPT_STR,

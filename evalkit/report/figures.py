@@ -216,12 +216,14 @@ def null_distribution(hist: dict) -> Figure:
     alternative, test = hist["alternative"], hist.get("test") or "sign-flip"
     student = hist.get("statistic") == "studentized"
     name = "t = G / se(G)" if student else "G"
-    title = f"Null distribution of {name} ({test} test)"
+    title = (f"Null distribution of {name} ({test})" if test.endswith("-test")
+             else f"Null distribution of {name} ({test} test)")
     fig, ax = _canvas(title, 2)
     share = counts / max(1, size)
     # one filled outline instead of a patch per bar: the same picture, less drawing
-    ax.stairs(share, edges, fill=True, color=DRAWS_COLOR, alpha=0.6,
-              label=f"null ({size:,} label sets)")
+    law = (f"null (the t law of the floored se, {size:,} quantiles)" if test.endswith("t-test")
+           else f"null ({size:,} label sets)")
+    ax.stairs(share, edges, fill=True, color=DRAWS_COLOR, alpha=0.6, label=law)
     value = f"{observed:+.3g}" if student else f"{100 * observed:+.3g} pp"
     if np.isfinite(observed):
         ax.axvline(observed, color=OBSERVED_COLOR, lw=2,
@@ -237,8 +239,9 @@ def null_distribution(hist: dict) -> Figure:
     ax.set_ylabel("share of the null", fontsize=_FONT["label"])
     _legend_below(fig, ax, ncol=1)
     infinite = size - int(counts.sum())
-    alt = (f"{title}: histogram of {name} under the null hypothesis over {size} label "
-           f"sets, with the observed {name.split(' ')[0]} = "
+    over = (f"{size} evenly spaced quantiles of its t law" if test.endswith("t-test")
+            else f"{size} label sets")
+    alt = (f"{title}: histogram of {name} under the null hypothesis over {over}, with the observed {name.split(' ')[0]} = "
            f"{value.replace('pp', 'percentage points')} marked (unadjusted {alternative} p = "
            f"{p_value:.3g}, before any multiplicity adjustment)"
            + (f"; {infinite} label sets with se = 0 (t infinite) are not drawn" if infinite

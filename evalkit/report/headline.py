@@ -248,15 +248,19 @@ def headline(claim: dict, audit: dict) -> Headline:
     if p is None:
         test = ""
     else:
-        kind = "exact" if claim.get("exact") else "Monte Carlo"
+        exact = claim.get("exact")
+        kind = "" if exact is None else ("exact " if exact else "Monte Carlo ")
+        name = test_name if test_name.endswith("-test") else test_name + " test"
         test = ((f"Holm-adjusted p = {p_value(p)} over {n_claims} claims" if adjusted
-                 else f"p = {p_value(p)}") + f" ({alternative}, {kind} {test_name} test)")
+                 else f"p = {p_value(p)}") + f" ({alternative}, {kind}{name})")
     if status == "underpowered":
         alpha = audit.get("alpha")
         rule = "underpowered: " + power_clause(claim, alpha)
-        if p is not None and alpha is not None and p <= alpha and g:
-            rule = (f"significantly {'better' if g > 0 else 'worse'} than matched random, "
-                    "but not claimable: " + rule)
+        if p is not None and alpha is not None and p <= alpha and g and g > 0:
+            rule = "significantly better than matched random, but not claimable: " + rule
+        elif p is not None and alpha is not None and p <= alpha and g:
+            rule = ("not better than matched random (a negative gain; no 'worse' is "
+                    "claimed), and not claimable: " + rule)
         test += ("; " if test else "") + rule
     if claim.get("pre_registered") is False:
         test += ("; " if test else "") + "not pre-registered (no campaign plan)"

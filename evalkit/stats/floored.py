@@ -52,12 +52,13 @@ import numpy as np
 from scipy import stats as sps
 
 from evalkit.errors import InputError
-from evalkit.stats._result import ResultMixin, as_finite_1d, check_alternative
+from evalkit.stats._result import ResultMixin, as_finite_1d, check_alternative, json_safe
+from evalkit.stats.paired import sample_skewness
 
 __all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "METHOD", "SPREAD_PRETEST",
            "floored_mean_test", "floored_variance_batch"]
 
-METHOD = "t-test of the mean of d, variance floored by the draws' (evalkit.stats.floored)"
+METHOD = "draw-floored t-test"
 
 LEVEL_CONFIDENCE = 0.8     # one-sided confidence of the policy-level bound r
 SPREAD_PRETEST = 0.04      # one-sided level of "the policy is less variable than a draw"
@@ -78,6 +79,7 @@ class FlooredTestResult(ResultMixin):
     dropped).  ``level_ratio``: r (the policy's level bound, squared, capped at 1);
     ``spread_ratio``: K.  ``ci``: the ``confidence`` interval of the mean of d from the same
     variance (one-sided for a one-sided test).  ``floor_reason``: why there is no floor.
+    ``skewness``: the sample skewness g1 of d (a diagnostic).
     """
 
     n: int
@@ -104,6 +106,7 @@ class FlooredTestResult(ResultMixin):
     spread_p: float
     policy_less_variable: bool
     floor_reason: str
+    skewness: float
     method: str
 
     def null_distribution(self, max_points: int = 2000, seed: int = 0) -> np.ndarray:
@@ -118,7 +121,28 @@ class FlooredTestResult(ResultMixin):
         return self.mean
 
     null_statistic = "mean"
-    test = "draw-floored t"
+    test = METHOD
+
+    @property
+    def reference(self) -> str:
+        """The p's reference law and what the floor did, in words."""
+        if self.floor_reason:
+            how = "no floor: " + self.floor_reason.split(":")[0]
+        elif self.policy_less_variable:
+            how = (f"no floor: the policy is less variable than one more draw (spread "
+                   f"pre-test p = {self.spread_p:.2g})")
+        elif self.floor_binds:
+            how = "the draws' variance floor binds"
+        else:
+            how = "the draws' variance floor does not bind"
+        return f"t, {self.df} df; {how}"
+
+    def floor_dict(self) -> dict:
+        """The floor's numbers, as audit.json records them."""
+        keys = ("variance", "floor", "floor_binds", "draw_variance", "level_ratio",
+                "spread_ratio", "spread_p", "policy_less_variable", "sample_se", "se", "df")
+        return {**{k: json_safe(getattr(self, k)) for k in keys},
+                "reason": self.floor_reason or None, "reference": self.reference}
 
 
 def _padded(draws, n: int) -> np.ndarray:
@@ -160,7 +184,7 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray) -> dict:
         lp = np.log(policy + offset[:, None])
         seed_log = np.nanmean(ld, axis=2)                               # (c, n)
         ldev = np.where(has, ld - seed_log[..., None], np.nan)
-        s2_log = np.where(within[..., None], ldev ** 2, 0.0).sum(axis=(1, 2)) / dof
+        s2_log = np.where(within[..., None] & has, ldev ** 2, 0.0).sum(axis=(1, 2)) / dof
         scaled = np.where(within[..., None],
                           ldev * np.sqrt(m / np.maximum(m - 1, 1))[..., None], np.nan)
         flat = scaled.reshape(c, -1)
@@ -255,4 +279,5 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
         variance=variance, floor=float(b["floor"]), floor_binds=bool(b["binds"]),
         draw_variance=float(b["draw_variance"]), level_ratio=float(b["level_ratio"]),
         spread_ratio=float(b["spread_ratio"]), spread_p=float(b["spread_p"]),
-        policy_less_variable=bool(b["less_variable"]), floor_reason=reason, method=METHOD)
+        policy_less_variable=bool(b["less_variable"]), floor_reason=reason,
+        skewness=sample_skewness(np.nanmean(padded, axis=1) - pol), method=f"{METHOD} of the mean of d")

@@ -1,4 +1,7 @@
-"""The seed-level test of the claim both gates print: is the mean of d_s over seeds > 0?
+"""The studentized sign-flip test of the mean of d_s over seeds (is it > 0?).
+
+The test ``evalkit compare`` decides with, and the gates' test before the draws' variance
+floor (:mod:`evalkit.stats.floored`, which the gates use now: measured below).
 
 ``d_s`` is one difference per independent unit (a seed, or a repetition), oriented so that
 positive means "better" (the scheduler: ``d_s = mean(draws_s) - policy_s`` of V).  The test
@@ -22,7 +25,8 @@ itself heavy-tailed (an exchangeable policy with bursty V: up to 0.11; twice the
 spread: up to 0.17; the paired t, bootstrap-t and Johnson's t do no better), and the lower
 tail over-rejects when the draws are skewed and the policy is not (false "worse" up to 0.10):
 this test licenses no "worse" direction.  The sample skewness of d does not flag those
-campaigns (the study's table by g1), so ``skewness`` is reported, not used as a rule.
+campaigns (the study's table by g1), so ``skewness`` is reported, not used as a rule.  What
+does: the draws see the tail the policy's few runs miss (:mod:`evalkit.stats.floored`).
 """
 
 from __future__ import annotations

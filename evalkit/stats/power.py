@@ -29,10 +29,11 @@ tail beyond the largest, and the pilot's policy runs were not used for the polic
 ``1 - gain / E[V of a draw]`` (``relative=True``: times ``1 - gain``); ``effect="additive"``
 subtracts ``gain`` (a share of V) from every policy run, as the planner did before.
 
-**The tests** are the gate's: the fixed-n test is the studentized sign-flip test on the
-per-seed differences ``d_s = mean(draws_s) - policy_s`` (:func:`sign_flip_p_batch`, the
-batch form of :func:`evalkit.stats.paired.paired_mean_test`); the sequential design is the
-group-sequential test (:mod:`evalkit.stats.group_sequential`) on the same ``d_s`` in order.
+**The tests** are the gate's: the fixed-n test is the draw-floored t-test on the per-seed
+differences ``d_s = mean(draws_s) - policy_s`` (:func:`fixed_gate_passes`, the batch form of
+:func:`evalkit.stats.floored.floored_mean_test`, with the gate's rule that a sign flip on d
+could reach alpha); the sequential design is the group-sequential test
+(:mod:`evalkit.stats.group_sequential`) on the same ``d_s`` in order.
 
 **The interval** of each predicted power comes from the pilot's size: the model's variance
 components are drawn again from their sampling distributions given the pilot (a sample
@@ -51,13 +52,15 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
 
 from evalkit.errors import InputError
 from evalkit.stats._result import DEFAULT_RTOL, ResultMixin, as_generator, check_alternative
+from evalkit.stats.floored import floored_variance_batch
 from evalkit.stats.group_sequential import GroupSequentialDesign, design
 
 __all__ = ["DECISIONS", "EFFECTS", "EXACT_SIGN_VECTORS", "FUTILITY_STOP", "MODEL_KINDS",
-           "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow",
+           "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow", "fixed_gate_passes",
            "group_sequential_batch", "pilot_model", "power_plan", "sequential_looks",
            "sign_flip_p_batch"]
 
@@ -348,14 +351,36 @@ def _simulate(model: PilotModel, gen, reps: int, top: int, m: int, gain: float, 
     fixed = []
     for n in grid:
         # the fixed gate tests the zero null; min_effect shifts the sequential design only
-        x = d[:, :n]
-        p = sign_flip_p_batch(x, settings["n_resamples"], gen, alt)
-        fixed.append(float(np.mean((p <= alpha) & (x.mean(axis=1) > 0))))
+        fixed.append(float(np.mean(fixed_gate_passes(policy[:, :n], draws[:, :n], alt,
+                                                     alpha))))
     oriented = -d if alt == "less" else d
     decision, used = group_sequential_batch(oriented[:, :settings["design"].max_seeds],
                                             settings["design"], shift)
     better_by = [float(np.mean((decision == PASS) & (used <= n))) for n in grid]
     return {"fixed": fixed, "sequential": better_by, "decision": decision, "used": used}
+
+
+def fixed_gate_passes(policy: np.ndarray, draws: np.ndarray, alternative: str,
+                      alpha: float) -> np.ndarray:
+    """(R,) whether the fixed gate passes each of R campaigns: the draw-floored t-test
+    (:func:`evalkit.stats.floored.floored_variance_batch`) at ``alpha`` with the mean on the
+    better side, and enough seeds that a sign flip on d could reach ``alpha`` (the gate's
+    design rule).  policy (R, n), draws (R, n, m)."""
+    n = policy.shape[1]
+    reach = (2.0 if alternative == "two-sided" else 1.0) * 0.5 ** n
+    if n < 2 or reach > alpha:
+        return np.zeros(policy.shape[0], dtype=bool)
+    b = floored_variance_batch(policy, draws)
+    mean = b["mean"]
+    if alternative == "less":
+        mean = -mean
+    se = np.sqrt(b["variance"] / n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se > 0, mean / se, np.where(mean > 0, np.inf, 0.0))
+    p = sps.t.sf(t, n - 1)
+    if alternative == "two-sided":
+        p = np.minimum(1.0, 2.0 * np.minimum(p, sps.t.cdf(t, n - 1)))
+    return (p <= alpha) & (mean > 0)
 
 
 def _first(grid, power, target):
@@ -502,9 +527,9 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
         components={"mu": model.mu, "tau": model.tau, "sigma_within": model.sigma_within,
                     "sigma_policy": model.sigma_policy, "mean_draw": model.mean_draw,
                     "zeros_floored": model.zeros_floored},
-        method=(f"{reps} simulated campaigns per setting; fixed-n: studentized sign-flip test "
-                f"of the mean of d (exact up to {EXACT_SIGN_VECTORS} sign vectors, else Monte "
-                f"Carlo with B = {n_resamples}); sequential: group-sequential design "
+        method=(f"{reps} simulated campaigns per setting; fixed-n: the gate's draw-floored "
+                f"t-test of the mean of d (and enough seeds for a sign flip on d to reach "
+                f"alpha); sequential: group-sequential design "
                 f"({settings['design'].spending} spending, one-sided alpha "
                 f"{settings['design'].alpha:g}, non-binding futility at t < "
                 f"{settings['design'].futility:g}, null shift {100 * null_shift:.2f} pp: a pass "

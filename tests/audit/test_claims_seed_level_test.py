@@ -15,6 +15,7 @@ from evalkit.audit.result import audit_campaign
 from evalkit.cli.main import cli
 from evalkit.document import words
 from evalkit.document.words import p_value, pp
+from evalkit.stats.floored import floored_mean_test
 from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.randomisation import within_seed_permutation_test
 
@@ -63,7 +64,8 @@ def test_fixed_gate_finds_the_gain_the_within_seed_relabelling_misses(better):
     result = evalkit.gate(table, "wa", accept_vouched=True)
     assert result.passed and result.exit_code == 0 and result.direction == "better"
     d = np.array([d.mean() - p for p, d in units])
-    assert result.p_value == pytest.approx(paired_mean_test(d, "two-sided").p_value, abs=1e-12)
+    floored = floored_mean_test([p for p, _ in units], [x for _, x in units], "two-sided")
+    assert result.p_value == pytest.approx(floored.p_value, rel=1e-9)
     assert result.effect == pytest.approx(d.mean(), abs=1e-12)
 
 
@@ -114,12 +116,13 @@ def test_claim_numbers_are_the_paired_mean_test_and_exchangeability_is_a_diagnos
     doc = audit_campaign_dict(table)
     claim = doc["claims"][0]
     d = np.array([d.mean() - p for p, d in units])
-    paired = paired_mean_test(d, "two-sided")
-    assert claim["p_two_sided"] == pytest.approx(paired.p_value, abs=1e-12)
-    # the CI's inversion draws from the claim's own stream: the same interval up to that
-    assert claim["ci"] == pytest.approx(list(paired.ci), rel=0.02)
-    assert claim["method"] == paired.method
-    assert claim["test"] == "studentized sign-flip test of the mean of d"
+    paired = floored_mean_test([p for p, _ in units], [x for _, x in units], "two-sided")
+    assert paired.mean == pytest.approx(d.mean(), abs=1e-12)
+    assert claim["p_two_sided"] == pytest.approx(paired.p_value, rel=1e-9)
+    assert claim["ci"] == pytest.approx(list(paired.ci), rel=1e-9)
+    assert claim["method"] == f"{paired.method} ({paired.reference})"
+    assert claim["test"] == "draw-floored t-test"
+    assert claim["floor"]["floor_binds"] == paired.floor_binds
     exch = claim["exchangeability"]
     assert exch["blocking"] is False and exch["p_two_sided"] > 0.05
     assert claim["tail_luck"]["flagged"] is True and claim["tail_luck"]["blocking"] is False

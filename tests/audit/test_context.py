@@ -26,7 +26,7 @@ from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.runset import assemble_claims, ClaimData, load_runset, SeedPair
 from evalkit.document.tiers import tier_walk
-from evalkit.stats.paired import paired_mean_test
+from scipy import stats as sps
 from tests.support.decision_stubs import claim, pair
 
 
@@ -44,6 +44,14 @@ def _brute_p(d):
     ge = np.mean(sums >= t - tol)
     le = np.mean(sums <= t + tol)
     return ge, le, min(1.0, 2 * min(ge, le))
+
+
+def _t_p(d):
+    """(p_greater, p_less, p_two_sided) of the t-test on d (scipy): the claim's test when no
+    seed has 2 draws (the draws' variance floor needs them)."""
+    res = {alt: sps.ttest_1samp(np.asarray(d, float), 0.0, alternative=alt).pvalue
+           for alt in ("greater", "less", "two-sided")}
+    return res["greater"], res["less"], res["two-sided"]
 
 
 def _holm(p):
@@ -100,11 +108,11 @@ def test_holm_adjusts_the_testable_claims_together(tmp_path):
     path = _table(tmp_path / "t.csv", _regimes())
     _, results = _evaluate(path)
     by = {r.regime: r.to_dict() for r in results}
-    raw = {r: _brute_p(_D[r])[2] for r in ("ra", "rb", "rc")}
+    raw = {r: _t_p(_D[r])[2] for r in ("ra", "rb", "rc")}
     adj = _holm([raw["ra"], raw["rb"], raw["rc"]])
     for r, a in zip(("ra", "rb", "rc"), adj):
-        assert by[r]["p_two_sided"] == pytest.approx(raw[r], abs=1e-15)
-        assert by[r]["p_adjusted"] == pytest.approx(a, abs=1e-15)
+        assert by[r]["p_two_sided"] == pytest.approx(raw[r], rel=1e-12)
+        assert by[r]["p_adjusted"] == pytest.approx(a, rel=1e-12)
     assert by["rd"]["p_adjusted"] is None and by["rd"]["null_size"] is None
     # the 2-seed claim is in the family: the smallest p is multiplied by 3, not 2
     assert by["ra"]["p_adjusted"] == pytest.approx(3 * raw["ra"])
@@ -120,7 +128,7 @@ def test_no_multiplicity_or_a_single_claim_keeps_the_raw_p(tmp_path):
     one = _table(tmp_path / "one.csv", _regimes({"ra": _D["ra"]}))
     _, results = _evaluate(one)
     d = results[0].to_dict()
-    assert d["p_adjusted"] == pytest.approx(_brute_p(_D["ra"])[2], abs=1e-15)
+    assert d["p_adjusted"] == pytest.approx(_t_p(_D["ra"])[2], rel=1e-12)
     # gain_significant decides on this p
     gs = next(c for c in results[0].checks if c.name == "gain_significant")
     assert f"adjusted {core._fmt(d['p_adjusted'])}" in gs.found
@@ -131,15 +139,17 @@ def test_claim_result_fields_of_a_sign_flip_claim(tmp_path):
     path = _table(tmp_path / "t.csv", _regimes({"ra": d}))
     _, (res,) = _evaluate(path)
     out = res.to_dict()
-    g, le, two = _brute_p(d)
+    g, le, two = _t_p(d)
     assert out["regime"] == "ra" and out["policy"] == "pra" and out["baseline"] == "matched_random"
     assert out["n_seeds"] == 6 and out["seeds"] == list(range(6)) and out["effective_n"] == 6
     assert out["draws_per_seed"] == [1] * 6 and out["design_min_p"] == pytest.approx(2.0 ** -5)
-    assert out["test"] == "studentized sign-flip test of the mean of d"
-    assert out["null_size"] == 2 ** 6 and out["exact"] is True
-    assert out["method"].startswith("studentized sign-flip test of the mean of d (exact")
+    assert out["test"] == "draw-floored t-test"
+    assert out["null_size"] == 2 ** 6 and out["exact"] is None      # the p is a t-test's
+    assert out["method"] == ("draw-floored t-test of the mean of d (t, 5 df; no floor: no "
+                             "seed has >= 2 draws)")
+    assert out["floor"]["reason"].startswith("no seed has >= 2 draws")
     assert out["exchangeability"] is None and out["tail_luck"] is None   # one draw a seed
-    assert out["skewness"] == pytest.approx(paired_mean_test(d).skewness)
+    assert out["skewness"] == pytest.approx(sample_skewness(d))
     assert out["wins"] == 4
     assert out["mean_diff"] == pytest.approx(np.mean(d))
     assert out["p_one_sided"] == pytest.approx(g) and out["p_two_sided"] == pytest.approx(two)
@@ -188,7 +198,8 @@ def _stub_result(excluded=(), effective_n=2, checks=(), d=(0.125, -0.25)):
     sf = SimpleNamespace(null_size=4, method="m", ci_low=-1.0, ci_high=2.0, ci_method="cm",
                          p_greater=0.25, p_two_sided=0.5, exact=True, min_p=0.5)
     ctx = SimpleNamespace(effective_n=effective_n, sign_flip=sf, d=np.array(d),
-                          paired=SimpleNamespace(skewness=0.0), exchangeability=None,
+                          paired=SimpleNamespace(skewness=0.0, floor_dict=lambda: {}),
+                          exchangeability=None,
                           tail_luck=None, units=[],
                           pseudo_replicates=[(2, 0)], test_name="t",
                           draws_per_seed=np.array([2, 1]), design_min_p=0.5, p_adjusted=0.75,
@@ -216,7 +227,7 @@ def test_to_dict_fields_from_the_context():
     assert out["wins"] == 1 and out["mean_diff"] == pytest.approx(-0.0625)
     assert out["ci"] == [-1.0, 2.0] and out["ci_method"] == "cm" and out["null_size"] == 4
     assert out["p_one_sided"] == 0.25 and out["p_two_sided"] == 0.5
-    assert out["p_adjusted"] == 0.75 and out["exact"] is True and out["min_p"] == 0.5
+    assert out["p_adjusted"] == 0.75 and out["exact"] is None and out["min_p"] == 0.5
     assert out["method"] == "m" and out["seeds_needed"] == 6 and out["design_min_p"] == 0.5
     assert out["pseudo_replicates"] == [{"seed": 2, "same_requests_as_seed": 0}]
     assert out["n_seeds"] == 2 and out["seeds"] == [0, 1, 2]
@@ -300,13 +311,13 @@ def test_verdict_wording_per_tier():
     # 4 seeds below the protocol's 5: the protocol rule blocks, not the attainable p
     assert _verdict("harness", proto, claim, under, "", _vctx(needed=3)) == (
         "underpowered: 4 independent seeds are below the protocol's minimum of 5 (the test "
-        "itself could reach alpha with 3; smallest attainable p now 0.01); G = +6.25 pp "
+        "itself could reach alpha with 3; smallest sign-flip p now 0.01); G = +6.25 pp "
         "[+3.12, +12.50], CI above 0: the difference is not significant (p = 0.5); no "
         "claim beyond the mechanism tiers")
     assert _verdict(None, proto, SimpleNamespace(oracle=True), under, "",
                     _vctx(n=5, needed=7, design_min_p=0.0625)) == (
         "oracle bound (never deployable): underpowered: with 5 independent seeds the smallest "
-        "attainable two-sided p is 0.0625 > alpha = 0.05: the test needs >= 7 seeds; G = "
+        "sign-flip two-sided p is 0.0625 > alpha = 0.05: the test needs >= 7 seeds; G = "
         "+6.25 pp [+3.12, +12.50], CI above 0: the difference is not significant (p = 0.5); "
         "no claim beyond the mechanism tiers")
     worse = _verdict("harness", proto, claim, under, "",
@@ -473,9 +484,12 @@ def test_default_seed_is_zero_for_monte_carlo_p(tmp_path):
     _, (default,) = _evaluate(path)
     _, (zero,) = _evaluate(path, seed=0)
     _, (one,) = _evaluate(path, seed=1)
+    # the claim's p is a t-test's (no resampling); the sign-flip engine that the design
+    # rules read (its smallest attainable p) is Monte Carlo with the audit's seed
     assert default.sign_flip.exact is False
-    assert default.sign_flip.p_value == zero.sign_flip.p_value
-    assert default.sign_flip.p_value != one.sign_flip.p_value
+    assert default.sign_flip.p_value == one.sign_flip.p_value
+    ex = [r.ctx.exchangeability.p_value for r in (default, zero, one)]
+    assert ex[0] == ex[1] and ex[0] != ex[2]
 
 
 # ---------------------------------------------------------------- ClaimContext evidence
@@ -687,8 +701,8 @@ def test_sign_flip_is_exact_up_to_its_limit():
                           alternative="greater", protocol=SimpleNamespace(n_resamples=99),
                           draws_per_seed=np.ones(n, dtype=int),
                           d=np.linspace(-0.5, 1.0, n))
-        assert c.sign_flip.exact is exact
-        assert c.sign_flip.null_size == (2 ** n if exact else 99)
+        assert c.sign_flip_engine.exact is exact
+        assert c.sign_flip_engine.null_size == (2 ** n if exact else 99)
 
 
 # ------------------------------------------- checks: exact texts that carry the numbers
@@ -973,7 +987,7 @@ def test_enough_seeds_texts():
     assert out.expected == (">= 6 independent paired seeds (protocol minimum 5; the sign-flip "
                             "test needs 6 to reach alpha = 0.05 two-sided)")
     assert out.found == ("underpowered: 3 independent seeds are below the protocol's minimum "
-                         "of 5, and the smallest attainable two-sided p is 0.25 > alpha = "
+                         "of 5, and the smallest sign-flip two-sided p is 0.25 > alpha = "
                          "0.05: the test needs >= 6 seeds; 5 seed(s) replay another seed's "
                          "trace realisation and count once (5 = 0, 6 = 0, 7 = 1, 8 = 1); 1 "
                          "seed(s) whose policy run and draws have the same V cannot move the "
@@ -984,14 +998,14 @@ def test_enough_seeds_texts():
            design_min_p=0.0123)
     out = inference.enough_seeds(c, _spec(min_seeds=5))
     assert out.found == ("underpowered: 4 independent seeds are below the protocol's minimum "
-                         "of 5 (the test itself could reach alpha with 3; smallest attainable p "
+                         "of 5 (the test itself could reach alpha with 3; smallest sign-flip p "
                          "now 0.0123)")
     assert out.recommendation == "underpowered: needs >= 5 seeds"
     # enough for the protocol, not for the test
     c = _c(informative_n=5, effective_n=5, seeds_needed=6, test_name="t", pseudo_replicates=[],
            design_min_p=0.0625)
     out = inference.enough_seeds(c, _spec(min_seeds=5))
-    assert out.found.endswith("with 5 independent seeds the smallest attainable two-sided p is "
+    assert out.found.endswith("with 5 independent seeds the smallest sign-flip two-sided p is "
                               "0.0625 > alpha = 0.05: the test needs >= 6 seeds")
     c = _c(informative_n=1, effective_n=1, seeds_needed=6, test_name="t", pseudo_replicates=[],
            design_min_p=1.0)
@@ -1013,19 +1027,20 @@ def _sf(**kw):
 
 def test_gain_significant_texts():
     c = _c(effective_n=6, sign_flip=_sf(), p_adjusted=0.046875, test_name="sign-flip test",
-           seeds_needed=6, d=np.array([0.1, 0.2, 0.0, -0.1, 0.3, 0.2]))
+           seeds_needed=6, d=np.array([0.1, 0.2, 0.0, -0.1, 0.3, 0.2]),
+           paired=SimpleNamespace(reference="t, 5 df; the draws' variance floor binds"))
     out = inference.gain_significant(c, _spec(min_effect=0.005))
     assert out.passed is True
     assert out.expected == ("Holm-adjusted two-sided p <= 0.05 and mean d >= 0.50 pp (the "
                             "smallest effect of interest; sign-flip test)")
     assert out.found == ("mean d = +6.25 pp [+3.12, +12.50], policy better in 4/6 seeds, p = "
-                         "0.03125, adjusted 0.04688 (exact)")
+                         "0.03125, adjusted 0.04688 (t, 5 df; the draws' variance floor binds)")
     c.sign_flip = _sf(exact=False, min_p=0.0625)
     out = inference.gain_significant(c, _spec(min_effect=0.005))
-    assert out.found == ("underpowered: smallest attainable p = 0.0625 > alpha with n = 6 "
+    assert out.found == ("underpowered: smallest sign-flip p = 0.0625 > alpha with n = 6 "
                          "(seeds whose runs tie cannot count); mean d = +6.25 pp [+3.12, "
                          "+12.50], policy better in 4/6 seeds, p = 0.03125, adjusted 0.04688 "
-                         "(Monte Carlo)")
+                         "(t, 5 df; the draws' variance floor binds)")
     assert out.recommendation == "underpowered: needs >= 6 seeds"
     c.protocol = SimpleNamespace(multiplicity="none")
     assert inference.gain_significant(c, _spec(min_effect=0.005)).expected == (
@@ -1209,7 +1224,7 @@ def test_informative_seeds_are_those_whose_runs_differ():
     c = _stub_context(pairs)
     assert c.effective_n == 4 and c.informative_n == 2
     assert c.averaged_draws is True and list(c.draws_per_seed) == [2, 2, 1, 1]
-    assert c.test_name == "studentized sign-flip test of the mean of d"
+    assert c.test_name == "draw-floored t-test"
     assert c.design_min_p == pytest.approx(2 / 2 ** 4)
     one = _stub_context([pair(0), pair(1)])
     assert one.averaged_draws is False and one.test_name == c.test_name

@@ -7,6 +7,8 @@ campaign would.  Campaigns: ``python fixtures/make_campaigns.py``.
 
 from __future__ import annotations
 
+import math
+
 import json
 import shutil
 from pathlib import Path
@@ -312,8 +314,9 @@ def test_policy_run_json_declaring_a_looser_design_fails(runs, key, value):
 def test_a_claim_shows_its_differences_from_two_seeds(tmp_path, n_seeds):
     path = _paired_table(tmp_path / "few.csv", [0.1, 0.3][:n_seeds])
     out = audit_campaign(path).claim("wa").to_dict()
-    if n_seeds == 2:                      # a test exists (floor 1/2): d and its mean are shown
+    if n_seeds == 2:                      # a test exists: d and its mean are shown
         assert out["wins"] == 2 and out["mean_diff"] == pytest.approx(0.2)
-        assert out["p_two_sided"] == pytest.approx(0.5)
+        # one draw a seed: no floor, the t-test on d = (0.1, 0.3): t = 2 with 1 df
+        assert out["p_two_sided"] == pytest.approx(1 - 2 * math.atan(2) / math.pi, rel=1e-9)
     else:
         assert out["wins"] == 0 and out["mean_diff"] is None and out["p_two_sided"] is None

@@ -8,6 +8,8 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+
+from evalkit.stats.floored import floored_mean_test
 from click.testing import CliRunner
 from scipy import stats
 
@@ -105,9 +107,14 @@ def reference_d(runs_dir, policy):
     return np.array([np.mean(d) - p for p, d in zip(pol, draws)])
 
 
-def scipy_p(d, alternative):
-    return stats.permutation_test((d,), np.mean, permutation_type="samples",
-                                  n_resamples=np.inf, alternative=alternative).pvalue
+def floored_p(claim_dict, d, alternative):
+    """The claim's test on the document's units, after checking the units give the
+    independently computed d."""
+    units = claim_dict["units"]
+    pol = np.array([u["v_policy"] for u in units])
+    draws = [np.array(u["v_draws"]) for u in units]
+    assert np.array([x.mean() for x in draws]) - pol == pytest.approx(d, abs=1e-12)
+    return floored_mean_test(pol, draws, alternative).p_value
 
 
 def test_beats_envelope_reaches_calibrated_and_deployable_is_not_shown(campaigns):
@@ -131,12 +138,11 @@ def test_beats_envelope_reaches_calibrated_and_deployable_is_not_shown(campaigns
     out = wa.to_dict()
     assert out["n_seeds"] == 10 and out["wins"] == int((d > 0).sum()) >= 9
     assert out["mean_diff"] == pytest.approx(d.mean(), abs=1e-12)
-    # two draws a seed, one d a seed: the sign flip on d (scipy's exact permutation test of
-    # the mean orders sign vectors as the studentized statistic does)
-    assert out["test"] == "studentized sign-flip test of the mean of d"
-    assert out["draws_per_seed"] == [2] * 10 and out["method"].startswith("studentized sign-flip")
-    assert out["p_two_sided"] == pytest.approx(scipy_p(d, "two-sided"), rel=1e-9)
-    assert out["p_one_sided"] == pytest.approx(scipy_p(d, "greater"), rel=1e-9)
+    # two draws a seed, one d a seed: the draw-floored t-test on d
+    assert out["test"] == "draw-floored t-test"
+    assert out["draws_per_seed"] == [2] * 10 and out["method"].startswith("draw-floored t-test")
+    assert out["p_two_sided"] == pytest.approx(floored_p(out, d, "two-sided"), rel=1e-9)
+    assert out["p_one_sided"] == pytest.approx(floored_p(out, d, "greater"), rel=1e-9)
     assert out["min_p"] == pytest.approx(2 / 2 ** 10)
     # Holm over the three testable claims of the regime (statsmodels as reference)
     from statsmodels.stats.multitest import multipletests
@@ -201,7 +207,7 @@ def test_underpowered_says_seeds_needed(campaigns):
     assert gs.found.startswith("underpowered") and "0.0625" in gs.found
     d = reference_d(campaigns / "sim_underpowered", "wa")
     assert wa.to_dict()["wins"] == int((d > 0).sum()) and wa.to_dict()["test"] == (
-        "studentized sign-flip test of the mean of d")
+        "draw-floored t-test")
 
 
 def test_oracle_is_a_bound_and_non_oracle_is_deployable(campaigns):
@@ -262,7 +268,7 @@ def test_summary_table_reaches_matched_budget(campaigns):
     assert out["n_seeds"] == 10 and out["wins"] == 8
     d = (mr.sort_index() - pol.sort_index()).to_numpy()
     assert len(draws) == 10
-    assert out["p_two_sided"] == pytest.approx(scipy_p(d, "two-sided"), rel=1e-9)
+    assert out["p_two_sided"] == pytest.approx(floored_p(out, d, "two-sided"), rel=1e-9)
     assert [r["v_no_sync"] for r in out["per_seed"]] == pytest.approx(
         table[table.policy == "wa"].sort_values("seed").no_sync_violation_rate.tolist())
 

@@ -74,7 +74,7 @@ def test_underpowered_by_the_protocol_minimum_says_so_and_says_worse(runs, tmp_p
     assert wa.ctx.seeds_needed == 6 and wa.ctx.informative_n == 4
     assert wa.underpowered and wa.sign_flip.statistic < 0
     assert "below the protocol's minimum of 5" in wa.verdict
-    assert "the smallest attainable two-sided p is 0.125 > alpha = 0.05" in wa.verdict
+    assert "the smallest sign-flip two-sided p is 0.125 > alpha = 0.05" in wa.verdict
     assert "the test needs >= 6 seeds" in wa.verdict
     assert "significantly worse" not in wa.verdict
     es = check(wa, "enough_seeds")

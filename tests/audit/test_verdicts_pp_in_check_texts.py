@@ -5,6 +5,8 @@ audit.json's numeric fields stay shares."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import json
 import re
 
@@ -115,7 +117,8 @@ def test_sequential_lines_and_the_not_better_stop_give_rates_in_pp():
 
 def test_a_negligible_gain_is_quoted_in_pp():
     c = _c(effective_n=6, sign_flip=_sf(statistic=0.003), p_adjusted=0.01,
-           test_name="sign-flip test", seeds_needed=6, d=np.array([0.01, 0.0, 0.0, 0, 0, 0.008]))
+           test_name="sign-flip test", seeds_needed=6, d=np.array([0.01, 0.0, 0.0, 0, 0, 0.008]),
+           paired=SimpleNamespace(reference="t, 5 df; no floor"))
     out = inference.gain_significant(c, _spec(min_effect=0.005))
     assert out.status.value == "negligible"
     assert out.found.startswith("negligible: significant but G = +0.30 pp is below the smallest "

@@ -444,12 +444,14 @@ def test_fixture_report_layout(bursty_report, tmp_path):
     assert m["height"] <= 9_000
 
 
-def test_null_figure_shows_the_sign_flip_null_the_p_counts(bursty_report):
-    # the claim's p is the studentized sign flip on d; a sign flip keeps sum d^2, so t orders
-    # the sign vectors as G does and the figure is the sign-flip null of G with its p
+def test_null_figure_shows_the_null_law_the_p_counts(bursty_report):
+    # the claim's p is the draw-floored t-test on d: the figure is its null law of G (the
+    # null shift plus the floored se times t with n - 1 df), with its p
     result, out = bursty_report
-    assert {c.sign_flip.null_statistic for c in result.claims} == {"mean"}
-    assert {c.sign_flip.test for c in result.claims} == {"sign-flip"}
+    tests = [c.ctx.paired for c in result.claims if c.sign_flip is not None]
+    assert {t.null_statistic for t in tests} == {"mean"}
+    assert {t.test for t in tests} == {"draw-floored t-test"}
     page = (out / "report.html").read_text(encoding="utf-8")
     alts = re.findall(r'alt="(Null distribution[^"]*)"', page)
-    assert alts and all(a.startswith("Null distribution of G (sign-flip test)") for a in alts)
+    assert alts and all(a.startswith("Null distribution of G (draw-floored t-test)") for a in alts)
+    assert all("evenly spaced quantiles of its t law" in a for a in alts)

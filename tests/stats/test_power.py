@@ -16,7 +16,8 @@ from evalkit.errors import InputError
 from evalkit.stats.group_sequential import decide, design
 from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.power import (DECISIONS, EXACT_SIGN_VECTORS, PASS, group_sequential_batch,
-                                 pilot_model, power_plan, sequential_looks, sign_flip_p_batch)
+                                 fixed_gate_passes, pilot_model, power_plan, sequential_looks,
+                                 sign_flip_p_batch)
 
 
 def _lognormal_pilot(rng, seeds, m, sigma=0.35, policy_sigma=None, level_sd=0.3, factor=1.0,
@@ -186,8 +187,9 @@ def test_no_gain_keeps_both_levels():
 def _truth_power(rng, reps, n, m, policy_sigma):
     policy, draws = _lognormal_pilot(rng, reps * n, m, sigma=0.35, policy_sigma=policy_sigma,
                                      factor=0.78)
-    d = (draws.mean(axis=-1) - policy).reshape(reps, n)
-    return float(np.mean(sign_flip_p_batch(d, 400, rng, "greater") <= 0.05))
+    # the truth is the gate's own test on campaigns of the true law
+    return float(np.mean(fixed_gate_passes(policy.reshape(reps, n),
+                                           draws.reshape(reps, n, m), "greater", 0.05)))
 
 
 def test_a_ten_seed_pilot_predicts_the_truth_and_its_interval_covers_it():
@@ -445,8 +447,9 @@ def test_sd_within_is_the_pooled_within_seed_sd_of_a_draw(m):
 
 
 def test_fixed_power_counts_a_p_exactly_at_alpha_as_reached():
-    # the policy at a hundredth of a draw's V: every d > 0, so the exact one-sided sign-flip
-    # p of 5 seeds is 1/32, the smallest there is; alpha = 1/32 is reached, just below is not
+    # the policy at a hundredth of a draw's V: every d > 0 and the t-test's p is tiny; the
+    # gate's design rule asks that a sign flip over 5 seeds could reach alpha (one-sided 1/32):
+    # alpha = 1/32 is reached, just below is not
     rng = np.random.default_rng(4)
     model = pilot_model(*_lognormal_pilot(rng, 10, 2, sigma=0.1))
     kw = dict(relative=True, alternative="greater", draws=(2,), max_seeds=5, seeds_grid=[5],
@@ -472,3 +475,24 @@ def test_the_smoothed_bootstraps_kernel_is_silvermans_and_keeps_the_variance():
     assert shrink ** 2 * (sd ** 2 + h ** 2) == pytest.approx(sd ** 2, rel=1e-12)
     flat = dataclasses.replace(base, residuals=(0.1,) * 5)
     assert flat._kernel() == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("alt", ["greater", "less", "two-sided"])
+def test_fixed_gate_passes_is_the_floored_test_of_each_campaign(alt):
+    from evalkit.stats.floored import floored_mean_test
+
+    rng = np.random.default_rng(8)
+    policy = rng.lognormal(-0.2, 0.5, size=(60, 8))
+    draws = rng.lognormal(0.0, 0.5, size=(60, 8, 3))
+    if alt == "less":
+        policy, draws = draws.mean(axis=-1) * 1.3, draws
+    got = fixed_gate_passes(policy, draws, alt, 0.05)
+    want = []
+    for pol, dr in zip(policy, draws):
+        res = floored_mean_test(pol, list(dr), alt)
+        better = res.mean < 0 if alt == "less" else res.mean > 0
+        want.append(res.p_value <= 0.05 and better)
+    assert got.tolist() == want
+    assert 0 < got.sum() < len(got) or alt == "less"
+    # below the sign flip's reach (5 seeds two-sided: 1/16 > 0.05) nothing passes
+    assert not fixed_gate_passes(policy[:, :5] * 0.01, draws[:, :5], "two-sided", 0.05).any()

@@ -36,7 +36,7 @@ def enough_seeds(ctx, spec) -> Outcome:
                        "possible", f"replay the policy and K-matched random draws for >= "
                        f"{needed} seeds, each on its own trace realisation", values=values)
     pw = power(ctx, min_seeds=spec["min_seeds"])
-    rule = pw.text or (f"smallest attainable {ctx.alternative} p = "
+    rule = pw.text or (f"smallest sign-flip {ctx.alternative} p = "
                        f"{_fmt(ctx.design_min_p)}")
     return Outcome(False, expected, f"underpowered: {rule}{note}",
                    f"underpowered: needs >= {needed} seeds", status=Status.UNDERPOWERED,
@@ -61,13 +61,13 @@ def gain_significant(ctx, spec) -> Outcome:
     adjusted = ", adjusted " + _fmt(p_adj) if holm else ""
     found = (f"mean d = {pp(sf.statistic)} pp [{pp(sf.ci_low)}, {pp(sf.ci_high)}], policy "
              f"better in {wins}/{sf.n} seeds, p = {_fmt(sf.p_value)}{adjusted}"
-             f" ({'exact' if sf.exact else 'Monte Carlo'})")
+             f" ({ctx.paired.reference})")
     min_effect = float(spec["min_effect"])
     values = {"mean_d": sf.statistic, "ci": [sf.ci_low, sf.ci_high], "p": sf.p_value,
               "p_adjusted": p_adj, "min_p": sf.min_p, "wins": wins, "n": sf.n,
               "alpha": ctx.alpha, "min_effect": min_effect}
     if sf.min_p > ctx.alpha:
-        return Outcome(False, expected, f"underpowered: smallest attainable p = {_fmt(sf.min_p)}"
+        return Outcome(False, expected, f"underpowered: smallest sign-flip p = {_fmt(sf.min_p)}"
                        f" > alpha with n = {n} (seeds whose runs tie cannot count); " + found,
                        f"underpowered: needs >= {ctx.seeds_needed} seeds",
                        status=Status.UNDERPOWERED, values=values)

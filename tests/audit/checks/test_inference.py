@@ -57,7 +57,8 @@ def _gain_ctx(p, p_adj, stat=0.02, min_p=1 / 64, n=6, multiplicity="holm"):
     sf = _SF(statistic=stat, ci_low=0.0, ci_high=0.04, n=n, p_value=p, exact=True, min_p=min_p)
     return ctx(effective_n=n, informative_n=n, sign_flip=sf, p_adjusted=p_adj, d=np.full(n, np.sign(stat)),
                protocol=SimpleNamespace(multiplicity=multiplicity, accept_vouched=False),
-               test_name="sign-flip test", seeds_needed=6)
+               test_name="sign-flip test", seeds_needed=6,
+               paired=SimpleNamespace(reference="t, 5 df; the draws' variance floor binds"))
 
 
 @pytest.mark.parametrize("p, p_adj, passed", [
