@@ -26,6 +26,7 @@ from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.runset import assemble_claims, ClaimData, load_runset, SeedPair
 from evalkit.document.tiers import tier_walk
+from evalkit.stats.paired import sample_skewness
 from scipy import stats as sps
 from tests.support.decision_stubs import claim, pair
 
