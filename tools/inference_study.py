@@ -44,6 +44,7 @@ from evalkit.stats import floored
 from evalkit.stats import studentized as st
 from evalkit.stats.group_sequential import decide, design, plan_seeds
 from evalkit.stats.paired import paired_mean_test, sample_skewness
+from evalkit.stats.power import PASS, group_sequential_batch, look_floors_batch
 
 BASE_V = 0.0654
 SEED_SD = 0.2
@@ -545,7 +546,8 @@ def gate_runs(pol, draws, max_seeds, batch, checked=50):
     """The sequential gate as wired, per campaign: (passed, seeds used, decision).  Each
     campaign is an audit document's claim (units: seed s's policy V and its draws' V) under
     a plan of one claim, seed order 0..N-1; the first ``checked`` campaigns are also decided
-    by the study's vectorised walk (:func:`sequential_runs`) and must agree."""
+    by the vectorised walk with the draws' floor at each look
+    (:func:`evalkit.stats.power.group_sequential_batch`) and must agree."""
     spec = {"kind": "sequential", "alpha": GATE_PROTOCOL.alpha, "max_seeds": max_seeds,
             "batch": batch, "planned_claims": [["r", "pol"]]}
     order = list(range(max_seeds))
@@ -562,9 +564,11 @@ def gate_runs(pol, draws, max_seeds, batch, checked=50):
     passed, used = np.array(passed), np.array(used)
     looks = tuple(range(batch, max_seeds, batch)) + (max_seeds,)
     gs = design(looks, ALPHA / 2)
-    ref_pass, ref_used = sequential_runs(draws[:checked, :max_seeds].mean(2)
-                                         - pol[:checked, :max_seeds], gs, min_effect,
-                                         checked=0)
+    floors = look_floors_batch(pol[:checked, :max_seeds], draws[:checked, :max_seeds], looks)
+    code, ref_used = group_sequential_batch(draws[:checked, :max_seeds].mean(2)
+                                            - pol[:checked, :max_seeds], gs, min_effect,
+                                            variance_floor=floors)
+    ref_pass = code == PASS
     assert (ref_pass == passed[:checked]).all() and (ref_used == used[:checked]).all()
     return passed, used, np.array(decision)
 

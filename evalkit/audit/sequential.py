@@ -47,6 +47,7 @@ import numpy as np
 from evalkit.document.words import EFFECT_TOL, pp
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.seeds import repeated_seeds
+from evalkit.stats.floored import floored_variance_batch
 from evalkit.stats.group_sequential import decide, design
 from evalkit.stats.power import sequential_looks
 
@@ -186,6 +187,26 @@ def seed_differences(units: list[dict]) -> dict[int, float]:
             for u in units}
 
 
+def look_floors(units: list[dict], seeds: list[int], looks) -> np.ndarray:
+    """Per look, the fixed gate's variance floor of d over the plan's first seeds (NaN where
+    the floor is dropped or not defined, and for looks past the seeds there are):
+    :func:`evalkit.stats.floored.floored_variance_batch` on the units' policy and draws."""
+    by_seed = {int(u["seed"]): u for u in units}
+    out = np.full(len(looks), np.nan)
+    for k, nk in enumerate(looks):
+        if nk > len(seeds) or nk < 2:
+            continue
+        rows = [by_seed[s] for s in seeds[:nk]]
+        width = max(len(u["v_draws"]) for u in rows)
+        draws = np.full((1, nk, width), np.nan)
+        for i, u in enumerate(rows):
+            draws[0, i, :len(u["v_draws"])] = u["v_draws"]
+        b = floored_variance_batch(np.array([[float(u["v_policy"]) for u in rows]]), draws)
+        if b["binds"][0]:
+            out[k] = b["variance"][0]
+    return out
+
+
 def _one_sided(alpha: float, alternative: str) -> float:
     """The better side's level: half a two-sided alpha."""
     return alpha / 2.0 if alternative == "two-sided" else alpha
@@ -233,7 +254,8 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
         return SequentialVerdict(decision="continue", reason=(
             f"{len(seeds)} seed(s): the first look is at {looks[0]}; run more seeds"), **base)
     gs = _design(looks, base["level"])
-    res = decide(base["d"], gs, null_shift=float(min_effect))
+    res = decide(base["d"], gs, null_shift=float(min_effect),
+                 variance_floor=look_floors(claim["units"], seeds, looks))
     base["result"] = res
     look = res.looks[-1]
     at = f"look {len(res.looks)} ({look.seeds} seeds)"

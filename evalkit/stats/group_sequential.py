@@ -312,11 +312,18 @@ class SequentialDecision(ResultMixin):
         return out
 
 
-def decide(d, gs: GroupSequentialDesign, null_shift: float = 0.0) -> SequentialDecision:
+def decide(d, gs: GroupSequentialDesign, null_shift: float = 0.0,
+           variance_floor=None) -> SequentialDecision:
     """Walk the looks on d (per-seed differences in the plan's seed order, positive =
     better); seeds past the plan's maximum are an error, fewer mean the decision may still be
-    "continue"."""
+    "continue".  ``variance_floor``: per look, a floor under the sample variance of d at that
+    look (NaN: none), the draws' floor of :mod:`evalkit.stats.floored` (the fixed gate's)."""
     d = as_finite_1d(d, "d", min_size=1, what="per-seed differences (seeds)")
+    floors = (np.full(len(gs.looks), np.nan) if variance_floor is None
+              else np.asarray(variance_floor, dtype=float))
+    if floors.shape != (len(gs.looks),):
+        raise InputError(f"variance_floor has {floors.size} values for {len(gs.looks)} looks",
+                         column="variance_floor", fix="pass one floor (or NaN) per look")
     shift = float(null_shift)
     if not math.isfinite(shift):
         raise InputError(f"null_shift must be finite, got {null_shift}", column="null_shift",
@@ -331,7 +338,8 @@ def decide(d, gs: GroupSequentialDesign, null_shift: float = 0.0) -> SequentialD
         if d.size < nk:
             break
         x = d[:nk] - shift
-        sd = float(np.std(x, ddof=1))
+        var = float(np.var(x, ddof=1))
+        sd = math.sqrt(max(var, floors[k])) if np.isfinite(floors[k]) else math.sqrt(var)
         mean = float(x.mean())
         stat = (math.copysign(math.inf, mean) if mean else 0.0) if sd == 0 else \
             mean / (sd / math.sqrt(nk))

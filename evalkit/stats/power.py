@@ -60,9 +60,9 @@ from evalkit.stats.floored import floored_variance_batch
 from evalkit.stats.group_sequential import GroupSequentialDesign, design
 
 __all__ = ["DECISIONS", "EFFECTS", "EXACT_SIGN_VECTORS", "FUTILITY_STOP", "MODEL_KINDS",
-           "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow", "fixed_gate_passes",
-           "group_sequential_batch", "pilot_model", "power_plan", "sequential_looks",
-           "sign_flip_p_batch"]
+           "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow",
+           "fixed_gate_passes", "group_sequential_batch", "look_floors_batch", "pilot_model",
+           "power_plan", "sequential_looks", "sign_flip_p_batch"]
 
 EFFECTS = ("multiplicative", "additive")
 
@@ -257,11 +257,25 @@ DECISIONS = {PASS: "pass", FUTILITY_STOP: "stop: not better (futility)",
              NOT_BETTER_AT_END: "stop: not better (last look)"}
 
 
+def look_floors_batch(policy: np.ndarray, draws: np.ndarray, looks) -> np.ndarray:
+    """(R, K) the fixed gate's variance floor of d at each look (NaN where it does not bind),
+    as :func:`evalkit.audit.sequential.look_floors` gives one campaign; policy (R, N),
+    draws (R, N, m), oriented as the gate reads them."""
+    out = np.full((policy.shape[0], len(looks)), np.nan)
+    for k, nk in enumerate(looks):
+        if nk >= 2:
+            b = floored_variance_batch(policy[:, :nk], draws[:, :nk])
+            out[:, k] = np.where(b["binds"], b["variance"], np.nan)
+    return out
+
+
 def group_sequential_batch(d: np.ndarray, gs: GroupSequentialDesign,
-                           null_shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                           null_shift: float = 0.0,
+                           variance_floor=None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`evalkit.stats.group_sequential.decide` on many campaigns at once: d (R, N) per
-    seed in order, N >= the design's maximum.  Returns (decision code (R,): :data:`PASS`,
-    :data:`FUTILITY_STOP` or :data:`NOT_BETTER_AT_END`; seeds used (R,))."""
+    seed in order, N >= the design's maximum; ``variance_floor`` (R, K) per look, NaN: none.
+    Returns (decision code (R,): :data:`PASS`, :data:`FUTILITY_STOP` or
+    :data:`NOT_BETTER_AT_END`; seeds used (R,))."""
     reps = d.shape[0]
     decision = np.full(reps, NOT_BETTER_AT_END)
     used = np.full(reps, gs.max_seeds)
@@ -269,7 +283,11 @@ def group_sequential_batch(d: np.ndarray, gs: GroupSequentialDesign,
     last = len(gs.looks) - 1
     for k, (nk, bound) in enumerate(zip(gs.looks, gs.t_bounds)):
         x = d[:, :nk] - null_shift
-        sd = x.std(axis=1, ddof=1)
+        var = x.var(axis=1, ddof=1)
+        if variance_floor is not None:
+            floor = variance_floor[:, k]
+            var = np.where(np.isfinite(floor), np.maximum(var, floor), var)
+        sd = np.sqrt(var)
         mean = x.mean(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             stat = np.where(sd == 0, np.sign(mean) * np.inf, mean / (sd / math.sqrt(nk)))
@@ -354,8 +372,10 @@ def _simulate(model: PilotModel, gen, reps: int, top: int, m: int, gain: float, 
         fixed.append(float(np.mean(fixed_gate_passes(policy[:, :n], draws[:, :n], alt,
                                                      alpha))))
     oriented = -d if alt == "less" else d
-    decision, used = group_sequential_batch(oriented[:, :settings["design"].max_seeds],
-                                            settings["design"], shift)
+    gs = settings["design"]
+    floors = look_floors_batch(policy[:, :gs.max_seeds], draws[:, :gs.max_seeds], gs.looks)
+    decision, used = group_sequential_batch(oriented[:, :gs.max_seeds], gs, shift,
+                                            variance_floor=floors)
     better_by = [float(np.mean((decision == PASS) & (used <= n))) for n in grid]
     return {"fixed": fixed, "sequential": better_by, "decision": decision, "used": used}
 

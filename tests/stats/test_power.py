@@ -496,3 +496,29 @@ def test_fixed_gate_passes_is_the_floored_test_of_each_campaign(alt):
     assert 0 < got.sum() < len(got) or alt == "less"
     # below the sign flip's reach (5 seeds two-sided: 1/16 > 0.05) nothing passes
     assert not fixed_gate_passes(policy[:, :5] * 0.01, draws[:, :5], "two-sided", 0.05).any()
+
+
+def test_the_sequential_walk_uses_the_fixed_gates_floor_at_every_look():
+    from evalkit.audit.sequential import look_floors
+    from evalkit.stats.power import look_floors_batch
+
+    rng = np.random.default_rng(12)
+    reps, top, m = 40, 20, 3
+    level = np.exp(0.2 * rng.standard_normal((reps, top)))
+    burst = np.where(rng.random((reps, top, m)) < 0.1, 4.0, 1.0)
+    draws = level[..., None] * burst * rng.lognormal(-0.06, 0.35, size=(reps, top, m))
+    policy = level * rng.lognormal(-0.06, 0.35, size=(reps, top))      # caught no burst
+    gs = design((5, 10, 15, 20), 0.025)
+    floors = look_floors_batch(policy, draws, gs.looks)
+    assert np.isfinite(floors).mean() > 0.5          # the floor binds in most looks
+    d = draws.mean(axis=-1) - policy
+    decision, used = group_sequential_batch(d, gs, 0.001, variance_floor=floors)
+    plain, _ = group_sequential_batch(d, gs, 0.001)
+    assert (decision == PASS).sum() < (plain == PASS).sum()
+    for i in range(reps):
+        units = [{"seed": s, "v_policy": float(policy[i, s]), "v_draws": draws[i, s].tolist()}
+                 for s in range(top)]
+        one = look_floors(units, list(range(top)), gs.looks)
+        assert np.allclose(one, floors[i], equal_nan=True, rtol=1e-12)
+        res = decide(d[i], gs, null_shift=0.001, variance_floor=one)
+        assert res.seeds_used == used[i] and (res.decision == "pass") == (decision[i] == PASS)
