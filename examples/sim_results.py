@@ -58,7 +58,7 @@ def table(audit: dict) -> list[str]:
             f"[{pp(ci[0])}, {pp(ci[1])}] | "
             f"{c['wins']}/{c['effective_n']} | {c['p_adjusted']:.2g} | "
             f"{_fmt(_mean(rows, 'exposure_policy'))} / {_fmt(_mean(rows, 'exposure_mr'))} | "
-            f"{'sign flip on d' if 'sign-flip' in c['test'] else c['test']} | "
+            f"{_floor_word(c)} | "
             f"{c['tier'] or 'none'} | {stop} |")
     return lines
 
@@ -69,11 +69,22 @@ HEADER = ["# Simulator campaigns: audited results", "",
           "percentage points (pp); audit.json keeps them as shares. V = requests over the "
           "SLO (%), Vex = V − V(no-sync) of the same seed (pp), MR = mean V of the seed's "
           "matched-random draws (%), G = mean over independent seeds of MR − V with the "
-          "test-inversion CI (pp), wins = seeds where the policy beats its draws' mean, p = "
+          "CI of the gate's test (pp), wins = seeds where the policy beats its draws' mean, p = "
           "two-sided, Holm-adjusted over the claims; exposed = share of requests overlapping "
-          "a merge window, policy / draws; test = the studentized sign-flip test of the mean "
-          "of d over seeds (5 draws a seed averaged into d). Every policy fails the deployable tier (simulator only), so the tier "
+          "a merge window, policy / draws; test = the draw-floored t-test of the mean of d "
+          "over seeds (5 draws a seed averaged into d; the test column says whether the "
+          "draws' variance floor bound, or was dropped for a policy less variable than a "
+          "draw). Every policy fails the deployable tier (simulator only), so the tier "
           "column is the highest reached.", ""]
+
+
+def _floor_word(claim: dict) -> str:
+    floor = claim.get("floor") or {}
+    if floor.get("reason"):
+        return "t, no floor"
+    if floor.get("policy_less_variable"):
+        return "t, less variable: no floor"
+    return "t, floor binds" if floor.get("floor_binds") else "t, floor below s2"
 
 
 def section(title: str, toml: str, audit: dict) -> list[str]:

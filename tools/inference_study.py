@@ -134,12 +134,16 @@ def old_gate(pol, draws, rng):
 
 
 def floored_gate(pol, draws):
-    """The gate's test (:mod:`evalkit.stats.floored`), two-sided, on c campaigns at once."""
+    """The gate's test (:mod:`evalkit.stats.floored`), two-sided, on c campaigns at once,
+    with the gate's design rule: no decision below the seeds at which a sign flip on d could
+    reach alpha (6 at two-sided 0.05; at 5 seeds the gate says "underpowered")."""
     b = floored.floored_variance_batch(pol, draws)
     n = pol.shape[1]
     se = np.sqrt(b["variance"] / n)
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(se > 0, 2.0 * sps.t.sf(np.abs(b["mean"] / se), n - 1), 1.0)
+    if 2.0 * 0.5 ** n > ALPHA:
+        p = np.ones_like(p)
     return decisions(p, b["mean"])
 
 

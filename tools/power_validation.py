@@ -26,8 +26,9 @@ import time
 import numpy as np
 
 from evalkit.stats.group_sequential import design
-from evalkit.stats.power import (PASS, group_sequential_batch, pilot_model, power_plan,
-                                 sequential_looks, sign_flip_p_batch)
+from evalkit.stats.power import (PASS, fixed_gate_passes, group_sequential_batch,
+                                 look_floors_batch, pilot_model, power_plan, sequential_looks,
+                                 sign_flip_p_batch)
 
 V0 = 0.0654
 SEED_SD = 0.3
@@ -69,10 +70,11 @@ def true_power(rng, truth, reps: int) -> dict:
     policy, draws = campaigns(rng, truth, reps, max(max(FIXED_N), SEQ_MAX))
     d = draws.mean(axis=-1) - policy
     out = {}
-    for n in FIXED_N:
-        p = sign_flip_p_batch(d[:, :n], 2000, rng, ALT)
-        out[f"fixed n={n}"] = float(np.mean(p <= ALPHA))
-    decision, used = group_sequential_batch(d[:, :SEQ_MAX], SEQ_DESIGN)
+    for n in FIXED_N:       # the gates' own tests: the draw-floored t-test, floored looks
+        out[f"fixed n={n}"] = float(np.mean(fixed_gate_passes(policy[:, :n], draws[:, :n],
+                                                              ALT, ALPHA)))
+    floors = look_floors_batch(policy[:, :SEQ_MAX], draws[:, :SEQ_MAX], SEQ_DESIGN.looks)
+    decision, used = group_sequential_batch(d[:, :SEQ_MAX], SEQ_DESIGN, variance_floor=floors)
     out[f"sequential <= {SEQ_MAX}"] = float(np.mean(decision == PASS))
     out["mean seeds"] = float(used.mean())
     return out

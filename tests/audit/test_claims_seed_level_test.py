@@ -173,7 +173,50 @@ def test_a_gain_on_few_seeds_states_what_the_mean_test_assumes():
     d = np.array([d.mean() - p for p, d in units])
     g1 = paired_mean_test(d).skewness
     assert result.passed
-    assert (f"with 10 seeds the mean test assumes d has no long tail of seeds where the "
-            f"policy is much worse (sample skewness g1 = {words.num(g1, 3)})") in result.lines[1]
+    test = floored_mean_test([p for p, _ in units], [x for _, x in units], "two-sided")
+    floor = test.reference.split("; ", 1)[1]
+    assert (f"with 10 seeds the mean test assumes a policy run is at least as variable as one "
+            f"more draw of its seed unless its runs show otherwise ({floor}) and d has no long "
+            f"tail of seeds where the policy is much worse (sample skewness g1 = "
+            f"{words.num(g1, 3)})") in result.lines[1]
     many = evalkit.gate(bursty_campaign(0, n=20, m=5, effect=0.22)[0], "wa", accept_vouched=True)
     assert "the mean test assumes" not in many.lines[1]
+
+
+def lucky_exchangeable_campaign(seed: int, n: int = 10, m: int = 5):
+    """Equal means: the policy is one more draw of bursty V whose n runs caught no burst (a
+    third of such campaigns at n = 10).  Returns the summary table and (policy, draws)."""
+    rng = np.random.default_rng(seed)
+    rows, units = [], []
+    scale = 1 + BURST_SHARE * (BURST - 1)
+    for s in range(n):
+        draws = BASE_V * np.exp(rng.normal(-0.35 ** 2 / 2, 0.35, m))
+        draws = np.round(draws * np.where(rng.random(m) < BURST_SHARE, BURST, 1.0) / scale, 6)
+        policy = round(BASE_V * float(np.exp(rng.normal(-0.35 ** 2 / 2, 0.35))) / scale, 6)
+        units.append((policy, draws))
+        common = dict(seed=s, regime="bursty", K=6, oracle="false")
+        rows.append(dict(policy="wa", violation_rate=policy, no_sync_violation_rate=0.05,
+                         **common))
+        rows += [dict(policy="matched_random", violation_rate=float(v),
+                      no_sync_violation_rate=None, **common) for v in draws]
+    return pd.DataFrame(rows), units
+
+
+def test_an_exchangeable_policy_that_missed_every_burst_does_not_pass():
+    # the red-team campaign of the floor: equal means, the policy's 10 runs caught none of the
+    # bursts its 50 draws show; the sign flip on d (the gate's test before the floor) passes it
+    fooled = []
+    for seed in range(200):
+        table, units = lucky_exchangeable_campaign(seed)
+        d = np.array([x.mean() - p for p, x in units])
+        if paired_mean_test(d, "two-sided").p_value <= 0.05 and d.mean() >= 0.005:
+            fooled.append((table, units))
+        if len(fooled) == 3:
+            break
+    assert len(fooled) == 3
+    for table, units in fooled:
+        result = evalkit.gate(table, "wa", accept_vouched=True)
+        assert not result.passed and result.direction == "not shown"
+        test = floored_mean_test([p for p, _ in units], [x for _, x in units], "two-sided")
+        assert test.floor_binds and test.p_value > 0.05
+        assert result.p_value == pytest.approx(test.p_value, rel=1e-9)

@@ -52,7 +52,8 @@ def test_prints_one_row_per_plan_with_ratios_derived_from_its_times(tmp_path, ca
 
 def test_refuses_to_time_a_walk_that_is_not_the_gates(monkeypatch):
     # a walk with another null shift decides otherwise than the gate's verdict on the data
-    monkeypatch.setattr(BENCH, "decide", lambda d, gs, null_shift: decide(d, gs, null_shift - 1))
+    monkeypatch.setattr(BENCH, "decide", lambda d, gs, null_shift, variance_floor=None:
+                        decide(d, gs, null_shift - 1, variance_floor=variance_floor))
     with pytest.raises(AssertionError, match="is not the gate's verdict"):
         BENCH.main(["--sizes", "10", "--looks", "3", *FAST])
 
@@ -70,3 +71,12 @@ def test_options_that_make_no_plan_exit_2_naming_the_option(args, says, capsys):
         BENCH.main(args)
     assert exit_info.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_refuses_to_time_a_walk_without_the_draws_floor(monkeypatch):
+    # the gate floors the variance of d at each look; a walk that drops the floor decides
+    # otherwise on some campaign of the benchmark's sizes
+    monkeypatch.setattr(BENCH, "decide", lambda d, gs, null_shift, variance_floor=None:
+                        decide(d, gs, null_shift))
+    with pytest.raises(AssertionError, match="is not the gate's verdict"):
+        BENCH.main(["--sizes", "10,20,40", "--looks", "2,3,4", *FAST])

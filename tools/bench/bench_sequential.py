@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 
 from evalkit.audit.protocol import load_protocol
-from evalkit.audit.sequential import verdict_for
+from evalkit.audit.sequential import look_floors, verdict_for
 from evalkit.stats.group_sequential import decide, design
 from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.power import sequential_looks
@@ -99,7 +99,8 @@ def bench_size(rng, max_seeds: int, looks: int, repeat: int, min_time: float) ->
         return verdict_for(claim, PROTOCOL, PROTOCOL.tier_names[-1], spec, order, 1, shift)
 
     gs = design(at, alpha)
-    walk = decide(d, gs, null_shift=shift)
+    floors = look_floors(claim["units"], order, at)
+    walk = decide(d, gs, null_shift=shift, variance_floor=floors)
     wired = verdict()
     if wired.looks != at or wired.seeds_used != walk.seeds_used or \
             (wired.decision == "pass") != (walk.decision == "pass"):
@@ -112,7 +113,8 @@ def bench_size(rng, max_seeds: int, looks: int, repeat: int, min_time: float) ->
     t_design = timed(lambda: design(at, alpha), repeat, min_time)
     t_fixed = timed(lambda: paired_mean_test(d, PROTOCOL.alternative, null_shift=shift),
                     repeat, min_time)
-    t_walk = timed(lambda: decide(d, gs, null_shift=shift), repeat, min_time)
+    t_walk = timed(lambda: decide(d, gs, null_shift=shift, variance_floor=floors), repeat,
+                   min_time)
     t_ttest = timed(lambda: stats.ttest_1samp(last, 0.0, alternative="greater"), repeat,
                     min_time)
     t_verdict = timed(verdict, repeat, min_time)
