@@ -23,24 +23,36 @@ BASE_V = 0.0654                 # the paper's no-sync-relative violation rate
 BURST, BURST_SHARE = 4.0, 0.1   # x4 on 10% of runs (the inference study's bursty V)
 
 
-def bursty_campaign(seed: int, n: int, m: int, effect: float) -> tuple[pd.DataFrame, list]:
-    """A summary table: per seed a fixed-schedule policy run (sd 0.05 on the log scale) and m
-    matched-random draws of lognormal 0.35 run noise with bursts; the draws' mean is BASE_V,
-    the policy's BASE_V x (1 - effect).  Returns the table and (policy V, draws V) per seed."""
-    rng = np.random.default_rng(seed)
-    rows, units = [], []
-    for s in range(n):
-        draws = BASE_V * np.exp(rng.normal(-0.35 ** 2 / 2, 0.35, m))
-        draws = np.round(draws * np.where(rng.random(m) < BURST_SHARE, BURST, 1.0)
-                         / (1 + BURST_SHARE * (BURST - 1)), 6)
-        policy = round(BASE_V * (1 - effect) * float(np.exp(rng.normal(0, 0.05))), 6)
-        units.append((policy, draws))
+def _burst_draws(rng, m: int) -> np.ndarray:
+    """m draws of lognormal 0.35 run noise with bursts (x4 on 10%), mean BASE_V."""
+    draws = BASE_V * np.exp(rng.normal(-0.35 ** 2 / 2, 0.35, m))
+    return np.round(draws * np.where(rng.random(m) < BURST_SHARE, BURST, 1.0)
+                    / (1 + BURST_SHARE * (BURST - 1)), 6)
+
+
+def _summary_table(units) -> pd.DataFrame:
+    """The summary table of (policy V, draws V) per seed: policy wa against matched random."""
+    rows = []
+    for s, (policy, draws) in enumerate(units):
         common = dict(seed=s, regime="bursty", K=6, oracle="false")
         rows.append(dict(policy="wa", violation_rate=policy, no_sync_violation_rate=0.05,
                          **common))
         rows += [dict(policy="matched_random", violation_rate=float(v),
                       no_sync_violation_rate=None, **common) for v in draws]
-    return pd.DataFrame(rows), units
+    return pd.DataFrame(rows)
+
+
+def bursty_campaign(seed: int, n: int, m: int, effect: float) -> tuple[pd.DataFrame, list]:
+    """A summary table: per seed a fixed-schedule policy run (sd 0.05 on the log scale) and m
+    matched-random draws of lognormal 0.35 run noise with bursts; the draws' mean is BASE_V,
+    the policy's BASE_V x (1 - effect).  Returns the table and (policy V, draws V) per seed."""
+    rng = np.random.default_rng(seed)
+    units = []
+    for _ in range(n):
+        draws = _burst_draws(rng, m)
+        policy = round(BASE_V * (1 - effect) * float(np.exp(rng.normal(0, 0.05))), 6)
+        units.append((policy, draws))
+    return _summary_table(units), units
 
 
 @pytest.fixture(scope="module")
@@ -187,19 +199,13 @@ def lucky_exchangeable_campaign(seed: int, n: int = 10, m: int = 5):
     """Equal means: the policy is one more draw of bursty V whose n runs caught no burst (a
     third of such campaigns at n = 10).  Returns the summary table and (policy, draws)."""
     rng = np.random.default_rng(seed)
-    rows, units = [], []
+    units = []
     scale = 1 + BURST_SHARE * (BURST - 1)
-    for s in range(n):
-        draws = BASE_V * np.exp(rng.normal(-0.35 ** 2 / 2, 0.35, m))
-        draws = np.round(draws * np.where(rng.random(m) < BURST_SHARE, BURST, 1.0) / scale, 6)
+    for _ in range(n):
+        draws = _burst_draws(rng, m)
         policy = round(BASE_V * float(np.exp(rng.normal(-0.35 ** 2 / 2, 0.35))) / scale, 6)
         units.append((policy, draws))
-        common = dict(seed=s, regime="bursty", K=6, oracle="false")
-        rows.append(dict(policy="wa", violation_rate=policy, no_sync_violation_rate=0.05,
-                         **common))
-        rows += [dict(policy="matched_random", violation_rate=float(v),
-                      no_sync_violation_rate=None, **common) for v in draws]
-    return pd.DataFrame(rows), units
+    return _summary_table(units), units
 
 
 def test_an_exchangeable_policy_that_missed_every_burst_does_not_pass():
