@@ -18,6 +18,7 @@ _SOURCES = {
     "explained": ("ExplainedGain", "explained_gain"),
     "exposure": ("ExposureRegression", "exposure_regression"),
     "fk": ("FeasibleClass", "feasible_class", "sample_schedules"),
+    "floored": ("FlooredTestResult", "floored_mean_test"),
     "loadmatch": ("LoadCheck", "LoadMatchResult", "load_match"),
     "overlap": ("OverlapCost", "RequestIndex", "cost_curve", "overlap_cost"),
     "psi": ("PsiFit", "fit_psi"),
