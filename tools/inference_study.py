@@ -137,20 +137,14 @@ def floored_gate(pol, draws):
     """The gate's test (:mod:`evalkit.stats.floored`), two-sided, on c campaigns at once,
     with the gate's design rule: no decision below the seeds at which a sign flip on d could
     reach alpha (6 at two-sided 0.05; at 5 seeds the gate says "underpowered")."""
-    b = floored.floored_variance_batch(pol, draws)
-    n = pol.shape[1]
-    se = np.sqrt(b["variance"] / n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(se > 0, 2.0 * sps.t.sf(np.abs(b["mean"] / se), n - 1), 1.0)
-    if 2.0 * 0.5 ** n > ALPHA:
-        p = np.ones_like(p)
+    b = floored.floored_t_batch(pol, draws)
+    p = b["p_two_sided"] if 2.0 * 0.5 ** pol.shape[1] <= ALPHA else np.ones(len(pol))
     return decisions(p, b["mean"])
 
 
 def floored_ci_hits(pol, draws, truth, level=0.95):
-    b = floored.floored_variance_batch(pol, draws)
-    n = pol.shape[1]
-    half = sps.t.ppf(0.5 + level / 2.0, n - 1) * np.sqrt(b["variance"] / n)
+    b = floored.floored_t_batch(pol, draws)
+    half = sps.t.ppf(0.5 + level / 2.0, pol.shape[1] - 1) * b["se"]
     return np.abs(b["mean"] - truth) <= half
 
 

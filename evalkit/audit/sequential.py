@@ -47,9 +47,9 @@ import numpy as np
 from evalkit.document.words import EFFECT_TOL, pp
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.seeds import repeated_seeds
-from evalkit.stats.floored import floored_variance_batch
+from evalkit.stats.floored import padded_draws
 from evalkit.stats.group_sequential import decide, design
-from evalkit.stats.power import sequential_looks
+from evalkit.stats.power import look_floors_batch, sequential_looks
 
 __all__ = ["SequentialVerdict", "planned_looks", "protocol_min_effect", "seed_differences",
            "sequential_verdicts", "verdict_for"]
@@ -190,20 +190,15 @@ def seed_differences(units: list[dict]) -> dict[int, float]:
 def look_floors(units: list[dict], seeds: list[int], looks) -> np.ndarray:
     """Per look, the fixed gate's variance floor of d over the plan's first seeds (NaN where
     the floor is dropped or not defined, and for looks past the seeds there are):
-    :func:`evalkit.stats.floored.floored_variance_batch` on the units' policy and draws."""
+    :func:`evalkit.stats.power.look_floors_batch` on the units' policy and draws."""
     by_seed = {int(u["seed"]): u for u in units}
+    rows = [by_seed[s] for s in seeds]
+    reached = [nk for nk in looks if nk <= len(rows)]
     out = np.full(len(looks), np.nan)
-    for k, nk in enumerate(looks):
-        if nk > len(seeds) or nk < 2:
-            continue
-        rows = [by_seed[s] for s in seeds[:nk]]
-        width = max(len(u["v_draws"]) for u in rows)
-        draws = np.full((1, nk, width), np.nan)
-        for i, u in enumerate(rows):
-            draws[0, i, :len(u["v_draws"])] = u["v_draws"]
-        b = floored_variance_batch(np.array([[float(u["v_policy"]) for u in rows]]), draws)
-        if b["binds"][0]:
-            out[k] = b["variance"][0]
+    if reached:
+        policy = np.array([[float(u["v_policy"]) for u in rows]])
+        draws = padded_draws([u["v_draws"] for u in rows], len(rows))[None]
+        out[:len(reached)] = look_floors_batch(policy, draws, reached)[0]
     return out
 
 

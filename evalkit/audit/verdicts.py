@@ -155,10 +155,9 @@ def assumption_text(ctx) -> str:
     except Exception:  # noqa: BLE001
         paired = None
     if paired is not None:
-        floor = paired.reference.split("; ", 1)[-1]
         out.append(f"with {paired.n} seeds the mean test assumes a policy run is at least as "
                    f"variable as one more draw of its seed unless its runs show otherwise "
-                   f"({floor}) and d has no long tail of seeds where the policy is much worse "
+                   f"({paired.floor_state}) and d has no long tail of seeds where the policy is much worse "
                    f"(sample skewness g1 = {num(paired.skewness, 3)}); {SMALL_N} or more seeds "
                    "make both matter less")
     return "".join(f"; {x}" for x in out)

@@ -53,10 +53,10 @@ from scipy import stats as sps
 
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_finite_1d, check_alternative, json_safe
-from evalkit.stats.paired import sample_skewness
+from evalkit.stats.paired import _check_confidence, _check_shift, sample_skewness
 
 __all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "METHOD", "SPREAD_PRETEST",
-           "floored_mean_test", "floored_variance_batch"]
+           "floored_mean_test", "floored_t_batch", "floored_variance_batch", "padded_draws"]
 
 METHOD = "draw-floored t-test"
 
@@ -124,18 +124,21 @@ class FlooredTestResult(ResultMixin):
     test = METHOD
 
     @property
+    def floor_state(self) -> str:
+        """What the floor did, in words."""
+        if self.floor_reason:
+            return "no floor: " + self.floor_reason.split(":")[0]
+        if self.policy_less_variable:
+            return (f"no floor: the policy is less variable than one more draw (spread "
+                    f"pre-test p = {self.spread_p:.2g})")
+        if self.floor_binds:
+            return "the draws' variance floor binds"
+        return "the draws' variance floor does not bind"
+
+    @property
     def reference(self) -> str:
         """The p's reference law and what the floor did, in words."""
-        if self.floor_reason:
-            how = "no floor: " + self.floor_reason.split(":")[0]
-        elif self.policy_less_variable:
-            how = (f"no floor: the policy is less variable than one more draw (spread "
-                   f"pre-test p = {self.spread_p:.2g})")
-        elif self.floor_binds:
-            how = "the draws' variance floor binds"
-        else:
-            how = "the draws' variance floor does not bind"
-        return f"t, {self.df} df; {how}"
+        return f"t, {self.df} df; {self.floor_state}"
 
     def floor_dict(self) -> dict:
         """The floor's numbers, as audit.json records them."""
@@ -145,8 +148,8 @@ class FlooredTestResult(ResultMixin):
                 "reason": self.floor_reason or None, "reference": self.reference}
 
 
-def _padded(draws, n: int) -> np.ndarray:
-    """(n, max m) draws, NaN beyond each seed's m."""
+def padded_draws(draws, n: int) -> np.ndarray:
+    """(n, max m) draws of n seeds (one array each, all finite), NaN beyond each seed's m."""
     if len(draws) != n:
         raise InputError(f"draws has {len(draws)} seeds, policy {n}", column="draws",
                          fix="pass one array of draws per policy run (seed)")
@@ -222,10 +225,22 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray) -> dict:
             "usable": usable}
 
 
-def _p_values(t: float, df: int) -> tuple[float, float]:
-    if math.isnan(t):
-        return 1.0, 1.0
-    return float(sps.t.sf(t, df)), float(sps.t.cdf(t, df))
+def floored_t_batch(policy: np.ndarray, draws: np.ndarray, null_shift: float = 0.0) -> dict:
+    """:func:`floored_variance_batch` with the test on top, for c campaigns at once: adds
+    ``se``, ``t = (mean - null_shift) / se`` (t = +-inf when se is 0 and the mean is off the
+    shift, nan when on it) and its ``p_greater``, ``p_less``, ``p_two_sided`` against t with
+    n - 1 df (1 where t is nan)."""
+    b = floored_variance_batch(policy, draws)
+    n = np.shape(policy)[1]
+    se = np.sqrt(np.maximum(b["variance"], 0.0) / n)
+    diff = b["mean"] - null_shift
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se > 0, diff / se, np.where(diff == 0, np.nan, np.sign(diff) * np.inf))
+    undefined = np.isnan(t)
+    p_greater = np.where(undefined, 1.0, sps.t.sf(t, n - 1))
+    p_less = np.where(undefined, 1.0, sps.t.cdf(t, n - 1))
+    return dict(b, se=se, t=t, p_greater=p_greater, p_less=p_less,
+                p_two_sided=np.minimum(1.0, 2.0 * np.minimum(p_greater, p_less)))
 
 
 def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence=0.95,
@@ -239,25 +254,13 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
     check_alternative(alternative)
     pol = as_finite_1d(policy, "policy", min_size=2, what="policy runs (seeds)")
     n = pol.size
-    padded = _padded(draws, n)
-    shift = float(null_shift)
-    if not math.isfinite(shift):
-        raise InputError(f"null_shift must be finite, got {shift}", column="null_shift",
-                         fix="pass the mean gain under H0, e.g. 0.0 or min_effect")
-    if confidence is not None and not 0.0 < float(confidence) < 1.0:
-        raise InputError(f"confidence must lie in (0, 1), got {confidence}",
-                         column="confidence", fix="use e.g. 0.95, or None for no interval")
-    b = {k: v[0] for k, v in floored_variance_batch(pol[None, :], padded[None]).items()}
-    mean, variance = float(b["mean"]), float(b["variance"])
-    se = math.sqrt(max(variance, 0.0) / n)
-    diff = mean - shift
-    if se > 0:
-        t = diff / se
-    else:
-        t = math.nan if diff == 0 else math.copysign(math.inf, diff)
+    padded = padded_draws(draws, n)
+    shift = _check_shift(null_shift)
+    confidence = _check_confidence(confidence)
+    b = {k: v[0] for k, v in floored_t_batch(pol[None, :], padded[None], shift).items()}
+    mean, variance, se, t = (float(b[k]) for k in ("mean", "variance", "se", "t"))
     df = n - 1
-    p_greater, p_less = _p_values(t, df)
-    p_two = min(1.0, 2.0 * min(p_greater, p_less))
+    p_greater, p_less, p_two = (float(b[k]) for k in ("p_greater", "p_less", "p_two_sided"))
     p_value = {"greater": p_greater, "less": p_less, "two-sided": p_two}[alternative]
     if confidence is None:
         lo = hi = math.nan
@@ -280,4 +283,5 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
         draw_variance=float(b["draw_variance"]), level_ratio=float(b["level_ratio"]),
         spread_ratio=float(b["spread_ratio"]), spread_p=float(b["spread_p"]),
         policy_less_variable=bool(b["less_variable"]), floor_reason=reason,
-        skewness=sample_skewness(np.nanmean(padded, axis=1) - pol), method=f"{METHOD} of the mean of d")
+        skewness=sample_skewness(np.nanmean(padded, axis=1) - pol),
+        method=f"{METHOD} of the mean of d")

@@ -52,11 +52,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from evalkit.errors import InputError
 from evalkit.stats._result import DEFAULT_RTOL, ResultMixin, as_generator, check_alternative
-from evalkit.stats.floored import floored_variance_batch
+from evalkit.stats.floored import floored_t_batch, floored_variance_batch
 from evalkit.stats.group_sequential import GroupSequentialDesign, design
 
 __all__ = ["DECISIONS", "EFFECTS", "EXACT_SIGN_VECTORS", "FUTILITY_STOP", "MODEL_KINDS",
@@ -258,9 +257,10 @@ DECISIONS = {PASS: "pass", FUTILITY_STOP: "stop: not better (futility)",
 
 
 def look_floors_batch(policy: np.ndarray, draws: np.ndarray, looks) -> np.ndarray:
-    """(R, K) the fixed gate's variance floor of d at each look (NaN where it does not bind),
-    as :func:`evalkit.audit.sequential.look_floors` gives one campaign; policy (R, N),
-    draws (R, N, m), oriented as the gate reads them."""
+    """(R, K) the fixed gate's variance floor of d at each look (NaN where it does not bind);
+    policy (R, N), draws (R, N, m) with NaN past each seed's draws, N >= the last look.  The
+    sequential gate reads one campaign's floors from here
+    (:func:`evalkit.audit.sequential.look_floors`)."""
     out = np.full((policy.shape[0], len(looks)), np.nan)
     for k, nk in enumerate(looks):
         if nk >= 2:
@@ -390,17 +390,11 @@ def fixed_gate_passes(policy: np.ndarray, draws: np.ndarray, alternative: str,
     reach = (2.0 if alternative == "two-sided" else 1.0) * 0.5 ** n
     if n < 2 or reach > alpha:
         return np.zeros(policy.shape[0], dtype=bool)
-    b = floored_variance_batch(policy, draws)
-    mean = b["mean"]
-    if alternative == "less":
-        mean = -mean
-    se = np.sqrt(b["variance"] / n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se > 0, mean / se, np.where(mean > 0, np.inf, 0.0))
-    p = sps.t.sf(t, n - 1)
-    if alternative == "two-sided":
-        p = np.minimum(1.0, 2.0 * np.minimum(p, sps.t.cdf(t, n - 1)))
-    return (p <= alpha) & (mean > 0)
+    b = floored_t_batch(policy, draws)
+    p = {"greater": b["p_greater"], "less": b["p_less"],
+         "two-sided": b["p_two_sided"]}[alternative]
+    better = -b["mean"] if alternative == "less" else b["mean"]
+    return (p <= alpha) & (better > 0)
 
 
 def _first(grid, power, target):

@@ -186,9 +186,10 @@ def test_a_gain_on_few_seeds_states_what_the_mean_test_assumes():
     g1 = paired_mean_test(d).skewness
     assert result.passed
     test = floored_mean_test([p for p, _ in units], [x for _, x in units], "two-sided")
-    floor = test.reference.split("; ", 1)[1]
+    assert test.reference == f"t, 9 df; {test.floor_state}"
     assert (f"with 10 seeds the mean test assumes a policy run is at least as variable as one "
-            f"more draw of its seed unless its runs show otherwise ({floor}) and d has no long "
+            f"more draw of its seed unless its runs show otherwise ({test.floor_state}) and d "
+            f"has no long "
             f"tail of seeds where the policy is much worse (sample skewness g1 = "
             f"{words.num(g1, 3)})") in result.lines[1]
     many = evalkit.gate(bursty_campaign(0, n=20, m=5, effect=0.22)[0], "wa", accept_vouched=True)
