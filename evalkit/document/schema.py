@@ -231,6 +231,14 @@ def check_derived(doc: dict, file: str) -> None:
                          column="protocol.content_sha256", fix=edited)
     tiers = protocol.get("tiers")
     for i, claim in enumerate(doc.get("claims") or []):
+        units, counts = claim.get("units"), claim.get("draws_per_seed")
+        if units is not None and counts is not None and \
+                [len(u.get("v_draws") or []) for u in units] != list(counts):
+            # the sequential gate's draws' floor reads the units: dropping draws would drop it
+            raise InputError(f"claim {claim.get('regime')}/{claim.get('policy')}: its units "
+                             f"hold {[len(u.get('v_draws') or []) for u in units]} draws per "
+                             f"seed, its draws_per_seed says {list(counts)}", file=file,
+                             column=f"claims[{i}].units", fix=edited)
         checks = claim.get("checks")
         if checks is None:
             continue

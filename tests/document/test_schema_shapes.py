@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
-from evalkit.document.schema import DOCUMENT, check_shape, shape_problem
+from evalkit.document.schema import DOCUMENT, check_derived, check_shape, shape_problem
 from tests.support.deadline import alarm_after
 
 DOC = Path(__file__).resolve().parents[1] / "report_documents" / "sim_underpowered.audit.json"
@@ -206,3 +206,21 @@ def test_read_document_takes_a_golden_document_and_refuses_a_claim_of_an_unknown
     path.write_text(json.dumps(doc))
     with pytest.raises(InputError, match=f"regime {regime!r} of claim 0 has no figure data"):
         read_document(path)
+
+
+def test_units_that_lost_draws_are_refused(tmp_path):
+    # the sequential gate floors d's variance with the draws in the document's units: a
+    # document whose units keep one draw a seed (no floor) contradicts its draws_per_seed
+    src = Path(__file__).resolve().parents[1] / "report_documents" / "sim_bursty.audit.json"
+    doc = json.loads(src.read_text())
+    i, claim = next((i, c) for i, c in enumerate(doc["claims"]) if max(c["draws_per_seed"]) >= 2)
+    check_derived(doc, "audit.json")                            # as written: consistent
+    for unit in claim["units"]:
+        unit["v_draws"] = unit["v_draws"][:1]
+    with pytest.raises(InputError) as err:
+        check_derived(doc, "audit.json")
+    assert err.value.column == f"claims[{i}].units" and "draws_per_seed says" in err.value.message
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps(doc))
+    code, out, err_text = _invoke(["gate", path, "--policy", claim["policy"], "--sequential"])
+    assert code == 2 and f"claims[{i}].units" in out + err_text

@@ -246,3 +246,31 @@ def test_bad_alternative_shift_and_confidence():
         floored_mean_test(*args, null_shift=float("inf"))
     with pytest.raises(InputError):
         floored_mean_test(*args, confidence=1.5)
+
+
+def test_the_spread_pretest_drops_the_floor_strictly_below_its_level(monkeypatch):
+    # a fixed schedule's spread p, with the pre-test's level set just above, at and just below
+    rng = np.random.default_rng(1)
+    level = 0.0654 * np.exp(0.2 * rng.standard_normal(12))
+    draws = [lv * rng.lognormal(-0.06, 0.35, size=5) for lv in level]
+    policy = level * 0.78 * rng.lognormal(0, 0.2, size=12)
+    p = floored_mean_test(policy, draws, "two-sided").spread_p
+    for pretest, dropped in ((np.nextafter(p, 1.0), True), (p, False),
+                             (np.nextafter(p, 0.0), False)):
+        monkeypatch.setattr(fl, "SPREAD_PRETEST", float(pretest))
+        res = floored_mean_test(policy, draws, "two-sided")
+        assert res.policy_less_variable is dropped
+        assert math.isfinite(res.floor)
+        assert res.variance == pytest.approx(res.sd ** 2 if dropped
+                                             else max(res.sd ** 2, res.floor), rel=1e-12)
+
+
+def test_a_policy_above_its_draws_is_held_at_the_nulls_level():
+    # r is capped at 1 (equal means): a policy twice its draws' level gets no larger factor
+    rng = np.random.default_rng(3)
+    draws = [rng.lognormal(-0.06, 0.35, size=4) for _ in range(10)]
+    policy = 2.0 * rng.lognormal(-0.06, 0.35, size=10)
+    res = floored_mean_test(policy, draws, "two-sided")
+    assert res.level_ratio == 1.0
+    assert res.floor == pytest.approx(res.draw_variance * (0.25 + max(res.spread_ratio, 1.0)),
+                                      rel=1e-12)
