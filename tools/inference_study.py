@@ -133,19 +133,21 @@ def old_gate(pol, draws, rng):
     return decisions(p, d_obs.mean(1))
 
 
-def floored_gate(pol, draws):
+def floored_gate(pol, draws, policy_law="draw"):
     """The gate's test (:mod:`evalkit.stats.floored`), two-sided, on c campaigns at once,
     with the gate's design rule: no decision below the seeds at which a sign flip on d could
     reach alpha (6 at two-sided 0.05; at 5 seeds the gate says "underpowered")."""
-    b = floored.floored_t_batch(pol, draws)
+    b = floored.floored_t_batch(pol, draws, policy_law=policy_law)
     p = b["p_two_sided"] if 2.0 * 0.5 ** pol.shape[1] <= ALPHA else np.ones(len(pol))
     return decisions(p, b["mean"])
 
 
 def floored_ci_hits(pol, draws, truth, level=0.95):
+    """The gate's CI (:func:`evalkit.stats.floored.ci_ends`: the worse side's end carries
+    the draws' skew) covers the truth."""
     b = floored.floored_t_batch(pol, draws)
-    half = sps.t.ppf(0.5 + level / 2.0, pol.shape[1] - 1) * b["se"]
-    return np.abs(b["mean"] - truth) <= half
+    lo, hi = floored.ci_ends(b["mean"], b["se"], b["skew_term"], pol.shape[1] - 1, level)
+    return (lo <= truth) & (truth <= hi)
 
 
 # (LEVEL_CONFIDENCE, SPREAD_PRETEST) of the floored test: the chosen pair first, then
@@ -281,12 +283,13 @@ def main(argv=None) -> int:
               "Standard error of a rate near 0.025 at this size: "
               f"{math.sqrt(0.025 * 0.975 / c):.4f}; near 0.5: {math.sqrt(0.25 / c):.4f}.", ""]
     if args.sequential_gate_only:
-        prog = Progress(len(NOISES) * len(POLICIES) + 6)
+        prog = Progress(len(NOISES) * len(POLICIES) + 9)
         lines += wired_gate_section(rng, c, prog)
         return _finish(lines, t0, args.out)
     grid = [(noise, n, m, pol, eff) for noise in NOISES for n in (5, 10, 20) for m in (3, 5)
             for pol in POLICIES for eff in (0.0, EFFECT)]
-    prog = Progress(len(grid) + 12 + len(NOISES) * len(POLICIES) + 6)
+    # the grid, 4 single cells, the sequential and wired-gate nulls, 6 + 9 effect cells
+    prog = Progress(len(grid) + 4 + 2 * len(NOISES) * len(POLICIES) + 15)
     names = ("old", "sign flip", "gate", "t", "boot-t", "johnson")
     rows = []
     store = {}                        # cell -> (g1 of d, gate pass, t pass, {constants: pass})
@@ -368,11 +371,20 @@ def main(argv=None) -> int:
     p, dr = campaigns(rng, c, 10, 5, "lognormal 1.0", "one more draw", 0.8)
     d = dr.mean(2) - p
     clear = {"gate": floored_gate(p, dr)[0].mean(), "sign flip": paired_gate(d)[0].mean(),
-             "old": old_gate(p, dr, rng)[0].mean()}
+             "old": old_gate(p, dr, rng)[0].mean(),
+             "lognormal": floored_gate(p, dr, "lognormal")[0].mean()}
     lines.append(f"Clear effect (policy x0.2, lognormal 1, n 10, m 5): gate power "
                  f"{fmt(clear['gate'])} (target >= 0.9: "
                  f"{'met' if clear['gate'] >= 0.9 else 'MISSED'}; sign flip "
-                 f"{fmt(clear['sign flip'])}, within-seed permutation {fmt(clear['old'])})")
+                 f"{fmt(clear['sign flip'])}, within-seed permutation {fmt(clear['old'])}; "
+                 f"the floor's \"lognormal\" law, the sequential gate's, "
+                 f"{fmt(clear['lognormal'])})")
+    spread_cells = [(noise, n, m) for noise in NOISES for n in (10, 20) for m in (3, 5)]
+    by_law = max((floored_gate(*campaigns(rng, c, n, m, noise, "2x spread"),
+                               "lognormal")[0].mean(), (noise, n, m))
+                 for noise, n, m in spread_cells)
+    lines.append(f"Largest false pass with 2x spread under the \"lognormal\" law at fixed n: "
+                 f"{fmt(by_law[0])} ({by_law[1][0]}, n {by_law[1][1]}, m {by_law[1][2]})")
     # a true gain below min_effect, fixed gate
     prog.step("gain 0.3 pp, fixed gate")
     below = []
@@ -595,7 +607,8 @@ def wired_gate_section(rng, c, prog):
             f"{'met' if worst <= 0.03 else 'MISSED'})", "",
             "### A 0.3 pp gain and the paper's effect (draw CV 0.35, m 3)", "",
             "Plan A: max_seeds 40, batch 5. Plan B: max_seeds from `plan_seeds` for 80% power "
-            "at the paper's effect (SD units of d on 100,000 simulated seeds, batch 4). Fixed-n "
+            "at the paper's effect (SD units of d on 100,000 simulated seeds, batch 4); plan C: "
+            "the same with a look every 2 seeds (batch 2). Fixed-n "
             "seeds of equal power: smallest n whose fixed-n one-sided t-test at 0.025 (same "
             "null shift) has at least the gate's power on the same campaigns.", "",
             "| policy | plan | max seeds | pass at 0.3 pp | power at 22% | mean seeds | median "
@@ -604,7 +617,8 @@ def wired_gate_section(rng, c, prog):
     for pol in ("cv 0.35", "cv 0.175", "fixed schedule"):
         theta = effect_in_sd(rng, pol, MIN_EFFECT)
         planned = plan_seeds(theta, ALPHA / 2, 0.8, block=4).design.max_seeds
-        for plan, top, batch in (("A", 40, 5), ("B", planned, 4)):
+        planned_2 = plan_seeds(theta, ALPHA / 2, 0.8, block=2).design.max_seeds
+        for plan, top, batch in (("A", 40, 5), ("B", planned, 4), ("C", planned_2, 2)):
             prog.step(f"gate effect {pol} plan {plan}")
             p, dr = campaigns(rng, c, top, 3, "cv 0.35", pol, gain=0.003)
             small = gate_runs(p, dr, top, batch)[0].mean()

@@ -11,7 +11,7 @@ good: an exchangeable policy passes up to 0.11 of equal-mean campaigns at two-si
 The test here is a t-test on ``d - null_shift`` (t with n - 1 degrees of freedom) whose
 variance is ``max(s2_d, floor)`` with
 
-    floor = s2_draw * (mean(1/m_s) + r * max(K, 1))
+    floor = s2_draw * (mean(1/m_s) + r * max(K, 1))          (policy_law "draw": fixed gate)
 
 * ``s2_draw``: a draw's variance about its seed's draw mean, pooled over the seeds with >= 2
   draws (their tail included);
@@ -25,21 +25,48 @@ variance is ``max(s2_d, floor)`` with
   robust log spread (IQR / 1.349: bursts barely move it), so "twice a draw's spread"
   raises the floor and nothing lowers it below one draw's;
 
+The sequential gate's looks use policy_law "lognormal", which holds a wider policy to more:
+
+    floor = s2_draw * (mean(1/m_s) + r' * expm1(K' s2_log) / expm1(s2_log))
+
+with ``s2_log`` the draws' pooled within-seed variance of log V, ``K'`` a one-sided
+:data:`LOGNORMAL_SPREAD_CONFIDENCE` upper bound of the policy's log variance over
+``s2_log`` (at least 1), the ratio the one between the variances on V of two lognormal laws
+of equal mean (a policy with twice a draw's CV at sigma 0.8 has K' = 2.4 but 4x the
+variance), and ``r' = exp(2 u + (K' - 1) s2_log)`` capped at 1 (a wide policy's median sits
+below its mean).  The sequential gate is asked to hold 0.03 for a policy twice as variable as
+a draw, which "draw" misses (0.06 at sigma 0.8); the fixed gate is asked for 0.10 there and
+for power 0.9 against a policy a fifth of its draws at sigma 1, which "lognormal" costs
+(0.92 -> 0.77: K' is noisy at 10 seeds and the lognormal ratio convex in it);
+
 unless a pre-test finds the policy **less** variable than one more draw: the policy's log
 residual to its seed's level (the seed's mean log draw shrunk towards the mean over seeds by
 the between-seed share of its variance, so that the level's own error is small) has variance
 ``sigma^2 (1 + w/m)`` under "one more draw"; below the chi-square :data:`SPREAD_PRETEST`
 quantile of that, the floor is dropped (a fixed schedule whose V barely moves needs none).
+The pre-test's ``sigma`` is a draw's robust log spread (IQR / 1.349), which bursts barely
+move: a policy that missed them is not "less variable" for having missed them.
+
+The worse side's end (the CI's upper end, ``p_less``) also carries the draws' skew: d is
+right-skewed by their bursts, which pulls a symmetric interval below the true gain (a fixed
+schedule on bursty V: 8% of intervals instead of 2.5%).  The draws' third cumulant k3
+(unbiased per seed of >= 3 draws, pooled) gives a seed's draw mean the skew k3 / m^2, and a
+one-term Cornish-Fisher end ``mean + se (q + c (2 q^2 + 1))``, ``c = max(k3 / m^2, 0) /
+variance^1.5 / (6 sqrt(n))``, inverted by :func:`worse_side_quantile` into the p (the
+policy's own skew is left out: it could only shorten that end).  The better side, and so
+every pass, is the t's.
 
 What it assumes, in words: a policy run is at least as variable as one more draw of its
-seed, at the policy's own level, unless its runs show otherwise.  Under that, a policy whose
-runs missed the draws' tail is held to the variance the tail gives.  Measured on the study's
-designs (``tools/inference_study.py``, two-sided 0.05): false pass <= 0.035 for an
-exchangeable or fixed-schedule policy and about 0.10 for a policy twice as variable as a draw
-(the t-test: 0.11 and 0.17), at >= 0.9 of the t-test's power for a fixed schedule and 0.9 for
-a policy five times below its draws.  The floor acts on the better side and the worse side
-alike, but the worse side's level is not held (draws skewed, policy not): the gate prints no
-"worse" from it.  The constants are tuning choices; the study prints their neighbours.
+seed, at the policy's own level, unless its runs show otherwise (at the sequential gate's
+looks: with a spread on V that follows its spread on log V as a lognormal's does).  Under
+that, a policy whose runs missed the draws' tail is held to the variance the tail gives.
+Measured on the study's designs (``tools/inference_study.py``, two-sided 0.05): false pass
+<= 0.035 for an exchangeable or fixed-schedule policy and about 0.10 for a policy twice as
+variable as a draw (the t-test: 0.11 and 0.17), at >= 0.9 of the t-test's power for a fixed
+schedule and 0.9 for a policy five times below its draws; the 95% CI covers the gain >= 0.95
+of the time.  The worse side's level is still not held (the draws' skew is estimated from
+few runs): the gate prints no "worse" from it.  The constants are tuning choices; the study
+prints their neighbours.
 """
 
 from __future__ import annotations
@@ -55,14 +82,18 @@ from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_finite_1d, check_alternative, json_safe
 from evalkit.stats.paired import _check_confidence, _check_shift, sample_skewness
 
-__all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "METHOD", "SPREAD_PRETEST",
-           "floored_mean_test", "floored_t_batch", "floored_variance_batch", "padded_draws"]
+__all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "LOGNORMAL_SPREAD_CONFIDENCE", "METHOD",
+           "POLICY_LAWS", "SPREAD_PRETEST", "SPREAD_QUANTILE", "ci_ends", "floored_mean_test", "floored_t_batch",
+           "floored_variance_batch", "padded_draws", "worse_side_end", "worse_side_quantile"]
 
 METHOD = "draw-floored t-test"
 
 LEVEL_CONFIDENCE = 0.8     # one-sided confidence of the policy-level bound r
 SPREAD_PRETEST = 0.04      # one-sided level of "the policy is less variable than a draw"
 SPREAD_QUANTILE = 0.5      # chi-square quantile scaling the policy's spread estimate K
+LOGNORMAL_SPREAD_CONFIDENCE = 0.7  # the sequential gate's: one-sided confidence of K's bound
+POLICY_LAWS = ("draw", "lognormal")
+MAX_LOG_VARIANCE = 50.0    # exp of a larger log variance overflows; the floor is huge anyway
 LOG_OFFSET = 0.01          # logs of V + 0.01 x the draws' mean: a V of 0 stays finite
 IQR_TO_SD = 1.349
 
@@ -77,8 +108,9 @@ class FlooredTestResult(ResultMixin):
     exceeded s2_d and was used.  ``spread_p``: the pre-test's p of "less variable than one
     more draw" (``policy_less_variable`` when below :data:`SPREAD_PRETEST`: the floor is
     dropped).  ``level_ratio``: r (the policy's level bound, squared, capped at 1);
-    ``spread_ratio``: K.  ``ci``: the ``confidence`` interval of the mean of d from the same
-    variance (one-sided for a one-sided test).  ``floor_reason``: why there is no floor.
+    ``spread_ratio``: K.  ``ci``: the ``confidence`` interval of the mean of d that inverts
+    the test (one-sided for a one-sided test; the worse side's end carries the draws' skew,
+    ``skew_term`` c).  ``floor_reason``: why there is no floor.
     ``skewness``: the sample skewness g1 of d (a diagnostic).
     """
 
@@ -106,12 +138,14 @@ class FlooredTestResult(ResultMixin):
     spread_p: float
     policy_less_variable: bool
     floor_reason: str
+    skew_term: float
     skewness: float
     method: str
 
     def null_distribution(self, max_points: int = 2000, seed: int = 0) -> np.ndarray:
-        """The test's null law of mean(d): ``null_shift + se * T``, T ~ t(df), as
-        ``max_points`` evenly spaced quantiles (deterministic; ``seed`` is unused)."""
+        """The better side's null law of mean(d): ``null_shift + se * T``, T ~ t(df), as
+        ``max_points`` evenly spaced quantiles (deterministic; ``seed`` is unused); the worse
+        side's p reads the same law at :func:`worse_side_quantile`."""
         del seed
         q = (np.arange(max_points) + 0.5) / max_points
         return self.null_shift + self.se * sps.t.ppf(q, self.df)
@@ -143,7 +177,8 @@ class FlooredTestResult(ResultMixin):
     def floor_dict(self) -> dict:
         """The floor's numbers, as audit.json records them."""
         keys = ("variance", "floor", "floor_binds", "draw_variance", "level_ratio",
-                "spread_ratio", "spread_p", "policy_less_variable", "sample_se", "se", "df")
+                "spread_ratio", "spread_p", "policy_less_variable", "sample_se", "se", "df",
+                "skew_term")
         return {**{k: json_safe(getattr(self, k)) for k in keys},
                 "reason": self.floor_reason or None, "reference": self.reference}
 
@@ -162,11 +197,16 @@ def padded_draws(draws, n: int) -> np.ndarray:
     return out
 
 
-def floored_variance_batch(policy: np.ndarray, draws: np.ndarray) -> dict:
+def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
+                           policy_law: str = "draw") -> dict:
     """The floor of many campaigns at once: policy (c, n), draws (c, n, M) with NaN past each
-    seed's draws.  Returns arrays (c,): ``mean``, ``s2`` (of d), ``floor`` (nan: none),
+    seed's draws; ``policy_law``: "draw" (the fixed gate's) or "lognormal" (the sequential
+    gate's), see the module docstring.  Returns arrays (c,): ``mean``, ``s2`` (of d), ``floor`` (nan: none),
     ``variance`` (the test's), ``draw_variance``, ``level_ratio``, ``spread_ratio``,
     ``spread_p``, ``less_variable``.  The single-campaign test is this with c = 1."""
+    if policy_law not in POLICY_LAWS:
+        raise InputError(f"unknown policy_law {policy_law!r}", column="policy_law",
+                         fix="one of " + ", ".join(POLICY_LAWS))
     policy = np.asarray(policy, dtype=float)
     draws = np.asarray(draws, dtype=float)
     c, n = policy.shape
@@ -205,16 +245,39 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray) -> dict:
         null_var = sigma ** 2 * (1.0 + (w / m).mean(axis=1))
         spread_p = sps.chi2.cdf(resid.var(axis=1, ddof=1) * (n - 1) / null_var, n - 1)
         less = spread_p < SPREAD_PRETEST
-        # r: the policy's level relative to its seed's median draw, upper bound, squared
+        # u: the policy's log level relative to its seed's median draw, upper bound
         to_median = lp - np.nanmedian(ld, axis=2)
         upper = (to_median.mean(axis=1) + sps.t.ppf(LEVEL_CONFIDENCE, n - 1)
                  * to_median.std(axis=1, ddof=1) / math.sqrt(n))
-        r = np.minimum(1.0, np.exp(2.0 * upper))
-        # K: the policy's log spread relative to a draw's
-        own = (lp - seed_log).var(axis=1, ddof=1) * (n - 1) / sps.chi2.ppf(SPREAD_QUANTILE,
-                                                                          n - 1)
-        k = np.maximum(own - s2_log * inv_m, 0.0) / sigma ** 2
-        floor = s2_draw * (inv_m + r * np.maximum(k, 1.0))
+        policy_dev2 = (lp - seed_log).var(axis=1, ddof=1) * (n - 1)
+        if policy_law == "draw":
+            # K: the policy's log spread over a draw's robust one; its part is K draws
+            k = np.maximum(policy_dev2 / sps.chi2.ppf(SPREAD_QUANTILE, n - 1)
+                           - s2_log * inv_m, 0.0) / sigma ** 2
+            r = np.minimum(1.0, np.exp(2.0 * upper))
+            policy_part = r * np.maximum(k, 1.0)
+        else:
+            # K: an upper bound of the policy's log variance over a draw's; its part is the
+            # variance on V of a lognormal policy of log variance max(K, 1) s2_log at its
+            # mean level (the median's bound plus the lognormal mean's spread term)
+            spread_seen = s2_log > 0                # draws constant within seeds: floor 0
+            k = np.where(spread_seen, np.maximum(
+                policy_dev2 / sps.chi2.ppf(1.0 - LOGNORMAL_SPREAD_CONFIDENCE, n - 1)
+                - s2_log * inv_m, 0.0) / s2_log, np.where(dof > 0, 0.0, np.nan))
+            spread = np.maximum(k, 1.0) * s2_log
+            spread_gap = np.where(np.isfinite(spread), spread - s2_log, 0.0)
+            r = np.minimum(1.0, np.exp(2.0 * upper + spread_gap))
+            policy_part = r * np.where(spread_seen, np.expm1(np.minimum(
+                spread, MAX_LOG_VARIANCE)) / np.expm1(s2_log), 1.0)
+        floor = s2_draw * (inv_m + policy_part)
+        # the draws' third cumulant (unbiased per seed of >= 3 draws, pooled by m - 2): the
+        # skew a seed's draw mean carries into d, k3 / m^2 (the worse side's correction)
+        skewed = m >= 3
+        dev3 = np.where(has, (draws - dbar[..., None]) ** 3, 0.0).sum(axis=2)
+        k3_seed = np.where(skewed, dev3 * m / ((m - 1) * (m - 2)), 0.0)
+        k3 = (k3_seed * np.where(skewed, m - 2, 0)).sum(axis=1) / np.where(
+            skewed, m - 2, 0).sum(axis=1)
+        mean_k3 = np.where(np.isfinite(k3), k3 * (1.0 / m ** 2).mean(axis=1), 0.0)
     usable = (dof > 0) & np.isfinite(floor)
     floor = np.where(usable, floor, np.nan)
     binding = usable & ~less & (floor > s2)
@@ -222,25 +285,60 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray) -> dict:
     return {"mean": mean, "s2": s2, "floor": floor, "variance": variance, "binds": binding,
             "draw_variance": np.where(dof > 0, s2_draw, np.nan), "level_ratio": r,
             "spread_ratio": k, "spread_p": spread_p, "less_variable": less & usable,
-            "usable": usable}
+            "usable": usable, "draw_mean_k3": mean_k3}
 
 
-def floored_t_batch(policy: np.ndarray, draws: np.ndarray, null_shift: float = 0.0) -> dict:
+def floored_t_batch(policy: np.ndarray, draws: np.ndarray, null_shift: float = 0.0,
+                    policy_law: str = "draw") -> dict:
     """:func:`floored_variance_batch` with the test on top, for c campaigns at once: adds
     ``se``, ``t = (mean - null_shift) / se`` (t = +-inf when se is 0 and the mean is off the
-    shift, nan when on it) and its ``p_greater``, ``p_less``, ``p_two_sided`` against t with
-    n - 1 df (1 where t is nan)."""
-    b = floored_variance_batch(policy, draws)
+    shift, nan when on it), ``skew_term`` (c of :func:`worse_side_quantile`) and the p's
+    ``p_greater`` (t with n - 1 df), ``p_less`` (the same law at the worse side's quantile,
+    which carries the draws' skew) and ``p_two_sided``; each is 1 where t is nan."""
+    b = floored_variance_batch(policy, draws, policy_law)
     n = np.shape(policy)[1]
     se = np.sqrt(np.maximum(b["variance"], 0.0) / n)
     diff = b["mean"] - null_shift
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, diff / se, np.where(diff == 0, np.nan, np.sign(diff) * np.inf))
+        skew_term = np.where(b["variance"] > 0, np.maximum(b["draw_mean_k3"], 0.0)
+                             / b["variance"] ** 1.5, 0.0) / (6.0 * math.sqrt(n))
     undefined = np.isnan(t)
     p_greater = np.where(undefined, 1.0, sps.t.sf(t, n - 1))
-    p_less = np.where(undefined, 1.0, sps.t.cdf(t, n - 1))
-    return dict(b, se=se, t=t, p_greater=p_greater, p_less=p_less,
+    q_worse = worse_side_quantile(np.where(undefined, 0.0, -t), skew_term)
+    p_less = np.where(undefined, 1.0, sps.t.sf(q_worse, n - 1))
+    return dict(b, se=se, t=t, skew_term=skew_term, p_greater=p_greater, p_less=p_less,
                 p_two_sided=np.minimum(1.0, 2.0 * np.minimum(p_greater, p_less)))
+
+
+def worse_side_quantile(u, c):
+    """The t quantile q whose worse-side end ``mean + se (q + c (2 q^2 + 1))`` lies ``u``
+    standard errors above the mean: the one-term Cornish-Fisher end for a d skewed to the
+    right by ``6 sqrt(n) c`` (c >= 0).  Increasing in u: the quadratic's root for u >= c
+    (where the end's map is increasing, q >= 0), ``u - c`` below, continuous at u = c."""
+    u, c = np.broadcast_arrays(np.asarray(u, dtype=float), np.asarray(c, dtype=float))
+    with np.errstate(invalid="ignore"):
+        excess = u - c
+        root = 2.0 * excess / (1.0 + np.sqrt(1.0 + 8.0 * c * np.maximum(excess, 0.0)))
+    return np.where(np.isinf(u), u, np.where(excess >= 0, root, excess))
+
+
+def worse_side_end(q, c):
+    """The worse side's end in standard errors above the mean at t quantile q >= 0."""
+    return q + c * (2.0 * q * q + 1.0)
+
+
+def ci_ends(mean, se, skew_term, df, confidence, alternative="two-sided"):
+    """The ``confidence`` interval of the mean of d that inverts the test: the better side's
+    end from t with ``df`` df, the worse side's from :func:`worse_side_end` (arrays or
+    floats; one-sided for a one-sided test; nan, nan when confidence is None)."""
+    if confidence is None:
+        return math.nan, math.nan
+    two = alternative == "two-sided"
+    q = sps.t.ppf(0.5 + float(confidence) / 2.0 if two else float(confidence), df)
+    lo = mean - q * se if alternative != "less" else -math.inf
+    hi = mean + se * worse_side_end(q, skew_term) if alternative != "greater" else math.inf
+    return lo, hi
 
 
 def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence=0.95,
@@ -262,15 +360,7 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
     df = n - 1
     p_greater, p_less, p_two = (float(b[k]) for k in ("p_greater", "p_less", "p_two_sided"))
     p_value = {"greater": p_greater, "less": p_less, "two-sided": p_two}[alternative]
-    if confidence is None:
-        lo = hi = math.nan
-    elif alternative == "two-sided":
-        half = sps.t.ppf(0.5 + float(confidence) / 2.0, df) * se
-        lo, hi = mean - half, mean + half
-    else:
-        half = sps.t.ppf(float(confidence), df) * se
-        lo, hi = ((mean - half, math.inf) if alternative == "greater"
-                  else (-math.inf, mean + half))
+    lo, hi = ci_ends(mean, se, float(b["skew_term"]), df, confidence, alternative)
     reason = ("" if b["usable"] else "no seed has >= 2 draws: the draws' variance is "
               "unknown, the plain t-test decides")
     return FlooredTestResult(
@@ -283,5 +373,6 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
         draw_variance=float(b["draw_variance"]), level_ratio=float(b["level_ratio"]),
         spread_ratio=float(b["spread_ratio"]), spread_p=float(b["spread_p"]),
         policy_less_variable=bool(b["less_variable"]), floor_reason=reason,
+        skew_term=float(b["skew_term"]),
         skewness=sample_skewness(np.nanmean(padded, axis=1) - pol),
         method=f"{METHOD} of the mean of d")

@@ -257,14 +257,15 @@ DECISIONS = {PASS: "pass", FUTILITY_STOP: "stop: not better (futility)",
 
 
 def look_floors_batch(policy: np.ndarray, draws: np.ndarray, looks) -> np.ndarray:
-    """(R, K) the fixed gate's variance floor of d at each look (NaN where it does not bind);
+    """(R, K) the sequential gate's variance floor of d at each look (policy_law "lognormal"
+    of :func:`evalkit.stats.floored.floored_variance_batch`; NaN where it does not bind);
     policy (R, N), draws (R, N, m) with NaN past each seed's draws, N >= the last look.  The
     sequential gate reads one campaign's floors from here
     (:func:`evalkit.audit.sequential.look_floors`)."""
     out = np.full((policy.shape[0], len(looks)), np.nan)
     for k, nk in enumerate(looks):
         if nk >= 2:
-            b = floored_variance_batch(policy[:, :nk], draws[:, :nk])
+            b = floored_variance_batch(policy[:, :nk], draws[:, :nk], "lognormal")
             out[:, k] = np.where(b["binds"], b["variance"], np.nan)
     return out
 

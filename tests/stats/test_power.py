@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from evalkit.cli.main import cli
 from evalkit.errors import InputError
+from evalkit.stats.floored import floored_variance_batch
 from evalkit.stats.group_sequential import decide, design
 from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.power import (DECISIONS, EXACT_SIGN_VECTORS, PASS, group_sequential_batch,
@@ -498,7 +499,7 @@ def test_fixed_gate_passes_is_the_floored_test_of_each_campaign(alt):
     assert not fixed_gate_passes(policy[:, :5] * 0.01, draws[:, :5], "two-sided", 0.05).any()
 
 
-def test_the_sequential_walk_uses_the_fixed_gates_floor_at_every_look():
+def test_the_sequential_walk_uses_the_lognormal_laws_floor_at_every_look():
     from evalkit.audit.sequential import look_floors
     from evalkit.stats.power import look_floors_batch
 
@@ -511,6 +512,10 @@ def test_the_sequential_walk_uses_the_fixed_gates_floor_at_every_look():
     gs = design((5, 10, 15, 20), 0.025)
     floors = look_floors_batch(policy, draws, gs.looks)
     assert np.isfinite(floors).mean() > 0.5          # the floor binds in most looks
+    for k, nk in enumerate(gs.looks):                # the "lognormal" law's variance
+        b = floored_variance_batch(policy[:, :nk], draws[:, :nk], "lognormal")
+        assert np.array_equal(floors[:, k], np.where(b["binds"], b["variance"], np.nan),
+                              equal_nan=True)
     d = draws.mean(axis=-1) - policy
     decision, used = group_sequential_batch(d, gs, 0.001, variance_floor=floors)
     plain, _ = group_sequential_batch(d, gs, 0.001)
