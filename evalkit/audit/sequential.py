@@ -7,7 +7,8 @@ mean(draws_s) - policy_s`` (positive = better, as :mod:`evalkit.stats.paired`), 
 group-sequential design of :mod:`evalkit.stats.group_sequential`: a look after each block of
 ``batch`` seeds in the plan's seed order (the order the commitment gives), O'Brien-Fleming
 alpha spending, t-type boundaries, non-binding futility, and ``null_shift = min_effect`` (a
-pass needs the mean gain above the smallest effect of interest, as the fixed gate).  The
+pass needs the mean gain above the smallest effect of interest, as the fixed gate), the
+t's variance floored at each look by the draws' (:func:`look_floors`).  The
 one-sided level per claim is the plan's alpha (halved for a two-sided protocol: the better
 side) over the number of claims **the plan** fixes: a planned claim without runs stays a
 member of the family.  Per claim:
@@ -188,8 +189,10 @@ def seed_differences(units: list[dict]) -> dict[int, float]:
 
 
 def look_floors(units: list[dict], seeds: list[int], looks) -> np.ndarray:
-    """Per look, the fixed gate's variance floor of d over the plan's first seeds (NaN where
-    the floor is dropped or not defined, and for looks past the seeds there are):
+    """Per look, the draws' variance floor of d over the plan's first seeds, in the floor's
+    "lognormal" law (:mod:`evalkit.stats.floored`: a policy wider than its draws is held to
+    its variance on V); NaN where the floor is dropped or not defined, and for looks past
+    the seeds there are:
     :func:`evalkit.stats.power.look_floors_batch` on the units' policy and draws."""
     by_seed = {int(u["seed"]): u for u in units}
     rows = [by_seed[s] for s in seeds]

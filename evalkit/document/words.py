@@ -57,7 +57,7 @@ def gain_state(gain, p, alpha) -> str:
 # the designs of tools/INFERENCE_STUDY.md (bursty V, n 10, m 3, fixed schedule), against its
 # nominal one-sided rate: a side may be named only from a decision whose false rate there is
 # <= WORSE_SIZE_FACTOR x nominal.
-CLAIM_TEST_FALSE_WORSE = 0.092
+CLAIM_TEST_FALSE_WORSE = 0.058
 WORSE_SIZE_FACTOR = 1.5
 
 
