@@ -121,3 +121,26 @@ def check_n_resamples(n_resamples) -> None:
                                       and float(n_resamples) == int(n_resamples))):
         raise InputError(f"n_resamples must be a positive integer or inf, got {n_resamples}",
                          column="n_resamples", fix="use e.g. 100000, or None for auto")
+
+
+def check_shift(null_shift) -> float:
+    """A finite null shift (the mean gain under H0), as a float."""
+    try:
+        shift = float(null_shift)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"null_shift must be a number, got {null_shift!r}", column="null_shift",
+                         fix="pass the mean gain under H0, e.g. 0.0 or min_effect") from exc
+    if not math.isfinite(shift):
+        raise InputError(f"null_shift must be finite, got {shift}", column="null_shift",
+                         fix="pass the mean gain under H0, e.g. 0.0 or min_effect")
+    return shift
+
+
+def check_optional_confidence(confidence):
+    """None (no interval) or a confidence level in (0, 1), as a float."""
+    if confidence is None:
+        return None
+    if not 0.0 < float(confidence) < 1.0:
+        raise InputError(f"confidence must lie in (0, 1), got {confidence}", column="confidence",
+                         fix="use e.g. 0.95, or None for no interval")
+    return float(confidence)

@@ -79,8 +79,9 @@ import numpy as np
 from scipy import stats as sps
 
 from evalkit.errors import InputError
-from evalkit.stats._result import ResultMixin, as_finite_1d, check_alternative, json_safe
-from evalkit.stats.paired import _check_confidence, _check_shift, sample_skewness
+from evalkit.stats._result import (ResultMixin, as_finite_1d, check_alternative,
+                                   check_optional_confidence, check_shift, json_safe)
+from evalkit.stats.paired import sample_skewness
 
 __all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "LOGNORMAL_SPREAD_CONFIDENCE", "METHOD",
            "POLICY_LAWS", "SPREAD_PRETEST", "SPREAD_QUANTILE", "ci_ends", "floored_mean_test", "floored_t_batch",
@@ -353,8 +354,8 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
     pol = as_finite_1d(policy, "policy", min_size=2, what="policy runs (seeds)")
     n = pol.size
     padded = padded_draws(draws, n)
-    shift = _check_shift(null_shift)
-    confidence = _check_confidence(confidence)
+    shift = check_shift(null_shift)
+    confidence = check_optional_confidence(confidence)
     b = {k: v[0] for k, v in floored_t_batch(pol[None, :], padded[None], shift).items()}
     mean, variance, se, t = (float(b[k]) for k in ("mean", "variance", "se", "t"))
     df = n - 1

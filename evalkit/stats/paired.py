@@ -40,7 +40,7 @@ from evalkit.errors import InputError
 from evalkit.stats import studentized as st
 from evalkit.stats._result import (DEFAULT_MC_RESAMPLES, DEFAULT_RTOL, ResultMixin,
                                     as_finite_1d, as_generator, check_alternative,
-                                    check_n_resamples)
+                                    check_n_resamples, check_optional_confidence, check_shift)
 from evalkit.stats.inversion import sign_flip_ci
 from evalkit.stats.randomisation import MAX_EXACT_N, _exact_counts, _mc_counts, _p_values
 
@@ -97,27 +97,6 @@ def sample_skewness(d) -> float:
     return float(np.mean(c ** 3) / m2 ** 1.5)
 
 
-def _check_shift(null_shift) -> float:
-    try:
-        shift = float(null_shift)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"null_shift must be a number, got {null_shift!r}", column="null_shift",
-                         fix="pass the mean gain under H0, e.g. 0.0 or min_effect") from exc
-    if not math.isfinite(shift):
-        raise InputError(f"null_shift must be finite, got {shift}", column="null_shift",
-                         fix="pass the mean gain under H0, e.g. 0.0 or min_effect")
-    return shift
-
-
-def _check_confidence(confidence):
-    if confidence is None:
-        return None
-    if not 0.0 < float(confidence) < 1.0:
-        raise InputError(f"confidence must lie in (0, 1), got {confidence}", column="confidence",
-                         fix="use e.g. 0.95, or None for no interval")
-    return float(confidence)
-
-
 def paired_mean_test(d, alternative="greater", *, confidence=0.95, null_shift=0.0,
                      n_resamples=None, rng=None) -> PairedTestResult:
     """Studentized sign-flip test of H0 ``mean(d) = null_shift`` against ``alternative``.
@@ -133,8 +112,8 @@ def paired_mean_test(d, alternative="greater", *, confidence=0.95, null_shift=0.
     """
     check_alternative(alternative)
     d = as_finite_1d(d, "d", min_size=2, what="per-seed differences (seeds)")
-    shift = _check_shift(null_shift)
-    level = _check_confidence(confidence)
+    shift = check_shift(null_shift)
+    level = check_optional_confidence(confidence)
     gen = as_generator(rng)
     n = d.size
     x = d - shift
