@@ -17,8 +17,8 @@ from evalkit.stats.floored import floored_variance_batch
 from evalkit.stats.group_sequential import decide, design
 from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.power import (DECISIONS, EXACT_SIGN_VECTORS, PASS, group_sequential_batch,
-                                 fixed_gate_passes, pilot_model, power_plan, sequential_looks,
-                                 sign_flip_p_batch)
+                                 fixed_gate_passes, look_floors_batch, pilot_model, power_plan,
+                                 sequential_looks, sign_flip_p_batch)
 
 
 def _lognormal_pilot(rng, seeds, m, sigma=0.35, policy_sigma=None, level_sd=0.3, factor=1.0,
@@ -501,7 +501,6 @@ def test_fixed_gate_passes_is_the_floored_test_of_each_campaign(alt):
 
 def test_the_sequential_walk_uses_the_lognormal_laws_floor_at_every_look():
     from evalkit.audit.sequential import look_floors
-    from evalkit.stats.power import look_floors_batch
 
     rng = np.random.default_rng(12)
     reps, top, m = 40, 20, 3
@@ -527,3 +526,27 @@ def test_the_sequential_walk_uses_the_lognormal_laws_floor_at_every_look():
         assert np.allclose(one, floors[i], equal_nan=True, rtol=1e-12)
         res = decide(d[i], gs, null_shift=0.001, variance_floor=one)
         assert res.seeds_used == used[i] and (res.decision == "pass") == (decision[i] == PASS)
+
+
+def test_the_sequential_gates_level_with_a_policy_twice_as_variable_as_a_draw():
+    # equal means, draws lognormal 0.8 (m 3), a policy with twice their CV, looks every 5
+    # seeds up to 40, null shifted by 0.5 pp: with the fixed gate's ("draw") floor at each
+    # look ~0.06 of campaigns pass (tools/INFERENCE_STUDY.md); the sequential gate's
+    # ("lognormal") floor holds ~0.025, issue 32's 0.03
+    rng = np.random.default_rng(21)
+    reps, top, m = 2000, 40, 3
+    level = 0.0654 * np.exp(0.2 * rng.standard_normal((reps, top)) - 0.02)
+    draws = level[..., None] * np.exp(0.8 * rng.standard_normal((reps, top, m)) - 0.32)
+    wide = math.sqrt(math.log1p(4 * math.expm1(0.64)))
+    policy = level * np.exp(wide * rng.standard_normal((reps, top)) - wide ** 2 / 2)
+    gs = design(tuple(range(5, 41, 5)), 0.025)
+    d = draws.mean(axis=-1) - policy
+    lognormal = look_floors_batch(policy, draws, gs.looks)
+    draw_law = np.full_like(lognormal, np.nan)
+    for k, nk in enumerate(gs.looks):
+        b = floored_variance_batch(policy[:, :nk], draws[:, :nk], "draw")
+        draw_law[:, k] = np.where(b["binds"], b["variance"], np.nan)
+    rate = {name: np.mean(group_sequential_batch(d, gs, 0.005, variance_floor=f)[0] == PASS)
+            for name, f in (("lognormal", lognormal), ("draw", draw_law))}
+    assert rate["draw"] > 0.045
+    assert rate["lognormal"] < 0.035
