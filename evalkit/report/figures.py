@@ -221,7 +221,8 @@ def null_distribution(hist: dict) -> Figure:
     fig, ax = _canvas(title, 2)
     share = counts / max(1, size)
     # one filled outline instead of a patch per bar: the same picture, less drawing
-    law = (f"null (the t law of the floored se, {size:,} quantiles)" if test.endswith("t-test")
+    law = (f"null (the t law of the floored se, its worse side carrying the draws' skew; "
+           f"{size:,} quantiles)" if test.endswith("t-test")
            else f"null ({size:,} label sets)")
     ax.stairs(share, edges, fill=True, color=DRAWS_COLOR, alpha=0.6, label=law)
     value = f"{observed:+.3g}" if student else f"{100 * observed:+.3g} pp"
@@ -239,7 +240,8 @@ def null_distribution(hist: dict) -> Figure:
     ax.set_ylabel("share of the null", fontsize=_FONT["label"])
     _legend_below(fig, ax, ncol=1)
     infinite = size - int(counts.sum())
-    over = (f"{size} evenly spaced quantiles of its t law" if test.endswith("t-test")
+    over = (f"{size} evenly spaced quantiles of its t law (the worse side carries the draws' "
+            f"skew)" if test.endswith("t-test")
             else f"{size} label sets")
     alt = (f"{title}: histogram of {name} under the null hypothesis over {over}, with the observed {name.split(' ')[0]} = "
            f"{value.replace('pp', 'percentage points')} marked (unadjusted {alternative} p = "

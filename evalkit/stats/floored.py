@@ -144,12 +144,17 @@ class FlooredTestResult(ResultMixin):
     method: str
 
     def null_distribution(self, max_points: int = 2000, seed: int = 0) -> np.ndarray:
-        """The better side's null law of mean(d): ``null_shift + se * T``, T ~ t(df), as
-        ``max_points`` evenly spaced quantiles (deterministic; ``seed`` is unused); the worse
-        side's p reads the same law at :func:`worse_side_quantile`."""
+        """The test's null law of mean(d), as ``max_points`` evenly spaced quantiles
+        (deterministic; ``seed`` is unused): above its median ``null_shift + se * T``, T ~
+        t(df) (the better side), below it ``null_shift - se * worse_side_end(T, skew_term)``
+        for T >= 0 (the worse side), so that each side's tail share at the observed mean is
+        that side's p."""
         del seed
         q = (np.arange(max_points) + 0.5) / max_points
-        return self.null_shift + self.se * sps.t.ppf(q, self.df)
+        better = q >= 0.5
+        t_upper = sps.t.ppf(np.where(better, q, 1.0 - q), self.df)
+        return np.where(better, self.null_shift + self.se * t_upper,
+                        self.null_shift - self.se * worse_side_end(t_upper, self.skew_term))
 
     @property
     def null_observed(self) -> float:

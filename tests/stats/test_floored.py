@@ -248,14 +248,21 @@ def test_ci_is_the_inverted_test():
         pytest.approx(0.05, rel=1e-9)
 
 
-def test_null_distribution_is_the_scaled_t():
+def test_null_distribution_gives_each_sides_p():
     rng = np.random.default_rng(6)
     policy, draws = _bursty(rng, 10, 3)
     res = floored_mean_test(policy, draws, "greater", null_shift=0.001)
     null = res.null_distribution(max_points=4001)
     assert np.median(null) == pytest.approx(0.001, abs=1e-15)
-    share = np.mean(null >= res.mean)
-    assert share == pytest.approx(res.p_greater, abs=1e-3)
+    assert np.all(np.diff(null) >= 0)
+    assert np.mean(null >= res.mean) == pytest.approx(res.p_greater, abs=1e-3)
+    assert res.skew_term > 0
+    # the worse side: a shift above the mean, where p_less carries the draws' skew
+    above = floored_mean_test(policy, draws, "less", null_shift=res.mean + 1.5 * res.se)
+    null = above.null_distribution(max_points=4001)
+    assert np.mean(null <= above.mean) == pytest.approx(above.p_less, abs=1e-3)
+    plain = sps.t.cdf((above.mean - above.null_shift) / above.se, above.df)
+    assert above.p_less > plain + 0.005
 
 
 def test_zero_violation_rates_stay_finite():
