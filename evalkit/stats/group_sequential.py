@@ -266,10 +266,17 @@ def plan_seeds(effect_sd: float, alpha: float = 0.025, power: float = 0.8, block
     lo, hi = 0, 1                                 # not reached at lo blocks, reached at hi
     while not (hi <= limit and reaches(hi * block)):
         if hi >= limit:
+            top = tuple(range(block, limit * block + 1, block))
+            capped = futility is not None and limit >= 1 and _expected_seeds(
+                design(top, alpha, spending, gamma, None), theta)[0] >= power
             raise InputError(f"no design with at most {max_seeds_limit} seeds reaches power "
-                             f"{power} at {effect_sd} SD", column="effect_sd",
-                             fix="a larger effect, a lower power target or a higher "
-                                 "max_seeds_limit")
+                             f"{power} at {effect_sd} SD" + (
+                                 f": without the futility stop at each of its {len(top)} "
+                                 f"looks it would, so the stop caps its power"
+                                 if capped else ""), column="effect_sd",
+                             fix=("a larger block (fewer looks), or no futility stop"
+                                  if capped else "a larger effect, a lower power target or a "
+                                  "higher max_seeds_limit"))
         lo, hi = hi, min(2 * hi, limit)
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -167,6 +167,19 @@ def test_a_maximum_exactly_at_the_seed_limit_is_allowed_and_one_block_less_is_no
         plan_seeds(0.8, block=4, max_seeds_limit=need - 4)
 
 
+def test_a_power_capped_by_futility_at_every_look_is_named_with_its_fix():
+    # a look every 2 seeds with a futility stop at each: at 0.415 SD of d power levels off
+    # below 0.8 (tools/INFERENCE_STUDY.md, plan C at policy CV 0.35); looks every 4 reach it
+    with pytest.raises(InputError, match="the stop caps its power") as err:
+        plan_seeds(0.415, block=2)
+    assert "larger block" in err.value.fix
+    assert plan_seeds(0.415, block=4).power >= 0.8
+    assert plan_seeds(0.415, block=2, futility=None).power >= 0.8
+    with pytest.raises(InputError) as err:                 # no cap: the old advice
+        plan_seeds(0.05, block=4, max_seeds_limit=40)
+    assert "caps" not in str(err.value) and "larger effect" in err.value.fix
+
+
 def test_hwang_shih_decani_spending_defaults_to_gamma_minus_4():
     from evalkit.stats.group_sequential import spent_alpha
 
