@@ -271,6 +271,19 @@ def test_zero_violation_rates_stay_finite():
              np.array([0.0, 0.05, 0.0]), np.array([0.02, 0.0, 0.01]), np.array([0.0, 0.0, 0.0])]
     res = floored_mean_test(policy, draws, "two-sided")
     assert all(math.isfinite(x) for x in (res.p_value, res.variance, res.floor, res.t))
+    b = floored_variance_batch(policy[None], fl.padded_draws(draws, 6)[None], "lognormal")
+    assert np.isfinite(b["floor"][0]) and np.isfinite(b["variance"][0])
+
+
+def test_an_extremely_wide_policy_keeps_a_finite_floor():
+    # a policy whose log variance (~3e4) would overflow exp: the floor stays finite and
+    # usable, so the sequential gate's look cannot lose it to an overflow
+    rng = np.random.default_rng(14)
+    draws = np.exp(0.01 * rng.standard_normal((1, 8, 3)))
+    policy = np.tile([1e-3, 1e150], 4)[None]
+    b = floored_variance_batch(policy, draws, "lognormal")
+    assert b["usable"][0] and np.isfinite(b["floor"][0])
+    assert b["floor"][0] > 1e20 * b["draw_variance"][0]
 
 
 def test_constant_d_has_a_defined_p():
