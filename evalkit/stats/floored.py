@@ -270,9 +270,8 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             k = np.where(spread_seen, np.maximum(
                 policy_dev2 / sps.chi2.ppf(1.0 - LOGNORMAL_SPREAD_CONFIDENCE, n - 1)
                 - s2_log * inv_m, 0.0) / s2_log, np.where(dof > 0, 0.0, np.nan))
-            spread = np.maximum(k, 1.0) * s2_log
-            spread_gap = np.where(np.isfinite(spread), spread - s2_log, 0.0)
-            r = np.minimum(1.0, np.exp(2.0 * upper + spread_gap))
+            spread = np.maximum(k, 1.0) * s2_log      # nan without draws: no floor anyway
+            r = np.minimum(1.0, np.exp(2.0 * upper + spread - s2_log))
             policy_part = r * np.where(spread_seen, np.expm1(np.minimum(
                 spread, MAX_LOG_VARIANCE)) / np.expm1(s2_log), 1.0)
         floor = s2_draw * (inv_m + policy_part)

@@ -426,3 +426,15 @@ def test_the_worse_side_carries_the_draws_skew():
     assert np.mean((lo <= truth) & (truth <= hi)) > 0.94
     # the better side is untouched: the pass decisions are the t's on the floored variance
     assert np.array_equal(b["p_greater"], sps.t.sf(b["t"], n - 1))
+
+
+def test_draws_mostly_constant_within_seeds_keep_a_usable_floor():
+    # most seeds' draws are identical (their log residuals' IQR is 0): the draws' log
+    # spread falls back to the residuals' root mean square, so K and the pre-test stay
+    # finite and the floor is usable under both laws
+    draws = np.array([[[0.05, 0.05, 0.05]] * 7 + [[0.02, 0.05, 0.11]] * 3])
+    policy = np.array([[0.05] * 6 + [0.04, 0.03, 0.06, 0.05]])
+    for law in fl.POLICY_LAWS:
+        b = floored_variance_batch(policy, draws, law)
+        assert b["usable"][0] and np.isfinite(b["floor"][0]) and b["floor"][0] > 0
+        assert np.isfinite(b["spread_ratio"][0]) and np.isfinite(b["spread_p"][0])
