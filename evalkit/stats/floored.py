@@ -84,8 +84,9 @@ from evalkit.stats._result import (ResultMixin, as_finite_1d, check_alternative,
 from evalkit.stats.paired import sample_skewness
 
 __all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "LOGNORMAL_SPREAD_CONFIDENCE", "METHOD",
-           "POLICY_LAWS", "SPREAD_PRETEST", "SPREAD_QUANTILE", "ci_ends", "floored_mean_test", "floored_t_batch",
-           "floored_variance_batch", "padded_draws", "worse_side_end", "worse_side_quantile"]
+           "POLICY_LAWS", "SPREAD_PRETEST", "SPREAD_QUANTILE", "ci_ends", "floored_mean_test",
+           "floored_t_batch", "floored_variance_batch", "padded_draws", "worse_side_end",
+           "worse_side_quantile"]
 
 METHOD = "draw-floored t-test"
 
@@ -207,9 +208,10 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
                            policy_law: str = "draw") -> dict:
     """The floor of many campaigns at once: policy (c, n), draws (c, n, M) with NaN past each
     seed's draws; ``policy_law``: "draw" (the fixed gate's) or "lognormal" (the sequential
-    gate's), see the module docstring.  Returns arrays (c,): ``mean``, ``s2`` (of d), ``floor`` (nan: none),
-    ``variance`` (the test's), ``draw_variance``, ``level_ratio``, ``spread_ratio``,
-    ``spread_p``, ``less_variable``.  The single-campaign test is this with c = 1."""
+    gate's), see the module docstring.  Returns arrays (c,): ``mean``, ``s2`` (of d),
+    ``floor`` (nan: none), ``variance`` (the test's), ``binds``, ``draw_variance``,
+    ``level_ratio``, ``spread_ratio``, ``spread_p``, ``less_variable``, ``usable``.  The
+    single-campaign test is this with c = 1."""
     if policy_law not in POLICY_LAWS:
         raise InputError(f"unknown policy_law {policy_law!r}", column="policy_law",
                          fix="one of " + ", ".join(POLICY_LAWS))
@@ -275,14 +277,6 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             policy_part = r * np.where(spread_seen, np.expm1(np.minimum(
                 spread, MAX_LOG_VARIANCE)) / np.expm1(s2_log), 1.0)
         floor = s2_draw * (inv_m + policy_part)
-        # the draws' third cumulant (unbiased per seed of >= 3 draws, pooled by m - 2): the
-        # skew a seed's draw mean carries into d, k3 / m^2 (the worse side's correction)
-        skewed = m >= 3
-        dev3 = np.where(has, (draws - dbar[..., None]) ** 3, 0.0).sum(axis=2)
-        k3_seed = np.where(skewed, dev3 * m / ((m - 1) * (m - 2)), 0.0)
-        k3 = (k3_seed * np.where(skewed, m - 2, 0)).sum(axis=1) / np.where(
-            skewed, m - 2, 0).sum(axis=1)
-        mean_k3 = np.where(np.isfinite(k3), k3 * (1.0 / m ** 2).mean(axis=1), 0.0)
     usable = (dof > 0) & np.isfinite(floor)
     floor = np.where(usable, floor, np.nan)
     binding = usable & ~less & (floor > s2)
@@ -290,7 +284,24 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
     return {"mean": mean, "s2": s2, "floor": floor, "variance": variance, "binds": binding,
             "draw_variance": np.where(dof > 0, s2_draw, np.nan), "level_ratio": r,
             "spread_ratio": k, "spread_p": spread_p, "less_variable": less & usable,
-            "usable": usable, "draw_mean_k3": mean_k3}
+            "usable": usable}
+
+
+def _draw_mean_k3(draws: np.ndarray) -> np.ndarray:
+    """(c,) the third cumulant a seed's draw mean carries into d, mean over seeds of k3 /
+    m^2: k3 the draws' third cumulant, unbiased per seed of >= 3 draws and pooled with
+    weights m - 2; 0 without such seeds (the worse side's correction then vanishes)."""
+    has = np.isfinite(draws)
+    m = has.sum(axis=2).astype(float)
+    skewed = m >= 3
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN rows: no draws
+        dev = draws - np.nanmean(draws, axis=2)[..., None]
+        dev3 = np.where(has, dev ** 3, 0.0).sum(axis=2)
+        k3_seed = np.where(skewed, dev3 * m / ((m - 1) * (m - 2)), 0.0)
+        weight = np.where(skewed, m - 2, 0.0)
+        k3 = (k3_seed * weight).sum(axis=1) / weight.sum(axis=1)
+        return np.where(np.isfinite(k3), k3 * (1.0 / m ** 2).mean(axis=1), 0.0)
 
 
 def floored_t_batch(policy: np.ndarray, draws: np.ndarray, null_shift: float = 0.0,
@@ -304,10 +315,11 @@ def floored_t_batch(policy: np.ndarray, draws: np.ndarray, null_shift: float = 0
     n = np.shape(policy)[1]
     se = np.sqrt(np.maximum(b["variance"], 0.0) / n)
     diff = b["mean"] - null_shift
+    k3 = np.maximum(_draw_mean_k3(np.asarray(draws, dtype=float)), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, diff / se, np.where(diff == 0, np.nan, np.sign(diff) * np.inf))
-        skew_term = np.where(b["variance"] > 0, np.maximum(b["draw_mean_k3"], 0.0)
-                             / b["variance"] ** 1.5, 0.0) / (6.0 * math.sqrt(n))
+        skew_term = (np.where(b["variance"] > 0, k3 / b["variance"] ** 1.5, 0.0)
+                     / (6.0 * math.sqrt(n)))
     undefined = np.isnan(t)
     p_greater = np.where(undefined, 1.0, sps.t.sf(t, n - 1))
     q_worse = worse_side_quantile(np.where(undefined, 0.0, -t), skew_term)
