@@ -106,11 +106,13 @@ def check_alpha(alpha, fix: str = "use e.g. 0.05") -> float:
     return float(alpha)
 
 
-def check_level(confidence_level, fix: str = "use e.g. 0.95") -> float:
-    """A confidence level strictly inside (0, 1), as a float; else :class:`InputError`."""
+def check_level(confidence_level, fix: str = "use e.g. 0.95",
+                column: str = "confidence_level") -> float:
+    """A confidence level strictly inside (0, 1), as a float; else :class:`InputError` naming
+    ``column`` (the caller's parameter)."""
     if not 0.0 < float(confidence_level) < 1.0:
-        raise InputError(f"confidence_level must lie in (0, 1), got {confidence_level}",
-                         column="confidence_level", fix=fix)
+        raise InputError(f"{column} must lie in (0, 1), got {confidence_level}",
+                         column=column, fix=fix)
     return float(confidence_level)
 
 
@@ -140,7 +142,5 @@ def check_optional_confidence(confidence):
     """None (no interval) or a confidence level in (0, 1), as a float."""
     if confidence is None:
         return None
-    if not 0.0 < float(confidence) < 1.0:
-        raise InputError(f"confidence must lie in (0, 1), got {confidence}", column="confidence",
-                         fix="use e.g. 0.95, or None for no interval")
-    return float(confidence)
+    return check_level(confidence, fix="use e.g. 0.95, or None for no interval",
+                       column="confidence")

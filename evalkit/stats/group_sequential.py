@@ -34,7 +34,7 @@ from scipy import optimize, special
 from scipy import stats as sps
 
 from evalkit.errors import InputError
-from evalkit.stats._result import ResultMixin, as_finite_1d, check_alpha
+from evalkit.stats._result import ResultMixin, as_finite_1d, check_alpha, check_shift
 
 __all__ = ["SPENDING", "GroupSequentialDesign", "GroupSequentialPlan", "Look",
            "SequentialDecision", "crossing_probabilities", "decide", "design",
@@ -324,17 +324,16 @@ def decide(d, gs: GroupSequentialDesign, null_shift: float = 0.0,
     """Walk the looks on d (per-seed differences in the plan's seed order, positive =
     better); seeds past the plan's maximum are an error, fewer mean the decision may still be
     "continue".  ``variance_floor``: per look, a floor under the sample variance of d at that
-    look (NaN: none), the draws' floor of :mod:`evalkit.stats.floored` (the fixed gate's)."""
+    look (NaN: none): the sequential gate passes the draws' floor of
+    :mod:`evalkit.stats.floored` in its "lognormal" law
+    (:func:`evalkit.stats.power.look_floors_batch`)."""
     d = as_finite_1d(d, "d", min_size=1, what="per-seed differences (seeds)")
     floors = (np.full(len(gs.looks), np.nan) if variance_floor is None
               else np.asarray(variance_floor, dtype=float))
     if floors.shape != (len(gs.looks),):
         raise InputError(f"variance_floor has {floors.size} values for {len(gs.looks)} looks",
                          column="variance_floor", fix="pass one floor (or NaN) per look")
-    shift = float(null_shift)
-    if not math.isfinite(shift):
-        raise InputError(f"null_shift must be finite, got {null_shift}", column="null_shift",
-                         fix="pass min_effect (e.g. 0.005) or 0")
+    shift = check_shift(null_shift)
     if d.size > gs.max_seeds:
         raise InputError(f"{d.size} seeds but the plan stops at {gs.max_seeds}",
                          column="seed", fix="the seeds past the plan's maximum are not "
