@@ -256,11 +256,10 @@ def headline(claim: dict, audit: dict) -> Headline:
     if status == "underpowered":
         alpha = audit.get("alpha")
         rule = "underpowered: " + power_clause(claim, alpha)
-        if p is not None and alpha is not None and p <= alpha and g and g > 0:
-            rule = "significantly better than matched random, but not claimable: " + rule
-        elif p is not None and alpha is not None and p <= alpha and g:
-            rule = ("not better than matched random (a negative gain; no 'worse' is "
-                    "claimed), and not claimable: " + rule)
+        if p is not None and alpha is not None and p <= alpha and g:
+            rule = ("significantly better than matched random, but not claimable: " if g > 0
+                    else "not better than matched random (a negative gain; no 'worse' is "
+                    "claimed), and not claimable: ") + rule
         test += ("; " if test else "") + rule
     if claim.get("pre_registered") is False:
         test += ("; " if test else "") + "not pre-registered (no campaign plan)"
