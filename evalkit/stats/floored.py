@@ -31,10 +31,13 @@ The sequential gate's looks use policy_law "lognormal", which holds a wider poli
 
 with ``s2_log`` the draws' pooled within-seed variance of log V, ``K'`` a one-sided
 :data:`LOGNORMAL_SPREAD_CONFIDENCE` upper bound of the policy's log variance over
-``s2_log`` (at least 1), the ratio the one between the variances on V of two lognormal laws
-of equal mean (a policy with twice a draw's CV at sigma 0.8 has K' = 2.4 but 4x the
-variance), and ``r' = exp(2 u + (K' - 1) s2_log)`` capped at 1 (a wide policy's median sits
-below its mean).  The sequential gate is asked to hold 0.03 for a policy twice as variable as
+``s2_log``, raised to ``min(1, bound / sigma^2)`` (one whole draw, tail included, unless the
+bound lies below a typical draw's robust spread ``sigma``: a policy that only missed the
+bursts keeps the bursts' variance, one truly less variable is held to its own spread), the
+ratio the one between the variances on V of two lognormal laws of equal mean (a policy
+with twice a draw's CV at sigma 0.8 has K' = 2.4 but 4x the variance), and ``r' = exp(2 u +
+(K' - 1) s2_log)`` capped at 1 (a wide policy's median sits below its mean, a narrow one's
+closer to it).  The sequential gate is asked to hold 0.03 for a policy twice as variable as
 a draw, which "draw" misses (0.06 at sigma 0.8); the fixed gate is asked for 0.10 there and
 for power 0.9 against a policy a fifth of its draws at sigma 1, which "lognormal" costs
 (0.92 -> 0.77: K' is noisy at 10 seeds and the lognormal ratio convex in it);
@@ -269,10 +272,13 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             # variance on V of a lognormal policy of log variance max(K, 1) s2_log at its
             # mean level (the median's bound plus the lognormal mean's spread term)
             spread_seen = s2_log > 0                # draws constant within seeds: floor 0
-            k = np.where(spread_seen, np.maximum(
-                policy_dev2 / sps.chi2.ppf(1.0 - LOGNORMAL_SPREAD_CONFIDENCE, n - 1)
-                - s2_log * inv_m, 0.0) / s2_log, np.where(dof > 0, 0.0, np.nan))
-            spread = np.maximum(k, 1.0) * s2_log      # nan without draws: no floor anyway
+            bound = np.maximum(policy_dev2 / sps.chi2.ppf(1.0 - LOGNORMAL_SPREAD_CONFIDENCE,
+                                                          n - 1) - s2_log * inv_m, 0.0)
+            k = np.where(spread_seen, bound / s2_log, np.where(dof > 0, 0.0, np.nan))
+            # one whole draw (its tail included) unless the bound is below a typical draw's
+            # spread: a policy that only missed the draws' bursts is not less variable
+            typical = np.where(sigma > 0, np.minimum(1.0, bound / sigma ** 2), 1.0)
+            spread = np.maximum(k, typical) * s2_log  # nan without draws: no floor anyway
             r = np.minimum(1.0, np.exp(2.0 * upper + spread - s2_log))
             policy_part = r * np.where(spread_seen, np.expm1(np.minimum(
                 spread, MAX_LOG_VARIANCE)) / np.expm1(s2_log), 1.0)

@@ -57,8 +57,9 @@ def _reference_variance(policy, draws, law="draw"):
         k = max(policy_ss / sps.chi2.ppf(0.5, n - 1) - s2_log * inv_m, 0.0) / sigma ** 2
         floor = s2_draw * (inv_m + r * max(k, 1.0))
     else:
-        k = max(policy_ss / sps.chi2.ppf(0.3, n - 1) - s2_log * inv_m, 0.0) / s2_log
-        policy_log_var = max(k, 1.0) * s2_log
+        bound = max(policy_ss / sps.chi2.ppf(0.3, n - 1) - s2_log * inv_m, 0.0)
+        typical = min(1.0, bound / sigma ** 2)
+        policy_log_var = max(bound / s2_log, typical) * s2_log
         # the policy's mean over the draws' for lognormal shapes: median ratio x
         # exp(half the log-variance gap), squared; its variance on V over a draw's
         r = min(1.0, math.exp(upper + (policy_log_var - s2_log) / 2) ** 2)
@@ -364,6 +365,45 @@ def test_the_lognormal_law_floors_a_wide_policy_at_its_variance_on_v():
     assert policy_part == pytest.approx(4.0, rel=0.25)
     draw_law = floored_variance_batch(noise, draws, "draw")
     assert draw_law["floor"][0] / draw_law["draw_variance"][0] - 1 / m < 0.8 * policy_part
+
+
+def _lognormal_policy_part(b, m):
+    """The "lognormal" law's policy part over its level bound r': expm1(K' s2_log) /
+    expm1(s2_log), 1 for a policy held to one whole draw."""
+    return (b["floor"] / b["draw_variance"] - 1 / m) / b["level_ratio"]
+
+
+def test_the_lognormal_law_keeps_a_whole_draw_for_a_policy_that_only_missed_the_bursts():
+    # bursty draws (x4 on 10% of runs) and a policy as variable as a draw between bursts
+    # that never caught one: its log spread is below the draws' (bursts included), K' < 1,
+    # but about a typical draw's, so its part stays near one whole draw, bursts' tail
+    # included (the bare K' would give about half of one)
+    rng = np.random.default_rng(21)
+    c, n, m = 300, 20, 5
+    pairs = [_bursty(rng, n, m, policy_bursts=False) for _ in range(c)]
+    policy = np.array([p for p, _ in pairs])
+    draws = np.array([np.array(dr) for _, dr in pairs])
+    b = floored_variance_batch(policy, draws, "lognormal")
+    assert np.median(b["spread_ratio"]) < 0.8
+    part = _lognormal_policy_part(b, m)
+    assert np.median(part) > 0.65
+    assert np.mean(part >= 1 - 1e-9) >= 0.25
+
+
+def test_the_lognormal_law_holds_a_less_variable_policy_to_its_own_spread():
+    # draws lognormal 0.35, a policy with half their CV: less variable than a typical draw,
+    # so its policy part is its own spread's bound, below one draw's (the sequential gate's
+    # looks then cost fewer seeds: tools/INFERENCE_STUDY.md)
+    rng = np.random.default_rng(22)
+    c, n, m = 300, 20, 3
+    level = np.exp(0.2 * rng.standard_normal((c, n)))
+    draws = level[..., None] * np.exp(0.35 * rng.standard_normal((c, n, m)) - 0.06125)
+    sigma_p = math.sqrt(math.log1p(0.175 ** 2))
+    policy = level * np.exp(sigma_p * rng.standard_normal((c, n)) - sigma_p ** 2 / 2)
+    b = floored_variance_batch(policy, draws, "lognormal")
+    part = _lognormal_policy_part(b, m)
+    assert np.median(part) < 0.75
+    assert np.mean(part < 1) >= 0.85
 
 
 def test_level_with_a_policy_twice_as_variable_as_a_draw():
