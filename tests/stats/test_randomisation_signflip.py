@@ -10,11 +10,12 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from scipy import stats
 
 from evalkit.errors import InputError
 from evalkit.stats import min_attainable_p, randomisation as sf, seeds_needed, sign_flip_test
+from evalkit.stats._result import DEFAULT_RTOL
 from evalkit.stats.randomisation import _all_sums
 
 
@@ -61,6 +62,12 @@ def exact_p(d, alternative):
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 14), shift=st.floats(-1, 1))
 def test_matches_exact_enumeration_continuous(seed, n, shift):
     d = np.random.default_rng(seed).normal(shift, 1.0, n)
+    # a sign sum within the test's tie tolerance of the observed one, yet not equal in exact
+    # arithmetic, counts as a tie by design (rounding cannot tell them apart): those draws
+    # are the tolerance's cases, not this comparison's
+    sums = np.array(list(itertools.product((1.0, -1.0), repeat=n))) @ d
+    gap = np.abs(sums - d.sum()) / np.abs(d).sum()
+    assume(not np.any((gap > 1e-14) & (gap <= 10 * DEFAULT_RTOL)))
     for alt in ALTS:
         assert sign_flip_test(d, alt).p_value == pytest.approx(exact_p(d, alt), abs=1e-12)
 
