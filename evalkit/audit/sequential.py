@@ -1,13 +1,15 @@
 """Sequential verdicts: decide a claim by a group-sequential test of the mean gain, look by look.
 
-A campaign planned as sequential (``[design] kind = "sequential"``, ``max_seeds``, ``batch``
-in the campaign TOML, recorded in the runs directory's ``plan.json`` before the first run)
+A campaign planned as sequential (``[design] kind = "sequential"``, ``max_seeds``, ``batch``,
+optionally ``spending`` and ``gamma``, in the campaign TOML, recorded in the runs directory's
+``plan.json`` before the first run)
 tests the estimand of the fixed gate: the mean over independent seeds of ``d_s =
 mean(draws_s) - policy_s`` (positive = better, as :mod:`evalkit.stats.paired`), with the
 group-sequential design of :mod:`evalkit.stats.group_sequential`: a look after each block of
-``batch`` seeds in the plan's seed order (the order the commitment gives), O'Brien-Fleming
-alpha spending, t-type boundaries, non-binding futility, and ``null_shift = min_effect`` (a
-pass needs the mean gain above the smallest effect of interest, as the fixed gate), the
+``batch`` seeds in the plan's seed order (the order the commitment gives), the plan's alpha
+spending (O'Brien-Fleming unless it names Hwang-Shih-DeCani with a gamma), t-type
+boundaries, non-binding futility, and ``null_shift = min_effect`` (a pass needs the mean
+gain above the smallest effect of interest, as the fixed gate), the
 t's variance floored at each look by the draws' (:func:`look_floors`).  The
 one-sided level per claim is the plan's alpha (halved for a two-sided protocol: the better
 side) over the number of claims **the plan** fixes: a planned claim without runs stays a
@@ -49,7 +51,7 @@ from evalkit.document.words import EFFECT_TOL, pp
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.seeds import repeated_seeds
 from evalkit.stats.floored import padded_draws
-from evalkit.stats.group_sequential import decide, design
+from evalkit.stats.group_sequential import check_spending, decide, design, spending_words
 from evalkit.stats.power import look_floors_batch, sequential_looks
 
 __all__ = ["SequentialVerdict", "planned_looks", "protocol_min_effect", "seed_differences",
@@ -77,6 +79,8 @@ class SequentialVerdict:
     level: float = math.nan          # one-sided alpha of this claim's design
     looks: tuple = ()                # the design's looks (cumulative seeds)
     d: list = field(default_factory=list)          # d_s of the seeds in plan order
+    spending: str = "obrien-fleming"  # the plan's alpha-spending function ...
+    gamma: float = -4.0               # ... and its Hwang-Shih-DeCani parameter
 
     @property
     def decided(self) -> bool:
@@ -148,7 +152,7 @@ class SequentialVerdict:
                        f"{_bound(hi)}] pp; smallest effect of interest "
                        f"{pp(self.min_effect, signed=False)} pp; one-sided alpha "
                        f"{self.level:.4g} = plan alpha {self.alpha:g} over {self.claims} "
-                       "planned claim(s) (O'Brien-Fleming spending)")
+                       f"planned claim(s) ({spending_words(self.spending, self.gamma)})")
         for c in self.blocking:
             out.append(f"  [FAIL] {c.tier}/{c.name}: {c.found}")
         return out
@@ -176,10 +180,21 @@ def planned_looks(design_spec: dict, order: list[int]) -> tuple:
 
 
 @functools.lru_cache(maxsize=64)
-def _design(looks: tuple, level: float):
-    """The group-sequential design of a plan's looks at a level (computed once per pair: the
-    sweep decides after every batch, the study on thousands of campaigns)."""
-    return design(looks, level)
+def _design(looks: tuple, level: float, spending: str, gamma: float):
+    """The group-sequential design of a plan's looks at a level under its spending function
+    (computed once per combination: the sweep decides after every batch, the study on
+    thousands of campaigns)."""
+    return design(looks, level, spending, gamma)
+
+
+def plan_spending(design_spec: dict) -> tuple[str, float]:
+    """The plan's spending function and gamma; a plan frozen before plans named one spends
+    as O'Brien-Fleming, the only function there was."""
+    spending = design_spec.get("spending")
+    if spending is None:
+        return "obrien-fleming", -4.0
+    return check_spending(spending, design_spec.get("gamma"),
+                          column="design.sequential.spending")
 
 
 def seed_differences(units: list[dict]) -> dict[int, float]:
@@ -214,7 +229,9 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
                 min_effect: float) -> SequentialVerdict:
     alpha = float(design_spec["alpha"])
     looks = planned_looks(design_spec, order)
+    spending, gamma = plan_spending(design_spec)
     base = dict(regime=claim["regime"], policy=claim["policy"], alpha=alpha, claims=n_claims,
+                spending=spending, gamma=gamma,
                 max_seeds=looks[-1] if looks else design_spec.get("max_seeds"),
                 min_effect=float(min_effect), looks=looks,
                 level=_one_sided(alpha, protocol.alternative) / n_claims)
@@ -251,7 +268,7 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
     if len(seeds) < looks[0]:
         return SequentialVerdict(decision="continue", reason=(
             f"{len(seeds)} seed(s): the first look is at {looks[0]}; run more seeds"), **base)
-    gs = _design(looks, base["level"])
+    gs = _design(looks, base["level"], spending, gamma)
     res = decide(base["d"], gs, null_shift=float(min_effect),
                  variance_floor=look_floors(claim["units"], seeds, looks))
     base["result"] = res
@@ -319,6 +336,12 @@ def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float | None
                              column=f"design.sequential.{key}",
                              fix="re-run 'evalkit audit RUNS --out DIR' on runs swept under a "
                                  "plan frozen by evalkit")
+    try:
+        plan_spending(spec)
+    except InputError as err:
+        raise InputError(err.message, column=f"design.sequential.{err.column.split('.')[-1]}",
+                         fix="re-run 'evalkit audit RUNS --out DIR' on runs swept under a "
+                             "plan frozen by evalkit") from None
     order = [int(s) for s in design_doc["seed_order"]]
     _refuse_repeats(order, "design.seed_order")
     for i, c in enumerate(doc["claims"]):

@@ -46,11 +46,12 @@ from evalkit.replay.runner import BACKENDS, check_spec
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces.generate import ARRIVALS, KIND_ALIASES
 from evalkit.runlog.execution_order import dependencies, shard_members
+from evalkit.stats.group_sequential import check_spending
 
 TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
             "slo", "trace", "backend", "policies", "design"}
-DESIGN_KEYS = {"kind", "max_seeds", "batch"}
+DESIGN_KEYS = {"kind", "max_seeds", "batch", "spending", "gamma"}
 DESIGN_KINDS = ("fixed", "sequential")
 SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
 TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort",
@@ -294,7 +295,7 @@ def _parse_design(top: ConfigTable, table, n_seeds: int) -> dict:
         raise dt.error("kind", f"design kind must be 'fixed' or 'sequential', got "
                        f"{_short(kind)}", 'write kind = "fixed" or kind = "sequential"')
     if kind == "fixed":
-        extra = sorted(set(table) & {"max_seeds", "batch"})
+        extra = sorted(set(table) & {"max_seeds", "batch", "spending", "gamma"})
         if extra:
             raise dt.error(extra[0], f"{extra[0]} applies to sequential designs only",
                            f'remove {extra[0]} or write kind = "sequential"')
@@ -303,7 +304,13 @@ def _parse_design(top: ConfigTable, table, n_seeds: int) -> dict:
     dt.bounded("max_seeds", max_seeds, 2, n_seeds)
     batch = dt.number("batch", kind=int, default=1)
     dt.bounded("batch", batch, 1, max_seeds)
-    return {"kind": "sequential", "max_seeds": max_seeds, "batch": batch}
+    spending = table.get("spending", "obrien-fleming")
+    try:
+        spending, gamma = check_spending(spending, table.get("gamma"))
+    except InputError as err:
+        raise dt.error(err.column, err.message, err.fix) from None
+    return {"kind": "sequential", "max_seeds": max_seeds, "batch": batch,
+            "spending": spending, "gamma": gamma if spending != "obrien-fleming" else None}
 
 
 def _twin_config(bt: ConfigTable, path, backend_name: str, config: dict) -> dict:

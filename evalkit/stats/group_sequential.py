@@ -37,8 +37,8 @@ from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_finite_1d, check_alpha, check_shift
 
 __all__ = ["SPENDING", "GroupSequentialDesign", "GroupSequentialPlan", "Look",
-           "SequentialDecision", "crossing_probabilities", "decide", "design",
-           "plan_seeds", "spent_alpha"]
+           "SequentialDecision", "check_spending", "crossing_probabilities", "decide",
+           "design", "plan_seeds", "spending_words", "spent_alpha"]
 
 SPENDING = ("obrien-fleming", "hwang-shih-decani")
 _GRID_STEP = 0.02              # z-grid spacing of the recursive integration
@@ -63,6 +63,34 @@ def spent_alpha(t, alpha: float, spending: str = "obrien-fleming",
         return alpha * (1.0 - np.exp(-gamma * t)) / (1.0 - math.exp(-gamma))
     raise InputError(f"unknown spending function {spending!r}", column="spending",
                      fix=f"use one of {', '.join(SPENDING)}")
+
+
+def check_spending(spending, gamma=None, column: str = "spending") -> tuple[str, float]:
+    """A plan's spending function as ``(name, gamma)``: "obrien-fleming" takes no gamma
+    (-4.0 is returned, unused); "hwang-shih-decani" needs a finite gamma (no default: -4
+    resembles O'Brien-Fleming, 1 Pocock)."""
+    if spending not in SPENDING:
+        raise InputError(f"unknown spending function {spending!r}", column=column,
+                         fix=f"use one of {', '.join(SPENDING)}")
+    if spending == "obrien-fleming":
+        if gamma is not None:
+            raise InputError(f"gamma {gamma!r} is a Hwang-Shih-DeCani parameter: "
+                             "O'Brien-Fleming spending takes none", column="gamma",
+                             fix='remove gamma, or write spending = "hwang-shih-decani"')
+        return spending, -4.0
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not math.isfinite(
+            float(gamma)):
+        raise InputError(f"Hwang-Shih-DeCani spending needs a finite gamma, got {gamma!r}",
+                         column="gamma", fix="e.g. gamma = -2 (between O'Brien-Fleming, -4, "
+                                             "and Pocock, 1)")
+    return spending, float(gamma)
+
+
+def spending_words(spending: str, gamma: float) -> str:
+    """The spending function in words, as verdicts and plans print it."""
+    if spending == "obrien-fleming":
+        return "O'Brien-Fleming spending"
+    return f"Hwang-Shih-DeCani spending, gamma {gamma:g}"
 
 
 def _grid(center: float, upper: float) -> np.ndarray:

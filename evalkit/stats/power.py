@@ -56,7 +56,8 @@ import numpy as np
 from evalkit.errors import InputError
 from evalkit.stats._result import DEFAULT_RTOL, ResultMixin, as_generator, check_alternative
 from evalkit.stats.floored import floored_t_batch, floored_variance_batch
-from evalkit.stats.group_sequential import GroupSequentialDesign, design
+from evalkit.stats.group_sequential import (GroupSequentialDesign, check_spending, design,
+                                             spending_words)
 
 __all__ = ["DECISIONS", "EFFECTS", "EXACT_SIGN_VECTORS", "FUTILITY_STOP", "MODEL_KINDS",
            "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow",
@@ -438,13 +439,16 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                effect: str = "multiplicative", alpha: float = 0.05,
                alternative: str = "two-sided", null_shift: float = 0.0, target: float = 0.8,
                draws=(1, 2, 3, 5), max_seeds: int = 40, seeds_grid=None, reps: int = 400,
-               n_resamples: int = 400, block: int = 5, refits: int = 30,
-               interval: float = 0.8, rng=None) -> PowerPlan:
+               n_resamples: int = 400, block: int = 5, spending: str = "obrien-fleming",
+               gamma: float | None = None, refits: int = 30, interval: float = 0.8,
+               rng=None) -> PowerPlan:
     """Power of the fixed-n seed-level test and of the group-sequential design for ``gain``,
     each with its interval from the pilot's size (module docstring).  ``null_shift``: the
     sequential design's null (the gate's ``min_effect``); the fixed-n test keeps the zero null,
-    as the fixed gate's."""
+    as the fixed gate's.  ``spending``, ``gamma``: the design's alpha spending, as a
+    campaign's ``[design]`` names it (gamma only with "hwang-shih-decani")."""
     check_alternative(alternative)
+    spending, gamma_used = check_spending(spending, gamma)
     for name, value in (("alpha", alpha), ("target", target), ("interval", interval)):
         if not 0.0 < float(value) < 1.0:
             raise InputError(f"{name} must lie in (0, 1), got {value}", column=name,
@@ -483,7 +487,8 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                 "alpha": float(alpha), "null_shift": float(null_shift),
                 "n_resamples": int(n_resamples),
                 "design": design(sequential_looks(top, int(block)),
-                                 alpha / 2 if alternative == "two-sided" else alpha)}
+                                 alpha / 2 if alternative == "two-sided" else alpha,
+                                 spending, gamma_used)}
     refit_reps = max(10, int(reps) // 2)
     lo_q, hi_q = 50 * (1 - interval), 50 * (1 + interval)
     rows = []
@@ -545,7 +550,7 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
         method=(f"{reps} simulated campaigns per setting; fixed-n: the gate's draw-floored "
                 f"t-test of the mean of d (and enough seeds for a sign flip on d to reach "
                 f"alpha); sequential: group-sequential design "
-                f"({settings['design'].spending} spending, one-sided alpha "
+                f"({spending_words(spending, gamma_used)}, one-sided alpha "
                 f"{settings['design'].alpha:g}, non-binding futility at t < "
                 f"{settings['design'].futility:g}, null shift {100 * null_shift:.2f} pp: a pass "
                 f"needs the mean gain above it), a look after every {block} seeds up to "

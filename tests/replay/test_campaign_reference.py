@@ -191,7 +191,8 @@ def maximal_campaign() -> dict:
                         "sim_params": str(REPO / "examples" / "cpu_real" / "twin.toml")},
             "policies": [{"name": "wa", "label": "wa-1", "params": {"tau": 0.1}, "draws": 1},
                          {"name": "calibrated_offline", "params": {"k_from": "wa-1"}}],
-            "design": {"kind": "sequential", "max_seeds": 3, "batch": 2}}
+            "design": {"kind": "sequential", "max_seeds": 3, "batch": 2,
+                       "spending": "hwang-shih-decani", "gamma": -2.0}}
 
 
 def file_trace_campaign() -> dict:

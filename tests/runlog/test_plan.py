@@ -55,6 +55,11 @@ def test_freeze_records_every_planned_run_and_draw_seed(camp_file):
     ('[design]\nkind = "sequential"\nbatch = 0', "batch"),
     ('[design]\nkind = "fixed"\nbatch = 2', "sequential designs only"),
     ('[design]\nkind = "sequential"\nlooks = 3', "unknown key 'looks'"),
+    ('[design]\nkind = "sequential"\nspending = "hwang-shih-decani"\ngamma = -2', True),
+    ('[design]\nkind = "sequential"\nspending = "hwang-shih-decani"', "design.gamma"),
+    ('[design]\nkind = "sequential"\ngamma = -2', "design.gamma"),
+    ('[design]\nkind = "sequential"\nspending = "pocock"', "unknown spending"),
+    ('[design]\nkind = "fixed"\nspending = "obrien-fleming"', "sequential designs only"),
 ])
 def test_design_table_is_validated(tmp_path, table, ok):
     p = tmp_path / "c.toml"
@@ -63,8 +68,12 @@ def test_design_table_is_validated(tmp_path, table, ok):
         plan = freeze_plan(p, BUNDLED)
         assert plan["design"]["kind"] in ("fixed", "sequential")
         if "sequential" in table:
+            spending = ({"spending": "hwang-shih-decani", "gamma": -2.0} if "gamma" in table
+                        else {"spending": "obrien-fleming", "gamma": None})
             assert plan["design"] == {"kind": "sequential", "alpha": 0.05, "max_seeds": 2,
-                                      "batch": 1}
+                                      "batch": 1, **spending}
+        else:
+            assert "spending" not in plan["design"]
         return
     with pytest.raises(InputError, match=ok):
         freeze_plan(p, BUNDLED)

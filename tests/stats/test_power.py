@@ -308,6 +308,30 @@ def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
     assert plan["gain"] == 0.02 and plan["policy_sd_ratio"] is None     # JSON keeps shares
 
 
+def test_plan_power_cli_plans_the_spending_the_campaign_names(fixtures_dir):
+    # the same pilot and seed under Hwang-Shih-DeCani gamma -2 and O'Brien-Fleming: the
+    # method names the function, and the earlier spending decides no later on average
+    base = ["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+            "--policy", "wa", "--gain", "0.03", "--reps", "200", "--max-seeds", "20",
+            "--draws", "3", "--refits", "0", "--block", "4"]
+    hsd = power_plan_from_cli(base + ["--spending", "hwang-shih-decani", "--gamma", "-2"])
+    obf = power_plan_from_cli(base)
+    assert "Hwang-Shih-DeCani spending, gamma -2" in hsd["method"]
+    assert "O'Brien-Fleming spending" in obf["method"]
+    assert (hsd["rows"][0]["mean_seeds_to_decision"]
+            <= obf["rows"][0]["mean_seeds_to_decision"] + 0.2)
+
+
+def power_plan_from_cli(args) -> dict:
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        out = f"{tmp}/plan.json"
+        res = _invoke(args + ["--json", out])
+        assert res.exit_code == 0, res.output
+        with open(out) as fh:
+            return json.load(fh)
+
+
 def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
     res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
                    "--policy", "wa", "--gain", "0.02", "--reps", "20", "--max-seeds", "6",
@@ -338,6 +362,10 @@ def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
      "error: option --policy-sd-ratio: --policy-sd-ratio must be >= 0"),
     (["--gain", "0.9", "--pilot", "P", "--policy", "wa"],
      "error: option --gain: a gain of 0.9 is"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--spending", "hwang-shih-decani"],
+     "error: option --gamma: Hwang-Shih-DeCani spending needs a finite gamma"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--gamma", "-2"],
+     "error: option --gamma: gamma -2.0 is a Hwang-Shih-DeCani parameter"),
 ])
 def test_plan_power_bad_input_exits_2(args, match, fixtures_dir):
     args = [str(fixtures_dir / "campaigns" / "sim_bursty") if a == "P" else a for a in args]
