@@ -284,13 +284,13 @@ def main(argv=None) -> int:
               "Standard error of a rate near 0.025 at this size: "
               f"{math.sqrt(0.025 * 0.975 / c):.4f}; near 0.5: {math.sqrt(0.25 / c):.4f}.", ""]
     if args.sequential_gate_only:
-        prog = Progress(len(NOISES) * len(POLICIES) + 9)
+        prog = Progress(len(NOISES) * len(POLICIES) + 10)
         lines += wired_gate_section(rng, c, prog)
         return _finish(lines, t0, args.out)
     grid = [(noise, n, m, pol, eff) for noise in NOISES for n in (5, 10, 20) for m in (3, 5)
             for pol in POLICIES for eff in (0.0, EFFECT)]
     # the grid, 4 single cells, the sequential and wired-gate nulls, 6 + 9 effect cells
-    prog = Progress(len(grid) + 4 + 2 * len(NOISES) * len(POLICIES) + 15)
+    prog = Progress(len(grid) + 4 + 2 * len(NOISES) * len(POLICIES) + 16)
     names = ("old", "sign flip", "gate", "t", "boot-t", "johnson")
     rows = []
     store = {}                        # cell -> (g1 of d, gate pass, t pass, {constants: pass})
@@ -553,14 +553,15 @@ def seq_row(pol, name, d, gs, shift, est, small):
 GATE_PROTOCOL = load_protocol()        # two-sided alpha 0.05, min_effect 0.5 pp
 
 
-def gate_runs(pol, draws, max_seeds, batch, checked=50):
+def gate_runs(pol, draws, max_seeds, batch, checked=50, spending="obrien-fleming", gamma=None):
     """The sequential gate as wired, per campaign: (passed, seeds used, decision).  Each
     campaign is an audit document's claim (units: seed s's policy V and its draws' V) under
     a plan of one claim, seed order 0..N-1; the first ``checked`` campaigns are also decided
     by the vectorised walk with the draws' floor at each look
     (:func:`evalkit.stats.power.group_sequential_batch`) and must agree."""
     spec = {"kind": "sequential", "alpha": GATE_PROTOCOL.alpha, "max_seeds": max_seeds,
-            "batch": batch, "planned_claims": [["r", "pol"]]}
+            "batch": batch, "spending": spending, "gamma": gamma,
+            "planned_claims": [["r", "pol"]]}
     order = list(range(max_seeds))
     min_effect = GATE_PROTOCOL.checks["gain_significant"].params["min_effect"]
     passed, used, decision = [], [], []
@@ -574,7 +575,7 @@ def gate_runs(pol, draws, max_seeds, batch, checked=50):
         decision.append(v.decision)
     passed, used = np.array(passed), np.array(used)
     looks = tuple(range(batch, max_seeds, batch)) + (max_seeds,)
-    gs = design(looks, ALPHA / 2)
+    gs = design(looks, ALPHA / 2, spending, -4.0 if gamma is None else gamma)
     floors = look_floors_batch(pol[:checked, :max_seeds], draws[:checked, :max_seeds], looks)
     code, ref_used = group_sequential_batch(draws[:checked, :max_seeds].mean(2)
                                             - pol[:checked, :max_seeds], gs, min_effect,
@@ -609,7 +610,8 @@ def wired_gate_section(rng, c, prog):
             "### A 0.3 pp gain and the paper's effect (draw CV 0.35, m 3)", "",
             "Plan A: max_seeds 40, batch 5. Plan B: max_seeds from `plan_seeds` for 80% power "
             "at the paper's effect (SD units of d on 100,000 simulated seeds, batch 4); plan C: "
-            "the same with a look every 2 seeds (batch 2). Fixed-n "
+            "the same with a look every 2 seeds (batch 2); plan D: the same with a look every 3 "
+            "seeds and Hwang-Shih-DeCani spending, gamma -2 (`[design] spending`). Fixed-n "
             "seeds of equal power: smallest n whose fixed-n one-sided t-test at 0.025 (same "
             "null shift) has at least the gate's power on the same campaigns.", "",
             "| policy | plan | max seeds | pass at 0.3 pp | power at 22% | mean seeds | median "
@@ -622,7 +624,14 @@ def wired_gate_section(rng, c, prog):
             planned_2 = plan_seeds(theta, ALPHA / 2, 0.8, block=2).design.max_seeds
         except InputError:         # futility at every 2-seed look caps the power below 0.8
             planned_2 = None
-        for plan, top, batch in (("A", 40, 5), ("B", planned, 4), ("C", planned_2, 2)):
+        try:
+            planned_d = plan_seeds(theta, ALPHA / 2, 0.8, block=3, spending="hwang-shih-decani",
+                                   gamma=-2.0).design.max_seeds
+        except InputError:
+            planned_d = None
+        for plan, top, batch in (("A", 40, 5), ("B", planned, 4), ("C", planned_2, 2),
+                                 ("D", planned_d, 3)):
+            spend = (("hwang-shih-decani", -2.0) if plan == "D" else ("obrien-fleming", None))
             prog.step(f"gate effect {pol} plan {plan}")
             if top is None:
                 out.append(f"| {pol} | {plan} | - | - | - | - | - | - | - | - (no design "
@@ -630,9 +639,9 @@ def wired_gate_section(rng, c, prog):
                            f"stop at every look caps its power) |")
                 continue
             p, dr = campaigns(rng, c, top, 3, "cv 0.35", pol, gain=0.003)
-            small = gate_runs(p, dr, top, batch)[0].mean()
+            small = gate_runs(p, dr, top, batch, 50, *spend)[0].mean()
             p, dr = campaigns(rng, c, max(top, 60), 3, "cv 0.35", pol, EFFECT)
-            passed, used, _ = gate_runs(p, dr, top, batch)
+            passed, used, _ = gate_runs(p, dr, top, batch, 50, *spend)
             power = passed.mean()
             curve = fixed_n_power(dr.mean(2) - p, MIN_EFFECT)
             reach = np.flatnonzero(curve >= power)
@@ -642,6 +651,64 @@ def wired_gate_section(rng, c, prog):
                        f"{used.mean():.1f} | {np.median(used):.0f} | "
                        f"{np.percentile(used, 90):.0f} | "
                        f"{fixed if fixed else '> ' + str(dr.shape[1])} | {ratio:.2f} |")
+    return out + [""] + spending_section(rng, c, prog)
+
+
+SPENDINGS = (("O'Brien-Fleming", "obrien-fleming", -4.0),
+             ("Hwang-Shih-DeCani -2", "hwang-shih-decani", -2.0),
+             ("Hwang-Shih-DeCani 0", "hwang-shih-decani", 0.0),
+             ("Hwang-Shih-DeCani 1 (Pocock-like)", "hwang-shih-decani", 1.0))
+
+
+def floored_walk(pol, draws, looks, spending, gamma, shift):
+    """The wired gate's walk, vectorised: the "lognormal" floor at each look."""
+    gs = design(looks, ALPHA / 2, spending, gamma)
+    top = gs.max_seeds
+    floors = look_floors_batch(pol[:, :top], draws[:, :top], gs.looks)
+    return group_sequential_batch(draws[:, :top].mean(2) - pol[:, :top], gs, shift,
+                                  variance_floor=floors)
+
+
+def spending_section(rng, c, prog):
+    """What the spending function buys in seeds and costs in level, with the wired floors
+    (a plan names it: ``[design] spending``, ``gamma``)."""
+    out = ["### The spending function: seeds saved against level", "",
+           "The sequential gate's walk with its floor at each look (vectorised). Null columns: "
+           "equal means, m 3, a look every 3 seeds up to 39, largest false pass over a policy "
+           "twice a draw's spread at lognormal 0.8, 1.0 and 1.2 and one more draw on bursty V. "
+           "Effect rows: max seeds from `plan_seeds` for 80% power at the paper's effect "
+           "(draw CV 0.35, m 3) with a look every 3 or 4 seeds; fixed-n seeds as above.", "",
+           "| spending | false pass (max; <= 0.03) | policy | batch | max seeds | power at 22% "
+           "| mean seeds | fixed-n seeds of equal power | mean / fixed |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    looks39 = tuple(range(3, 40, 3))
+    prog.step("spending functions")
+    nulls = [campaigns(rng, c, 39, 3, noise, pol) for noise, pol in (
+        ("lognormal 0.8", "2x spread"), ("lognormal 1.0", "2x spread"),
+        ("lognormal 1.2", "2x spread"), ("bursty", "one more draw"))]
+    effect_cells = {}
+    for pol in ("cv 0.175", "fixed schedule"):
+        theta = effect_in_sd(rng, pol, MIN_EFFECT)
+        p, dr = campaigns(rng, c, 80, 3, "cv 0.35", pol, EFFECT)
+        effect_cells[pol] = (theta, p, dr, fixed_n_power(dr.mean(2) - p, MIN_EFFECT))
+    for label, spending, gamma in SPENDINGS:
+        null = fmt(max(float(np.mean(floored_walk(p0, dr0, looks39, spending, gamma,
+                                                  MIN_EFFECT)[0] == PASS))
+                       for p0, dr0 in nulls))
+        for pol, (theta, p, dr, curve) in effect_cells.items():
+            for block in (3, 4):
+                gs = plan_seeds(theta, ALPHA / 2, 0.8, block=block, spending=spending,
+                                gamma=gamma).design
+                top = min(gs.max_seeds, p.shape[1])
+                code, used = floored_walk(p, dr, tuple(x for x in gs.looks if x < top)
+                                          + (top,), spending, gamma, MIN_EFFECT)
+                power = float(np.mean(code == PASS))
+                reach = np.flatnonzero(curve >= power)
+                fixed = int(reach[0]) + 2 if reach.size else None
+                out.append(f"| {label} | {null} | {pol} | {block} | {top} | {fmt(power)} | "
+                           f"{used.mean():.1f} | "
+                           f"{fixed if fixed else '> ' + str(p.shape[1])} | "
+                           f"{used.mean() / fixed if fixed else math.nan:.2f} |")
     return out + [""]
 
 
