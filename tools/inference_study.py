@@ -284,13 +284,13 @@ def main(argv=None) -> int:
               "Standard error of a rate near 0.025 at this size: "
               f"{math.sqrt(0.025 * 0.975 / c):.4f}; near 0.5: {math.sqrt(0.25 / c):.4f}.", ""]
     if args.sequential_gate_only:
-        prog = Progress(len(NOISES) * len(POLICIES) + 10)
+        prog = Progress(len(NOISES) * len(POLICIES) + 13)
         lines += wired_gate_section(rng, c, prog)
         return _finish(lines, t0, args.out)
     grid = [(noise, n, m, pol, eff) for noise in NOISES for n in (5, 10, 20) for m in (3, 5)
             for pol in POLICIES for eff in (0.0, EFFECT)]
     # the grid, 4 single cells, the sequential and wired-gate nulls, 6 + 9 effect cells
-    prog = Progress(len(grid) + 4 + 2 * len(NOISES) * len(POLICIES) + 16)
+    prog = Progress(len(grid) + 4 + 2 * len(NOISES) * len(POLICIES) + 19)
     names = ("old", "sign flip", "gate", "t", "boot-t", "johnson")
     rows = []
     store = {}                        # cell -> (g1 of d, gate pass, t pass, {constants: pass})

@@ -126,6 +126,37 @@ def predictions(rng, truth, reps: int, refits: int, kinds) -> dict:
     return out
 
 
+def oracle_rows(rng, reps: int) -> list[str]:
+    """The planner given the lognormal truths' own parameters (no pilot): what it predicts
+    when nothing is estimated, beside the truth."""
+    import dataclasses
+    import math
+    out = ["| truth | quantity | truth | planner at the true parameters |", "|---|---|---|---|"]
+    for truth in TRUTHS:
+        if not truth[0].startswith("lognormal"):
+            continue
+        sigma = float(truth[0].split()[1])
+        sigma_p = sigma if truth[1] == "one more draw" else 0.05
+        policy, draws = campaigns(rng, truth, 1, PILOT_SEEDS)
+        model = dataclasses.replace(pilot_model(policy[0], list(draws[0]), kind="lognormal"),
+                                    mu=math.log(V0), tau=SEED_SD, sigma_within=sigma,
+                                    sigma_policy=sigma_p)
+        model = dataclasses.replace(model, mean_draw=V0 * math.exp(0.5 * SEED_SD ** 2
+                                                                    + 0.5 * sigma ** 2))
+        plan = power_plan(model, EFFECT, relative=True, alpha=ALPHA, alternative=ALT,
+                          draws=(M,), max_seeds=max(max(FIXED_N), SEQ_MAX),
+                          seeds_grid=FIXED_N + (SEQ_MAX,), reps=reps, block=SEQ_BLOCK,
+                          refits=0, rng=rng)
+        row = plan.rows[0]
+        got = {f"fixed n={n}": p for n, p in zip(row.seeds, row.fixed_power) if n in FIXED_N}
+        got[f"sequential <= {SEQ_MAX}"] = row.sequential_power[-1]
+        for key, value in true_power(rng, truth, reps).items():
+            if key in got:
+                out.append(f"| {truth[0]}, policy {truth[1]} | {key} | {value:.3f} | "
+                           f"{got[key]:.3f} |")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pilots", type=int, default=60)
@@ -134,7 +165,12 @@ def main(argv=None) -> int:
     ap.add_argument("--refits", type=int, default=40)
     ap.add_argument("--kinds", default="lognormal,smoothed",
                     help="the planner's models to validate")
+    ap.add_argument("--oracle", action="store_true",
+                    help="only the planner at the lognormal truths' own parameters")
     args = ap.parse_args(argv)
+    if args.oracle:
+        print("\n".join(oracle_rows(np.random.default_rng(20261205), args.truth_reps)))
+        return 0
     kinds = tuple(k for k in args.kinds.split(",") if k)
     start = time.time()
     rng = np.random.default_rng(20261205)
