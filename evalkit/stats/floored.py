@@ -152,6 +152,7 @@ class FlooredTestResult(ResultMixin):
     skew_term: float
     skewness: float
     method: str
+    policy_law: str = "draw"
 
     def null_distribution(self, max_points: int = 2000, seed: int = 0) -> np.ndarray:
         """The test's null law of mean(d), as ``max_points`` evenly spaced quantiles
@@ -195,7 +196,7 @@ class FlooredTestResult(ResultMixin):
         keys = ("variance", "floor", "floor_binds", "draw_variance", "level_ratio",
                 "spread_ratio", "spread_p", "policy_less_variable", "sample_se", "se", "df",
                 "skew_term")
-        return {**{k: json_safe(getattr(self, k)) for k in keys},
+        return {**{k: json_safe(getattr(self, k)) for k in keys}, "law": self.policy_law,
                 "reason": self.floor_reason or None, "reference": self.reference}
 
 
@@ -395,12 +396,14 @@ def ci_ends(mean, se, skew_term, df, confidence, alternative="two-sided"):
 
 
 def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence=0.95,
-                      null_shift: float = 0.0) -> FlooredTestResult:
+                      null_shift: float = 0.0, policy_law: str = "draw") -> FlooredTestResult:
     """Draw-floored t-test of H0 ``mean(d) = null_shift``, ``d_s = mean(draws_s) - policy_s``.
 
     policy: (n,) the policy's V per seed, n >= 2, finite; draws: n arrays, the matched-random
     draws' V of each seed (>= 1 each; seeds with >= 2 draws give the floor).
-    confidence: level of ``ci`` (None: no interval); null_shift: the mean gain under H0.
+    confidence: level of ``ci`` (None: no interval); null_shift: the mean gain under H0;
+    policy_law: the floor's law, "draw" (the fixed gate's) or "lognormal" (the sequential
+    gate's looks), recorded in the result.
     """
     check_alternative(alternative)
     pol = as_finite_1d(policy, "policy", min_size=2, what="policy runs (seeds)")
@@ -408,7 +411,11 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
     padded = padded_draws(draws, n)
     shift = check_shift(null_shift)
     confidence = check_optional_confidence(confidence)
-    b = {k: v[0] for k, v in floored_t_batch(pol[None, :], padded[None], shift).items()}
+    if policy_law not in POLICY_LAWS:
+        raise InputError(f"unknown policy_law {policy_law!r}", column="policy_law",
+                         fix="one of " + ", ".join(POLICY_LAWS))
+    b = {k: v[0] for k, v in floored_t_batch(pol[None, :], padded[None], shift,
+                                             policy_law).items()}
     mean, variance, se, t = (float(b[k]) for k in ("mean", "variance", "se", "t"))
     df = n - 1
     p_greater, p_less, p_two = (float(b[k]) for k in ("p_greater", "p_less", "p_two_sided"))
@@ -428,4 +435,4 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
         policy_less_variable=bool(b["less_variable"]), floor_reason=reason,
         skew_term=float(b["skew_term"]),
         skewness=sample_skewness(np.nanmean(padded, axis=1) - pol),
-        method=f"{METHOD} of the mean of d")
+        method=f"{METHOD} of the mean of d", policy_law=policy_law)

@@ -238,11 +238,16 @@ def test_batch_and_single_campaign_agree():
     policy = rng.lognormal(0, 0.5, size=(4, 7))
     draws = rng.lognormal(0, 0.5, size=(4, 7, 3))
     draws[1, 2, 2] = np.nan                                      # a seed with 2 draws
-    b = floored_variance_batch(policy, draws)
-    for i in range(4):
-        rows = [row[np.isfinite(row)] for row in draws[i]]
-        res = floored_mean_test(policy[i], rows)
-        assert res.variance == pytest.approx(b["variance"][i], rel=1e-12)
+    for law in fl.POLICY_LAWS:
+        b = floored_variance_batch(policy, draws, law)
+        for i in range(4):
+            rows = [row[np.isfinite(row)] for row in draws[i]]
+            res = floored_mean_test(policy[i], rows, policy_law=law)
+            assert res.variance == pytest.approx(b["variance"][i], rel=1e-12)
+            assert res.floor_dict()["law"] == res.policy_law == law
+    with pytest.raises(InputError) as err:
+        floored_mean_test(policy[0], list(draws[0]), policy_law="normal")
+    assert err.value.column == "policy_law"
 
 
 def test_ci_is_the_inverted_test():
