@@ -147,7 +147,9 @@ class SequentialVerdict:
                        f"order [{shown}{more}]; t = {look.statistic:.4g}, boundary "
                        f"{look.boundary:.4g}"
                        + (f", futility {look.futility:g}" if look.futility is not None
-                          else ""))
+                          else "")
+                       + ("; the draws' variance floor binds (t uses it, not d's sample "
+                          "variance)" if look.floor_binds else ""))
             out.append(f"  mean gain d = {pp(look.mean)} pp, repeated CI [{_bound(lo)}, "
                        f"{_bound(hi)}] pp; smallest effect of interest "
                        f"{pp(self.min_effect, signed=False)} pp; one-sided alpha "

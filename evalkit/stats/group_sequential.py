@@ -328,6 +328,8 @@ class Look(ResultMixin):
     boundary: float
     futility: float | None
     decision: str
+    variance_floor: float | None = None   # the floor given for this look (None: none)
+    floor_binds: bool = False             # it exceeded d's sample variance and was used
 
 
 @dataclass(frozen=True)
@@ -373,7 +375,8 @@ def decide(d, gs: GroupSequentialDesign, null_shift: float = 0.0,
             break
         x = d[:nk] - shift
         var = float(np.var(x, ddof=1))
-        sd = math.sqrt(max(var, floors[k])) if np.isfinite(floors[k]) else math.sqrt(var)
+        floored = bool(np.isfinite(floors[k])) and floors[k] > var
+        sd = math.sqrt(floors[k]) if floored else math.sqrt(var)
         mean = float(x.mean())
         stat = (math.copysign(math.inf, mean) if mean else 0.0) if sd == 0 else \
             mean / (sd / math.sqrt(nk))
@@ -385,7 +388,9 @@ def decide(d, gs: GroupSequentialDesign, null_shift: float = 0.0,
         else:
             decision = "continue"
         out.append(Look(seeds=int(nk), mean=mean + shift, statistic=float(stat),
-                        boundary=float(bound), futility=fut, decision=decision))
+                        boundary=float(bound), futility=fut, decision=decision,
+                        variance_floor=float(floors[k]) if np.isfinite(floors[k]) else None,
+                        floor_binds=floored))
         if decision != "continue":
             break
     final = out[-1].decision if out else "continue"

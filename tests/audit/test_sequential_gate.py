@@ -237,6 +237,25 @@ def test_a_documents_unknown_or_incomplete_spending_is_bad_input(spending, gamma
     assert err.value.column == column
 
 
+def test_the_verdict_says_when_the_draws_floor_held_t():
+    # 4 seeds of a policy as variable as its draws (log sd 0.6): the draws' floor is above
+    # d's sample variance and the verdict says so; the clear gain of _d, whose draws barely
+    # vary within a seed, is not held by it and the verdict does not mention it
+    rng = np.random.default_rng(0)
+    level = 0.06 * np.exp(0.2 * rng.standard_normal(4))
+    draws = [lv * np.exp(0.6 * rng.standard_normal(3)) for lv in level]
+    pol = level * np.exp(0.6 * rng.standard_normal(4)) * 0.5
+    design4 = {**DESIGN, "batch": 4}
+    held = verdict_for(_claim(pol, draws), PROTO, "matched_budget", design4, list(range(12)), 1,
+                       MIN_EFFECT)
+    look = held.last_look
+    assert look.floor_binds and look.variance_floor > np.var(held.d, ddof=1)
+    assert "variance floor binds" in "\n".join(held.lines())
+    free = _verdict(_d(4, 0.03), design=design4)
+    assert not free.last_look.floor_binds
+    assert "variance floor binds" not in "\n".join(free.lines())
+
+
 def test_seeds_that_are_not_the_plans_first_ones_are_refused():
     d = _d(6, 0.03)
     v = _verdict(d, seeds=[0, 1, 2, 4, 5, 6])

@@ -186,3 +186,20 @@ def test_hwang_shih_decani_spending_defaults_to_gamma_minus_4():
     t = np.array([0.0, 0.25, 0.5, 1.0])
     want = 0.025 * (1 - np.exp(4.0 * t)) / (1 - np.exp(4.0))
     assert np.allclose(spent_alpha(t, 0.025, "hwang-shih-decani"), want, rtol=1e-12, atol=0)
+
+
+def test_each_look_records_its_floor_and_whether_it_binds():
+    # d with sample variance ~1e-6 at each look; a floor of 1e-4 at the first look binds
+    # (t on it is 10x smaller), 1e-8 at the second does not, none at the third
+    d = 0.01 + 0.001 * np.random.default_rng(3).standard_normal(12)
+    gs = design((4, 8, 12), 0.025)
+    plain = decide(d, gs)
+    out = decide(d, gs, variance_floor=[1e-4, 1e-8, np.nan])
+    first = out.looks[0]
+    assert first.floor_binds and first.variance_floor == 1e-4
+    assert first.statistic == pytest.approx(d[:4].mean() / math.sqrt(1e-4 / 4))
+    assert first.statistic < plain.looks[0].statistic
+    assert len(out.looks) == 2 and out.decision == "pass"        # decided at the second
+    assert not out.looks[1].floor_binds and out.looks[1].variance_floor == 1e-8
+    assert out.looks[1].statistic == plain.looks[1].statistic
+    assert all(look.variance_floor is None and not look.floor_binds for look in plain.looks)
