@@ -380,6 +380,11 @@ def main(argv=None) -> int:
                  f"{fmt(clear['sign flip'])}, within-seed permutation {fmt(clear['old'])}; "
                  f"the floor's \"lognormal\" law, the sequential gate's, "
                  f"{fmt(clear['lognormal'])})")
+    by_pair = [(a, b, float(with_constants((a, b), floored_gate, p, dr)[0].mean()))
+               for a, b in CONSTANTS]
+    lines.append("Clear effect by the floored test's constants (level bound / pre-test, as the "
+                 "target table's rows): " + ", ".join(f"{a:g} / {b:g}: {fmt(v)}"
+                                                      for a, b, v in by_pair))
     spread_cells = [(noise, n, m) for noise in NOISES for n in (10, 20) for m in (3, 5)]
     by_law = max((floored_gate(*campaigns(rng, c, n, m, noise, "2x spread"),
                                "lognormal")[0].mean(), (noise, n, m))
