@@ -203,3 +203,26 @@ def test_each_look_records_its_floor_and_whether_it_binds():
     assert not out.looks[1].floor_binds and out.looks[1].variance_floor == 1e-8
     assert out.looks[1].statistic == plain.looks[1].statistic
     assert all(look.variance_floor is None and not look.floor_binds for look in plain.looks)
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.4])
+def test_the_recursion_keeps_every_path_at_each_look(theta):
+    # at the first look the two sides are the normal law's closed forms and sum to 1; at the
+    # next, the paths that continued (Z_1 below its boundary) split between the two sides
+    from evalkit.stats.group_sequential import _Recursion
+
+    info = np.array([4.0, 8.0])
+    rec = _Recursion(info, theta)
+    c0 = 1.3
+    drift = theta * math.sqrt(info[0])
+    assert rec.cross_below(0, c0) == pytest.approx(stats.norm.cdf(c0 - drift), abs=1e-12)
+    assert rec.cross_above(0, c0) == pytest.approx(stats.norm.sf(c0 - drift), abs=1e-12)
+    rec.advance(0, -math.inf, c0)
+    kept = stats.norm.cdf(c0 - drift)
+    # the grid (step 0.02, trapezoid weights) integrates to about 1e-5
+    assert rec.cross_above(1, 0.7) + rec.cross_below(1, 0.7) == pytest.approx(kept, abs=5e-5)
+
+
+def test_the_seed_limit_defaults_to_400():
+    with pytest.raises(InputError, match="no design with at most 400 seeds"):
+        plan_seeds(0.05, block=4)
