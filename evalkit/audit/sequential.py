@@ -195,8 +195,7 @@ def plan_spending(design_spec: dict) -> tuple[str, float]:
     spending = design_spec.get("spending")
     if spending is None:
         return "obrien-fleming", -4.0
-    return check_spending(spending, design_spec.get("gamma"),
-                          column="design.sequential.spending")
+    return check_spending(spending, design_spec.get("gamma"), prefix="design.sequential.")
 
 
 def seed_differences(units: list[dict]) -> dict[int, float]:
@@ -341,7 +340,7 @@ def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float | None
     try:
         plan_spending(spec)
     except InputError as err:
-        raise InputError(err.message, column=f"design.sequential.{err.column.split('.')[-1]}",
+        raise InputError(err.message, column=err.column,
                          fix="re-run 'evalkit audit RUNS --out DIR' on runs swept under a "
                              "plan frozen by evalkit") from None
     order = [int(s) for s in design_doc["seed_order"]]

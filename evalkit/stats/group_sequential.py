@@ -65,23 +65,24 @@ def spent_alpha(t, alpha: float, spending: str = "obrien-fleming",
                      fix=f"use one of {', '.join(SPENDING)}")
 
 
-def check_spending(spending, gamma=None, column: str = "spending") -> tuple[str, float]:
+def check_spending(spending, gamma=None, prefix: str = "") -> tuple[str, float]:
     """A plan's spending function as ``(name, gamma)``: "obrien-fleming" takes no gamma
     (-4.0 is returned, unused); "hwang-shih-decani" needs a finite gamma (no default: -4
-    resembles O'Brien-Fleming, 1 Pocock)."""
+    resembles O'Brien-Fleming, 1 Pocock).  Errors name ``prefix + "spending"`` or
+    ``prefix + "gamma"``."""
     if spending not in SPENDING:
-        raise InputError(f"unknown spending function {spending!r}", column=column,
+        raise InputError(f"unknown spending function {spending!r}", column=prefix + "spending",
                          fix=f"use one of {', '.join(SPENDING)}")
     if spending == "obrien-fleming":
         if gamma is not None:
             raise InputError(f"gamma {gamma!r} is a Hwang-Shih-DeCani parameter: "
-                             "O'Brien-Fleming spending takes none", column="gamma",
+                             "O'Brien-Fleming spending takes none", column=prefix + "gamma",
                              fix='remove gamma, or write spending = "hwang-shih-decani"')
         return spending, -4.0
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not math.isfinite(
             float(gamma)):
         raise InputError(f"Hwang-Shih-DeCani spending needs a finite gamma, got {gamma!r}",
-                         column="gamma", fix="e.g. gamma = -2 (between O'Brien-Fleming, -4, "
+                         column=prefix + "gamma", fix="e.g. gamma = -2 (between O'Brien-Fleming, -4, "
                                              "and Pocock, 1)")
     return spending, float(gamma)
 
