@@ -276,8 +276,8 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             policy_part = r * np.maximum(k, 1.0)
         else:
             # K: an upper bound of the policy's log variance over a draw's; its part is the
-            # variance on V of a lognormal policy of log variance max(K, 1) s2_log at its
-            # mean level (the median's bound plus the lognormal mean's spread term)
+            # variance on V of a lognormal policy of log variance max(K, typical) s2_log at
+            # its mean level (the median's bound plus the lognormal mean's spread term)
             spread_seen = s2_log > 0                # draws constant within seeds: floor 0
             bound = np.maximum(policy_dev2 / sps.chi2.ppf(1.0 - LOGNORMAL_SPREAD_CONFIDENCE,
                                                           n - 1) - s2_log * inv_m, 0.0)
@@ -294,8 +294,7 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             # the robust log spread does not, and bursts and zeros barely move that spread
             lognormal_draw = np.nanmean(dbar ** 2, axis=1) * np.expm1(np.minimum(
                 _positive_log_spread(draws) ** 2, MAX_LOG_VARIANCE))
-            s2_draw = np.where(np.isfinite(lognormal_draw),
-                               np.maximum(s2_draw, lognormal_draw), s2_draw)
+            s2_draw = np.fmax(s2_draw, lognormal_draw)      # NaN lognormal_draw: the sample's
         floor = s2_draw * (inv_m + policy_part)
     usable = (dof > 0) & np.isfinite(floor)
     floor = np.where(usable, floor, np.nan)
@@ -411,9 +410,6 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
     padded = padded_draws(draws, n)
     shift = check_shift(null_shift)
     confidence = check_optional_confidence(confidence)
-    if policy_law not in POLICY_LAWS:
-        raise InputError(f"unknown policy_law {policy_law!r}", column="policy_law",
-                         fix="one of " + ", ".join(POLICY_LAWS))
     b = {k: v[0] for k, v in floored_t_batch(pol[None, :], padded[None], shift,
                                              policy_law).items()}
     mean, variance, se, t = (float(b[k]) for k in ("mean", "variance", "se", "t"))
