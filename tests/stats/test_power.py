@@ -308,28 +308,24 @@ def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
     assert plan["gain"] == 0.02 and plan["policy_sd_ratio"] is None     # JSON keeps shares
 
 
-def test_plan_power_cli_plans_the_spending_the_campaign_names(fixtures_dir):
+def test_plan_power_cli_plans_the_spending_the_campaign_names(fixtures_dir, tmp_path):
     # the same pilot and seed under Hwang-Shih-DeCani gamma -2 and O'Brien-Fleming: the
     # method names the function, and the earlier spending decides no later on average
     base = ["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
             "--policy", "wa", "--gain", "0.03", "--reps", "200", "--max-seeds", "20",
             "--draws", "3", "--refits", "0", "--block", "4"]
-    hsd = power_plan_from_cli(base + ["--spending", "hwang-shih-decani", "--gamma", "-2"])
-    obf = power_plan_from_cli(base)
+    plans = {}
+    for name, extra in (("hsd", ["--spending", "hwang-shih-decani", "--gamma", "-2"]),
+                        ("obf", [])):
+        out = tmp_path / f"{name}.json"
+        res = _invoke(base + extra + ["--json", str(out)])
+        assert res.exit_code == 0, res.output
+        plans[name] = json.loads(out.read_text())
+    hsd, obf = plans["hsd"], plans["obf"]
     assert "Hwang-Shih-DeCani spending, gamma -2" in hsd["method"]
     assert "O'Brien-Fleming spending" in obf["method"]
     assert (hsd["rows"][0]["mean_seeds_to_decision"]
             <= obf["rows"][0]["mean_seeds_to_decision"] + 0.2)
-
-
-def power_plan_from_cli(args) -> dict:
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        out = f"{tmp}/plan.json"
-        res = _invoke(args + ["--json", out])
-        assert res.exit_code == 0, res.output
-        with open(out) as fh:
-            return json.load(fh)
 
 
 def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
