@@ -358,6 +358,25 @@ def test_until_decided_then_gate_on_the_simulator(tmp_path):
     assert bad.exit_code == 2 and "--max-seeds 13 is outside 1..12" in bad.output
 
 
+def test_a_plan_edited_to_spend_alpha_earlier_fails_the_gate(tmp_path):
+    # the judged party rewrites plan.json after its runs, from O'Brien-Fleming to a
+    # Pocock-like Hwang-Shih-DeCani: every run carries the frozen plan's sha256, so the edited
+    # plan is not the one the runs were swept under and the gate fails on plan_rules
+    camp = tmp_path / "seq.toml"
+    camp.write_text(CAMPAIGN)
+    runs = tmp_path / "runs"
+    res = _invoke(["sweep", str(camp), "--out", str(runs), "--until-decided", "--max-seeds", "4",
+                   "--no-progress"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads((runs / "plan.json").read_text())
+    assert plan["design"]["spending"] == "obrien-fleming"
+    plan["design"].update(spending="hwang-shih-decani", gamma=1.0)
+    (runs / "plan.json").write_text(json.dumps(plan, indent=2))
+    gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
+    assert gate.exit_code == 1 and "[FAIL] matched_budget/plan_rules" in gate.output, gate.output
+    assert "sequential PASS" not in gate.output
+
+
 def test_fixed_campaign_gets_no_sequential_verdict(tmp_path):
     text = CAMPAIGN.replace('kind = "sequential"\nmax_seeds = 12\nbatch = 2\n',
                             'kind = "fixed"\n').replace("seeds = 12", "seeds = 2")
