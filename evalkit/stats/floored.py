@@ -62,8 +62,19 @@ schedule on bursty V: 8% of intervals instead of 2.5%).  The draws' third cumula
 (unbiased per seed of >= 3 draws, pooled) gives a seed's draw mean the skew k3 / m^2, and a
 one-term Cornish-Fisher end ``mean + se (q + c (2 q^2 + 1))``, ``c = max(k3 / m^2, 0) /
 variance^1.5 / (6 sqrt(n))``, inverted by :func:`worse_side_quantile` into the p (the
-policy's own skew is left out: it could only shorten that end).  The better side, and so
-every pass, is the t's.
+policy's own skew is left out: it could only shorten that end).
+
+The better side's end (every pass) carries the policy's skew the same way, mirrored: a
+policy wider than its draws at equal means is right-skewed on V, d left-skewed, and its
+few runs usually miss the tail that makes its mean, so the mean of d looks good exactly when
+its sample variance is small (twice a draw's CV at sigma 0.8, 20 seeds: 0.10 of equal-mean
+campaigns passed on the floor alone).  The policy's third cumulant is a lognormal's at its
+mean with a one-sided :data:`SKEW_SPREAD_CONFIDENCE` lower bound of its log variance (the
+policy's few runs give a noisy spread, and the lognormal's third cumulant grows as exp(3 s2):
+the lower bound keeps a narrow policy's term at 0), less a seed's draw mean's by the same law
+(its level, a draw's robust log spread, over m^2); ``c_b`` is that excess, at least 0, over
+``variance^1.5 (6 sqrt(n))``.  A fixed schedule and a policy far below its draws have no
+excess: their better side stays the t's.
 
 What it assumes, in words: a policy run is at least as variable as one more draw of its
 seed, at the policy's own level, unless its runs show otherwise (at the sequential gate's
@@ -93,7 +104,8 @@ from evalkit.stats._result import (ResultMixin, as_finite_1d, check_alternative,
 from evalkit.stats.paired import sample_skewness
 
 __all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "LOGNORMAL_SPREAD_CONFIDENCE", "METHOD",
-           "POLICY_LAWS", "SPREAD_PRETEST", "SPREAD_QUANTILE", "ci_ends", "floored_mean_test",
+           "POLICY_LAWS", "SKEW_SPREAD_CONFIDENCE", "SPREAD_PRETEST", "SPREAD_QUANTILE",
+           "ci_ends", "floored_mean_test",
            "floored_t_batch", "floored_variance_batch", "padded_draws", "worse_side_end",
            "worse_side_quantile"]
 
@@ -103,6 +115,8 @@ LEVEL_CONFIDENCE = 0.8     # one-sided confidence of the policy-level bound r
 SPREAD_PRETEST = 0.04      # one-sided level of "the policy is less variable than a draw"
 SPREAD_QUANTILE = 0.5      # chi-square quantile scaling the policy's spread estimate K
 LOGNORMAL_SPREAD_CONFIDENCE = 0.7  # the sequential gate's: one-sided confidence of K's bound
+SKEW_SPREAD_CONFIDENCE = 0.9  # one-sided confidence of the lower bound of the policy's log
+                              # variance that sets the better side's skew term
 POLICY_LAWS = ("draw", "lognormal")
 MAX_LOG_VARIANCE = 50.0    # exp of a larger log variance overflows; the floor is huge anyway
 LOG_OFFSET = 0.01          # logs of V + 0.01 x the draws' mean: a V of 0 stays finite
@@ -121,7 +135,8 @@ class FlooredTestResult(ResultMixin):
     dropped).  ``level_ratio``: r (the policy's level bound, squared, capped at 1);
     ``spread_ratio``: K.  ``ci``: the ``confidence`` interval of the mean of d that inverts
     the test (one-sided for a one-sided test; the worse side's end carries the draws' skew,
-    ``skew_term`` c).  ``floor_reason``: why there is no floor.
+    ``skew_term`` c, the better side's the policy's, ``better_skew_term``).
+    ``floor_reason``: why there is no floor.
     ``skewness``: the sample skewness g1 of d (a diagnostic).
     """
 
@@ -153,18 +168,19 @@ class FlooredTestResult(ResultMixin):
     skewness: float
     method: str
     policy_law: str = "draw"
+    better_skew_term: float = 0.0
 
     def null_distribution(self, max_points: int = 2000, seed: int = 0) -> np.ndarray:
         """The test's null law of mean(d), as ``max_points`` evenly spaced quantiles
-        (deterministic; ``seed`` is unused): above its median ``null_shift + se * T``, T ~
-        t(df) (the better side), below it ``null_shift - se * worse_side_end(T, skew_term)``
-        for T >= 0 (the worse side), so that each side's tail share at the observed mean is
-        that side's p."""
+        (deterministic; ``seed`` is unused), T ~ t(df) and T >= 0: above its median ``null_shift + se * worse_side_end(T, better_skew_term)``
+        (the better side), below it ``null_shift - se * worse_side_end(T, skew_term)`` (the
+        worse side), so that each side's tail share at the observed mean is that side's p."""
         del seed
         q = (np.arange(max_points) + 0.5) / max_points
         better = q >= 0.5
         t_upper = sps.t.ppf(np.where(better, q, 1.0 - q), self.df)
-        return np.where(better, self.null_shift + self.se * t_upper,
+        return np.where(better, self.null_shift + self.se * worse_side_end(
+                            t_upper, self.better_skew_term),
                         self.null_shift - self.se * worse_side_end(t_upper, self.skew_term))
 
     @property
@@ -195,7 +211,7 @@ class FlooredTestResult(ResultMixin):
         """The floor's numbers, as audit.json records them."""
         keys = ("variance", "floor", "floor_binds", "draw_variance", "level_ratio",
                 "spread_ratio", "spread_p", "policy_less_variable", "sample_se", "se", "df",
-                "skew_term")
+                "skew_term", "better_skew_term")
         return {**{k: json_safe(getattr(self, k)) for k in keys}, "law": self.policy_law,
                 "reason": self.floor_reason or None, "reference": self.reference}
 
@@ -220,8 +236,10 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
     seed's draws; ``policy_law``: "draw" (the fixed gate's) or "lognormal" (the sequential
     gate's), see the module docstring.  Returns arrays (c,): ``mean``, ``s2`` (of d),
     ``floor`` (nan: none), ``variance`` (the test's), ``binds``, ``draw_variance``,
-    ``level_ratio``, ``spread_ratio``, ``spread_p``, ``less_variable``, ``usable``.  The
-    single-campaign test is this with c = 1."""
+    ``level_ratio``, ``spread_ratio``, ``spread_p``, ``less_variable``, ``usable``,
+    ``policy_log_variance_low`` (a one-sided :data:`SKEW_SPREAD_CONFIDENCE` lower bound of
+    the policy's log variance) and ``draw_log_spread`` (a draw's robust log spread sigma).
+    The single-campaign test is this with c = 1."""
     if policy_law not in POLICY_LAWS:
         raise InputError(f"unknown policy_law {policy_law!r}", column="policy_law",
                          fix="one of " + ", ".join(POLICY_LAWS))
@@ -268,6 +286,8 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
         upper = (to_median.mean(axis=1) + sps.t.ppf(LEVEL_CONFIDENCE, n - 1)
                  * to_median.std(axis=1, ddof=1) / math.sqrt(n))
         policy_dev2 = (lp - seed_log).var(axis=1, ddof=1) * (n - 1)
+        policy_log_low = np.maximum(policy_dev2 / sps.chi2.ppf(SKEW_SPREAD_CONFIDENCE, n - 1)
+                                    - s2_log * inv_m, 0.0)
         if policy_law == "draw":
             # K: the policy's log spread over a draw's robust one; its part is K draws
             k = np.maximum(policy_dev2 / sps.chi2.ppf(SPREAD_QUANTILE, n - 1)
@@ -303,7 +323,8 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
     return {"mean": mean, "s2": s2, "floor": floor, "variance": variance, "binds": binding,
             "draw_variance": np.where(dof > 0, s2_draw, np.nan), "level_ratio": r,
             "spread_ratio": k, "spread_p": spread_p, "less_variable": less & usable,
-            "usable": usable}
+            "usable": usable, "policy_log_variance_low": policy_log_low,
+            "draw_log_spread": sigma}
 
 
 def _positive_log_spread(draws: np.ndarray) -> np.ndarray:
@@ -340,34 +361,65 @@ def _draw_mean_k3(draws: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(k3), k3 * (1.0 / m ** 2).mean(axis=1), 0.0)
 
 
+def _lognormal_k3_factor(log_variance):
+    """The third cumulant of a lognormal of mean 1 and the given log variance."""
+    e = np.expm1(np.minimum(np.nan_to_num(log_variance), MAX_LOG_VARIANCE))
+    return e * e * (e + 3.0)
+
+
+def _policy_skew_excess(policy: np.ndarray, draws: np.ndarray, batch: dict) -> np.ndarray:
+    """(c,) the third cumulant that pulls d to the left: a lognormal policy's at its mean
+    and the lower bound of its log variance, less a lognormal draw mean's at the seeds'
+    levels and a draw's robust log spread (the same law on both sides, so that a policy as
+    variable as a draw nets out); 0 where the draws' skew is the larger."""
+    has = np.isfinite(draws)
+    m = has.sum(axis=2).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN rows: no draws
+        level_cubed = np.maximum(np.nanmean(draws, axis=2), 0.0) ** 3
+        draw_means = (np.nanmean(level_cubed / m ** 2, axis=1)
+                      * _lognormal_k3_factor(batch["draw_log_spread"] ** 2))
+        policy_k3 = (np.maximum(policy.mean(axis=1), 0.0) ** 3
+                     * _lognormal_k3_factor(batch["policy_log_variance_low"]))
+        excess = policy_k3 - draw_means
+    return np.where(np.isfinite(excess), np.maximum(excess, 0.0), 0.0)
+
+
 def floored_t_batch(policy: np.ndarray, draws: np.ndarray, null_shift: float = 0.0,
                     policy_law: str = "draw") -> dict:
     """:func:`floored_variance_batch` with the test on top, for c campaigns at once: adds
     ``se``, ``t = (mean - null_shift) / se`` (t = +-inf when se is 0 and the mean is off the
-    shift, nan when on it), ``skew_term`` (c of :func:`worse_side_quantile`) and the p's
-    ``p_greater`` (t with n - 1 df), ``p_less`` (the same law at the worse side's quantile,
-    which carries the draws' skew) and ``p_two_sided``; each is 1 where t is nan."""
+    shift, nan when on it), ``skew_term`` (c of :func:`worse_side_quantile`, the draws'
+    skew), ``better_skew_term`` (the same for the policy's skew, the better side's) and the
+    p's ``p_greater`` and ``p_less`` (t with n - 1 df at each side's quantile) and
+    ``p_two_sided``; each is 1 where t is nan."""
+    policy = np.asarray(policy, dtype=float)
+    draws = np.asarray(draws, dtype=float)
     b = floored_variance_batch(policy, draws, policy_law)
-    n = np.shape(policy)[1]
+    n = policy.shape[1]
     se = np.sqrt(np.maximum(b["variance"], 0.0) / n)
     diff = b["mean"] - null_shift
-    k3 = np.maximum(_draw_mean_k3(np.asarray(draws, dtype=float)), 0.0)
+    k3 = np.maximum(_draw_mean_k3(draws), 0.0)
+    k3_left = _policy_skew_excess(policy, draws, b)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, diff / se, np.where(diff == 0, np.nan, np.sign(diff) * np.inf))
-        skew_term = (np.where(b["variance"] > 0, k3 / b["variance"] ** 1.5, 0.0)
-                     / (6.0 * math.sqrt(n)))
+        scale = np.where(b["variance"] > 0, b["variance"] ** -1.5, 0.0) / (6.0 * math.sqrt(n))
+        skew_term = k3 * scale
+        better_skew_term = k3_left * scale
     undefined = np.isnan(t)
-    p_greater = np.where(undefined, 1.0, sps.t.sf(t, n - 1))
+    q_better = worse_side_quantile(np.where(undefined, 0.0, t), better_skew_term)
+    p_greater = np.where(undefined, 1.0, sps.t.sf(q_better, n - 1))
     q_worse = worse_side_quantile(np.where(undefined, 0.0, -t), skew_term)
     p_less = np.where(undefined, 1.0, sps.t.sf(q_worse, n - 1))
-    return dict(b, se=se, t=t, skew_term=skew_term, p_greater=p_greater, p_less=p_less,
+    return dict(b, se=se, t=t, skew_term=skew_term, better_skew_term=better_skew_term,
+                p_greater=p_greater, p_less=p_less,
                 p_two_sided=np.minimum(1.0, 2.0 * np.minimum(p_greater, p_less)))
 
 
 def worse_side_quantile(u, c):
     """The t quantile q whose worse-side end ``mean + se (q + c (2 q^2 + 1))`` lies ``u``
     standard errors above the mean: the one-term Cornish-Fisher end for a d skewed to the
-    right by ``6 sqrt(n) c`` (c >= 0).  Increasing in u: the quadratic's root for u >= c
+    right by ``6 sqrt(n) c`` (c >= 0); mirrored, the better side's for a d skewed left.  Increasing in u: the quadratic's root for u >= c
     (where the end's map is increasing, q >= 0), ``u - c`` below, continuous at u = c."""
     u, c = np.broadcast_arrays(np.asarray(u, dtype=float), np.asarray(c, dtype=float))
     with np.errstate(invalid="ignore"):
@@ -377,19 +429,23 @@ def worse_side_quantile(u, c):
 
 
 def worse_side_end(q, c):
-    """The worse side's end in standard errors above the mean at t quantile q >= 0."""
+    """The worse side's end in standard errors above the mean at t quantile q >= 0 (with
+    the better side's c: the better side's end below it)."""
     return q + c * (2.0 * q * q + 1.0)
 
 
-def ci_ends(mean, se, skew_term, df, confidence, alternative="two-sided"):
-    """The ``confidence`` interval of the mean of d that inverts the test: the better side's
-    end from t with ``df`` df, the worse side's from :func:`worse_side_end` (arrays or
+def ci_ends(mean, se, skew_term, df, confidence, alternative="two-sided",
+            better_skew_term=0.0):
+    """The ``confidence`` interval of the mean of d that inverts the test: each side's end
+    from :func:`worse_side_end` at the t quantile with ``df`` df, the worse side's (upper)
+    with ``skew_term``, the better side's (lower) with ``better_skew_term`` (arrays or
     floats; one-sided for a one-sided test; nan, nan when confidence is None)."""
     if confidence is None:
         return math.nan, math.nan
     two = alternative == "two-sided"
     q = sps.t.ppf(0.5 + float(confidence) / 2.0 if two else float(confidence), df)
-    lo = mean - q * se if alternative != "less" else -math.inf
+    lo = (mean - se * worse_side_end(q, better_skew_term) if alternative != "less"
+          else -math.inf)
     hi = mean + se * worse_side_end(q, skew_term) if alternative != "greater" else math.inf
     return lo, hi
 
@@ -416,7 +472,8 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
     df = n - 1
     p_greater, p_less, p_two = (float(b[k]) for k in ("p_greater", "p_less", "p_two_sided"))
     p_value = {"greater": p_greater, "less": p_less, "two-sided": p_two}[alternative]
-    lo, hi = ci_ends(mean, se, float(b["skew_term"]), df, confidence, alternative)
+    lo, hi = ci_ends(mean, se, float(b["skew_term"]), df, confidence, alternative,
+                     float(b["better_skew_term"]))
     reason = ("" if b["usable"] else "no seed has >= 2 draws: the draws' variance is "
               "unknown, the plain t-test decides")
     return FlooredTestResult(
@@ -429,6 +486,6 @@ def floored_mean_test(policy, draws, alternative: str = "greater", *, confidence
         draw_variance=float(b["draw_variance"]), level_ratio=float(b["level_ratio"]),
         spread_ratio=float(b["spread_ratio"]), spread_p=float(b["spread_p"]),
         policy_less_variable=bool(b["less_variable"]), floor_reason=reason,
-        skew_term=float(b["skew_term"]),
+        skew_term=float(b["skew_term"]), better_skew_term=float(b["better_skew_term"]),
         skewness=sample_skewness(np.nanmean(padded, axis=1) - pol),
         method=f"{METHOD} of the mean of d", policy_law=policy_law)

@@ -16,6 +16,29 @@ from evalkit.stats import floored as fl
 from evalkit.stats.floored import floored_mean_test, floored_variance_batch
 
 
+def _reference_logs(policy, draws):
+    """The draws' and the policy's log spreads, one seed at a time in plain Python: s2_log,
+    sigma (a draw's robust log spread), the policy's log sum of squares about its seeds'
+    mean log draw, and the logs themselves."""
+    n = len(policy)
+    within = [i for i in range(n) if len(draws[i]) >= 2]
+    dof = sum(len(draws[i]) - 1 for i in within)
+    offset = 0.01 * float(np.mean([v for x in draws for v in x]))
+    logs = [[math.log(v + offset) for v in x] for x in draws]
+    lp = [math.log(p + offset) for p in policy]
+    seed_log = [sum(x) / len(x) for x in logs]
+    s2_log = sum(sum((v - seed_log[i]) ** 2 for v in logs[i]) for i in within) / dof
+    scaled = [(v - seed_log[i]) * math.sqrt(len(logs[i]) / (len(logs[i]) - 1))
+              for i in within for v in logs[i]]
+    q25, q75 = np.quantile(scaled, [0.25, 0.75])
+    sigma = (q75 - q25) / 1.349
+    if sigma <= 0:
+        sigma = math.sqrt(sum(v * v for v in scaled) / len(scaled))
+    policy_ss = float(np.var([lp[i] - seed_log[i] for i in range(n)], ddof=1)) * (n - 1)
+    return dict(s2_log=s2_log, sigma=sigma, policy_ss=policy_ss, logs=logs, lp=lp,
+                seed_log=seed_log, scaled=scaled)
+
+
 def _reference_variance(policy, draws, law="draw"):
     """The docstring's recipe, one seed at a time in plain Python (no shared code)."""
     n = len(policy)
@@ -28,17 +51,9 @@ def _reference_variance(policy, draws, law="draw"):
     ss = sum(sum((v - dbar[i]) ** 2 for v in draws[i]) for i in within)
     dof = sum(len(draws[i]) - 1 for i in within)
     s2_draw = ss / dof
-    offset = 0.01 * float(np.mean([v for x in draws for v in x]))
-    logs = [[math.log(v + offset) for v in x] for x in draws]
-    lp = [math.log(p + offset) for p in policy]
-    seed_log = [sum(x) / len(x) for x in logs]
-    s2_log = sum(sum((v - seed_log[i]) ** 2 for v in logs[i]) for i in within) / dof
-    scaled = [(v - seed_log[i]) * math.sqrt(len(logs[i]) / (len(logs[i]) - 1))
-              for i in within for v in logs[i]]
-    q25, q75 = np.quantile(scaled, [0.25, 0.75])
-    sigma = (q75 - q25) / 1.349
-    if sigma <= 0:
-        sigma = math.sqrt(sum(v * v for v in scaled) / len(scaled))
+    ref = _reference_logs(policy, draws)
+    s2_log, sigma, policy_ss = ref["s2_log"], ref["sigma"], ref["policy_ss"]
+    logs, lp, seed_log = ref["logs"], ref["lp"], ref["seed_log"]
     m = [len(x) for x in draws]
     err = [s2_log / mi for mi in m]
     tau2 = max(float(np.var(seed_log, ddof=1)) - sum(err) / n, 0.0)
@@ -51,7 +66,6 @@ def _reference_variance(policy, draws, law="draw"):
     to_median = [lp[i] - float(np.median(logs[i])) for i in range(n)]
     upper = (np.mean(to_median) + sps.t.ppf(0.8, n - 1) * np.std(to_median, ddof=1)
              / math.sqrt(n))
-    policy_ss = float(np.var([lp[i] - seed_log[i] for i in range(n)], ddof=1)) * (n - 1)
     if law == "draw":
         r = min(1.0, math.exp(2 * upper))
         k = max(policy_ss / sps.chi2.ppf(0.5, n - 1) - s2_log * inv_m, 0.0) / sigma ** 2
@@ -95,6 +109,27 @@ def _reference_skew_term(policy, draws, variance):
         return 0.0
     k3 = num / den * sum(1 / len(x) ** 2 for x in draws) / n
     return max(k3, 0.0) / variance ** 1.5 / (6 * math.sqrt(n))
+
+
+def _reference_better_skew_term(policy, draws, variance):
+    """c of the better side: the lognormal third cumulant of the policy (its mean, the 90%
+    lower bound of its log variance) less that of a seed's draw mean (its level, a draw's
+    robust log spread, over m^2), at least 0, / variance^1.5 / (6 sqrt(n))."""
+    n = len(policy)
+    if not any(len(x) >= 2 for x in draws) or variance <= 0:
+        return 0.0
+    ref = _reference_logs(policy, draws)
+    inv_m = sum(1 / len(x) for x in draws) / n
+
+    def lognormal_k3(mean, log_variance):
+        e = math.exp(log_variance) - 1
+        return max(mean, 0.0) ** 3 * e * e * (e + 3)
+
+    low = max(ref["policy_ss"] / sps.chi2.ppf(0.9, n - 1) - ref["s2_log"] * inv_m, 0.0)
+    policy_k3 = lognormal_k3(float(np.mean(policy)), low)
+    draw_means_k3 = sum(lognormal_k3(float(np.mean(x)), ref["sigma"] ** 2) / len(x) ** 2
+                        for x in draws) / n
+    return max(policy_k3 - draw_means_k3, 0.0) / variance ** 1.5 / (6 * math.sqrt(n))
 
 
 def _reference_p_less(t, c, df):
@@ -144,8 +179,11 @@ def test_matches_a_per_seed_loop_on_ragged_campaigns(seed):
     assert res.skew_term == pytest.approx(c, rel=1e-9, abs=1e-15)
     p_less = _reference_p_less(t, c, n - 1)
     assert res.p_less == pytest.approx(p_less, rel=1e-7)
-    assert res.p_value == pytest.approx(min(1.0, 2 * min(sps.t.sf(t, n - 1), p_less)),
-                                        rel=1e-7)
+    c_better = _reference_better_skew_term(policy, draws, variance)
+    assert res.better_skew_term == pytest.approx(c_better, rel=1e-9, abs=1e-15)
+    p_greater = _reference_p_less(-t, c_better, n - 1)      # the mirror of the worse side
+    assert res.p_greater == pytest.approx(p_greater, rel=1e-7)
+    assert res.p_value == pytest.approx(min(1.0, 2 * min(p_greater, p_less)), rel=1e-7)
 
 
 def test_without_a_floor_it_is_scipys_t_test():
@@ -280,6 +318,14 @@ def test_null_distribution_gives_each_sides_p():
     assert np.mean(null <= above.mean) == pytest.approx(above.p_less, abs=1e-3)
     plain = sps.t.cdf((above.mean - above.null_shift) / above.se, above.df)
     assert above.p_less > plain + 0.005
+    # the better side: a policy with bursts of its own, a shift below the mean
+    policy, draws = _bursty(np.random.default_rng(5), 12, 4)
+    first = floored_mean_test(policy, draws, "greater")
+    below = floored_mean_test(policy, draws, "greater", null_shift=first.mean - 2 * first.se)
+    assert below.better_skew_term > 0
+    null = below.null_distribution(max_points=4001)
+    assert np.mean(null >= below.mean) == pytest.approx(below.p_greater, abs=1e-3)
+    assert below.p_greater > sps.t.sf(2.0, below.df) + 0.005
 
 
 def test_zero_violation_rates_stay_finite():
@@ -441,6 +487,27 @@ def test_level_with_a_policy_twice_as_variable_as_a_draw():
     assert t_pass > 0.12
     assert 0.06 < rates["draw"] < 0.12
     assert rates["lognormal"] < 0.055
+    # the fixed gate's test: the better side's end carries the wide policy's skew
+    gate = fl.floored_t_batch(policy, draws)
+    assert np.mean(gate["better_skew_term"] > 0) > 0.8
+    gate_pass = np.mean(gate["p_greater"] <= 0.025)
+    assert gate_pass < 0.09 and gate_pass < rates["draw"] - 0.015
+
+
+def test_a_policy_far_below_its_draws_keeps_the_t_on_the_better_side():
+    # the clear effect: a policy a fifth of its draws at sigma 1, 10 seeds x 5 draws; its
+    # third cumulant is 1/125 of a draw's, below a draw mean's, so the better side's end
+    # stays the t's in most campaigns and the power is the variance floor's alone
+    rng = np.random.default_rng(15)
+    c, n, m = 3000, 10, 5
+    level = np.exp(0.2 * rng.standard_normal((c, n)))
+    draws = level[..., None] * np.exp(rng.standard_normal((c, n, m)) - 0.5)
+    policy = 0.2 * level * np.exp(rng.standard_normal((c, n)) - 0.5)
+    b = fl.floored_t_batch(policy, draws)
+    assert np.mean(b["better_skew_term"] == 0) > 0.9
+    unskewed = np.mean(b["mean"] / np.sqrt(b["variance"] / n) > sps.t.ppf(0.975, n - 1))
+    power = np.mean(b["p_greater"] <= 0.025)
+    assert power > 0.88 and unskewed - power < 0.015
 
 
 def test_the_lognormal_law_holds_a_wide_policy_on_heavy_tailed_v():
@@ -512,8 +579,10 @@ def test_the_worse_side_carries_the_draws_skew():
     assert plain_below > 0.06
     assert np.mean(hi < truth) < 0.045
     assert np.mean((lo <= truth) & (truth <= hi)) > 0.94
-    # the better side is untouched: the pass decisions are the t's on the floored variance
-    assert np.array_equal(b["p_greater"], sps.t.sf(b["t"], n - 1))
+    # a fixed schedule has no skew of its own: the better side stays the t's
+    plain = b["better_skew_term"] == 0
+    assert plain.mean() > 0.99
+    assert np.allclose(b["p_greater"][plain], sps.t.sf(b["t"][plain], n - 1), rtol=1e-12)
 
 
 def test_draws_mostly_constant_within_seeds_keep_a_usable_floor():
