@@ -172,9 +172,10 @@ class FlooredTestResult(ResultMixin):
 
     def null_distribution(self, max_points: int = 2000, seed: int = 0) -> np.ndarray:
         """The test's null law of mean(d), as ``max_points`` evenly spaced quantiles
-        (deterministic; ``seed`` is unused), T ~ t(df) and T >= 0: above its median ``null_shift + se * worse_side_end(T, better_skew_term)``
-        (the better side), below it ``null_shift - se * worse_side_end(T, skew_term)`` (the
-        worse side), so that each side's tail share at the observed mean is that side's p."""
+        (deterministic; ``seed`` is unused), T ~ t(df) and T >= 0: above its median
+        ``null_shift + se * worse_side_end(T, better_skew_term)`` (the better side), below it
+        ``null_shift - se * worse_side_end(T, skew_term)`` (the worse side), so that each
+        side's tail share at the observed mean is that side's p."""
         del seed
         q = (np.arange(max_points) + 0.5) / max_points
         better = q >= 0.5
@@ -419,8 +420,9 @@ def floored_t_batch(policy: np.ndarray, draws: np.ndarray, null_shift: float = 0
 def worse_side_quantile(u, c):
     """The t quantile q whose worse-side end ``mean + se (q + c (2 q^2 + 1))`` lies ``u``
     standard errors above the mean: the one-term Cornish-Fisher end for a d skewed to the
-    right by ``6 sqrt(n) c`` (c >= 0); mirrored, the better side's for a d skewed left.  Increasing in u: the quadratic's root for u >= c
-    (where the end's map is increasing, q >= 0), ``u - c`` below, continuous at u = c."""
+    right by ``6 sqrt(n) c`` (c >= 0); mirrored, the better side's for a d skewed left.
+    Increasing in u: the quadratic's root for u >= c (where the end's map is increasing,
+    q >= 0), ``u - c`` below, continuous at u = c."""
     u, c = np.broadcast_arrays(np.asarray(u, dtype=float), np.asarray(c, dtype=float))
     with np.errstate(invalid="ignore"):
         excess = u - c
