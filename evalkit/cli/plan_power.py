@@ -63,7 +63,8 @@ def format_plan(plan, label: str) -> str:
              f"{plan.alpha:g} {plan.alternative}, target power {pct}; within-seed sd of a draw "
              f"{pp(plan.sd_within, signed=False)} pp ({plan.model}); effect {effect}",
              f"[lo, hi]: the {band} interval of each prediction from the pilot's size "
-             f"({plan.refits} redraws of the model's variance components)",
+             f"({plan.refits} redraws of the model's variance components"
+             f"{' and residual pool' if plan.model.startswith('smoothed') else ''})",
              "",
              f"| draws/seed | fixed-n: seeds for {pct} [lo, hi] | fixed-n: power at {{top}} "
              f"seeds [lo, hi] | sequential: P(pass) by {{top}} [lo, hi] | sequential: seeds "
@@ -174,8 +175,8 @@ def plot_plan(plan, path: Path) -> None:
               help="Hwang-Shih-DeCani's gamma (required with it: -4 resembles O'Brien-Fleming, "
               "1 Pocock)")
 @click.option("--refits", type=int, default=30, show_default=True,
-              help="redraws of the model's variance components for each prediction's interval "
-              "(0: none)")
+              help="redraws of the model's variance components (and the smoothed bootstrap's "
+              "residual pool) for each prediction's interval (0: none)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--plot", "plot", type=click.Path(path_type=Path), default=None,
               help="write the power curves to this PNG")

@@ -38,10 +38,12 @@ could reach alpha); the sequential design is the group-sequential test
 **The interval** of each predicted power comes from the pilot's size: the model's variance
 components are drawn again from their sampling distributions given the pilot (a sample
 variance ``v`` of ``f`` degrees of freedom as ``f v / chi2_f``; the policy's and the seed
-level's from the pilot's n seeds, the within-seed one from its pooled draws) and the power
-simulated again (``refits`` times, half the campaigns each); the ``interval`` central share
-of those powers is reported.  (Seeds resampled with replacement gave intervals too narrow
-to cover the truth at 10 pilot seeds.)
+level's from the pilot's n seeds, the within-seed one from its pooled draws), the smoothed
+bootstrap's residual pool resampled with replacement (its shape -- how many bursts the pilot
+happened to show -- is as uncertain as its scale), and the power simulated again (``refits``
+times, half the campaigns each); the ``interval`` central share of those powers is reported.
+(Seeds resampled with replacement, alone, gave intervals too narrow to cover the truth at 10
+pilot seeds.)
 """
 
 from __future__ import annotations
@@ -406,8 +408,8 @@ def _first(grid, power, target):
 def _redrawn_model(model: PilotModel, gen) -> PilotModel:
     """The model with its variance components drawn from their sampling distributions given
     the pilot (each sample variance ``v`` of ``f`` degrees of freedom redrawn as
-    ``f v / chi2_f``, the pivot of a normal sample's variance) and ``mu`` from its standard
-    error: the pilot's uncertainty carried into the power."""
+    ``f v / chi2_f``, the pivot of a normal sample's variance), ``mu`` from its standard
+    error and the residual pool resampled: the pilot's uncertainty carried into the power."""
     n = model.n_pilot_seeds
 
     def redraw(v, dof):
@@ -425,12 +427,17 @@ def _redrawn_model(model: PilotModel, gen) -> PilotModel:
         sp2 = model.policy_sd_ratio ** 2 * sw2
     tau2 = max(0.0, var_level - sw2 * model.inv_k)
     mu = model.mu + gen.normal(0.0, math.sqrt(var_level / n))
-    old_sw = model.sigma_within
-    pool = (tuple(float(x) * math.sqrt(sw2) / old_sw for x in model.residuals)
-            if old_sw > 0 else model.residuals)
+    pool = np.asarray(model.residuals, dtype=float)
+    if pool.size:
+        # the pool's shape is as uncertain as its scale: a 10-seed pilot of bursty V shows
+        # one burst or five; resampled, recentred and rescaled to the redrawn sigma_within
+        pool = pool[gen.integers(0, pool.size, size=pool.size)]
+        pool = pool - pool.mean()
+        spread = float(pool.std())
+        pool = pool * math.sqrt(sw2) / spread if spread > 0 else np.asarray(model.residuals)
     out = dataclasses.replace(model, mu=float(mu), tau=math.sqrt(tau2),
                               sigma_within=math.sqrt(sw2), sigma_policy=math.sqrt(sp2),
-                              residuals=pool)
+                              residuals=tuple(float(x) for x in pool))
     noise_mean = math.exp(0.5 * sw2) if model.kind == "lognormal" else out._mean_factor(1.0)
     return dataclasses.replace(out, mean_draw=math.exp(mu + 0.5 * tau2) * noise_mean)
 
@@ -555,5 +562,6 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                 f"{settings['design'].futility:g}, null shift {100 * null_shift:.2f} pp: a pass "
                 f"needs the mean gain above it), a look after every {block} seeds up to "
                 f"{top}; interval: {refits} redraws of the "
-                f"model's variance components from their sampling distributions, "
+                f"model's variance components from their sampling distributions"
+                f"{'' if model.kind == 'lognormal' else ' and of its residual pool'}, "
                 f"{refit_reps} campaigns each, central {interval:.0%} of their powers"))

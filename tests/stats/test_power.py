@@ -112,6 +112,30 @@ def test_the_interval_redraws_each_variance_from_its_sampling_distribution():
     assert np.mean([a.mean_draw for a in again]) == pytest.approx(model.mean_draw, rel=0.15)
 
 
+def test_a_refit_resamples_the_residual_pools_shape():
+    # a bursty pilot (x4 on 10% of runs): how many bursts 30 draws show is as uncertain as
+    # their spread, so each refit resamples the pool (recentred, at the redrawn sigma_within)
+    from evalkit.stats.power import _redrawn_model
+
+    rng = np.random.default_rng(8)
+    policy, draws = _lognormal_pilot(rng, 10, 3)
+    draws = draws * np.where(rng.random(draws.shape) < 0.1, 4.0, 1.0)
+    model = pilot_model(policy, list(draws))
+    pool = np.asarray(model.residuals)
+    gen = np.random.default_rng(0)
+    tails = []
+    for again in (_redrawn_model(model, gen) for _ in range(200)):
+        res = np.asarray(again.residuals)
+        assert res.size == pool.size
+        assert res.mean() == pytest.approx(0.0, abs=1e-12)
+        assert res.std() == pytest.approx(again.sigma_within, rel=1e-9)
+        # the share of the refit's pool at or above the pilot's largest standardised residual
+        top = pool.max() / model.sigma_within
+        tails.append(np.mean(res / again.sigma_within >= top - 1e-9))
+    tails = np.array(tails)
+    assert tails.min() == 0.0 and tails.max() >= 2.0 / pool.size   # the largest: 0, 2+ times
+
+
 def test_a_one_draw_pilot_redraws_its_policy_variance_with_n_minus_1_dof():
     # one draw per seed: the redrawn within-seed variance is the redrawn policy residual
     # variance / (1 + 1/k), whose mean is v (n - 1) / (n - 3) for n pilot seeds
