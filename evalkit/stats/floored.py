@@ -68,13 +68,20 @@ The better side's end (every pass) carries the policy's skew the same way, mirro
 policy wider than its draws at equal means is right-skewed on V, d left-skewed, and its
 few runs usually miss the tail that makes its mean, so the mean of d looks good exactly when
 its sample variance is small (twice a draw's CV at sigma 0.8, 20 seeds: 0.10 of equal-mean
-campaigns passed on the floor alone).  The policy's third cumulant is a lognormal's at its
-mean with a one-sided :data:`SKEW_SPREAD_CONFIDENCE` lower bound of its log variance (the
-policy's few runs give a noisy spread, and the lognormal's third cumulant grows as exp(3 s2):
-the lower bound keeps a narrow policy's term at 0), less a seed's draw mean's by the same law
-(its level, a draw's robust log spread, over m^2); ``c_b`` is that excess, at least 0, over
-``variance^1.5 (6 sqrt(n))``.  A fixed schedule and a policy far below its draws have no
-excess: their better side stays the t's.
+campaigns passed on the floor alone).  The policy's third cumulant is that of V = 0 in the
+share of its runs that saw (next to) no violation and lognormal in the rest, at its mean and
+the smaller of two one-sided :data:`SKEW_SPREAD_CONFIDENCE` lower bounds of its positive
+runs' log variance about their seeds' level: the whole sample's, and the upper half's
+variance about its own mean over 1 - 2/pi (a normal's half above its median keeps that
+share).  The policy's few runs give a noisy spread and a lognormal's third cumulant grows
+as exp(3 s2): the lower bound keeps a narrow policy's term at 0.  Runs close to 0 are a
+left tail on logs, not skew on V: a run at or below :data:`LOG_OFFSET` x the draws' mean V
+counts as 0 (read through a log it would look like a huge spread, where a policy with no
+violation in half its runs has almost no skew), and the upper half ignores the rest.  That
+is less a seed's draw mean's by the same law (the draws' positive share and robust positive
+log spread, the seed's level, over m^2); ``c_b`` is that excess, at least 0, over
+``variance^1.5 (6 sqrt(n))``.  A fixed schedule and a policy far
+below its draws have no excess: their better side stays the t's.
 
 What it assumes, in words: a policy run is at least as variable as one more draw of its
 seed, at the policy's own level, unless its runs show otherwise (at the sequential gate's
@@ -84,9 +91,9 @@ Measured on the study's designs (``tools/inference_study.py``, two-sided 0.05): 
 <= 0.035 for an exchangeable or fixed-schedule policy and 0.084 for a policy twice as
 variable as a draw (the t-test: 0.11 and 0.17; 0.10 without the better side's skew term), at
 >= 0.9 of the t-test's power for a fixed schedule and 0.91 for a policy five times below its
-draws; the 95% CI covers the gain >= 0.95 of the time.  The worse side's level is still not held (the draws' skew is estimated from
-few runs): the gate prints no "worse" from it.  The constants are tuning choices; the study
-prints their neighbours.
+draws; the 95% CI covers the gain >= 0.95 of the time.  The worse side's level is still not
+held (the draws' skew is estimated from few runs): the gate prints no "worse" from it.  The
+constants are tuning choices; the study prints their neighbours.
 """
 
 from __future__ import annotations
@@ -115,8 +122,8 @@ LEVEL_CONFIDENCE = 0.8     # one-sided confidence of the policy-level bound r
 SPREAD_PRETEST = 0.04      # one-sided level of "the policy is less variable than a draw"
 SPREAD_QUANTILE = 0.5      # chi-square quantile scaling the policy's spread estimate K
 LOGNORMAL_SPREAD_CONFIDENCE = 0.7  # the sequential gate's: one-sided confidence of K's bound
-SKEW_SPREAD_CONFIDENCE = 0.9  # one-sided confidence of the lower bound of the policy's log
-                              # variance that sets the better side's skew term
+SKEW_SPREAD_CONFIDENCE = 0.9  # one-sided confidence of the lower bounds of the policy's
+                              # positive runs' log variance: the better side's skew term
 POLICY_LAWS = ("draw", "lognormal")
 MAX_LOG_VARIANCE = 50.0    # exp of a larger log variance overflows; the floor is huge anyway
 LOG_OFFSET = 0.01          # logs of V + 0.01 x the draws' mean: a V of 0 stays finite
@@ -237,10 +244,8 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
     seed's draws; ``policy_law``: "draw" (the fixed gate's) or "lognormal" (the sequential
     gate's), see the module docstring.  Returns arrays (c,): ``mean``, ``s2`` (of d),
     ``floor`` (nan: none), ``variance`` (the test's), ``binds``, ``draw_variance``,
-    ``level_ratio``, ``spread_ratio``, ``spread_p``, ``less_variable``, ``usable``,
-    ``policy_log_variance_low`` (a one-sided :data:`SKEW_SPREAD_CONFIDENCE` lower bound of
-    the policy's log variance) and ``draw_log_spread`` (a draw's robust log spread sigma).
-    The single-campaign test is this with c = 1."""
+    ``level_ratio``, ``spread_ratio``, ``spread_p``, ``less_variable``, ``usable``.  The
+    single-campaign test is this with c = 1."""
     if policy_law not in POLICY_LAWS:
         raise InputError(f"unknown policy_law {policy_law!r}", column="policy_law",
                          fix="one of " + ", ".join(POLICY_LAWS))
@@ -287,8 +292,6 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
         upper = (to_median.mean(axis=1) + sps.t.ppf(LEVEL_CONFIDENCE, n - 1)
                  * to_median.std(axis=1, ddof=1) / math.sqrt(n))
         policy_dev2 = (lp - seed_log).var(axis=1, ddof=1) * (n - 1)
-        policy_log_low = np.maximum(policy_dev2 / sps.chi2.ppf(SKEW_SPREAD_CONFIDENCE, n - 1)
-                                    - s2_log * inv_m, 0.0)
         if policy_law == "draw":
             # K: the policy's log spread over a draw's robust one; its part is K draws
             k = np.maximum(policy_dev2 / sps.chi2.ppf(SPREAD_QUANTILE, n - 1)
@@ -324,16 +327,16 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
     return {"mean": mean, "s2": s2, "floor": floor, "variance": variance, "binds": binding,
             "draw_variance": np.where(dof > 0, s2_draw, np.nan), "level_ratio": r,
             "spread_ratio": k, "spread_p": spread_p, "less_variable": less & usable,
-            "usable": usable, "policy_log_variance_low": policy_log_low,
-            "draw_log_spread": sigma}
+            "usable": usable}
 
 
-def _positive_log_spread(draws: np.ndarray) -> np.ndarray:
+def _positive_log_spread(draws: np.ndarray, floor=0.0) -> np.ndarray:
     """(c,) the robust spread (IQR / 1.349) of the positive draws' log V about their seed's
     mean log V (scaled by sqrt(k / (k - 1)), seeds of >= 2 positive draws); NaN without such
     seeds.  A V of 0 has no logarithm: read through the offset it would look like a huge
-    log deviation and inflate the lognormal draw's variance it feeds."""
-    positive = np.isfinite(draws) & (draws > 0)
+    log deviation and inflate the lognormal draw's variance it feeds.  ``floor`` (c,): V at
+    or below it counts as 0."""
+    positive = np.isfinite(draws) & (draws > np.reshape(floor, (-1, 1, 1)))
     k = positive.sum(axis=2).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # seeds without positive draws
@@ -362,26 +365,64 @@ def _draw_mean_k3(draws: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(k3), k3 * (1.0 / m ** 2).mean(axis=1), 0.0)
 
 
-def _lognormal_k3_factor(log_variance):
-    """The third cumulant of a lognormal of mean 1 and the given log variance."""
+def _zero_lognormal_k3(mean, positive_share, log_variance):
+    """The third cumulant of V = 0 with probability 1 - q, else lognormal of the given log
+    variance, V's mean given: ``mu+^3 (q w^3 - 3 q^2 w + 2 q^3)`` with ``mu+ = mean / q`` the
+    positive part's mean and ``w = exp(log_variance)``, written as ``(w - q)^2 (w + 2q) - (1 -
+    q) w^3`` so that q = 1 (a lognormal: ``e^2 (e + 3)``, e = w - 1) keeps its precision.
+    A symmetric 0 / constant mixture (q = 1/2, w = 1) has none; 0 where q is 0."""
+    q = np.asarray(positive_share, dtype=float)
     e = np.expm1(np.minimum(np.nan_to_num(log_variance), MAX_LOG_VARIANCE))
-    return e * e * (e + 3.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shape = (e + (1.0 - q)) ** 2 * (1.0 + e + 2.0 * q) - (1.0 - q) * (1.0 + e) ** 3
+        return np.where(q > 0, (np.maximum(mean, 0.0) / q) ** 3 * shape, 0.0)
 
 
-def _policy_skew_excess(policy: np.ndarray, draws: np.ndarray, batch: dict) -> np.ndarray:
-    """(c,) the third cumulant that pulls d to the left: a lognormal policy's at its mean
-    and the lower bound of its log variance, less a lognormal draw mean's at the seeds'
-    levels and a draw's robust log spread (the same law on both sides, so that a policy as
-    variable as a draw nets out); 0 where the draws' skew is the larger."""
+def _policy_skew_excess(policy: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """(c,) the third cumulant that pulls d to the left: the policy's, as V = 0 in the share
+    of its runs that saw (next to) no violation and lognormal otherwise (at the smaller of
+    the one-sided :data:`SKEW_SPREAD_CONFIDENCE` lower bounds of its positive runs' log
+    variance about their seeds' mean log positive draw, whole and upper half), less a
+    seed's draw mean's by the same law (the draws' positive share and robust positive log
+    spread, the seed's level, over m^2): a policy as variable as a draw nets out.  A run at
+    or below :data:`LOG_OFFSET` x the draws' mean V counts as 0: such runs have no right
+    tail, and their huge negative logs would look like a huge spread where a policy with no
+    violation in half its runs has almost no skew.  0 where the draws' skew is the larger or
+    a part is undefined."""
+    n = policy.shape[1]
     has = np.isfinite(draws)
     m = has.sum(axis=2).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN rows: no draws
-        level_cubed = np.maximum(np.nanmean(draws, axis=2), 0.0) ** 3
-        draw_means = (np.nanmean(level_cubed / m ** 2, axis=1)
-                      * _lognormal_k3_factor(batch["draw_log_spread"] ** 2))
-        policy_k3 = (np.maximum(policy.mean(axis=1), 0.0) ** 3
-                     * _lognormal_k3_factor(batch["policy_log_variance_low"]))
+        warnings.simplefilter("ignore", RuntimeWarning)     # seeds without positive draws
+        floor = LOG_OFFSET * np.nanmean(draws.reshape(draws.shape[0], -1), axis=1)
+        positive = has & (draws > floor[:, None, None])
+        k = positive.sum(axis=2).astype(float)
+        logs = np.where(positive, np.log(np.where(positive, draws, 1.0)), np.nan)
+        seed_log = np.nanmean(logs, axis=2)                             # (c, n)
+        dof = np.maximum(k - 1, 0).sum(axis=1)
+        s2_log = np.nansum((logs - seed_log[..., None]) ** 2, axis=(1, 2)) / dof
+        share_draws = k.sum(axis=1) / m.sum(axis=1)
+        draw_means = (np.nanmean(np.maximum(np.nanmean(draws, axis=2), 0.0) ** 3 / m ** 2,
+                                 axis=1)
+                      * _zero_lognormal_k3(1.0, share_draws,
+                                           _positive_log_spread(draws, floor) ** 2))
+        violating = policy > floor[:, None]
+        seen = violating & np.isfinite(seed_log)
+        kp = seen.sum(axis=1)
+        resid = np.where(seen, np.log(np.where(seen, policy, 1.0)) - seed_log, np.nan)
+        # the right tail's spread: the smaller of the whole log spread's lower bound and the
+        # upper half's (its variance over 1 - 2/pi, a normal's half above its median keeps
+        # that share): runs close to 0 (a left tail on logs) do not count as skew
+        whole = (np.nansum((resid - np.nanmean(resid, axis=1)[:, None]) ** 2, axis=1)
+                 / sps.chi2.ppf(SKEW_SPREAD_CONFIDENCE, np.maximum(kp - 1, 1)))
+        top = np.where(seen & (resid > np.nanmedian(resid, axis=1)[:, None]), resid, np.nan)
+        ku = np.isfinite(top).sum(axis=1)
+        upper = (np.nansum((top - np.nanmean(top, axis=1)[:, None]) ** 2, axis=1)
+                 / (1.0 - 2.0 / math.pi) / sps.chi2.ppf(SKEW_SPREAD_CONFIDENCE,
+                                                        np.maximum(ku - 1, 1)))
+        level_err = s2_log * np.nanmean(np.where(seen, 1.0 / k, np.nan), axis=1)
+        low = np.where(ku >= 2, np.maximum(np.minimum(whole, upper) - level_err, 0.0), 0.0)
+        policy_k3 = _zero_lognormal_k3(policy.mean(axis=1), violating.sum(axis=1) / n, low)
         excess = policy_k3 - draw_means
     return np.where(np.isfinite(excess), np.maximum(excess, 0.0), 0.0)
 
@@ -401,7 +442,7 @@ def floored_t_batch(policy: np.ndarray, draws: np.ndarray, null_shift: float = 0
     se = np.sqrt(np.maximum(b["variance"], 0.0) / n)
     diff = b["mean"] - null_shift
     k3 = np.maximum(_draw_mean_k3(draws), 0.0)
-    k3_left = _policy_skew_excess(policy, draws, b)
+    k3_left = _policy_skew_excess(policy, draws)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, diff / se, np.where(diff == 0, np.nan, np.sign(diff) * np.inf))
         scale = np.where(b["variance"] > 0, b["variance"] ** -1.5, 0.0) / (6.0 * math.sqrt(n))
