@@ -120,7 +120,7 @@ def _reference_better_skew_term(policy, draws, variance):
     about its own mean over 1 - 2/pi) less a seed's draw mean's (the draws' positive share
     and robust positive log spread, over m^2), at least 0, / variance^1.5 / (6 sqrt(n))."""
     n = len(policy)
-    if variance <= 0:
+    if variance <= 0 or not any(len(x) >= 2 for x in draws):
         return 0.0
 
     def k3(mean, q, log_variance):
@@ -215,14 +215,16 @@ def test_matches_a_per_seed_loop_on_ragged_campaigns(seed):
     assert res.p_value == pytest.approx(min(1.0, 2 * min(p_greater, p_less)), rel=1e-7)
 
 
-def test_without_a_floor_it_is_scipys_t_test():
+@pytest.mark.parametrize("policy_sigma", [0.3, 1.2])     # 1.2: a wide policy, no skew term
+def test_without_a_floor_it_is_scipys_t_test(policy_sigma):
     rng = np.random.default_rng(3)
-    policy = rng.lognormal(0, 0.3, size=8)
+    policy = rng.lognormal(0, policy_sigma, size=8)
     draws = [[v] for v in rng.lognormal(0, 0.3, size=8)]          # one draw per seed
     d = np.array([x[0] for x in draws]) - policy
     for alt in ("two-sided", "greater", "less"):
         res = floored_mean_test(policy, draws, alt)
         assert math.isnan(res.floor) and "no seed has >= 2 draws" in res.floor_reason
+        assert res.better_skew_term == 0.0 and res.skew_term == 0.0
         assert res.p_value == pytest.approx(sps.ttest_1samp(d, 0.0, alternative=alt).pvalue,
                                             rel=1e-12)
 
