@@ -212,8 +212,13 @@ class FlooredTestResult(ResultMixin):
 
     @property
     def reference(self) -> str:
-        """The p's reference law and what the floor did, in words."""
-        return f"t, {self.df} df; {self.floor_state}"
+        """The p's reference law (t, and the skew terms that move its ends) and what the
+        floor did, in words."""
+        skews = [f"{who} skew (c = {c:.2g})" for who, c in
+                 (("the policy's", self.better_skew_term), ("the draws'", self.skew_term))
+                 if c > 0]
+        ends = f" with Cornish-Fisher ends for {' and '.join(skews)}" if skews else ""
+        return f"t, {self.df} df{ends}; {self.floor_state}"
 
     def floor_dict(self) -> dict:
         """The floor's numbers, as audit.json records them."""

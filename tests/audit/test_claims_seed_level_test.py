@@ -186,7 +186,11 @@ def test_a_gain_on_few_seeds_states_what_the_mean_test_assumes():
     g1 = paired_mean_test(d).skewness
     assert result.passed
     test = floored_mean_test([p for p, _ in units], [x for _, x in units], "two-sided")
-    assert test.reference == f"t, 9 df; {test.floor_state}"
+    skews = [f"{who} skew (c = {c:.2g})" for who, c in
+             (("the policy's", test.better_skew_term), ("the draws'", test.skew_term)) if c > 0]
+    assert skews    # bursty draws: the worse side's end carries their skew
+    assert test.reference == (f"t, 9 df with Cornish-Fisher ends for {' and '.join(skews)}; "
+                              f"{test.floor_state}")
     assert (f"with 10 seeds the mean test assumes a policy run is at least as variable as one "
             f"more draw of its seed unless its runs show otherwise ({test.floor_state}) and d "
             f"has no long "

@@ -359,6 +359,17 @@ def test_null_distribution_gives_each_sides_p():
     assert below.p_greater > sps.t.sf(2.0, below.df) + 0.005
 
 
+def test_the_reference_names_the_skew_terms_that_move_the_ends():
+    policy, draws = _bursty(np.random.default_rng(5), 12, 4)
+    res = floored_mean_test(policy, draws, "two-sided")
+    assert res.better_skew_term > 0 and res.skew_term > 0
+    assert res.reference == (f"t, 11 df with Cornish-Fisher ends for the policy's skew (c = "
+                             f"{res.better_skew_term:.2g}) and the draws' skew (c = "
+                             f"{res.skew_term:.2g}); {res.floor_state}")
+    plain = floored_mean_test(policy, [[x[0]] for x in draws], "two-sided")   # one draw each
+    assert plain.reference == "t, 11 df; no floor: no seed has >= 2 draws"
+
+
 def test_zero_violation_rates_stay_finite():
     policy = np.zeros(6)
     draws = [np.array([0.0, 0.01, 0.02]), np.array([0.0, 0.0, 0.03]), np.array([0.01] * 3),
