@@ -80,8 +80,8 @@ counts as 0 (read through a log it would look like a huge spread, where a policy
 violation in half its runs has almost no skew), and the upper half ignores the rest.  That
 is less a seed's draw mean's by the same law (the draws' positive share and robust positive
 log spread, the seed's level, over m^2); ``c_b`` is that excess, at least 0, over
-``variance^1.5 (6 sqrt(n))``.  A fixed schedule and a policy far
-below its draws have no excess: their better side stays the t's.
+``variance^1.5 (6 sqrt(n))``.  A fixed schedule and a policy far below its draws have no
+excess: their better side stays the t's.
 
 What it assumes, in words: a policy run is at least as variable as one more draw of its
 seed, at the policy's own level, unless its runs show otherwise (at the sequential gate's

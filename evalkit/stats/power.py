@@ -430,11 +430,13 @@ def _redrawn_model(model: PilotModel, gen) -> PilotModel:
     pool = np.asarray(model.residuals, dtype=float)
     if pool.size:
         # the pool's shape is as uncertain as its scale: a 10-seed pilot of bursty V shows
-        # one burst or five; resampled, recentred and rescaled to the redrawn sigma_within
-        pool = pool[gen.integers(0, pool.size, size=pool.size)]
-        pool = pool - pool.mean()
-        spread = float(pool.std())
-        pool = pool * math.sqrt(sw2) / spread if spread > 0 else np.asarray(model.residuals)
+        # one burst or five; resampled (unless that leaves no spread), recentred and
+        # rescaled to the redrawn sigma_within
+        resampled = pool[gen.integers(0, pool.size, size=pool.size)]
+        if resampled.std() > 0:
+            pool = resampled - resampled.mean()
+        if pool.std() > 0:
+            pool = pool * math.sqrt(sw2) / pool.std()
     out = dataclasses.replace(model, mu=float(mu), tau=math.sqrt(tau2),
                               sigma_within=math.sqrt(sw2), sigma_policy=math.sqrt(sp2),
                               residuals=tuple(float(x) for x in pool))

@@ -136,6 +136,24 @@ def test_a_refit_resamples_the_residual_pools_shape():
     assert tails.min() == 0.0 and tails.max() >= 2.0 / pool.size   # the largest: 0, 2+ times
 
 
+def test_a_refit_whose_resample_has_no_spread_keeps_the_pilots_pool_rescaled():
+    # a pool of two residuals resamples to two equal values half the time: that pool has no
+    # spread to rescale, so the refit keeps the pilot's pool at the redrawn sigma_within
+    import dataclasses
+
+    from evalkit.stats.power import _redrawn_model
+
+    rng = np.random.default_rng(8)
+    policy, draws = _lognormal_pilot(rng, 10, 3)
+    model = pilot_model(policy, list(draws))
+    model = dataclasses.replace(model, residuals=(-model.sigma_within, model.sigma_within))
+    gen = np.random.default_rng(0)
+    for again in (_redrawn_model(model, gen) for _ in range(40)):
+        res = np.asarray(again.residuals)
+        assert res.std() == pytest.approx(again.sigma_within, rel=1e-12)
+        assert res.mean() == pytest.approx(0.0, abs=1e-15)
+
+
 def test_a_one_draw_pilot_redraws_its_policy_variance_with_n_minus_1_dof():
     # one draw per seed: the redrawn within-seed variance is the redrawn policy residual
     # variance / (1 + 1/k), whose mean is v (n - 1) / (n - 3) for n pilot seeds
