@@ -56,6 +56,22 @@ quantile of that, the floor is dropped (a fixed schedule whose V barely moves ne
 The pre-test's ``sigma`` is a draw's robust log spread (IQR / 1.349), which bursts barely
 move: a policy that missed them is not "less variable" for having missed them.
 
+**Runs with no violation.**  A run at or below :data:`LOG_OFFSET` x the draws' mean V (V = 0
+at light load) has no log worth reading: through the offset, ten policy runs at 0 look alike
+and the pre-test called such a policy less variable than a draw, dropping the floor where
+its runs had only missed the violations their draws saw (V = 0 in 80% of runs, an
+exchangeable policy, 10 seeds: 0.053 of equal-mean campaigns passed at one-sided 0.025).
+Where a campaign holds such runs, the pre-test reads only the policy's positive runs (three
+at least, or no pre-test) against the positive draws' robust log spread, and the "draw"
+law's ``r`` and ``K`` come in two parts (:func:`_zero_aware_level`): ``r = min(1, q_p / q_d
+exp(2 u+))`` with ``q_p`` the Clopper-Pearson upper bound (one-sided
+:data:`LEVEL_CONFIDENCE`) of the policy's positive share, ``q_d`` the draws' and ``u+`` the
+bound of the positive runs' mean log ratio to their seed's median positive draw; ``K`` the
+positive runs' log spread over the positive draws' (1 below two positive runs).  A policy
+that saw no violation in all ten seeds where its draws saw one in 20% of runs is then held
+to most of a draw's variance (``r`` = 0.15 / 0.2 = 0.75); one whose draws violate in every run is
+not (``r`` = 0.15).  Campaigns without such runs are decided as before.
+
 The worse side's end (the CI's upper end, ``p_less``) also carries the draws' skew: d is
 right-skewed by their bursts, which pulls a symmetric interval below the true gain (a fixed
 schedule on bursty V: 8% of intervals instead of 2.5%).  The draws' third cumulant k3
@@ -288,9 +304,21 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
         w = tau2[:, None] / (tau2[:, None] + seed_err)
         w = np.where(np.isfinite(w), w, 1.0)
         level = w * seed_log + (1.0 - w) * seed_log.mean(axis=1, keepdims=True)
-        resid = lp - level
-        null_var = sigma ** 2 * (1.0 + (w / m).mean(axis=1))
-        spread_p = sps.chi2.cdf(resid.var(axis=1, ddof=1) * (n - 1) / null_var, n - 1)
+        # runs at (next to) 0 are no evidence of a narrow spread: a policy that saw no
+        # violation where its draws saw some only missed them.  Where a campaign has such
+        # runs the pre-test reads the policy's positive runs (three at least) against the
+        # positive draws' spread (zeros' logs would inflate sigma)
+        positive = policy > offset[:, None]
+        zero_runs = ~np.all(positive, axis=1) | np.any(has & (draws <= offset[:, None, None]),
+                                                       axis=(1, 2))
+        sigma_pre = np.where(zero_runs, _positive_log_spread(draws, offset), sigma)
+        n_pos = positive.sum(axis=1)
+        resid = np.where(positive, lp - level, np.nan)
+        null_var = sigma_pre ** 2 * (1.0 + (w / m).mean(axis=1))
+        spread_p = np.where(n_pos >= 3, sps.chi2.cdf(
+            np.nanvar(resid, axis=1, ddof=1) * (n_pos - 1) / null_var,
+            np.maximum(n_pos - 1, 1)), 1.0)
+        spread_p = np.where(np.isfinite(null_var), spread_p, np.nan)    # no draws' spread
         less = spread_p < SPREAD_PRETEST
         # u: the policy's log level relative to its seed's median draw, upper bound
         to_median = lp - np.nanmedian(ld, axis=2)
@@ -301,6 +329,13 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             # K: the policy's log spread over a draw's robust one; its part is K draws
             k = np.maximum(policy_dev2 / sps.chi2.ppf(SPREAD_QUANTILE, n - 1)
                            - s2_log * inv_m, 0.0) / sigma ** 2
+            # with runs at (next to) 0 the logs of zeros say nothing of either: u and K in
+            # two parts (:func:`_zero_aware_level`)
+            if np.any(zero_runs):
+                zero_upper, zero_k = _zero_aware_level(policy, draws, offset, positive)
+                # (undefined stays undefined: no usable draws, no floor)
+                upper = np.where(zero_runs & np.isfinite(upper), zero_upper, upper)
+                k = np.where(zero_runs & np.isfinite(k), zero_k, k)
             r = np.minimum(1.0, np.exp(2.0 * upper))
             policy_part = r * np.maximum(k, 1.0)
         else:
@@ -333,6 +368,52 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             "draw_variance": np.where(dof > 0, s2_draw, np.nan), "level_ratio": r,
             "spread_ratio": k, "spread_p": spread_p, "less_variable": less & usable,
             "usable": usable}
+
+
+def _zero_aware_level(policy, draws, offset, positive) -> tuple[np.ndarray, np.ndarray]:
+    """(c,) u and K of the "draw" law's floor when runs at (next to) 0 occur, from the two
+    parts of V: whether a run saw a violation, and how many it saw when it did.  ``u =
+    log(q_p / q_d) / 2`` plus the upper bound (one-sided :data:`LEVEL_CONFIDENCE`) of the mean
+    log ratio of the policy's positive runs to their seed's median positive draw (0 with
+    fewer than two such runs), ``q_p`` the Clopper-Pearson upper bound of the policy's
+    positive share and ``q_d`` the draws' positive share: ``exp(2 u)`` bounds the policy's
+    second moment on V relative to a draw's when the positive parts share a shape.  ``K``:
+    the positive runs' log spread about their seed's mean positive draw (median-unbiased
+    chi-square scaling, less the level's error) over the positive draws' robust spread
+    squared; 1 (one draw) where fewer than two positive runs leave it unknown."""
+    n = policy.shape[1]
+    has = np.isfinite(draws)
+    pos_draws = has & (draws > offset[:, None, None])
+    q_d = pos_draws.sum(axis=(1, 2)) / np.maximum(has.sum(axis=(1, 2)), 1)
+    k_p = positive.sum(axis=1)
+    q_p = np.where(k_p >= n, 1.0, sps.beta.ppf(LEVEL_CONFIDENCE, k_p + 1,
+                                                np.maximum(n - k_p, 1)))
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # seeds without positive draws
+        logs = np.where(pos_draws, np.log(np.where(pos_draws, draws, 1.0)), np.nan)
+        log_policy = np.log(np.where(positive, policy, 1.0))
+        median = np.nanmedian(logs, axis=2)
+        seen = positive & np.isfinite(median)
+        ratio = np.where(seen, log_policy - median, np.nan)
+        count = seen.sum(axis=1)
+        bound = np.where(count >= 2, np.nanmean(ratio, axis=1) + sps.t.ppf(
+            LEVEL_CONFIDENCE, np.maximum(count - 1, 1)) * np.nanstd(ratio, axis=1, ddof=1)
+            / np.sqrt(np.maximum(count, 1)), 0.0)
+        bound = np.where(np.isfinite(bound), bound, 0.0)
+        share = np.where(q_d > 0, q_p / np.where(q_d > 0, q_d, 1.0), 1.0)
+        upper = 0.5 * np.log(share) + bound
+        # K from the positive parts
+        k_d = pos_draws.sum(axis=2).astype(float)
+        seed_log = np.nanmean(logs, axis=2)
+        dof = np.maximum(k_d - 1, 0).sum(axis=1)
+        s2_pos = np.nansum((logs - seed_log[..., None]) ** 2, axis=(1, 2)) / dof
+        resid = np.where(seen, log_policy - seed_log, np.nan)
+        dev2 = np.nansum((resid - np.nanmean(resid, axis=1)[:, None]) ** 2, axis=1)
+        level_err = s2_pos * np.nanmean(np.where(seen, 1.0 / k_d, np.nan), axis=1)
+        k = (np.maximum(dev2 / sps.chi2.ppf(SPREAD_QUANTILE, np.maximum(count - 1, 1))
+                        - level_err, 0.0) / _positive_log_spread(draws, offset) ** 2)
+        k = np.where((count >= 2) & np.isfinite(k), k, 1.0)
+    return upper, k
 
 
 def _positive_log_spread(draws: np.ndarray, floor=0.0) -> np.ndarray:
