@@ -45,8 +45,11 @@ def test_summary_is_the_tables_maximum(tmp_path):
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
             if line.startswith("| ") and not line.startswith("| noise")]
     power_rows = [r for r in rows if len(r) == 5]
+    sequential_rows = [r for r in rows if len(r) == 4]
     rows = [r for r in rows if len(r) == 8]
     assert len(power_rows) == 9 and all(0 <= float(x) <= 1 for r in power_rows for x in r[3:])
+    assert len(sequential_rows) == len(probe.NOISES) * len(probe.POLICIES)
+    assert all(0 <= float(r[2]) <= 1 and 5 <= float(r[3]) <= 40 for r in sequential_rows)
     assert len(rows) == (len(probe.NOISES) * len(probe.DESIGNS) * len(probe.POLICIES)
                          * len(probe.SEED_SDS))
     for noise in probe.NOISES:
