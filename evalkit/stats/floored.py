@@ -60,7 +60,7 @@ move: a policy that missed them is not "less variable" for having missed them.
 at light load) has no log worth reading: through the offset, ten policy runs at 0 look alike
 and the pre-test called such a policy less variable than a draw, dropping the floor where
 its runs had only missed the violations their draws saw (V = 0 in 80% of runs, an
-exchangeable policy, 10 seeds: 0.053 of equal-mean campaigns passed at one-sided 0.025).
+exchangeable policy, 10 seeds, 3 draws: the gate passed 0.053 of equal-mean campaigns).
 Where a campaign holds such runs, the pre-test reads only the policy's positive runs (three
 at least, or no pre-test) against the positive draws' robust log spread, and the "draw"
 law's ``r`` and ``K`` come in two parts (:func:`_zero_aware_level`): ``r = min(1, q_p / q_d

@@ -786,19 +786,20 @@ def test_a_policy_whose_runs_all_missed_the_violations_is_not_less_variable():
 
 
 def test_zero_inflated_exchangeable_policy_holds_the_level():
-    # V = 0 in 80% of runs, an exchangeable policy, n 10, m 3: 0.053 of equal-mean campaigns
-    # passed at one-sided 0.025 before the zero-aware pre-test and level (t-test: 0.06)
+    # V = 0 in 80% of runs, an exchangeable policy, n 10, m 3: 0.052 of these equal-mean
+    # campaigns passed at one-sided 0.025 before the zero-aware pre-test and level (now 0.001)
     rng = np.random.default_rng(9)
     policy, draws = _zero_inflated(rng, 4000, 10, 3, 0.8)
     b = fl.floored_t_batch(policy, draws)
     assert np.mean(b["p_greater"] <= 0.025) < 0.02
     policy, draws = _zero_inflated(rng, 4000, 20, 5, 0.5)
     b = fl.floored_t_batch(policy, draws)
-    assert np.mean(b["p_greater"] <= 0.025) < 0.035          # 0.050 before
+    assert np.mean(b["p_greater"] <= 0.025) < 0.035          # 0.052 before, 0.020 now
 
 
 def test_zero_inflated_better_policy_keeps_power():
-    # 60% fewer violations, V = 0 in 30% of runs, n 20, m 3: found >= 0.6 of the time
+    # 60% fewer violations, V = 0 in 30% of runs, n 20, m 3: found 0.643 of the time (0.673
+    # when the pre-test still dropped the floor for zero-heavy policies)
     rng = np.random.default_rng(10)
     policy, draws = _zero_inflated(rng, 3000, 20, 3, 0.3, policy_scale=0.4)
     b = fl.floored_t_batch(policy, draws)
