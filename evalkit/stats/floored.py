@@ -56,21 +56,24 @@ quantile of that, the floor is dropped (a fixed schedule whose V barely moves ne
 The pre-test's ``sigma`` is a draw's robust log spread (IQR / 1.349), which bursts barely
 move: a policy that missed them is not "less variable" for having missed them.
 
-**Runs with no violation.**  A run at or below :data:`LOG_OFFSET` x the draws' mean V (V = 0
+**Runs with no violation.** A run at or below :data:`LOG_OFFSET` x the draws' mean V (V = 0
 at light load) has no log worth reading: through the offset, ten policy runs at 0 look alike
 and the pre-test called such a policy less variable than a draw, dropping the floor where
 its runs had only missed the violations their draws saw (V = 0 in 80% of runs, an
 exchangeable policy, 10 seeds, 3 draws: the gate passed 0.053 of equal-mean campaigns).
 Where a campaign holds such runs, the pre-test reads only the policy's positive runs (three
-at least, or no pre-test) against the positive draws' robust log spread, and the "draw"
-law's ``r`` and ``K`` come in two parts (:func:`_zero_aware_level`): ``r = min(1, q_p / q_d
-exp(2 u+))`` with ``q_p`` the Clopper-Pearson upper bound (one-sided
-:data:`LEVEL_CONFIDENCE`) of the policy's positive share, ``q_d`` the draws' and ``u+`` the
-bound of the positive runs' mean log ratio to their seed's median positive draw; ``K`` the
-positive runs' log spread over the positive draws' (1 below two positive runs).  A policy
-that saw no violation in all ten seeds where its draws saw one in 20% of runs is then held
-to most of a draw's variance (``r`` = 0.15 / 0.2 = 0.75); one whose draws violate in every run is
-not (``r`` = 0.15).  Campaigns without such runs are decided as before.
+at least, or no pre-test) against the positive draws' robust log spread, and only for a
+policy with no larger share of such runs than its draws (more would be the left tail that
+makes it wide: twice a draw's CV at sigma 1.2 puts one run in fifty there, its lowest, whose
+log carries much of the spread), and the "draw" law's ``r`` and ``K`` come in two parts
+(:func:`_zero_aware_level`): ``r = min(1, q_p / q_d exp(2 u+))`` with ``q_p`` the
+Clopper-Pearson upper bound (one-sided :data:`LEVEL_CONFIDENCE`) of the policy's positive
+share, ``q_d`` the draws' and ``u+`` the bound of the positive runs' mean log ratio to their
+seed's median positive draw; ``K`` the positive runs' log spread over the positive draws' (1
+below two positive runs). A policy that saw no violation in all ten seeds where its draws
+saw one in 20% of runs is then held to most of a draw's variance (``r`` = 0.15 / 0.2 =
+0.75); one whose draws violate in every run is not (``r`` = 0.15). Campaigns without such
+runs are decided as before.
 
 The worse side's end (the CI's upper end, ``p_less``) also carries the draws' skew: d is
 right-skewed by their bursts, which pulls a symmetric interval below the true gain (a fixed
@@ -319,7 +322,12 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             np.nanvar(resid, axis=1, ddof=1) * (n_pos - 1) / null_var,
             np.maximum(n_pos - 1, 1)), 1.0)
         spread_p = np.where(np.isfinite(null_var), spread_p, np.nan)    # no draws' spread
-        less = spread_p < SPREAD_PRETEST
+        # ... and a policy with more runs at (next to) 0 than its draws is not narrow: its
+        # positive runs alone would hide the left tail that makes it wide
+        share_pos = n_pos / n
+        share_draws = (has & (draws > offset[:, None, None])).sum(axis=(1, 2)) / np.maximum(
+            has.sum(axis=(1, 2)), 1)
+        less = (spread_p < SPREAD_PRETEST) & (share_pos >= share_draws)
         # u: the policy's log level relative to its seed's median draw, upper bound
         to_median = lp - np.nanmedian(ld, axis=2)
         upper = (to_median.mean(axis=1) + sps.t.ppf(LEVEL_CONFIDENCE, n - 1)

@@ -804,3 +804,19 @@ def test_zero_inflated_better_policy_keeps_power():
     policy, draws = _zero_inflated(rng, 3000, 20, 3, 0.3, policy_scale=0.4)
     b = fl.floored_t_batch(policy, draws)
     assert np.mean(b["p_greater"] <= 0.025) > 0.6
+
+
+def test_a_policy_with_more_runs_at_zero_than_its_draws_is_not_less_variable():
+    # four of ten policy runs at 0 where no draw is: its six positive runs alone are narrow
+    # (the pre-test's p on them is tiny), but the zeros are the left tail that makes the
+    # policy wide, so it is not "less variable" and the floor stays
+    rng = np.random.default_rng(11)
+    level = 0.0654 * np.exp(0.2 * rng.standard_normal((1, 10)))
+    draws = level[..., None] * np.exp(0.8 * rng.standard_normal((1, 10, 3)) - 0.32)
+    policy = level * np.exp(0.02 * rng.standard_normal((1, 10)))
+    policy[0, :4] = 0.0
+    b = floored_variance_batch(policy, draws)
+    assert b["spread_p"][0] < fl.SPREAD_PRETEST
+    assert not b["less_variable"][0] and np.isfinite(b["floor"][0])
+    everywhere = floored_variance_batch(np.abs(policy[:, 4:]), draws[:, 4:])
+    assert everywhere["less_variable"][0]          # the same runs without the zeros: narrow
