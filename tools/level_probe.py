@@ -127,13 +127,7 @@ def main(argv=None) -> int:
             p = 0.4 * p
             lines.append(f"| {noise} | {n} | {m} | {study.floored_gate(p, dr)[0].mean():.3f} | "
                          f"{study.t_gate(dr.mean(2) - p)[0].mean():.3f} |")
-    lines += ["", f"Wall time: {time.time() - t0:.0f} s", ""]
-    text = "\n".join(lines)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        print(text)
-    return 0
+    return study._finish(lines, t0, args.out)      # wall time, then the file or stdout
 
 
 if __name__ == "__main__":

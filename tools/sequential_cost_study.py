@@ -167,13 +167,7 @@ def main(argv=None) -> int:
                      f"{min(cell.values()):.2f}-{max(cell.values()):.2f} (best: {best[1]}, "
                      f"batch {best[2]}, {best[0]}); <= 0.85 for both policies: "
                      + ("; ".join(met) if met else "none"))
-    lines += ["", f"Wall time: {time.time() - t0:.0f} s", ""]
-    text = "\n".join(lines)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        print(text)
-    return 0
+    return study._finish(lines, t0, args.out)      # wall time, then the file or stdout
 
 
 if __name__ == "__main__":
