@@ -314,7 +314,9 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
         positive = policy > offset[:, None]
         zero_runs = ~np.all(positive, axis=1) | np.any(has & (draws <= offset[:, None, None]),
                                                        axis=(1, 2))
-        sigma_pre = np.where(zero_runs, _positive_log_spread(draws, offset), sigma)
+        positive_spread = (_positive_log_spread(draws, offset) if np.any(zero_runs)
+                           else np.full(c, np.nan))
+        sigma_pre = np.where(zero_runs, positive_spread, sigma)
         n_pos = positive.sum(axis=1)
         resid = np.where(positive, lp - level, np.nan)
         null_var = sigma_pre ** 2 * (1.0 + (w / m).mean(axis=1))
@@ -340,7 +342,8 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             # with runs at (next to) 0 the logs of zeros say nothing of either: u and K in
             # two parts (:func:`_zero_aware_level`)
             if np.any(zero_runs):
-                zero_upper, zero_k = _zero_aware_level(policy, draws, offset, positive)
+                zero_upper, zero_k = _zero_aware_level(policy, draws, offset, positive,
+                                                       share_draws, positive_spread)
                 # (undefined stays undefined: no usable draws, no floor)
                 upper = np.where(zero_runs & np.isfinite(upper), zero_upper, upper)
                 k = np.where(zero_runs & np.isfinite(k), zero_k, k)
@@ -378,7 +381,8 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             "usable": usable}
 
 
-def _zero_aware_level(policy, draws, offset, positive) -> tuple[np.ndarray, np.ndarray]:
+def _zero_aware_level(policy, draws, offset, positive, share_draws,
+                      positive_spread) -> tuple[np.ndarray, np.ndarray]:
     """(c,) u and K of the "draw" law's floor when runs at (next to) 0 occur, from the two
     parts of V: whether a run saw a violation, and how many it saw when it did.  ``u =
     log(q_p / q_d) / 2`` plus the upper bound (one-sided :data:`LEVEL_CONFIDENCE`) of the mean
@@ -388,17 +392,16 @@ def _zero_aware_level(policy, draws, offset, positive) -> tuple[np.ndarray, np.n
     second moment on V relative to a draw's when the positive parts share a shape.  ``K``:
     the positive runs' log spread about their seed's mean positive draw (median-unbiased
     chi-square scaling, less the level's error) over the positive draws' robust spread
-    squared; 1 (one draw) where fewer than two positive runs leave it unknown."""
+    squared; 1 (one draw) where fewer than two positive runs leave it unknown.
+    ``share_draws`` (``q_d``) and ``positive_spread`` come from the caller, which has them."""
     n = policy.shape[1]
-    has = np.isfinite(draws)
-    pos_draws = has & (draws > offset[:, None, None])
-    q_d = pos_draws.sum(axis=(1, 2)) / np.maximum(has.sum(axis=(1, 2)), 1)
+    q_d = share_draws
     k_p = positive.sum(axis=1)
     q_p = np.where(k_p >= n, 1.0, sps.beta.ppf(LEVEL_CONFIDENCE, k_p + 1,
                                                 np.maximum(n - k_p, 1)))
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # seeds without positive draws
-        logs = np.where(pos_draws, np.log(np.where(pos_draws, draws, 1.0)), np.nan)
+        logs, k_d, seed_log, s2_pos = _positive_draw_logs(draws, offset)
         log_policy = np.log(np.where(positive, policy, 1.0))
         median = np.nanmedian(logs, axis=2)
         seen = positive & np.isfinite(median)
@@ -411,17 +414,28 @@ def _zero_aware_level(policy, draws, offset, positive) -> tuple[np.ndarray, np.n
         share = np.where(q_d > 0, q_p / np.where(q_d > 0, q_d, 1.0), 1.0)
         upper = 0.5 * np.log(share) + bound
         # K from the positive parts
-        k_d = pos_draws.sum(axis=2).astype(float)
-        seed_log = np.nanmean(logs, axis=2)
-        dof = np.maximum(k_d - 1, 0).sum(axis=1)
-        s2_pos = np.nansum((logs - seed_log[..., None]) ** 2, axis=(1, 2)) / dof
         resid = np.where(seen, log_policy - seed_log, np.nan)
         dev2 = np.nansum((resid - np.nanmean(resid, axis=1)[:, None]) ** 2, axis=1)
         level_err = s2_pos * np.nanmean(np.where(seen, 1.0 / k_d, np.nan), axis=1)
         k = (np.maximum(dev2 / sps.chi2.ppf(SPREAD_QUANTILE, np.maximum(count - 1, 1))
-                        - level_err, 0.0) / _positive_log_spread(draws, offset) ** 2)
+                        - level_err, 0.0) / positive_spread ** 2)
         k = np.where((count >= 2) & np.isfinite(k), k, 1.0)
     return upper, k
+
+
+def _positive_draw_logs(draws: np.ndarray, floor: np.ndarray):
+    """The draws above ``floor`` (c,) -- the positive ones, V at or below it counting as 0 --
+    on logs: (log V, NaN elsewhere (c, n, M); positive draws per seed (c, n); their seed's
+    mean log (c, n); their within-seed log variance pooled over the seeds (c,))."""
+    positive = np.isfinite(draws) & (draws > floor[:, None, None])
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # seeds without positive draws
+        logs = np.where(positive, np.log(np.where(positive, draws, 1.0)), np.nan)
+        k = positive.sum(axis=2).astype(float)
+        seed_log = np.nanmean(logs, axis=2)
+        dof = np.maximum(k - 1, 0).sum(axis=1)
+        s2_log = np.nansum((logs - seed_log[..., None]) ** 2, axis=(1, 2)) / dof
+    return logs, k, seed_log, s2_log
 
 
 def _positive_log_spread(draws: np.ndarray, floor=0.0) -> np.ndarray:
@@ -489,12 +503,7 @@ def _policy_skew_excess(policy: np.ndarray, draws: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # seeds without positive draws
         floor = LOG_OFFSET * np.nanmean(draws.reshape(draws.shape[0], -1), axis=1)
-        positive = has & (draws > floor[:, None, None])
-        k = positive.sum(axis=2).astype(float)
-        logs = np.where(positive, np.log(np.where(positive, draws, 1.0)), np.nan)
-        seed_log = np.nanmean(logs, axis=2)                             # (c, n)
-        dof = np.maximum(k - 1, 0).sum(axis=1)
-        s2_log = np.nansum((logs - seed_log[..., None]) ** 2, axis=(1, 2)) / dof
+        _, k, seed_log, s2_log = _positive_draw_logs(draws, floor)      # seed_log (c, n)
         share_draws = k.sum(axis=1) / m.sum(axis=1)
         draw_means = (np.nanmean(np.maximum(np.nanmean(draws, axis=2), 0.0) ** 3 / m ** 2,
                                  axis=1)
