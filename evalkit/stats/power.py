@@ -182,18 +182,18 @@ def pilot_model(policy, draws, source: str = "pilot", *,
     if dof > 0:
         sw2 = sum(float(np.sum((z - z.mean()) ** 2)) for z in logs) / dof
         sp2 = max(0.0, var_r - sw2 * inv_k)
-        spread = "the pilot's policy runs"
+        spread = "from the pilot's policy runs"
         raw = [d - d.mean() for d in runs if d.size >= 2]
         sd_raw = math.sqrt(sum(float(c @ c) for c in raw) / dof)
     else:
         sw2 = var_r / (1.0 + inv_k)
         sp2 = sw2
-        spread = "as a draw (one draw per pilot seed cannot tell them apart)"
+        spread = "taken as a draw's (one draw per pilot seed cannot tell them apart)"
         diff = np.array([d.mean() for d in runs]) - pol
         sd_raw = math.sqrt(float(np.var(diff, ddof=1)) / (1.0 + inv_k))
     if policy_sd_ratio is not None:
         sp2 = (float(policy_sd_ratio) ** 2) * sw2
-        spread = f"x{policy_sd_ratio:g} a draw's (given)"
+        spread = f"given as x{policy_sd_ratio:g} a draw's"
     tau2 = max(0.0, var_level - sw2 * inv_k)
     mu = float(zbar.mean())
     # residuals around each seed's shrunken level (its best linear predictor): centring on
@@ -552,7 +552,7 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
         model=(("lognormal" if model.kind == "lognormal" else "smoothed bootstrap of the log "
                 "residuals, lognormal seed levels")
                + f": variance components of {model.n_pilot_seeds} pilot seeds; policy spread "
-               f"from {model.policy_spread}"),
+               f"{model.policy_spread}"),
         components={"mu": model.mu, "tau": model.tau, "sigma_within": model.sigma_within,
                     "sigma_policy": model.sigma_policy, "mean_draw": model.mean_draw,
                     "zeros_floored": model.zeros_floored},

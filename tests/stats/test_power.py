@@ -67,7 +67,7 @@ def test_pilot_model_recovers_the_variance_components():
     assert model.sigma_within == pytest.approx(0.6, abs=0.02)
     assert model.tau == pytest.approx(0.3, abs=0.03)
     assert model.sigma_policy == pytest.approx(0.1, abs=0.05)     # the pilot's policy runs
-    assert model.policy_spread == "the pilot's policy runs"
+    assert model.policy_spread == "from the pilot's policy runs"
     assert model.mean_draw == pytest.approx(float(draws.mean()), rel=0.03)
     ss = sum(float(np.sum((d - d.mean()) ** 2)) for d in draws)
     assert model.sd_within == pytest.approx(math.sqrt(ss / (2 * 4000)))
@@ -174,7 +174,7 @@ def test_one_draw_pilot_reads_the_policy_as_a_draw():
     model = pilot_model(policy, list(draws))
     assert model.sigma_policy == model.sigma_within
     assert model.sigma_within == pytest.approx(0.5, abs=0.03)
-    assert model.policy_spread.startswith("as a draw")
+    assert model.policy_spread.startswith("taken as a draw's")
 
 
 def test_the_residuals_leave_each_seeds_level_out():
@@ -376,7 +376,7 @@ def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
                    "--draws", "1", "--refits", "0", "--policy-sd-ratio", "0.5",
                    "--effect", "additive", "--model", "lognormal"])
     assert res.exit_code == 0, res.output
-    assert "policy spread from x0.5 a draw's (given)" in res.output
+    assert "policy spread given as x0.5 a draw's" in res.output
     assert "effect subtracted from every policy run" in res.output
     assert "(lognormal: variance components" in res.output
 
