@@ -39,6 +39,21 @@ def _reference_logs(policy, draws):
                 seed_log=seed_log, scaled=scaled)
 
 
+def _reference_core_spread(logs):
+    """The pre-test's sigma: the m // 2 lowest logs of each seed of 3..20 draws about the
+    seed's median, their squares summed over the seeds over the same sum's expectation for
+    standard normal draws; None below three such seeds."""
+    total = scale = 0.0
+    seeds = 0
+    for x in logs:
+        if 3 <= len(x) <= 20:
+            median = float(np.median(x))
+            total += sum((v - median) ** 2 for v in sorted(x)[:len(x) // 2])
+            scale += fl.LOWER_HALF_SCALE[len(x)]
+            seeds += 1
+    return math.sqrt(total / scale) if seeds >= 3 and total > 0 else None
+
+
 def _reference_variance(policy, draws, law="draw"):
     """The docstring's recipe, one seed at a time in plain Python (no shared code)."""
     n = len(policy)
@@ -60,7 +75,8 @@ def _reference_variance(policy, draws, law="draw"):
     w = [tau2 / (tau2 + e) if tau2 + e > 0 else 1.0 for e in err]
     grand = sum(seed_log) / n
     resid = [lp[i] - (w[i] * seed_log[i] + (1 - w[i]) * grand) for i in range(n)]
-    null_var = sigma ** 2 * (1 + sum(wi / mi for wi, mi in zip(w, m)) / n)
+    sigma_pre = _reference_core_spread(logs) or sigma
+    null_var = sigma_pre ** 2 * (1 + sum(wi / mi for wi, mi in zip(w, m)) / n)
     spread_p = sps.chi2.cdf(float(np.var(resid, ddof=1)) * (n - 1) / null_var, n - 1)
     inv_m = sum(1 / mi for mi in m) / n
     to_median = [lp[i] - float(np.median(logs[i])) for i in range(n)]
@@ -820,3 +836,77 @@ def test_a_policy_with_more_runs_at_zero_than_its_draws_is_not_less_variable():
     assert not b["less_variable"][0] and np.isfinite(b["floor"][0])
     everywhere = floored_variance_batch(np.abs(policy[:, 4:]), draws[:, 4:])
     assert everywhere["less_variable"][0]          # the same runs without the zeros: narrow
+
+
+def test_the_lower_half_scales_are_the_normal_expectations():
+    # m = 3 by its own quadrature; every m by an independent Monte Carlo (another stream)
+    from scipy import integrate
+
+    exact, _ = integrate.dblquad(
+        lambda a, b: 6 * (a - b) ** 2 * sps.norm.pdf(a) * sps.norm.pdf(b) * sps.norm.sf(b),
+        -10, 10, lambda b: -10, lambda b: b)
+    assert fl.LOWER_HALF_SCALE[3] == pytest.approx(exact, abs=6e-5)
+    rng = np.random.default_rng(2026)
+    assert sorted(fl.LOWER_HALF_SCALE) == list(range(3, 21))
+    for m, scale in fl.LOWER_HALF_SCALE.items():
+        z = np.sort(rng.standard_normal((200_000, m)), axis=1)
+        lower = z[:, :m // 2] - np.median(z, axis=1)[:, None]
+        assert (lower ** 2).sum(axis=1).mean() == pytest.approx(scale, rel=0.01), m
+
+
+@pytest.mark.parametrize("m", [3, 4, 5, 8])
+def test_the_core_spread_ignores_upward_bursts_where_the_robust_spread_does_not(m):
+    # the same draws with and without x4 bursts in one draw of a quarter of the seeds: the
+    # core log spread does not move; the robust spread of residuals about the seed's mean
+    # (the pre-test's sigma before) grows
+    rng = np.random.default_rng(12)
+    n = 40
+    logs = 0.35 * rng.standard_normal((1, n, m))
+    burst = logs.copy()
+    for s in range(0, n, 4):                                   # the seed's largest draw x4
+        burst[0, s, np.argmax(logs[0, s])] += math.log(4.0)
+    has = np.ones_like(logs, dtype=bool)
+    clean_core = fl._core_log_spread(logs, has)[0]
+    burst_core = fl._core_log_spread(burst, has)[0]
+    assert burst_core == pytest.approx(clean_core, rel=1e-12)    # the lower half is untouched
+    assert clean_core == pytest.approx(_reference_core_spread(list(logs[0])), rel=1e-12)
+
+    def robust(x):
+        r = (x - x.mean(axis=1, keepdims=True)).ravel() * math.sqrt(m / (m - 1))
+        q25, q75 = np.quantile(r, [0.25, 0.75])
+        return (q75 - q25) / 1.349
+
+    assert robust(burst[0]) > 1.08 * robust(logs[0])          # 1.10 (m 8) to 1.84 (m 3)
+
+
+def test_the_core_spread_needs_three_seeds_of_three_to_twenty_draws():
+    rng = np.random.default_rng(13)
+    has = np.ones((1, 6, 2), dtype=bool)
+    assert np.isnan(fl._core_log_spread(rng.standard_normal((1, 6, 2)), has)[0])
+    ragged = np.full((1, 6, 21), np.nan)
+    ragged[0, :2, :3] = rng.standard_normal((2, 3))             # two seeds of 3 draws
+    ragged[0, 2, :] = rng.standard_normal(21)                   # one of 21 (no table entry)
+    ragged[0, 3:, :2] = rng.standard_normal((3, 2))
+    assert np.isnan(fl._core_log_spread(ragged, np.isfinite(ragged))[0])
+    ragged[0, 3, :3] = rng.standard_normal(3)                   # a third seed of 3 draws
+    got = fl._core_log_spread(ragged, np.isfinite(ragged))[0]
+    want = _reference_core_spread([ragged[0, i][np.isfinite(ragged[0, i])] for i in range(6)])
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_a_lucky_exchangeable_policy_on_bursty_v_without_seed_levels_holds_the_level():
+    # bursty V (x4 on 10% of runs) with every seed at the same level, 20 seeds x 3 draws, an
+    # exchangeable policy: when its 20 runs miss every burst (0.12 of campaigns) its d looks
+    # like a 22% gain.  With the pre-test's sigma read from residuals about the seed's mean
+    # (which a burst drags along) such a policy was called less variable in about half of
+    # them and 0.042 of all these campaigns passed at two-sided 0.05; with the core spread,
+    # about 0.026
+    rng = np.random.default_rng(14)
+    c, n, m = 6000, 20, 3
+
+    def noise(shape):
+        b = np.where(rng.random(shape) < 0.1, 4.0, 1.0)
+        return 0.0654 * b * np.exp(0.35 * rng.standard_normal(shape) - 0.06125) / 1.3
+
+    b = fl.floored_t_batch(noise((c, n)), noise((c, n, m)))
+    assert np.mean((b["p_two_sided"] <= 0.05) & (b["mean"] > 0)) < 0.033
