@@ -42,14 +42,20 @@ def test_summary_is_the_tables_maximum(tmp_path):
     out = tmp_path / "probe.md"
     assert probe.main(["--campaigns", "60", "--seed", "3", "--out", str(out)]) == 0
     text = out.read_text()
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
-            if line.startswith("| ") and not line.startswith("| noise")]
-    power_rows = [r for r in rows if len(r) == 5]
-    sequential_rows = [r for r in rows if len(r) == 4]
-    rows = [r for r in rows if len(r) == 8]
+    sections, header = {}, None
+    for line in text.splitlines():
+        if line.startswith("| noise"):
+            header = line
+        elif line.startswith("| ") and header is not None:
+            sections.setdefault(header, []).append(
+                [c.strip() for c in line.strip("|").split("|")])
+    power_rows = next(v for k, v in sections.items() if "gate: pass" in k)
+    sequential_rows = next(v for k, v in sections.items() if "mean seeds" in k)
+    rows = next(v for k, v in sections.items() if "false \"worse\"" in k)
     assert len(power_rows) == 9 and all(0 <= float(x) <= 1 for r in power_rows for x in r[3:])
-    assert len(sequential_rows) == len(probe.NOISES) * len(probe.POLICIES)
-    assert all(0 <= float(r[2]) <= 1 and 5 <= float(r[3]) <= 40 for r in sequential_rows)
+    assert len(sequential_rows) == (len(probe.NOISES) * len(probe.POLICIES)
+                                    * len(probe.SEQUENTIAL_SEED_SDS))
+    assert all(0 <= float(r[3]) <= 1 and 5 <= float(r[4]) <= 40 for r in sequential_rows)
     assert len(rows) == (len(probe.NOISES) * len(probe.DESIGNS) * len(probe.POLICIES)
                          * len(probe.SEED_SDS))
     for noise in probe.NOISES:
