@@ -39,19 +39,23 @@ def _reference_logs(policy, draws):
                 seed_log=seed_log, scaled=scaled)
 
 
-def _reference_core_spread(logs):
-    """The pre-test's sigma: the m // 2 lowest logs of each seed of 3..20 draws about the
-    seed's median, their squares summed over the seeds over the same sum's expectation for
-    standard normal draws; None below three such seeds."""
-    total = scale = 0.0
-    seeds = 0
+def _reference_skipped(logs, sigma):
+    """The spread pre-test's draws without their bursts, one seed at a time: the logs more
+    than 2.5 sigma above their seed's median are skipped; returns the kept logs per seed,
+    their means, their log variance about those means pooled over the seeds, and their
+    robust log spread (IQR / 1.349 of the residuals scaled by sqrt(k / (k - 1)))."""
+    kept = []
     for x in logs:
-        if 3 <= len(x) <= 20:
-            median = float(np.median(x))
-            total += sum((v - median) ** 2 for v in sorted(x)[:len(x) // 2])
-            scale += fl.LOWER_HALF_SCALE[len(x)]
-            seeds += 1
-    return math.sqrt(total / scale) if seeds >= 3 and total > 0 else None
+        median = float(np.median(x))
+        kept.append([v for v in x if v - median <= 2.5 * sigma])
+    centre = [sum(k) / len(k) for k in kept]
+    variance = (sum(sum((v - c) ** 2 for v in k) for k, c in zip(kept, centre))
+                / sum(len(k) - 1 for k in kept))
+    scaled = [(v - c) * math.sqrt(len(k) / (len(k) - 1)) for k, c in zip(kept, centre)
+              if len(k) >= 2 for v in k]
+    q25, q75 = np.quantile(scaled, [0.25, 0.75])
+    spread = (q75 - q25) / 1.349
+    return kept, centre, variance, (spread if spread > 0 else math.sqrt(variance))
 
 
 def _reference_variance(policy, draws, law="draw"):
@@ -68,15 +72,17 @@ def _reference_variance(policy, draws, law="draw"):
     s2_draw = ss / dof
     ref = _reference_logs(policy, draws)
     s2_log, sigma, policy_ss = ref["s2_log"], ref["sigma"], ref["policy_ss"]
-    logs, lp, seed_log = ref["logs"], ref["lp"], ref["seed_log"]
+    logs, lp = ref["logs"], ref["lp"]
     m = [len(x) for x in draws]
-    err = [s2_log / mi for mi in m]
-    tau2 = max(float(np.var(seed_log, ddof=1)) - sum(err) / n, 0.0)
+    # the pre-test on the draws without their bursts (these campaigns have no runs at 0)
+    kept, centre, kept_var, kept_sigma = _reference_skipped(logs, sigma)
+    k_kept = [len(x) for x in kept]
+    err = [kept_var / k for k in k_kept]
+    tau2 = max(float(np.var(centre, ddof=1)) - sum(err) / n, 0.0)
     w = [tau2 / (tau2 + e) if tau2 + e > 0 else 1.0 for e in err]
-    grand = sum(seed_log) / n
-    resid = [lp[i] - (w[i] * seed_log[i] + (1 - w[i]) * grand) for i in range(n)]
-    sigma_pre = _reference_core_spread(logs) or sigma
-    null_var = sigma_pre ** 2 * (1 + sum(wi / mi for wi, mi in zip(w, m)) / n)
+    grand = sum(centre) / n
+    resid = [lp[i] - (w[i] * centre[i] + (1 - w[i]) * grand) for i in range(n)]
+    null_var = kept_sigma ** 2 * (1 + sum(wi / k for wi, k in zip(w, k_kept)) / n)
     spread_p = sps.chi2.cdf(float(np.var(resid, ddof=1)) * (n - 1) / null_var, n - 1)
     inv_m = sum(1 / mi for mi in m) / n
     to_median = [lp[i] - float(np.median(logs[i])) for i in range(n)]
@@ -838,69 +844,47 @@ def test_a_policy_with_more_runs_at_zero_than_its_draws_is_not_less_variable():
     assert everywhere["less_variable"][0]          # the same runs without the zeros: narrow
 
 
-def test_the_lower_half_scales_are_the_normal_expectations():
-    # m = 3 by its own quadrature; every m by an independent Monte Carlo (another stream)
-    from scipy import integrate
-
-    exact, _ = integrate.dblquad(
-        lambda a, b: 6 * (a - b) ** 2 * sps.norm.pdf(a) * sps.norm.pdf(b) * sps.norm.sf(b),
-        -10, 10, lambda b: -10, lambda b: b)
-    assert fl.LOWER_HALF_SCALE[3] == pytest.approx(exact, abs=6e-5)
-    rng = np.random.default_rng(2026)
-    assert sorted(fl.LOWER_HALF_SCALE) == list(range(3, 21))
-    for m, scale in fl.LOWER_HALF_SCALE.items():
-        z = np.sort(rng.standard_normal((200_000, m)), axis=1)
-        lower = z[:, :m // 2] - np.median(z, axis=1)[:, None]
-        assert (lower ** 2).sum(axis=1).mean() == pytest.approx(scale, rel=0.01), m
-
-
-@pytest.mark.parametrize("m", [3, 4, 5, 8])
-def test_the_core_spread_ignores_upward_bursts_where_the_robust_spread_does_not(m):
-    # the same draws with and without x4 bursts in one draw of a quarter of the seeds: the
-    # core log spread does not move; the robust spread of residuals about the seed's mean
-    # (the pre-test's sigma before) grows
+@pytest.mark.parametrize("m", [3, 5, 8])
+def test_the_pretest_skips_the_bursts_that_widen_the_robust_spread(m):
+    # the same draws with and without x4 bursts on the largest draw of a quarter of the
+    # seeds: the pre-test skips every burst, so its seed levels and spread are the clean
+    # draws', while the robust spread of residuals about each seed's mean of all draws (the
+    # pre-test's sigma before) grows
     rng = np.random.default_rng(12)
     n = 40
     logs = 0.35 * rng.standard_normal((1, n, m))
     burst = logs.copy()
-    for s in range(0, n, 4):                                   # the seed's largest draw x4
-        burst[0, s, np.argmax(logs[0, s])] += math.log(4.0)
+    for s in range(0, n, 4):
+        burst[0, s, np.argmax(logs[0, s])] += math.log(4.0) + 1.0    # far above the rest
     has = np.ones_like(logs, dtype=bool)
-    clean_core = fl._core_log_spread(logs, has)[0]
-    burst_core = fl._core_log_spread(burst, has)[0]
-    assert burst_core == pytest.approx(clean_core, rel=1e-12)    # the lower half is untouched
-    assert clean_core == pytest.approx(_reference_core_spread(list(logs[0])), rel=1e-12)
+    sigma = np.array([0.35])
+    clean = fl._skip_bursts(logs, has, sigma)
+    skipped = fl._skip_bursts(burst, has, sigma)
+    kept, centre, variance, spread = _reference_skipped(list(burst[0]), 0.35)
+    for s in range(0, n, 4):                                    # every burst is skipped
+        assert burst[0, s].max() not in kept[s] and len(kept[s]) <= m - 1
+    assert skipped[0][0] == pytest.approx(centre, rel=1e-12)
+    assert skipped[1][0] == pytest.approx([1 / len(x) for x in kept], rel=1e-12)
+    assert skipped[2][0] == pytest.approx(variance, rel=1e-12)
+    assert skipped[3][0] == pytest.approx(spread, rel=1e-12)
+    assert np.mean(1 / clean[1][0]) >= m - 0.1          # clean draws: next to none skipped
+    assert skipped[3][0] == pytest.approx(clean[3][0], rel=0.25)
 
     def robust(x):
         r = (x - x.mean(axis=1, keepdims=True)).ravel() * math.sqrt(m / (m - 1))
         q25, q75 = np.quantile(r, [0.25, 0.75])
         return (q75 - q25) / 1.349
 
-    assert robust(burst[0]) > 1.08 * robust(logs[0])          # 1.10 (m 8) to 1.84 (m 3)
-
-
-def test_the_core_spread_needs_three_seeds_of_three_to_twenty_draws():
-    rng = np.random.default_rng(13)
-    has = np.ones((1, 6, 2), dtype=bool)
-    assert np.isnan(fl._core_log_spread(rng.standard_normal((1, 6, 2)), has)[0])
-    ragged = np.full((1, 6, 21), np.nan)
-    ragged[0, :2, :3] = rng.standard_normal((2, 3))             # two seeds of 3 draws
-    ragged[0, 2, :] = rng.standard_normal(21)                   # one of 21 (no table entry)
-    ragged[0, 3:, :2] = rng.standard_normal((3, 2))
-    assert np.isnan(fl._core_log_spread(ragged, np.isfinite(ragged))[0])
-    ragged[0, 3, :3] = rng.standard_normal(3)                   # a third seed of 3 draws
-    got = fl._core_log_spread(ragged, np.isfinite(ragged))[0]
-    want = _reference_core_spread([ragged[0, i][np.isfinite(ragged[0, i])] for i in range(6)])
-    assert got == pytest.approx(want, rel=1e-12)
+    assert robust(burst[0]) > 1.1 * robust(logs[0])
 
 
 def test_a_lucky_exchangeable_policy_on_bursty_v_without_seed_levels_holds_the_level():
     # bursty V (x4 on 10% of runs) with every seed at the same level, 20 seeds x 3 draws, an
     # exchangeable policy: when its 20 runs miss every burst (0.12 of campaigns) its d looks
-    # like a 22% gain.  With the pre-test's sigma read from residuals about the seed's mean
-    # (which a burst drags along) such a policy was called less variable in about half of
-    # them and 0.042 of all these campaigns passed at two-sided 0.05; with the core spread,
-    # about 0.026
+    # like a 22% gain.  With the pre-test reading residuals about each seed's mean of all
+    # draws (which a burst drags along) such a policy was called less variable in about
+    # half of them and 0.042 of all these campaigns passed at two-sided 0.05; with the
+    # bursts skipped, about 0.025
     rng = np.random.default_rng(14)
     c, n, m = 6000, 20, 3
 
@@ -910,3 +894,41 @@ def test_a_lucky_exchangeable_policy_on_bursty_v_without_seed_levels_holds_the_l
 
     b = fl.floored_t_batch(noise((c, n)), noise((c, n, m)))
     assert np.mean((b["p_two_sided"] <= 0.05) & (b["mean"] > 0)) < 0.033
+
+
+def _reference_spread_p(policy, draws):
+    """The spread pre-test's p, one seed at a time in plain Python (campaigns without runs
+    at 0): the policy's log residual to its seed's level (the mean of the kept draws' logs
+    shrunk towards their mean over seeds) against the kept draws' robust spread."""
+    n = len(policy)
+    ref = _reference_logs(policy, draws)
+    kept, centre, kept_var, kept_sigma = _reference_skipped(ref["logs"], ref["sigma"])
+    k = [len(x) for x in kept]
+    err = [kept_var / ki for ki in k]
+    tau2 = max(float(np.var(centre, ddof=1)) - sum(err) / n, 0.0)
+    w = [tau2 / (tau2 + e) if tau2 + e > 0 else 1.0 for e in err]
+    grand = sum(centre) / n
+    resid = [ref["lp"][i] - (w[i] * centre[i] + (1 - w[i]) * grand) for i in range(n)]
+    null_var = kept_sigma ** 2 * (1 + sum(wi / ki for wi, ki in zip(w, k)) / n)
+    return sps.chi2.cdf(float(np.var(resid, ddof=1)) * (n - 1) / null_var, n - 1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pretest_on_bursty_ragged_campaigns_matches_the_reference(seed):
+    # bursts on 15% of draws (x6), 3 to 6 draws a seed, seed levels: every campaign skips
+    # some draws; a fixed schedule (seeds 0, 2, 4) or one more draw
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(8, 16))
+    level = np.exp(0.3 * rng.standard_normal(n))
+    m = rng.integers(3, 7, size=n)
+
+    def noise(size):
+        return np.where(rng.random(size) < 0.15, 6.0, 1.0) * rng.lognormal(0, 0.3, size)
+
+    draws = [level[i] * noise(int(m[i])) for i in range(n)]
+    policy = level * (rng.lognormal(0, 0.05, n) if seed % 2 == 0 else noise(n))
+    b = floored_variance_batch(policy[None], fl.padded_draws(draws, n)[None])
+    kept, *_ = _reference_skipped(_reference_logs(policy, draws)["logs"],
+                                  _reference_logs(policy, draws)["sigma"])
+    assert sum(len(x) for x in kept) < sum(m)                # some draws were skipped
+    assert b["spread_p"][0] == pytest.approx(_reference_spread_p(policy, draws), rel=1e-9)
