@@ -153,7 +153,7 @@ def floored_ci_hits(pol, draws, truth, level=0.95):
 
 # (LEVEL_CONFIDENCE, SPREAD_PRETEST) of the floored test: the chosen pair first, then
 # neighbours, so the study shows how much each constant moves level and power
-CONSTANTS = ((0.8, 0.1), (0.8, 0.08), (0.8, 0.12), (0.7, 0.1), (0.9, 0.1))
+CONSTANTS = ((0.8, 0.04), (0.8, 0.03), (0.8, 0.05), (0.7, 0.04), (0.9, 0.04))
 
 
 def with_constants(pair, fn, *args):

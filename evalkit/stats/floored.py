@@ -59,10 +59,11 @@ is the mean log of the draws it keeps and ``sigma`` their robust log spread.  A 
 its seed's mean log and every residual about it, so residuals about the mean of all draws
 widen ``sigma``: with x4 bursts on 10% of runs and every seed at one level, an exchangeable
 policy whose 20 runs missed every burst was then called less variable about half the time
-and 0.042 of equal-mean campaigns (20 seeds, 3 draws) passed.  Skipping them, the pre-test
-rarely calls such a policy narrow, which lets it run at :data:`SPREAD_PRETEST` = 0.1 (0.04
-before) and still find a fixed schedule; measured in ``tools/INFERENCE_STUDY.md`` and
-``tools/LEVEL_PROBE.md``.
+and 0.039 of equal-mean campaigns (20 seeds, 3 draws) passed; skipping them, 0.022.  The
+price is some power against a fixed schedule on bursty V at 10 seeds, which the widened
+spread had made easy to call narrow (``tools/INFERENCE_STUDY.md``).  A looser pre-test
+buys it back on bursty V but not on heavy tails: at 0.1, lognormal 1.2 V (20 seeds, 5
+draws) passed 0.041 of equal-mean campaigns against 0.030 at 0.04.
 
 **Runs with no violation.** A run at or below :data:`LOG_OFFSET` x the draws' mean V (V = 0
 at light load) has no log worth reading: through the offset, ten policy runs at 0 look alike
@@ -146,7 +147,7 @@ __all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "LOGNORMAL_SPREAD_CONFIDENCE
 METHOD = "draw-floored t-test"
 
 LEVEL_CONFIDENCE = 0.8     # one-sided confidence of the policy-level bound r
-SPREAD_PRETEST = 0.1       # one-sided level of "the policy is less variable than a draw"
+SPREAD_PRETEST = 0.04      # one-sided level of "the policy is less variable than a draw"
 SPREAD_QUANTILE = 0.5      # chi-square quantile scaling the policy's spread estimate K
 LOGNORMAL_SPREAD_CONFIDENCE = 0.7  # the sequential gate's: one-sided confidence of K's bound
 SKEW_SPREAD_CONFIDENCE = 0.9  # one-sided confidence of the lower bounds of the policy's

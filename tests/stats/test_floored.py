@@ -883,8 +883,8 @@ def test_a_lucky_exchangeable_policy_on_bursty_v_without_seed_levels_holds_the_l
     # exchangeable policy: when its 20 runs miss every burst (0.12 of campaigns) its d looks
     # like a 22% gain.  With the pre-test reading residuals about each seed's mean of all
     # draws (which a burst drags along) such a policy was called less variable in about
-    # half of them and 0.042 of all these campaigns passed at two-sided 0.05; with the
-    # bursts skipped, about 0.025
+    # half of them and 0.039 of all these campaigns passed at two-sided 0.05; with the
+    # bursts skipped, 0.022
     rng = np.random.default_rng(14)
     c, n, m = 6000, 20, 3
 
@@ -893,7 +893,7 @@ def test_a_lucky_exchangeable_policy_on_bursty_v_without_seed_levels_holds_the_l
         return 0.0654 * b * np.exp(0.35 * rng.standard_normal(shape) - 0.06125) / 1.3
 
     b = fl.floored_t_batch(noise((c, n)), noise((c, n, m)))
-    assert np.mean((b["p_two_sided"] <= 0.05) & (b["mean"] > 0)) < 0.033
+    assert np.mean((b["p_two_sided"] <= 0.05) & (b["mean"] > 0)) < 0.03
 
 
 def _reference_spread_p(policy, draws):
