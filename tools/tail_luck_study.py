@@ -12,7 +12,7 @@ false pass <= 0.035.
 
 Decision (the table in ``tools/TAIL_LUCK_STUDY.md``): non-blocking.  Blocking would cut a
 fixed schedule's power at n 20, m 5 far below the 0.6 target, while the draws' floor already
-holds the exchangeable false pass near 0.035; a flag blocks nothing and is stated in the
+holds the exchangeable false pass below 0.035; a flag blocks nothing and is stated in the
 verdict.
 
 Run from the repository root: ``python -m tools.tail_luck_study > tools/TAIL_LUCK_STUDY.md``.
