@@ -11,8 +11,8 @@ pilot's: an **oracle plug-in planner** knows everything about the truth of
 ``tools/power_validation.py`` except what a pilot must estimate.  It knows the model family
 exactly (lognormal seed levels, mean-1 lognormal run noise, a mean-1 lognormal policy noise, the
 policy's V = 0.78 x its seed level x its noise), the effect, n, m, alpha and the gate's fixed-n
-test (the draw-floored t-test of :func:`evalkit.stats.floored.floored_mean_test`, computed for
-many campaigns at once by :func:`evalkit.stats.power.fixed_gate_passes` as the truth is).
+test (the studentized sign-flip test of :func:`evalkit.stats.paired.paired_mean_test`, computed
+for many campaigns at once by :func:`evalkit.stats.power.sign_flip_p_batch` as the truth is).
 From each pilot (10 seeds x 3 draws and one policy run) it estimates only the three standard
 deviations on the log scale, by the unbiased variance-component (ANOVA) estimates truncated at 0:
 
@@ -25,8 +25,7 @@ three), and returns the power of the fixed-n test at those values.  The power fu
 simulated once on a grid of the three values, every grid point on the same random numbers (so
 the surface is smooth), and interpolated (multilinear on the probit scale) for each pilot;
 the section "The oracle's power function" checks it against independent simulations off the
-grid.  The floored t-test ignores a common scale of the policy and its draws, so V0 does not
-enter.
+grid.  The studentized test ignores a common scale, so V0 does not enter.
 
 Is the oracle a bound on every planner?  Only in part.  The best rule that may use the oracle's
 knowledge is at least as good as the best rule that may not (it may ignore what it knows): that
@@ -58,7 +57,7 @@ from scipy import stats as sps
 from scipy.interpolate import RegularGridInterpolator
 
 from evalkit.fileread import read_text_bounded
-from evalkit.stats.power import fixed_gate_passes
+from evalkit.stats.power import sign_flip_p_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -66,6 +65,7 @@ from inference_study import Progress  # noqa: E402
 from power_validation import (ALPHA, ALT, EFFECT, FIXED_N, M, PILOT_SEEDS,  # noqa: E402
                               SEED_SD, TOLERANCE, TRUTHS, campaigns)
 
+SIGN_VECTORS = 2000          # Monte Carlo sign vectors beyond exact enumeration, as the truth's
 FIXED_SCHEDULE_SD = 0.05     # power_validation's fixed-schedule policy noise
 LOGNORMAL_TRUTHS = [t for t in TRUTHS if t[0].startswith("lognormal")]
 GRID_SIGMA = np.round(np.arange(0.1, 1.30001, 0.1), 10)       # run noise of a draw
@@ -104,26 +104,21 @@ def base_normals(rng, reps: int, seeds: int, m: int = M) -> dict:
             "policy": rng.standard_normal((reps, seeds))}
 
 
-def runs(normals: dict, sigma: float, sigma_policy: float, sigma_level: float,
-         seeds: int, effect: float = EFFECT) -> tuple[np.ndarray, np.ndarray]:
-    """Policy V (reps, seeds) and draws (reps, seeds, m) of the truth's model with V0 = 1."""
-    level = np.exp(sigma_level * normals["level"][:, :seeds] - 0.5 * sigma_level ** 2)
-    draws = np.exp(sigma * normals["draws"][:, :seeds] - 0.5 * sigma ** 2)
-    policy = (1.0 - effect) * np.exp(sigma_policy * normals["policy"][:, :seeds]
-                                     - 0.5 * sigma_policy ** 2)
-    return level * policy, level[..., None] * draws
-
-
 def differences(normals: dict, sigma: float, sigma_policy: float, sigma_level: float,
                 seeds: int, effect: float = EFFECT) -> np.ndarray:
     """Per-seed d = mean(draws) - policy (reps, seeds) of the truth's model with V0 = 1."""
-    policy, draws = runs(normals, sigma, sigma_policy, sigma_level, seeds, effect)
-    return draws.mean(axis=-1) - policy
+    level = np.exp(sigma_level * normals["level"][:, :seeds] - 0.5 * sigma_level ** 2)
+    draws = np.exp(sigma * normals["draws"][:, :seeds] - 0.5 * sigma ** 2).mean(axis=-1)
+    policy = (1.0 - effect) * np.exp(sigma_policy * normals["policy"][:, :seeds]
+                                     - 0.5 * sigma_policy ** 2)
+    return level * (draws - policy)
 
 
-def rejection_rate(policy: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """Per campaign: does the gate's fixed-n test pass it (one-sided at alpha)?"""
-    return fixed_gate_passes(policy, draws, ALT, ALPHA)
+def rejection_rate(d: np.ndarray, sign_seed: int) -> np.ndarray:
+    """Per campaign: does the gate's fixed-n test pass it (p <= alpha, one-sided)?  The same
+    sign vectors for every call with one sign_seed."""
+    p = sign_flip_p_batch(d, SIGN_VECTORS, np.random.default_rng(sign_seed), ALT)
+    return p <= ALPHA
 
 
 class PowerGrid:
@@ -156,7 +151,7 @@ class PowerGrid:
         return sps.norm.cdf(self._interp[n](np.stack(inside, axis=-1))).reshape(pts[0].shape)
 
 
-def build_power_grid(normals: dict, axes=(GRID_SIGMA, GRID_POLICY, GRID_LEVEL),
+def build_power_grid(normals: dict, sign_seed: int, axes=(GRID_SIGMA, GRID_POLICY, GRID_LEVEL),
                      ns=FIXED_N, prog: Progress | None = None) -> PowerGrid:
     """Simulate the power at every grid point on the same campaigns (common random numbers)."""
     sig, pol, lev = axes
@@ -165,24 +160,23 @@ def build_power_grid(normals: dict, axes=(GRID_SIGMA, GRID_POLICY, GRID_LEVEL),
     for i, s in enumerate(sig):
         for j, sp in enumerate(pol):
             for n in ns:
-                parts = [runs(normals, s, sp, sl, n) for sl in lev]
-                passed = rejection_rate(np.concatenate([p for p, _ in parts]),
-                                        np.concatenate([d for _, d in parts]))
-                values[n][i, j] = passed.reshape(len(lev), reps).mean(1)
+                d = np.concatenate([differences(normals, s, sp, sl, n) for sl in lev])
+                values[n][i, j] = rejection_rate(d, sign_seed).reshape(len(lev), reps).mean(1)
         if prog is not None:
             prog.step(f"power grid, sigma {s:.2f}")
     return PowerGrid(axes, values, reps)
 
 
 def direct_power(rng, params, n: int, reps: int) -> float:
-    """The power at one point by its own simulation (fresh campaigns)."""
-    return float(rejection_rate(*runs(base_normals(rng, reps, n), *params, n)).mean())
+    """The power at one point by its own simulation (fresh campaigns and sign vectors)."""
+    d = differences(base_normals(rng, reps, n), *params, n)
+    return float(rejection_rate(d, int(rng.integers(1 << 62))).mean())
 
 
 def true_power(rng, truth, n: int, reps: int) -> float:
     """The truth by power_validation's own campaigns (an independent route to the model)."""
     policy, draws = campaigns(rng, truth, reps, n)
-    return float(rejection_rate(policy, draws).mean())
+    return float(rejection_rate(draws.mean(axis=-1) - policy, int(rng.integers(1 << 62))).mean())
 
 
 def fisher_information(sigma: float, sigma_policy: float, sigma_level: float,
@@ -271,7 +265,8 @@ def main(argv=None) -> int:
     planner = read_planner_figures()
     rng = np.random.default_rng([args.seed, 32])
     prog = Progress(len(GRID_SIGMA) + len(LOGNORMAL_TRUTHS) + 1)
-    grid = build_power_grid(base_normals(rng, args.grid_reps, max(FIXED_N)), prog=prog)
+    grid = build_power_grid(base_normals(rng, args.grid_reps, max(FIXED_N)),
+                            int(rng.integers(1 << 62)), prog=prog)
 
     rows, checks = [], []
     for truth in LOGNORMAL_TRUTHS:
@@ -325,8 +320,8 @@ def report(rows, checks, grid: PowerGrid, args, cmd: str) -> list[str]:
         f"Generated by `{cmd}` (model, estimator and the argument: the script's docstring). "
         f"Truths: the lognormal truths of `tools/POWER_VALIDATION.md` (seed level sigma "
         f"{SEED_SD}, m = {M} draws, effect {EFFECT:.0%} multiplicative, alpha {ALPHA} one-sided, "
-        "the gate's draw-floored t-test). "
-        f"Each truth: {args.truth_reps} campaigns give the true power; "
+        f"the gate's studentized sign-flip test; exact at n = 10, {SIGN_VECTORS} sign vectors "
+        f"at n = 20). Each truth: {args.truth_reps} campaigns give the true power; "
         f"{args.pilots} pilots of {PILOT_SEEDS} seeds x {M} draws each give the oracle's "
         f"prediction. 'within' = share of pilots predicted within +-{TOLERANCE} of the truth; "
         "'mean err' = mean (prediction - truth); 'SD' = SD of the predictions over pilots; "

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from evalkit.stats.floored import floored_mean_test
+from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.power import pilot_model
 from tests.support.scripts import load_script
 
@@ -73,18 +73,16 @@ SEEDS = 6
 
 
 def _brute_power(normals, params):
-    """Share of campaigns the gate's own test passes, one campaign at a time (the scalar
-    test, not the batch one the grid uses), with the mean on the better side."""
-    policy, draws = bound.runs(normals, *params, SEEDS)
-    results = [floored_mean_test(p, list(d), "greater", confidence=None)
-               for p, d in zip(policy, draws)]
-    return np.mean([r.p_value <= bound.ALPHA and r.mean > 0 for r in results])
+    """Share of campaigns the gate's own test passes (exact over 2^6 sign vectors)."""
+    d = bound.differences(normals, *params, SEEDS)
+    return np.mean([paired_mean_test(row, "greater", confidence=None).p_value <= bound.ALPHA
+                    for row in d])
 
 
 @pytest.fixture(scope="module")
 def small_grid():
     normals = bound.base_normals(np.random.default_rng(5), 300, SEEDS)
-    return normals, bound.build_power_grid(normals, axes=AXES, ns=(SEEDS,))
+    return normals, bound.build_power_grid(normals, 0, axes=AXES, ns=(SEEDS,))
 
 
 def test_grid_nodes_are_the_gates_test_on_the_same_campaigns(small_grid):
