@@ -305,13 +305,10 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
         ld = np.log(draws + offset[:, None, None])
         lp = np.log(policy + offset[:, None])
         seed_log = np.nanmean(ld, axis=2)                               # (c, n)
+        seed_median = np.nanmedian(ld, axis=2)                          # (c, n)
         ldev = np.where(has, ld - seed_log[..., None], np.nan)
         s2_log = np.where(within[..., None] & has, ldev ** 2, 0.0).sum(axis=(1, 2)) / dof
-        scaled = np.where(within[..., None],
-                          ldev * np.sqrt(m / np.maximum(m - 1, 1))[..., None], np.nan)
-        flat = scaled.reshape(c, -1)
-        q25, q75 = np.nanquantile(flat, [0.25, 0.75], axis=1)
-        sigma = (q75 - q25) / IQR_TO_SD
+        sigma, flat = _robust_log_spread(ldev, m)
         sd_log = np.sqrt(np.nanmean(flat ** 2, axis=1))
         sigma = np.where(sigma > 0, sigma, sd_log)
         # the pre-test: the policy's log residual to its seed's shrunk level
@@ -336,7 +333,8 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
         level_err = w / m
         sigma_pre = np.where(zero_runs, positive_spread, sigma)
         if np.any(robust):
-            centre, inv_kept, kept_var, kept_sigma = _skip_bursts(ld, has, sigma)
+            centre, inv_kept, kept_var, kept_sigma = _skip_bursts(ld, has, sigma,
+                                                                   seed_median)
             robust &= np.isfinite(kept_sigma) & (kept_sigma > 0) & np.isfinite(kept_var)
             err_r = kept_var[:, None] * inv_kept
             tau2_r = np.maximum(centre.var(axis=1, ddof=1) - err_r.mean(axis=1), 0.0)
@@ -361,7 +359,7 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             has.sum(axis=(1, 2)), 1)
         less = (spread_p < SPREAD_PRETEST) & (share_pos >= share_draws)
         # u: the policy's log level relative to its seed's median draw, upper bound
-        to_median = lp - np.nanmedian(ld, axis=2)
+        to_median = lp - seed_median
         upper = (to_median.mean(axis=1) + sps.t.ppf(LEVEL_CONFIDENCE, n - 1)
                  * to_median.std(axis=1, ddof=1) / math.sqrt(n))
         policy_dev2 = (lp - seed_log).var(axis=1, ddof=1) * (n - 1)
@@ -453,26 +451,33 @@ def _zero_aware_level(policy, draws, offset, positive, share_draws,
     return upper, k
 
 
-def _skip_bursts(log_draws: np.ndarray, has: np.ndarray, sigma: np.ndarray):
+def _robust_log_spread(dev: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(c,) the robust spread (IQR / 1.349) of log residuals ``dev`` (c, n, M; NaN where no
+    run) about their seed's centre, each scaled by sqrt(k / (k - 1)) for the seed's k (c, n)
+    runs, seeds of k >= 2 only; NaN without such seeds.  Also the scaled residuals (c, n M)."""
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # campaigns without such seeds
+        flat = np.where((k >= 2)[..., None], dev * np.sqrt(k / np.maximum(k - 1, 1))[..., None],
+                        np.nan).reshape(dev.shape[0], -1)
+        q25, q75 = np.nanquantile(flat, [0.25, 0.75], axis=1)
+    return (q75 - q25) / IQR_TO_SD, flat
+
+
+def _skip_bursts(log_draws: np.ndarray, has: np.ndarray, sigma: np.ndarray,
+                 median: np.ndarray):
     """The draws without their bursts: a draw more than :data:`SKIP_SPREADS` x ``sigma``
-    (c,) above its seed's median log is skipped.  Returns each seed's centre, the mean log of
-    the draws it keeps (c, n); 1 / draws kept (c, n); the kept draws' log variance about
-    their centre, pooled over the seeds (c,); and their robust log spread (IQR / 1.349 of
-    the residuals scaled by sqrt(k / (k - 1)), seeds of k >= 2 kept draws) (c,)."""
-    c = log_draws.shape[0]
+    (c,) above its seed's ``median`` log (c, n) is skipped.  Returns each seed's centre, the
+    mean log of the draws it keeps (c, n); 1 / draws kept (c, n); the kept draws' log
+    variance about their centre, pooled over the seeds (c,); and their robust log spread
+    (:func:`_robust_log_spread`; the pooled SD where that is 0) (c,)."""
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # seeds without draws
-        logs = np.where(has, log_draws, np.nan)
-        median = np.nanmedian(logs, axis=2)
-        kept = has & ~(logs - median[..., None] > SKIP_SPREADS * sigma[:, None, None])
+        kept = has & ~(log_draws - median[..., None] > SKIP_SPREADS * sigma[:, None, None])
         count = kept.sum(axis=2)
-        centre = np.where(kept, logs, 0.0).sum(axis=2) / count
-        dev = np.where(kept, logs - centre[..., None], np.nan)
+        centre = np.where(kept, log_draws, 0.0).sum(axis=2) / count
+        dev = np.where(kept, log_draws - centre[..., None], np.nan)
         variance = np.nansum(dev ** 2, axis=(1, 2)) / np.maximum(count - 1, 0).sum(axis=1)
-        scaled = np.where((count >= 2)[..., None], dev * np.sqrt(
-            count / np.maximum(count - 1, 1))[..., None], np.nan).reshape(c, -1)
-        q25, q75 = np.nanquantile(scaled, [0.25, 0.75], axis=1)
-        spread = (q75 - q25) / IQR_TO_SD
+        spread = _robust_log_spread(dev, count)[0]
         spread = np.where(spread > 0, spread, np.sqrt(variance))
     return centre, 1.0 / count, variance, spread
 
@@ -503,11 +508,7 @@ def _positive_log_spread(draws: np.ndarray, floor=0.0) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # seeds without positive draws
         logs = np.where(positive, np.log(np.where(positive, draws, 1.0)), np.nan)
-        dev = (logs - np.nanmean(logs, axis=2)[..., None]) * np.sqrt(
-            k / np.maximum(k - 1, 1))[..., None]
-        flat = np.where((k >= 2)[..., None], dev, np.nan).reshape(draws.shape[0], -1)
-        q25, q75 = np.nanquantile(flat, [0.25, 0.75], axis=1)
-    return (q75 - q25) / IQR_TO_SD
+        return _robust_log_spread(logs - np.nanmean(logs, axis=2)[..., None], k)[0]
 
 
 def _draw_mean_k3(draws: np.ndarray) -> np.ndarray:

@@ -858,8 +858,8 @@ def test_the_pretest_skips_the_bursts_that_widen_the_robust_spread(m):
         burst[0, s, np.argmax(logs[0, s])] += math.log(4.0) + 1.0    # far above the rest
     has = np.ones_like(logs, dtype=bool)
     sigma = np.array([0.35])
-    clean = fl._skip_bursts(logs, has, sigma)
-    skipped = fl._skip_bursts(burst, has, sigma)
+    clean = fl._skip_bursts(logs, has, sigma, np.median(logs, axis=2))
+    skipped = fl._skip_bursts(burst, has, sigma, np.median(burst, axis=2))
     kept, centre, variance, spread = _reference_skipped(list(burst[0]), 0.35)
     for s in range(0, n, 4):                                    # every burst is skipped
         assert burst[0, s].max() not in kept[s] and len(kept[s]) <= m - 1
@@ -932,3 +932,16 @@ def test_the_pretest_on_bursty_ragged_campaigns_matches_the_reference(seed):
                                   _reference_logs(policy, draws)["sigma"])
     assert sum(len(x) for x in kept) < sum(m)                # some draws were skipped
     assert b["spread_p"][0] == pytest.approx(_reference_spread_p(policy, draws), rel=1e-9)
+
+
+@pytest.mark.parametrize("above, skipped", [(1.0 - 1e-9, False), (1.0, False),
+                                             (1.0 + 1e-9, True)])
+def test_a_draw_is_skipped_only_strictly_beyond_the_threshold(above, skipped):
+    # sigma 0.4: the threshold is 2.5 x 0.4 = 1.0 above the seed's median log (0 here)
+    logs = np.array([[[0.0, 0.0, above], [0.0, 0.1, 0.2]]])
+    has = np.ones_like(logs, dtype=bool)
+    median = np.median(logs, axis=2)
+    assert fl.SKIP_SPREADS * 0.4 == 1.0
+    centre, inv_kept, _, _ = fl._skip_bursts(logs, has, np.array([0.4]), median)
+    assert inv_kept[0].tolist() == [1 / 2 if skipped else 1 / 3, 1 / 3]
+    assert centre[0, 0] == pytest.approx(0.0 if skipped else above / 3, abs=1e-15)
