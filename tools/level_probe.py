@@ -7,8 +7,9 @@ Each campaign: n seeds; seed s has a level (the study's 6.54% times a seed facto
 noise`` at equal means.  Run noise (mean 1): zero-inflated (V = 0 in 50% or 80% of runs,
 lognormal 0.8 otherwise: light load, where most runs see no violation), gamma of shape 0.5,
 Pareto of tail index 2.5, bursts x8 on 5% of runs (lognormal 0.35 otherwise), lognormal 1.2,
-and the study's bursty V (x4 on 10%), here also with every seed at the same level (seed sd 0:
-a trace replayed with only the run noise changing; the study's seed sd is 0.2).
+the study's bursty V (x4 on 10%), here also with every seed at the same level (seed sd 0:
+a trace replayed with only the run noise changing; the study's seed sd is 0.2), and x4
+bursts on 30% of runs (bursts too common to be outliers: a bimodal V).
 Policy: one more draw, or a fixed schedule (lognormal 0.05); then the sequential gate's
 walk (:func:`evalkit.stats.power.group_sequential_batch` with its floor at every look) on the
 same V, and, for power, one more draw with 60% fewer violations.  The gate's test is
@@ -33,7 +34,7 @@ from evalkit.stats.group_sequential import design  # noqa: E402
 from evalkit.stats.power import PASS, group_sequential_batch, look_floors_batch  # noqa: E402
 
 NOISES = ("zero-inflated 0.5", "zero-inflated 0.8", "gamma 0.5", "pareto 2.5",
-          "bursts x8 on 5%", "lognormal 1.2", "bursts x4 on 10%")
+          "bursts x8 on 5%", "lognormal 1.2", "bursts x4 on 10%", "bursts x4 on 30%")
 DESIGNS = ((10, 1), (10, 2), (10, 3), (20, 5), (40, 3))
 POLICIES = ("one more draw", "fixed schedule")
 SEED_SDS = (0.0, 0.2, 0.6)
@@ -58,6 +59,9 @@ def run_noise(rng, noise: str, shape) -> np.ndarray:
         return study.lognormal(rng, 1.2, shape)
     if noise == "bursts x4 on 10%":
         return study.run_noise(rng, "bursty", shape)
+    if noise == "bursts x4 on 30%":
+        return np.where(rng.random(shape) < 0.3, 4.0, 1.0) * study.lognormal(
+            rng, 0.35, shape) / 1.9
     raise ValueError(noise)
 
 

@@ -48,35 +48,39 @@ for power 0.9 against a policy a fifth of its draws at sigma 1, which "lognormal
 (0.92 -> 0.66: K' is noisy at 10 seeds, the lognormal ratio convex in it, and 50
 draws at sigma 1 rarely show the lognormal variance the law raises them to);
 
-unless a pre-test finds the policy **less** variable than one more draw: the policy's log
-residual to its seed's level (the seed's mean log draw shrunk towards the mean over seeds by
-the between-seed share of its variance, so that the level's own error is small) has variance
-``sigma^2 (1 + w/m)`` under "one more draw" (m the draws kept, below); below the chi-square
-:data:`SPREAD_PRETEST` quantile of that, the floor is dropped (a fixed schedule whose V
-barely moves needs none).  The pre-test reads the draws without their bursts
-(:func:`_skip_bursts`): a draw more than :data:`SKIP_SPREADS` robust spreads above its
-seed's median log is skipped, the seed's level is the mean log of the draws it keeps and
-``sigma`` their robust log spread.  A burst drags its seed's mean log and every residual
-about it, so residuals about the mean of all draws widen ``sigma``: with x4 bursts on 10%
-of runs and every seed at one level, an exchangeable policy whose 20 runs missed every
-burst was then called less variable about half the time, and 0.039 of equal-mean campaigns
-(20 seeds, 3 draws; the regression test's 6000) passed; skipping them, 0.022.  The price is
-some power against a fixed schedule on bursty V at 10 seeds, which the widened spread had
-made easy to call narrow (``tools/INFERENCE_STUDY.md``).  A looser pre-test buys it back on
-bursty V but not on heavy tails: at 0.1, lognormal 1.2 V (20 seeds, 5 draws) passed 0.041
-of equal-mean campaigns against 0.030 at 0.04.
+unless a pre-test finds the policy **less** variable than one more draw of its seed.  Under
+"one more draw" the policy's run and its seed's draws are exchangeable once the policy's own
+level (its mean log offset to the seeds' mean log draw) is taken out, so the pre-test
+relabels (:func:`relabelled_spread_p`).  Its statistic is the variance over seeds of the
+labelled run's log residual to its seed's level (the mean log of the seed's other runs,
+shrunk towards the mean over seeds by the between-seed share of its variance, so that the
+level's own error is small); its p is the share of :data:`PRETEST_RELABELLINGS` random
+relabellings (in each seed one run labelled "policy", uniform over the policy and the draws)
+at or below the observed.  Below :data:`SPREAD_PRETEST` the floor is dropped (a fixed
+schedule whose V barely moves needs none).  Relabelling needs no model of V, where a
+chi-square test against an estimated spread of a draw did and failed: a burst drags its
+seed's mean log and every residual about it, so the spread came out wide and an
+exchangeable policy whose runs had missed the bursts looked narrow.  Skipping the draws far
+above their seed's median mended that for rare bursts, but bursts on 30% of runs are no
+outliers: such a policy passed 0.039-0.046 of equal-mean campaigns (20 seeds, 5 draws).
+Under relabelling an exchangeable policy is called narrow in :data:`SPREAD_PRETEST` of
+campaigns whatever V's law (runs at 0 tie, which makes it rarer), and a narrow policy is
+measured against the draws' own bursts, where the chi-square test had lost power against a
+fixed schedule (bursty V, 10 seeds: 0.84 of the t-test's power; ``tools/INFERENCE_STUDY.md``
+has it now).  A looser pre-test costs level: at 0.08 an exchangeable policy passed up to
+0.057 of equal-mean campaigns (x4 bursts on 10% of runs, 20 seeds, 5 draws).
 
 **Runs with no violation.** A run at or below :data:`LOG_OFFSET` x the draws' mean V (V = 0
-at light load) has no log worth reading: through the offset, ten policy runs at 0 look alike
-and the pre-test called such a policy less variable than a draw, dropping the floor where
-its runs had only missed the violations their draws saw (V = 0 in 80% of runs, an
-exchangeable policy, 10 seeds, 3 draws: the gate passed 0.053 of equal-mean campaigns).
-Where a campaign holds such runs, the pre-test reads only the policy's positive runs (three
-at least, or no pre-test) against the positive draws' robust log spread, and only for a
-policy with no larger share of such runs than its draws (more would be the left tail that
-makes it wide: twice a draw's CV at sigma 1.2 puts one run in fifty there, its lowest, whose
-log carries much of the spread), and the "draw" law's ``r`` and ``K`` come in two parts
-(:func:`_zero_aware_level`): ``r = min(1, q_p / q_d exp(2 u+))`` with ``q_p`` the
+at light load) has no log worth reading: through the offset, ten policy runs at 0 look alike,
+and a policy whose runs had only missed the violations their draws saw looked less variable
+than a draw (V = 0 in 80% of runs, an exchangeable policy, 10 seeds, 3 draws: the gate
+passed 0.053 of equal-mean campaigns).  The relabelling reads such runs as they are
+(exchangeable with the draws' runs at 0), and the pre-test calls a policy narrow only when
+it has no larger share of them than its draws (more would be the left tail that makes it
+wide: twice a draw's CV at sigma 1.2 puts one run in fifty there, its lowest, whose log
+carries much of the spread; ten runs at 0 where the draws saw violations in 20% of theirs
+look narrow to the relabelling and are not).  The "draw" law's ``r`` and ``K`` come in
+two parts (:func:`_zero_aware_level`): ``r = min(1, q_p / q_d exp(2 u+))`` with ``q_p`` the
 Clopper-Pearson upper bound (one-sided :data:`LEVEL_CONFIDENCE`) of the policy's positive
 share, ``q_d`` the draws' and ``u+`` the bound of the positive runs' mean log ratio to their
 seed's median positive draw; ``K`` the positive runs' log spread over the positive draws' (1
@@ -141,9 +145,9 @@ from evalkit.stats._result import (ResultMixin, as_finite_1d, check_alternative,
 from evalkit.stats.paired import sample_skewness
 
 __all__ = ["FlooredTestResult", "LEVEL_CONFIDENCE", "LOGNORMAL_SPREAD_CONFIDENCE", "METHOD",
-           "POLICY_LAWS", "SKEW_SPREAD_CONFIDENCE", "SPREAD_PRETEST", "SPREAD_QUANTILE",
-           "ci_ends", "floored_mean_test",
-           "floored_t_batch", "floored_variance_batch", "padded_draws", "worse_side_end",
+           "POLICY_LAWS", "PRETEST_RELABELLINGS", "SKEW_SPREAD_CONFIDENCE", "SPREAD_PRETEST",
+           "SPREAD_QUANTILE", "ci_ends", "floored_mean_test", "floored_t_batch",
+           "floored_variance_batch", "padded_draws", "relabelled_spread_p", "worse_side_end",
            "worse_side_quantile"]
 
 METHOD = "draw-floored t-test"
@@ -158,8 +162,8 @@ POLICY_LAWS = ("draw", "lognormal")
 MAX_LOG_VARIANCE = 50.0    # exp of a larger log variance overflows; the floor is huge anyway
 LOG_OFFSET = 0.01          # logs of V + 0.01 x the draws' mean: a V of 0 stays finite
 IQR_TO_SD = 1.349
-SKIP_SPREADS = 2.5         # a draw this many robust log spreads above its seed's median
-                           # is a burst the spread pre-test skips
+PRETEST_RELABELLINGS = 499  # the spread pre-test's Monte Carlo relabellings
+PRETEST_SEED = 32          # their generator's seed: the same relabellings on every call
 
 
 @dataclass(frozen=True)
@@ -311,47 +315,23 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
         sigma, flat = _robust_log_spread(ldev, m)
         sd_log = np.sqrt(np.nanmean(flat ** 2, axis=1))
         sigma = np.where(sigma > 0, sigma, sd_log)
-        # the pre-test: the policy's log residual to its seed's shrunk level
+        # the pre-test: is the policy less variable than one more draw of its seed?  Under
+        # that null its run and the seed's draws are exchangeable (after the policy's own
+        # level shift), so relabelling decides it whatever V's law: bursts, heavy tails and
+        # runs at 0 stay in the reference instead of widening a spread it must estimate
         seed_err = s2_log[:, None] / m                                  # (c, n)
         tau2 = np.maximum(seed_log.var(axis=1, ddof=1) - seed_err.mean(axis=1), 0.0)
         w = tau2[:, None] / (tau2[:, None] + seed_err)
         w = np.where(np.isfinite(w), w, 1.0)
-        level = w * seed_log + (1.0 - w) * seed_log.mean(axis=1, keepdims=True)
-        # runs at (next to) 0 are no evidence of a narrow spread: a policy that saw no
-        # violation where its draws saw some only missed them.  Where a campaign has such
-        # runs the pre-test reads the policy's positive runs (three at least) against the
-        # positive draws' spread (zeros' logs would inflate sigma)
         positive = policy > offset[:, None]
+        n_pos = positive.sum(axis=1)
+        spread_p = (relabelled_spread_p(lp, ld, has, w) if n >= 3 else np.ones(c))
+        spread_p = np.where(dof > 0, spread_p, np.nan)                  # no draws' spread
+        # runs at (next to) 0: the "draw" law reads u and K from the positive parts
         zero_runs = ~np.all(positive, axis=1) | np.any(has & (draws <= offset[:, None, None]),
                                                        axis=(1, 2))
         positive_spread = (_positive_log_spread(draws, offset) if np.any(zero_runs)
                            else np.full(c, np.nan))
-        # bursts drag a seed's mean log and every residual about it: the pre-test skips the
-        # draws far above their seed's median (:func:`_skip_bursts`) for the seed's level
-        # and the draws' spread (campaigns with runs at 0 keep their positive-run path)
-        robust = ~zero_runs & np.isfinite(sigma) & (sigma > 0)
-        level_err = w / m
-        sigma_pre = np.where(zero_runs, positive_spread, sigma)
-        if np.any(robust):
-            centre, inv_kept, kept_var, kept_sigma = _skip_bursts(ld, has, sigma,
-                                                                   seed_median)
-            robust &= np.isfinite(kept_sigma) & (kept_sigma > 0) & np.isfinite(kept_var)
-            err_r = kept_var[:, None] * inv_kept
-            tau2_r = np.maximum(centre.var(axis=1, ddof=1) - err_r.mean(axis=1), 0.0)
-            w_r = tau2_r[:, None] / (tau2_r[:, None] + err_r)
-            w_r = np.where(np.isfinite(w_r), w_r, 1.0)
-            level = np.where(robust[:, None],
-                             w_r * centre + (1.0 - w_r) * centre.mean(axis=1, keepdims=True),
-                             level)
-            level_err = np.where(robust[:, None], w_r * inv_kept, level_err)
-            sigma_pre = np.where(robust, kept_sigma, sigma_pre)
-        n_pos = positive.sum(axis=1)
-        resid = np.where(positive, lp - level, np.nan)
-        null_var = sigma_pre ** 2 * (1.0 + level_err.mean(axis=1))
-        spread_p = np.where(n_pos >= 3, sps.chi2.cdf(
-            np.nanvar(resid, axis=1, ddof=1) * (n_pos - 1) / null_var,
-            np.maximum(n_pos - 1, 1)), 1.0)
-        spread_p = np.where(np.isfinite(null_var), spread_p, np.nan)    # no draws' spread
         # ... and a policy with more runs at (next to) 0 than its draws is not narrow: its
         # positive runs alone would hide the left tail that makes it wide
         share_pos = n_pos / n
@@ -409,6 +389,54 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             "usable": usable}
 
 
+def relabelled_spread_p(log_policy, log_draws, has, weight,
+                        relabellings: int | None = None) -> np.ndarray:
+    """(c,) the spread pre-test's p of "the policy's run is one more draw of its seed" against
+    "it is less variable", by relabelling.  ``log_policy`` (c, n), ``log_draws`` (c, n, M)
+    with ``has`` (c, n, M) marking the draws, ``weight`` (c, n) the shrinkage of each seed's
+    level towards the mean over seeds.
+
+    The policy's logs are shifted by their mean offset to the seeds' mean log draw (the
+    policy may sit at its own level); in each seed the shifted run and the draws are then
+    exchangeable under the null.  The statistic: the variance over seeds of the labelled
+    run's residual to ``weight`` x the mean of the seed's other runs plus ``1 - weight`` x
+    the mean of those means over seeds.  Each of :data:`PRETEST_RELABELLINGS` relabellings
+    (the same on every call, from :data:`PRETEST_SEED`) labels one run of each seed, uniform
+    over its draws and the policy; ``p = (1 + #{relabelled <= observed}) / (relabellings +
+    1)``, the Monte Carlo permutation p (valid at any number of relabellings).  Ties count as
+    at or below within a relative 1e-9, so float rounding cannot move p."""
+    count = PRETEST_RELABELLINGS if relabellings is None else int(relabellings)
+    c, n, _ = log_draws.shape
+    m = has.sum(axis=2)                                                  # (c, n)
+    logs = np.where(has, log_draws, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # seeds without draws
+        seed_mean = logs.sum(axis=2) / m
+        shift = np.nanmean(np.where(m > 0, log_policy - seed_mean, np.nan), axis=1)
+    pool = np.concatenate([(log_policy - shift[:, None])[..., None], logs], axis=2)
+    total = pool.sum(axis=2)                                             # (c, n)
+    uniform = np.random.default_rng(PRETEST_SEED).random((count, n))
+
+    def statistic(run, kept, w, run_total):
+        others = (run_total - run) / np.maximum(kept, 1)
+        resid = run - w * others - (1.0 - w) * others.mean(axis=-1, keepdims=True)
+        return resid.var(axis=-1, ddof=1)
+
+    observed = statistic(pool[..., 0], m, weight, total)
+    at_or_below = np.zeros(c)
+    step = max(1, 2_000_000 // max(count * n, 1))           # about 16 MB per block
+    seeds = np.arange(n)
+    for lo in range(0, c, step):
+        block = slice(lo, lo + step)
+        label = np.floor(uniform[None] * (m[block][:, None, :] + 1)).astype(np.intp)
+        run = pool[block][np.arange(label.shape[0])[:, None, None], seeds, label]
+        ref = statistic(run, m[block][:, None, :], weight[block][:, None, :],
+                        total[block][:, None, :])
+        obs = observed[block, None]
+        at_or_below[block] = (ref <= obs + 1e-9 * np.abs(obs)).sum(axis=1)
+    return np.where(np.isfinite(observed), (1.0 + at_or_below) / (count + 1.0), np.nan)
+
+
 def _zero_aware_level(policy, draws, offset, positive, share_draws,
                       positive_spread) -> tuple[np.ndarray, np.ndarray]:
     """(c,) u and K of the "draw" law's floor when runs at (next to) 0 occur, from the two
@@ -461,25 +489,6 @@ def _robust_log_spread(dev: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.n
                         np.nan).reshape(dev.shape[0], -1)
         q25, q75 = np.nanquantile(flat, [0.25, 0.75], axis=1)
     return (q75 - q25) / IQR_TO_SD, flat
-
-
-def _skip_bursts(log_draws: np.ndarray, has: np.ndarray, sigma: np.ndarray,
-                 median: np.ndarray):
-    """The draws without their bursts: a draw more than :data:`SKIP_SPREADS` x ``sigma``
-    (c,) above its seed's ``median`` log (c, n) is skipped.  Returns each seed's centre, the
-    mean log of the draws it keeps (c, n); 1 / draws kept (c, n); the kept draws' log
-    variance about their centre, pooled over the seeds (c,); and their robust log spread
-    (:func:`_robust_log_spread`; the pooled SD where that is 0) (c,)."""
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)     # seeds without draws
-        kept = has & ~(log_draws - median[..., None] > SKIP_SPREADS * sigma[:, None, None])
-        count = kept.sum(axis=2)
-        centre = np.where(kept, log_draws, 0.0).sum(axis=2) / count
-        dev = np.where(kept, log_draws - centre[..., None], np.nan)
-        variance = np.nansum(dev ** 2, axis=(1, 2)) / np.maximum(count - 1, 0).sum(axis=1)
-        spread = _robust_log_spread(dev, count)[0]
-        spread = np.where(spread > 0, spread, np.sqrt(variance))
-    return centre, 1.0 / count, variance, spread
 
 
 def _positive_draw_logs(draws: np.ndarray, floor: np.ndarray):
