@@ -712,14 +712,13 @@ def test_draws_mostly_constant_within_seeds_keep_a_usable_floor():
 def _reference_zero_aware(policy, draws):
     """Where runs at (next to) 0 occur (at or below 1% of the draws' mean V), the "draw"
     law's pre-test p (the relabelling's, as everywhere), level ratio r and spread ratio K
-    from the docstring in plain Python: r = min(1, q_p / q_d x exp(2 u+)), q_p the Clopper-Pearson upper 80%
-    bound of the policy's positive share (scipy's exact binomial interval), q_d the draws',
-    u+ the upper 80% bound of the mean log ratio of positive policy runs to their seed's
+    from the docstring in plain Python: r = min(1, q_p / q_d x exp(2 u+)), q_p the
+    Clopper-Pearson upper 80% bound of the policy's positive share (scipy's exact binomial
+    interval), q_d the draws', u+ the upper 80% bound of the mean log ratio of positive policy runs to their seed's
     median positive draw; K the positive runs' log spread about their seed's mean positive
     draw over the positive draws' robust spread squared (1 below two such runs)."""
     n = len(policy)
     floor = 0.01 * float(np.mean([v for x in draws for v in x]))
-    ref = _reference_logs(policy, draws)
     m = [len(x) for x in draws]
     pos = [[math.log(v) for v in x if v > floor] for x in draws]
     pos_mean = [sum(lx) / len(lx) if lx else None for lx in pos]
