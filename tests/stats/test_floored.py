@@ -714,9 +714,10 @@ def _reference_zero_aware(policy, draws):
     law's pre-test p (the relabelling's, as everywhere), level ratio r and spread ratio K
     from the docstring in plain Python: r = min(1, q_p / q_d x exp(2 u+)), q_p the
     Clopper-Pearson upper 80% bound of the policy's positive share (scipy's exact binomial
-    interval), q_d the draws', u+ the upper 80% bound of the mean log ratio of positive policy runs to their seed's
-    median positive draw; K the positive runs' log spread about their seed's mean positive
-    draw over the positive draws' robust spread squared (1 below two such runs)."""
+    interval), q_d the draws', u+ the upper 80% bound of the mean log ratio of positive
+    policy runs to their seed's median positive draw; K the positive runs' log spread about
+    their seed's mean positive draw over the positive draws' robust spread squared (1 below
+    two such runs)."""
     n = len(policy)
     floor = 0.01 * float(np.mean([v for x in draws for v in x]))
     m = [len(x) for x in draws]
