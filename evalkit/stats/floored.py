@@ -48,27 +48,28 @@ for power 0.9 against a policy a fifth of its draws at sigma 1, which "lognormal
 (0.92 -> 0.66: K' is noisy at 10 seeds, the lognormal ratio convex in it, and 50
 draws at sigma 1 rarely show the lognormal variance the law raises them to);
 
-unless a pre-test finds the policy **less** variable than one more draw of its seed.  Under
+unless a pre-test finds the policy **less** variable than one more draw of its seed. Under
 "one more draw" the policy's run and its seed's draws are exchangeable once the policy's own
 level (its mean log offset to the seeds' mean log draw) is taken out, so the pre-test
-relabels (:func:`relabelled_spread_p`).  Its statistic is the variance over seeds of the
-labelled run's log residual to its seed's level (the mean log of the seed's other runs,
-shrunk towards the mean over seeds by the between-seed share of its variance, so that the
-level's own error is small); its p is the share of :data:`PRETEST_RELABELLINGS` random
-relabellings (in each seed one run labelled "policy", uniform over the policy and the draws)
-at or below the observed.  Below :data:`SPREAD_PRETEST` the floor is dropped (a fixed
-schedule whose V barely moves needs none).  Relabelling needs no model of V, where a
-chi-square test against an estimated spread of a draw did and failed: a burst drags its
-seed's mean log and every residual about it, so the spread came out wide and an
-exchangeable policy whose runs had missed the bursts looked narrow.  Skipping the draws far
-above their seed's median mended that for rare bursts, but bursts on 30% of runs are no
-outliers: such a policy passed 0.039-0.046 of equal-mean campaigns (20 seeds, 5 draws).
-Under relabelling an exchangeable policy is called narrow in :data:`SPREAD_PRETEST` of
-campaigns whatever V's law (runs at 0 tie, which makes it rarer), and a narrow policy is
-measured against the draws' own bursts, where the chi-square test had lost power against a
-fixed schedule (bursty V, 10 seeds: 0.84 of the t-test's power; ``tools/INFERENCE_STUDY.md``
-has it now).  A looser pre-test costs level: at 0.08 an exchangeable policy passed up to
-0.057 of equal-mean campaigns (x4 bursts on 10% of runs, 20 seeds, 5 draws).
+relabels (:func:`relabelled_spread_p`). Its statistic is the sum of squares over seeds of
+the labelled run's log residual to its seed's level (the mean log of the seed's other runs,
+shrunk towards the mean over seeds by a weight fitted to the labelled runs, so that the
+level's own error is small whether the seeds' levels spread or not); its p is the share of
+:data:`PRETEST_RELABELLINGS` random relabellings (in each seed one run labelled "policy",
+uniform over the policy and the draws) at or below the observed. Below
+:data:`SPREAD_PRETEST` the floor is dropped (a fixed schedule whose V barely moves needs
+none). Relabelling needs no model of V, where a chi-square test against an estimated spread
+of a draw did and failed: a burst drags its seed's mean log and every residual about it, so
+the spread came out wide and an exchangeable policy whose runs had missed the bursts looked
+narrow. Skipping the draws far above their seed's median mended that for rare bursts, but
+bursts on 30% of runs are no outliers: such a policy passed 0.039-0.046 of equal-mean
+campaigns (20 seeds, 5 draws). Under relabelling an exchangeable policy is called narrow in
+:data:`SPREAD_PRETEST` of campaigns whatever V's law (runs at 0 tie, which makes it rarer),
+and a narrow policy is measured against the draws' own bursts, where the chi-square test had
+lost power against a fixed schedule (bursty V, 10 seeds: 0.84 of the t-test's power;
+``tools/INFERENCE_STUDY.md`` has it now). A looser pre-test costs level: at 0.08 an
+exchangeable policy passed 0.054 of equal-mean campaigns (x4 bursts on 10% of runs, 20
+seeds, 5 draws, every seed at one level; 0.032 at 0.04).
 
 **Runs with no violation.** A run at or below :data:`LOG_OFFSET` x the draws' mean V (V = 0
 at light load) has no log worth reading: through the offset, ten policy runs at 0 look alike,
@@ -319,13 +320,9 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
         # that null its run and the seed's draws are exchangeable (after the policy's own
         # level shift), so relabelling decides it whatever V's law: bursts, heavy tails and
         # runs at 0 stay in the reference instead of widening a spread it must estimate
-        seed_err = s2_log[:, None] / m                                  # (c, n)
-        tau2 = np.maximum(seed_log.var(axis=1, ddof=1) - seed_err.mean(axis=1), 0.0)
-        w = tau2[:, None] / (tau2[:, None] + seed_err)
-        w = np.where(np.isfinite(w), w, 1.0)
         positive = policy > offset[:, None]
         n_pos = positive.sum(axis=1)
-        spread_p = (relabelled_spread_p(lp, ld, has, w) if n >= 3 else np.ones(c))
+        spread_p = (relabelled_spread_p(lp, ld, has) if n >= 3 else np.ones(c))
         spread_p = np.where(dof > 0, spread_p, np.nan)                  # no draws' spread
         # runs at (next to) 0: the "draw" law reads u and K from the positive parts
         zero_runs = ~np.all(positive, axis=1) | np.any(has & (draws <= offset[:, None, None]),
@@ -389,22 +386,25 @@ def floored_variance_batch(policy: np.ndarray, draws: np.ndarray,
             "usable": usable}
 
 
-def relabelled_spread_p(log_policy, log_draws, has, weight,
-                        relabellings: int | None = None) -> np.ndarray:
+def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = None
+                        ) -> np.ndarray:
     """(c,) the spread pre-test's p of "the policy's run is one more draw of its seed" against
     "it is less variable", by relabelling.  ``log_policy`` (c, n), ``log_draws`` (c, n, M)
-    with ``has`` (c, n, M) marking the draws, ``weight`` (c, n) the shrinkage of each seed's
-    level towards the mean over seeds.
+    with ``has`` (c, n, M) marking the draws.
 
     The policy's logs are shifted by their mean offset to the seeds' mean log draw (the
     policy may sit at its own level); in each seed the shifted run and the draws are then
-    exchangeable under the null.  The statistic: the variance over seeds of the labelled
-    run's residual to ``weight`` x the mean of the seed's other runs plus ``1 - weight`` x
-    the mean of those means over seeds.  Each of :data:`PRETEST_RELABELLINGS` relabellings
-    (the same on every call, from :data:`PRETEST_SEED`) labels one run of each seed, uniform
-    over its draws and the policy; ``p = (1 + #{relabelled <= observed}) / (relabellings +
-    1)``, the Monte Carlo permutation p (valid at any number of relabellings).  Ties count as
-    at or below within a relative 1e-9, so float rounding cannot move p."""
+    exchangeable under the null.  The statistic: the labelled runs' residual sum of squares
+    over seeds about their seeds' levels, each level ``w`` x the mean of the seed's other
+    runs (plus a constant), ``w`` in [0, 1] fitted by least squares: the shrinkage of a
+    seed's level towards the mean over seeds that suits the labelled runs (a narrow policy
+    needs its seed's level, and how well the other runs give it depends on how far the
+    seeds' levels spread).  Each of :data:`PRETEST_RELABELLINGS` relabellings (the same on
+    every call, from :data:`PRETEST_SEED`) labels one run of each seed, uniform over its
+    draws and the policy, and is fitted the same way; ``p = (1 + #{relabelled <=
+    observed}) / (relabellings + 1)``, the Monte Carlo permutation p (valid at any number of
+    relabellings).  Ties count as at or below within a relative 1e-9, so float rounding
+    cannot move p."""
     count = PRETEST_RELABELLINGS if relabellings is None else int(relabellings)
     c, n, _ = log_draws.shape
     m = has.sum(axis=2)                                                  # (c, n)
@@ -417,12 +417,17 @@ def relabelled_spread_p(log_policy, log_draws, has, weight,
     total = pool.sum(axis=2)                                             # (c, n)
     uniform = np.random.default_rng(PRETEST_SEED).random((count, n))
 
-    def statistic(run, kept, w, run_total):
+    def statistic(run, kept, run_total):
         others = (run_total - run) / np.maximum(kept, 1)
-        resid = run - w * others - (1.0 - w) * others.mean(axis=-1, keepdims=True)
-        return resid.var(axis=-1, ddof=1)
+        run = run - run.mean(axis=-1, keepdims=True)
+        others = others - others.mean(axis=-1, keepdims=True)
+        spread = (others * others).sum(axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = np.clip(np.where(spread > 0, (run * others).sum(axis=-1) / spread, 0.0),
+                        0.0, 1.0)
+        return ((run - w[..., None] * others) ** 2).sum(axis=-1)
 
-    observed = statistic(pool[..., 0], m, weight, total)
+    observed = statistic(pool[..., 0], m, total)
     at_or_below = np.zeros(c)
     step = max(1, 2_000_000 // max(count * n, 1))           # about 16 MB per block
     seeds = np.arange(n)
@@ -430,8 +435,7 @@ def relabelled_spread_p(log_policy, log_draws, has, weight,
         block = slice(lo, lo + step)
         label = np.floor(uniform[None] * (m[block][:, None, :] + 1)).astype(np.intp)
         run = pool[block][np.arange(label.shape[0])[:, None, None], seeds, label]
-        ref = statistic(run, m[block][:, None, :], weight[block][:, None, :],
-                        total[block][:, None, :])
+        ref = statistic(run, m[block][:, None, :], total[block][:, None, :])
         obs = observed[block, None]
         at_or_below[block] = (ref <= obs + 1e-9 * np.abs(obs)).sum(axis=1)
     return np.where(np.isfinite(observed), (1.0 + at_or_below) / (count + 1.0), np.nan)
