@@ -165,6 +165,8 @@ LOG_OFFSET = 0.01          # logs of V + 0.01 x the draws' mean: a V of 0 stays 
 IQR_TO_SD = 1.349
 PRETEST_RELABELLINGS = 499  # the spread pre-test's Monte Carlo relabellings
 PRETEST_SEED = 32          # their generator's seed: the same relabellings on every call
+PRETEST_CAP = 2.0          # a residual counts at most this many robust spreads in the pre-test
+MAD_TO_SD = 1.4826
 
 
 @dataclass(frozen=True)
@@ -399,9 +401,13 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
     runs (plus a constant), ``w`` in [0, 1] fitted by least squares: the shrinkage of a
     seed's level towards the mean over seeds that suits the labelled runs (a narrow policy
     needs its seed's level, and how well the other runs give it depends on how far the
-    seeds' levels spread).  Each of :data:`PRETEST_RELABELLINGS` relabellings (the same on
-    every call, from :data:`PRETEST_SEED`) labels one run of each seed, uniform over its
-    draws and the policy, and is fitted the same way; ``p = (1 + #{relabelled <=
+    seeds' levels spread).  Each squared residual counts at most :data:`PRETEST_CAP`^2
+    robust spreads squared (the pooled runs' MAD about their seed's median, the same for
+    every labelling): narrow is judged on the bulk, so a run that merely missed the rare
+    bursts its draws show does not look narrow for it.  Each of
+    :data:`PRETEST_RELABELLINGS` relabellings (the same on every call, from
+    :data:`PRETEST_SEED`) labels one run of each seed, uniform over its draws and the
+    policy, and is fitted the same way; ``p = (1 + #{relabelled <=
     observed}) / (relabellings + 1)``, the Monte Carlo permutation p (valid at any number of
     relabellings).  Ties count as at or below within a relative 1e-9, so float rounding
     cannot move p."""
@@ -415,9 +421,18 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
         shift = np.nanmean(np.where(m > 0, log_policy - seed_mean, np.nan), axis=1)
     pool = np.concatenate([(log_policy - shift[:, None])[..., None], logs], axis=2)
     total = pool.sum(axis=2)                                             # (c, n)
+    # the cap: PRETEST_CAP robust spreads of the pooled runs about their seed's median (the
+    # same for every labelling)
+    in_pool = np.concatenate([np.ones((c, n, 1), dtype=bool), has], axis=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # campaigns without draws
+        runs = np.where(in_pool, pool, np.nan)
+        spread = MAD_TO_SD * np.nanmedian(np.abs(
+            runs - np.nanmedian(runs, axis=2)[..., None]).reshape(c, -1), axis=1)
+    cap = np.where(spread > 0, (PRETEST_CAP * spread) ** 2, np.inf)
     uniform = np.random.default_rng(PRETEST_SEED).random((count, n))
 
-    def statistic(run, kept, run_total):
+    def statistic(run, kept, run_total, cap):
         others = (run_total - run) / np.maximum(kept, 1)
         run = run - run.mean(axis=-1, keepdims=True)
         others = others - others.mean(axis=-1, keepdims=True)
@@ -425,9 +440,9 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
         with np.errstate(invalid="ignore", divide="ignore"):
             w = np.clip(np.where(spread > 0, (run * others).sum(axis=-1) / spread, 0.0),
                         0.0, 1.0)
-        return ((run - w[..., None] * others) ** 2).sum(axis=-1)
+        return np.minimum((run - w[..., None] * others) ** 2, cap[..., None]).sum(axis=-1)
 
-    observed = statistic(pool[..., 0], m, total)
+    observed = statistic(pool[..., 0], m, total, cap)
     at_or_below = np.zeros(c)
     step = max(1, 2_000_000 // max(count * n, 1))           # about 16 MB per block
     seeds = np.arange(n)
@@ -435,7 +450,8 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
         block = slice(lo, lo + step)
         label = np.floor(uniform[None] * (m[block][:, None, :] + 1)).astype(np.intp)
         run = pool[block][np.arange(label.shape[0])[:, None, None], seeds, label]
-        ref = statistic(run, m[block][:, None, :], total[block][:, None, :])
+        ref = statistic(run, m[block][:, None, :], total[block][:, None, :],
+                        cap[block, None])
         obs = observed[block, None]
         at_or_below[block] = (ref <= obs + 1e-9 * np.abs(obs)).sum(axis=1)
     return np.where(np.isfinite(observed), (1.0 + at_or_below) / (count + 1.0), np.nan)
