@@ -54,22 +54,25 @@ level (its mean log offset to the seeds' mean log draw) is taken out, so the pre
 relabels (:func:`relabelled_spread_p`). Its statistic is the sum of squares over seeds of
 the labelled run's log residual to its seed's level (the mean log of the seed's other runs,
 shrunk towards the mean over seeds by a weight fitted to the labelled runs, so that the
-level's own error is small whether the seeds' levels spread or not); its p is the share of
-:data:`PRETEST_RELABELLINGS` random relabellings (in each seed one run labelled "policy",
-uniform over the policy and the draws) at or below the observed. Below
-:data:`SPREAD_PRETEST` the floor is dropped (a fixed schedule whose V barely moves needs
-none). Relabelling needs no model of V, where a chi-square test against an estimated spread
-of a draw did and failed: a burst drags its seed's mean log and every residual about it, so
-the spread came out wide and an exchangeable policy whose runs had missed the bursts looked
-narrow. Skipping the draws far above their seed's median mended that for rare bursts, but
-bursts on 30% of runs are no outliers: such a policy passed 0.039-0.046 of equal-mean
-campaigns (20 seeds, 5 draws). Under relabelling an exchangeable policy is called narrow in
-:data:`SPREAD_PRETEST` of campaigns whatever V's law (runs at 0 tie, which makes it rarer),
-and a narrow policy is measured against the draws' own bursts, where the chi-square test had
-lost power against a fixed schedule (bursty V, 10 seeds: 0.84 of the t-test's power;
-``tools/INFERENCE_STUDY.md`` has it now). A looser pre-test costs level: at 0.08 an
-exchangeable policy passed 0.054 of equal-mean campaigns (x4 bursts on 10% of runs, 20
-seeds, 5 draws, every seed at one level; 0.032 at 0.04).
+level's own error is small whether the seeds' levels spread or not), each square capped at
+:data:`PRETEST_CAP` squared robust spreads of the pooled runs (narrow is judged on the bulk:
+uncapped, an exchangeable policy whose 40 runs missed every x8 burst of 5% of runs ranked
+below nearly every relabelling, and 0.037-0.040 of such equal-mean campaigns passed at 40
+seeds, 5 draws; capped, 0.021); its p is the share of :data:`PRETEST_RELABELLINGS` random
+relabellings (in each seed one run labelled "policy", uniform over the policy and the draws)
+at or below the observed. Below :data:`SPREAD_PRETEST` the floor is dropped (a fixed
+schedule whose V barely moves needs none). Relabelling needs no model of V, where a
+chi-square test against an estimated spread of a draw did and failed: a burst drags its
+seed's mean log and every residual about it, so the spread came out wide and an exchangeable
+policy whose runs had missed the bursts looked narrow. Skipping the draws far above their
+seed's median mended that for rare bursts, but bursts on 30% of runs are no outliers: such a
+policy passed 0.039-0.046 of equal-mean campaigns (20 seeds, 5 draws). Under relabelling an
+exchangeable policy is called narrow in :data:`SPREAD_PRETEST` of campaigns whatever V's law
+(runs at 0 tie, which makes it rarer), and a narrow policy is measured against the draws'
+own bursts, where the chi-square test had lost power against a fixed schedule (bursty V, 10
+seeds: 0.84 of the t-test's power; ``tools/INFERENCE_STUDY.md`` has it now). A looser
+pre-test costs level: at 0.08 an exchangeable policy passed 0.040 of equal-mean campaigns
+(x4 bursts on 10% of runs, 20 seeds, 5 draws, every seed at one level; 0.026 at 0.04).
 
 **Runs with no violation.** A run at or below :data:`LOG_OFFSET` x the draws' mean V (V = 0
 at light load) has no log worth reading: through the offset, ten policy runs at 0 look alike,
