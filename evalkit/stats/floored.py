@@ -55,7 +55,7 @@ relabels (:func:`relabelled_spread_p`). Its statistic is the sum of squares over
 the labelled run's log residual to its seed's level (the mean log of the seed's other runs,
 shrunk towards the mean over seeds by a weight fitted to the labelled runs, so that the
 level's own error is small whether the seeds' levels spread or not), each square capped at
-:data:`PRETEST_CAP` squared robust spreads of the pooled runs (narrow is judged on the bulk:
+(:data:`PRETEST_CAP` robust spreads of the pooled runs)^2 (narrow is judged on the bulk:
 uncapped, an exchangeable policy whose 40 runs missed every x8 burst of 5% of runs ranked
 below nearly every relabelling, and 0.037-0.040 of such equal-mean campaigns passed at 40
 seeds, 5 draws; capped, 0.021); its p is the share of :data:`PRETEST_RELABELLINGS` random
@@ -404,9 +404,9 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
     runs (plus a constant), ``w`` in [0, 1] fitted by least squares: the shrinkage of a
     seed's level towards the mean over seeds that suits the labelled runs (a narrow policy
     needs its seed's level, and how well the other runs give it depends on how far the
-    seeds' levels spread).  Each squared residual counts at most :data:`PRETEST_CAP`^2
-    robust spreads squared (the pooled runs' MAD about their seed's median, the same for
-    every labelling): narrow is judged on the bulk, so a run that merely missed the rare
+    seeds' levels spread).  Each squared residual counts at most (:data:`PRETEST_CAP` x a
+    robust spread)^2, the spread the pooled runs' MAD about their seed's median (the same
+    for every labelling): narrow is judged on the bulk, so a run that merely missed the rare
     bursts its draws show does not look narrow for it.  Each of
     :data:`PRETEST_RELABELLINGS` relabellings (the same on every call, from
     :data:`PRETEST_SEED`) labels one run of each seed, uniform over its draws and the
