@@ -60,27 +60,34 @@ def _pool_cap(pools):
     return (2.0 * spread) ** 2 if spread > 0 else math.inf
 
 
-def _reference_relabelled_p(policy, draws, relabellings=499):
-    """The spread pre-test's p, one seed at a time in plain Python: the policy's logs shifted
-    by their mean offset to the seeds' mean log draw, and for each relabelling (the module's
-    uniforms: seed 32, one per seed) the labelled run of each seed (uniform over the shifted
-    policy and the draws) against the mean of the seed's other runs, through
-    :func:`_profile_statistic` capped by :func:`_pool_cap`; those at or below the
-    observed's (relative 1e-9) counted."""
-    n = len(policy)
-    ref = _reference_logs(policy, draws)
-    logs, lp, seed_log = ref["logs"], ref["lp"], ref["seed_log"]
-    m = [len(x) for x in logs]
-    shift = sum(lp[i] - seed_log[i] for i in range(n)) / n
-    pools = [[lp[i] - shift] + list(logs[i]) for i in range(n)]
+def _labelling_statistic(log_policy, log_draws):
+    """The pre-test's statistic of a labelling (one index per seed: 0 the policy, j the j-th
+    draw), in plain Python: the policy's logs shifted by their mean offset to the seeds'
+    mean log draw, each labelled run against the mean of its seed's other runs, through
+    :func:`_profile_statistic` capped by :func:`_pool_cap`."""
+    n = len(log_policy)
+    seed_mean = [sum(x) / len(x) for x in log_draws]
+    shift = sum(p - q for p, q in zip(log_policy, seed_mean)) / n
+    pools = [[log_policy[i] - shift] + list(log_draws[i]) for i in range(n)]
     cap = _pool_cap(pools)
 
     def statistic(labels):
         runs = [pools[i][k] for i, k in enumerate(labels)]
-        others = [sum(v for j, v in enumerate(pools[i]) if j != k) / m[i]
+        others = [sum(v for j, v in enumerate(pools[i]) if j != k) / len(log_draws[i])
                   for i, k in enumerate(labels)]
         return _profile_statistic(runs, others, cap)
+    return statistic
 
+
+def _reference_relabelled_p(policy, draws, relabellings=499):
+    """The spread pre-test's p, one seed at a time in plain Python: for each relabelling
+    (the module's uniforms: seed 32, one per seed, uniform over the shifted policy and the
+    draws) :func:`_labelling_statistic`, those at or below the observed's (relative 1e-9)
+    counted."""
+    n = len(policy)
+    ref = _reference_logs(policy, draws)
+    m = [len(x) for x in ref["logs"]]
+    statistic = _labelling_statistic(ref["lp"], ref["logs"])
     observed = statistic([0] * n)
     uniform = np.random.default_rng(32).random((relabellings, n))
     below = sum(statistic([int(math.floor(u[i] * (m[i] + 1))) for i in range(n)])
@@ -899,19 +906,10 @@ def test_the_pretest_on_bursty_ragged_campaigns_matches_the_reference(seed):
 def _all_labellings_p(log_policy, log_draws):
     """The exact permutation p: every labelling of one run per seed (the shifted policy or
     one of the seed's draws), each equally likely under the null, enumerated."""
-    n = len(log_policy)
-    seed_mean = [sum(x) / len(x) for x in log_draws]
-    shift = sum(p - q for p, q in zip(log_policy, seed_mean)) / n
-    pools = [[log_policy[i] - shift] + list(log_draws[i]) for i in range(n)]
-    cap = _pool_cap(pools)
-
-    def statistic(labels):
-        return _profile_statistic([pools[i][k] for i, k in enumerate(labels)],
-                                  [(sum(pools[i]) - pools[i][k]) / len(log_draws[i])
-                                   for i, k in enumerate(labels)], cap)
-
-    observed = statistic([0] * n)
-    every = [statistic(labels) for labels in itertools.product(*[range(len(x)) for x in pools])]
+    statistic = _labelling_statistic(log_policy, log_draws)
+    observed = statistic([0] * len(log_policy))
+    every = [statistic(labels)
+             for labels in itertools.product(*[range(len(x) + 1) for x in log_draws])]
     return sum(v <= observed + 1e-12 for v in every) / len(every)
 
 
