@@ -434,30 +434,56 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
             runs - np.nanmedian(runs, axis=2)[..., None]).reshape(c, -1), axis=1)
     cap = np.where(spread > 0, (PRETEST_CAP * spread) ** 2, np.inf)
     uniform = np.random.default_rng(PRETEST_SEED).random((count, n))
-
-    def statistic(run, kept, run_total, cap):
-        others = (run_total - run) / np.maximum(kept, 1)
-        run = run - run.mean(axis=-1, keepdims=True)
-        others = others - others.mean(axis=-1, keepdims=True)
-        spread = (others * others).sum(axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            w = np.clip(np.where(spread > 0, (run * others).sum(axis=-1) / spread, 0.0),
-                        0.0, 1.0)
-        return np.minimum((run - w[..., None] * others) ** 2, cap[..., None]).sum(axis=-1)
-
-    observed = statistic(pool[..., 0], m, total, cap)
+    # seeds on the first axis: the statistic's sums over seeds are then sums of whole
+    # arrays, where sums along a short last axis would cost more than all the rest
+    observed = _relabelling_statistic(pool[..., 0].T.copy(), m.T, total.T, cap)
     at_or_below = np.zeros(c)
+    width = pool.shape[2]
     step = max(1, 2_000_000 // max(count * n, 1))           # about 16 MB per block
-    seeds = np.arange(n)
     for lo in range(0, c, step):
         block = slice(lo, lo + step)
-        label = np.floor(uniform[None] * (m[block][:, None, :] + 1)).astype(np.intp)
-        run = pool[block][np.arange(label.shape[0])[:, None, None], seeds, label]
-        ref = statistic(run, m[block][:, None, :], total[block][:, None, :],
-                        cap[block, None])
-        obs = observed[block, None]
-        at_or_below[block] = (ref <= obs + 1e-9 * np.abs(obs)).sum(axis=1)
+        seeds_m = m[block]                                              # (size, n)
+        size = seeds_m.shape[0]
+        lanes = np.ascontiguousarray(pool[block].reshape(size, n * width).T)
+        # each relabelling's run of each seed: number floor(u (m + 1)) among the seed's runs,
+        # as rows of ``lanes`` (one a seed's run, over the block's campaigns)
+        if np.all(seeds_m == seeds_m[0]):                   # one label set for the block
+            row = np.floor(uniform.T * (seeds_m[0][:, None] + 1))
+            row += (np.arange(n) * width)[:, None]
+            run = lanes[row.astype(np.intp)]                               # (n, count, size)
+        else:
+            at = uniform.T[:, :, None] * (seeds_m.T[:, None, :] + 1)
+            np.floor(at, out=at)
+            at += (np.arange(n) * width)[:, None, None]
+            at *= size
+            at += np.arange(size)
+            run = np.take(lanes.ravel(), at.astype(np.intp))
+        ref = _relabelling_statistic(run, seeds_m.T[:, None, :], total[block].T[:, None, :],
+                                     cap[block])                            # (count, size)
+        obs = observed[block]
+        at_or_below[block] = (ref <= obs + 1e-9 * np.abs(obs)).sum(axis=0)
     return np.where(np.isfinite(observed), (1.0 + at_or_below) / (count + 1.0), np.nan)
+
+
+def _relabelling_statistic(run, kept, run_total, cap):
+    """The pre-test's statistic of labelled runs ``run`` (n, ...), one a seed (seeds on the
+    first axis), among their seeds' ``kept`` other runs of sum ``run_total - run``: see
+    :func:`relabelled_spread_p`.  Works in place on ``run`` (a fresh array: this is the hot
+    path); ``cap`` broadcasts against the result (...)."""
+    others = run_total - run
+    others /= np.maximum(kept, 1)
+    run -= run.mean(axis=0)
+    others -= others.mean(axis=0)
+    work = np.multiply(others, others)
+    spread = work.sum(axis=0)
+    np.multiply(run, others, out=work)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = np.clip(np.where(spread > 0, work.sum(axis=0) / spread, 0.0), 0.0, 1.0)
+    np.multiply(w, others, out=work)
+    np.subtract(run, work, out=work)
+    np.square(work, out=work)
+    np.minimum(work, cap, out=work)
+    return work.sum(axis=0)
 
 
 def _zero_aware_level(policy, draws, offset, positive, share_draws,
@@ -510,8 +536,34 @@ def _robust_log_spread(dev: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.n
         warnings.simplefilter("ignore", RuntimeWarning)     # campaigns without such seeds
         flat = np.where((k >= 2)[..., None], dev * np.sqrt(k / np.maximum(k - 1, 1))[..., None],
                         np.nan).reshape(dev.shape[0], -1)
-        q25, q75 = np.nanquantile(flat, [0.25, 0.75], axis=1)
+        q25, q75 = _row_nanquantiles(flat, (0.25, 0.75))
     return (q75 - q25) / IQR_TO_SD, flat
+
+
+def _row_nanquantiles(values: np.ndarray, quantiles) -> list[np.ndarray]:
+    """Each row's quantiles of ``values`` (c, k) ignoring NaN, as ``np.nanquantile(values,
+    q, axis=1)`` with its default linear method, value for value, but in one sort of the
+    whole array where numpy loops over the rows in Python (the floor's hot path).  NaN for a
+    row without values."""
+    ordered = np.sort(values, axis=1)                   # NaN sorts last
+    count = (~np.isnan(ordered)).sum(axis=1)
+    rows = np.arange(values.shape[0])
+    out = []
+    for q in quantiles:
+        at = (count - 1) * float(q)                     # numpy's virtual index
+        below = np.floor(at)
+        top = at >= count - 1
+        lo = np.where(top, count - 1, below).astype(np.intp)
+        hi = np.where(top, count - 1, below + 1).astype(np.intp)
+        gamma = np.where(top, at + 1.0, at - below)     # numpy: index -1 at the top
+        empty = count == 0
+        lo, hi = np.where(empty, 0, lo), np.where(empty, 0, hi)
+        a, b = ordered[rows, lo], ordered[rows, hi]
+        with np.errstate(invalid="ignore"):                 # inf - inf, as numpy's
+            diff = b - a
+            value = np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
+        out.append(np.where(empty, np.nan, value))
+    return out
 
 
 def _positive_draw_logs(draws: np.ndarray, floor: np.ndarray):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -1002,3 +1003,61 @@ def test_a_policy_that_missed_rare_large_bursts_is_not_narrow_for_it():
 
     b = fl.floored_t_batch(level * noise((c, n)), level[..., None] * noise((c, n, m)))
     assert np.mean((b["p_two_sided"] <= 0.05) & (b["mean"] > 0)) < 0.03
+
+
+def test_the_row_quantiles_are_numpys_value_for_value():
+    # the floor's robust spread reads each campaign's quartiles in one sort; numpy's
+    # nanquantile (linear method) is the reference, bit for bit: rows with NaN, +-inf,
+    # ties, one value and none
+    rng = np.random.default_rng(41)
+    levels = (0.0, 0.1, 0.25, 1 / 3, 0.5, 0.75, 0.9, 1.0)
+    for trial in range(300):
+        rows, width = int(rng.integers(1, 20)), int(rng.integers(1, 50))
+        values = rng.standard_normal((rows, width)) * [1e-3, 1.0, 1e5][trial % 3]
+        if trial % 4 == 0:
+            values = np.round(values, 1)
+        values[rng.random(values.shape) < rng.random()] = np.nan
+        values[0, 1:] = np.nan
+        values[-1] = np.nan if trial % 5 == 0 else values[-1]
+        if trial % 7 == 0:
+            values[rng.random(values.shape) < 0.05] = np.inf
+            values[rng.random(values.shape) < 0.05] = -np.inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN rows, inf - inf
+            expected = np.nanquantile(values, levels, axis=1)
+            got = fl._row_nanquantiles(values, levels)
+        for level, want, have in zip(levels, expected, got):
+            assert np.array_equal(want, have, equal_nan=True), (trial, level)
+
+
+def test_the_pretest_p_does_not_depend_on_the_blocks_or_their_draw_counts():
+    # campaigns with the same draw count in every seed share one label set per block; a
+    # block holding a ragged campaign indexes each campaign's own; blocks split the batch.
+    # Every campaign's p must be the one it gets alone, and the plain-Python reference's
+    rng = np.random.default_rng(43)
+    n, m = 40, 5                            # 499 x 40 cells a campaign: 100 a block
+    batch = 230
+    level = np.exp(0.2 * rng.standard_normal((batch, n, 1)))
+    draws = level * rng.lognormal(0.0, 0.35, (batch, n, m))
+    policy = level[..., 0] * np.where(np.arange(batch)[:, None] % 2 == 0,
+                                      rng.lognormal(0.0, 0.05, (batch, n)),
+                                      rng.lognormal(0.0, 0.35, (batch, n)))
+    even = floored_variance_batch(policy, draws)["spread_p"]
+    ragged = draws.copy()
+    ragged[151, 3:13, 2:] = np.nan                  # the second block turns ragged
+    mixed = floored_variance_batch(policy, ragged)["spread_p"]
+    picks = (0, 1, 99, 100, 101, 149, 150, 229)
+    alone = [floored_variance_batch(policy[i:i + 1], draws[i:i + 1])["spread_p"][0]
+             for i in picks]
+    assert [even[i] for i in picks] == alone
+    keep = np.arange(batch) != 151
+    assert mixed[keep].tolist() == even[keep].tolist()
+    for i in (0, 1, 151):
+        assert even[i] == pytest.approx(_reference_relabelled_p(policy[i], list(draws[i])),
+                                        rel=1e-12)
+    own = [row[np.isfinite(row)] for row in ragged[151]]
+    assert mixed[151] == floored_variance_batch(
+        policy[151:152], fl.padded_draws(own, n)[None])["spread_p"][0]
+    assert mixed[151] == pytest.approx(_reference_relabelled_p(policy[151], own), rel=1e-12)
+    assert mixed[151] != even[151]
+    assert 0 < even[::2].mean() < 0.2 < even[1::2].mean()      # narrow vs one more draw
