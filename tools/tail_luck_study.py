@@ -26,27 +26,18 @@ import numpy as np
 from evalkit.audit.tail_luck import tail_luck
 from evalkit.stats.power import fixed_gate_passes
 
-BASE_V = 0.0654
-BURST, BURST_SHARE = 4.0, 0.1
+from tools.inference_study import BASE_V, lognormal, run_noise
+
 CELLS = [(10, 5), (20, 3), (20, 5)]
 POLICIES = [("fixed schedule, 22% better", "fixed", 0.22), ("one more draw, equal means",
                                                             "exchangeable", 0.0),
             ("fixed schedule, equal means", "fixed", 0.0)]
 
 
-def _bursty(rng, shape):
-    noise = np.exp(rng.normal(-0.35 ** 2 / 2, 0.35, shape))
-    return BASE_V * noise * np.where(rng.random(shape) < BURST_SHARE, BURST, 1.0) / (
-        1 + BURST_SHARE * (BURST - 1))
-
-
 def campaigns(rng, r, n, m, kind, effect):
-    draws = _bursty(rng, (r, n, m))
-    if kind == "fixed":
-        policy = BASE_V * (1 - effect) * np.exp(rng.normal(0, 0.05, (r, n)))
-    else:
-        policy = (1 - effect) * _bursty(rng, (r, n))
-    return policy, draws
+    draws = BASE_V * run_noise(rng, "bursty", (r, n, m))
+    noise = lognormal(rng, 0.05, (r, n)) if kind == "fixed" else run_noise(rng, "bursty", (r, n))
+    return BASE_V * (1 - effect) * noise, draws
 
 
 def main(argv=None) -> None:
