@@ -43,7 +43,7 @@ ALPHA_ONE_SIDED = study.ALPHA / 2
 TOP = 60
 SPENDINGS = (("O'Brien-Fleming", "obrien-fleming", -4.0),
              ("Hwang-Shih-DeCani -2", "hwang-shih-decani", -2.0))
-BATCHES = (3, 4, 5)
+BATCHES = (2, 3, 4, 5)
 TARGETS = (0.8, 0.9)
 POLICIES = ("cv 0.175", "fixed schedule")
 
