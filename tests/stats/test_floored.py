@@ -842,6 +842,24 @@ def test_zero_inflated_exchangeable_policy_holds_the_level():
     assert np.mean(b["p_greater"] <= 0.025) < 0.035          # 0.052 before, 0.014 now
 
 
+@pytest.mark.parametrize("zero_share", [0.5, 0.8])
+def test_zero_inflated_bursty_v_holds_the_level(zero_share):
+    # light load with bursts: V = 0 in half or 80% of runs and x4 bursts on 10% of the rest,
+    # so a policy's positive runs may have missed the bursts as its zeros missed the
+    # violations; an exchangeable policy at 20 seeds x 5 draws passes 0.010 / 0.011 here
+    # (without the share rule or without the zero-aware path: over 0.025 on one of them)
+    rng = np.random.default_rng(31)
+
+    def runs(shape):
+        positive = np.where(rng.random(shape) < 0.1, 4.0, 1.0) * np.exp(
+            0.35 * rng.standard_normal(shape) - 0.06125) / 1.3
+        return np.where(rng.random(shape) < zero_share, 0.0, positive / (1 - zero_share))
+    level = 0.0654 * np.exp(0.2 * rng.standard_normal((4000, 20)))
+    policy, draws = level * runs((4000, 20)), level[..., None] * runs((4000, 20, 5))
+    b = fl.floored_t_batch(policy, draws)
+    assert np.mean(b["p_greater"] <= 0.025) < 0.025
+
+
 def test_zero_inflated_better_policy_keeps_power():
     # 60% fewer violations, V = 0 in 30% of runs, n 20, m 3: found 0.640 of the time (0.673
     # when the pre-test still dropped the floor for zero-heavy policies)
