@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from evalkit.stats.paired import paired_mean_test
+from evalkit.stats.floored import floored_mean_test
 from evalkit.stats.power import pilot_model
 from tests.support.scripts import load_script
 
@@ -61,8 +61,9 @@ def test_differences_follow_the_validation_truth():
     assert bound.true_parameters(truth) == (0.35, 0.05, 0.3)
     policy, draws = bound.campaigns(rng, truth, 100_000, 2)
     theirs = ((draws.mean(axis=-1) - policy) / validation.V0).ravel()
-    ours = bound.differences(bound.base_normals(rng, 100_000, 2),
-                             *bound.true_parameters(truth), 2).ravel()
+    own_policy, own_draws = bound.campaign_runs(bound.base_normals(rng, 100_000, 2),
+                                                *bound.true_parameters(truth), 2)
+    ours = (own_draws.mean(axis=-1) - own_policy).ravel()
     assert ours.mean() == pytest.approx(bound.EFFECT, abs=0.005)
     assert theirs.mean() == pytest.approx(bound.EFFECT, abs=0.005)
     assert ours.std() == pytest.approx(theirs.std(), rel=0.02)
@@ -73,16 +74,18 @@ SEEDS = 6
 
 
 def _brute_power(normals, params):
-    """Share of campaigns the gate's own test passes (exact over 2^6 sign vectors)."""
-    d = bound.differences(normals, *params, SEEDS)
-    return np.mean([paired_mean_test(row, "greater", confidence=None).p_value <= bound.ALPHA
-                    for row in d])
+    """Share of campaigns the gate's own test passes, one campaign at a time through the
+    audit's single-campaign call."""
+    policy, draws = bound.campaign_runs(normals, *params, SEEDS)
+    return np.mean([(r.p_value <= bound.ALPHA) & (r.mean > 0) for r in (
+        floored_mean_test(p, list(d), "greater", confidence=None)
+        for p, d in zip(policy, draws))])
 
 
 @pytest.fixture(scope="module")
 def small_grid():
     normals = bound.base_normals(np.random.default_rng(5), 300, SEEDS)
-    return normals, bound.build_power_grid(normals, 0, axes=AXES, ns=(SEEDS,))
+    return normals, bound.build_power_grid(normals, axes=AXES, ns=(SEEDS,))
 
 
 def test_grid_nodes_are_the_gates_test_on_the_same_campaigns(small_grid):
@@ -162,3 +165,22 @@ def test_a_power_of_zero_or_one_reads_half_a_campaign_from_it():
     assert grid.power(10, 0.3, 0.0, 0.0) == pytest.approx(0.005)
     assert grid.power(10, 0.4, 0.1, 0.1) == pytest.approx(0.995)
     assert grid.power(10, 0.35, 0.05, 0.05) == pytest.approx(0.5)
+
+
+def _reading_rows(oracle_within, planner_within):
+    return [{"label": f"truth {i}", "n": 10, "within": o, "within_known": o + 0.05,
+             "err": 0.01 * i, "sd": 0.05 + 0.01 * i, "cr_within": 0.8,
+             "planner": {"smoothed": (0.5, 0.0, p), "lognormal": (0.5, 0.0, p)}}
+            for i, (o, p) in enumerate(zip(oracle_within, planner_within))]
+
+
+def test_the_reading_says_which_side_of_the_oracle_the_planner_lands():
+    behind = bound.reading(_reading_rows([0.6, 0.8], [0.5, 0.7]), 0.01)[0]
+    assert "Our planner trails the oracle by 0.10 on average" in behind
+    assert "most of its miss is the pilot's information" in behind
+    far = bound.reading(_reading_rows([0.9, 0.9], [0.5, 0.5]), 0.01)[0]
+    assert "trails the oracle by 0.40" in far and "a part of its miss is the planner's" in far
+    ahead = bound.reading(_reading_rows([0.5, 0.6], [0.6, 0.7]), 0.01)[0]
+    assert "Our planner's share is 0.10 above the oracle's on average" in ahead
+    assert "trails" not in ahead
+    assert "over the 2 cells the oracle puts 0.55" in ahead.lower()
