@@ -7,7 +7,8 @@ the paper's effect (policy V x 0.78) for a policy of CV 0.175 or a fixed schedul
 min_effect 0.5 pp, one-sided alpha 0.025 (the better side of the gate's two-sided 0.05).
 
 For each spending function, look interval (batch) and target power, the plan's maximum seeds
-is the smallest count (looks every ``batch`` seeds and one at the maximum) whose walk reaches the target power on the simulated campaigns, in four forms:
+is the smallest count (looks every ``batch`` seeds and one at the maximum) whose walk reaches
+the target power on the simulated campaigns, in four forms:
 
 * **normal theory**: :func:`evalkit.stats.group_sequential.plan_seeds` (z boundaries,
   known variance): its expected seeds at the effect over its fixed-n z-test seeds;
