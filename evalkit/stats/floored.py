@@ -412,8 +412,10 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
     :data:`PRETEST_SEED`) labels one run of each seed, uniform over its draws and the
     policy, and is fitted the same way; ``p = (1 + #{relabelled <=
     observed}) / (relabellings + 1)``, the Monte Carlo permutation p (valid at any number of
-    relabellings).  Ties count as at or below within a relative 1e-9, so float rounding
-    cannot move p."""
+    relabellings).  Ties count as at or below: within a relative 1e-9 of the observed value,
+    or an absolute 1e-12 x n x the campaign's largest squared log (rounding moves a statistic
+    by about 1e-16 of that, and where the policy's runs tie the draws' it is all there is), so
+    neither float rounding nor the unit of V can move p."""
     count = PRETEST_RELABELLINGS if relabellings is None else int(relabellings)
     c, n, _ = log_draws.shape
     m = has.sum(axis=2)                                                  # (c, n)
@@ -433,6 +435,8 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
         spread = MAD_TO_SD * np.nanmedian(np.abs(
             runs - np.nanmedian(runs, axis=2)[..., None]).reshape(c, -1), axis=1)
     cap = np.where(spread > 0, (PRETEST_CAP * spread) ** 2, np.inf)
+    tie = 1e-12 * n * np.max(np.where(in_pool, np.abs(pool), 0.0).reshape(c, -1), axis=1,
+                             initial=0.0) ** 2
     uniform = np.random.default_rng(PRETEST_SEED).random((count, n))
     # seeds on the first axis: the statistic's sums over seeds are then sums of whole
     # arrays, where sums along a short last axis would cost more than all the rest
@@ -461,7 +465,7 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
         ref = _relabelling_statistic(run, seeds_m.T[:, None, :], total[block].T[:, None, :],
                                      cap[block])                            # (count, size)
         obs = observed[block]
-        at_or_below[block] = (ref <= obs + 1e-9 * np.abs(obs)).sum(axis=0)
+        at_or_below[block] = (ref <= obs + 1e-9 * np.abs(obs) + tie[block]).sum(axis=0)
     return np.where(np.isfinite(observed), (1.0 + at_or_below) / (count + 1.0), np.nan)
 
 

@@ -77,22 +77,24 @@ def _labelling_statistic(log_policy, log_draws):
         others = [sum(v for j, v in enumerate(pools[i]) if j != k) / len(log_draws[i])
                   for i, k in enumerate(labels)]
         return _profile_statistic(runs, others, cap)
+    statistic.largest = max(abs(v) for pool in pools for v in pool)
     return statistic
 
 
 def _reference_relabelled_p(policy, draws, relabellings=499):
     """The spread pre-test's p, one seed at a time in plain Python: for each relabelling
     (the module's uniforms: seed 32, one per seed, uniform over the shifted policy and the
-    draws) :func:`_labelling_statistic`, those at or below the observed's (relative 1e-9)
-    counted."""
+    draws) :func:`_labelling_statistic`, those at or below the observed's (relative 1e-9,
+    absolute 1e-12 n x the largest squared log) counted."""
     n = len(policy)
     ref = _reference_logs(policy, draws)
     m = [len(x) for x in ref["logs"]]
     statistic = _labelling_statistic(ref["lp"], ref["logs"])
     observed = statistic([0] * n)
     uniform = np.random.default_rng(32).random((relabellings, n))
+    tie = 1e-9 * abs(observed) + 1e-12 * n * statistic.largest ** 2
     below = sum(statistic([int(math.floor(u[i] * (m[i] + 1))) for i in range(n)])
-                <= observed + 1e-9 * abs(observed) for u in uniform)
+                <= observed + tie for u in uniform)
     return (1 + below) / (relabellings + 1)
 
 
@@ -1079,3 +1081,20 @@ def test_the_pretest_p_does_not_depend_on_the_blocks_or_their_draw_counts():
     assert mixed[151] == pytest.approx(_reference_relabelled_p(policy[151], own), rel=1e-12)
     assert mixed[151] != even[151]
     assert 0 < even[::2].mean() < 0.2 < even[1::2].mean()      # narrow vs one more draw
+
+
+def test_the_pretest_p_is_the_same_in_any_unit_of_v_when_runs_tie():
+    # a policy at V = 0 in every seed, draws at 0 in most runs: many relabellings tie the
+    # observed statistic up to float rounding, which moves with the logs' magnitude.  V as a
+    # share, a percentage or per mille must give one p, ties counted as at or below
+    rng = np.random.default_rng(44)
+    for trial in range(20):
+        n, m = 10, int(rng.integers(2, 6))
+        draws = np.exp(rng.standard_normal((1, n, m)))
+        draws[rng.random(draws.shape) < 0.6] = 0.0
+        policy = np.zeros((1, n))
+        p = [floored_variance_batch(policy * unit, draws * unit)["spread_p"][0]
+             for unit in (1.0, 100.0, 1000.0, 0.0654, 3.7)]
+        assert p == [p[0]] * 5, (trial, p)
+    constant = floored_variance_batch(np.full((1, 8), 0.07), np.full((1, 8, 3), 0.07))
+    assert constant["spread_p"][0] == 1.0          # every relabelling ties

@@ -61,7 +61,9 @@ def plain_relabelled_p(log_policy, log_draws, has):
     label = np.floor(uniform[None] * (m[:, None, :] + 1)).astype(np.intp)
     run = pool[np.arange(c)[:, None, None], np.arange(n), label]
     ref = statistic(run, m[:, None, :], total[:, None, :], cap[:, None])
-    below = (ref <= observed[:, None] + 1e-9 * np.abs(observed[:, None])).sum(axis=1)
+    tie = 1e-9 * np.abs(observed) + 1e-12 * n * np.max(np.where(np.concatenate(
+        [np.ones((c, n, 1), bool), has], axis=2), np.abs(pool), 0.0), axis=(1, 2)) ** 2
+    below = (ref <= (observed + tie)[:, None]).sum(axis=1)
     return (1.0 + below) / (count + 1.0)
 
 
