@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalkit.document.words import num
+from evalkit.stats.floored import MAD_TO_SD    # MAD of a normal sample -> its SD
 
-__all__ = ["MAD_TO_SD", "TAIL_MADS", "TailLuck", "tail_luck"]
+__all__ = ["TAIL_MADS", "TailLuck", "tail_luck"]
 
 TAIL_MADS = 3.0          # residual scales above the seed's median draw: the upper tail
-MAD_TO_SD = 1.4826       # MAD of a normal sample -> its SD
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ IQR_TO_SD = 1.349
 PRETEST_RELABELLINGS = 499  # the spread pre-test's Monte Carlo relabellings
 PRETEST_SEED = 32          # their generator's seed: the same relabellings on every call
 PRETEST_CAP = 2.0          # a residual counts at most this many robust spreads in the pre-test
-MAD_TO_SD = 1.4826
+MAD_TO_SD = 1.4826         # MAD of a normal sample -> its SD
 
 
 @dataclass(frozen=True)
@@ -435,8 +435,7 @@ def relabelled_spread_p(log_policy, log_draws, has, relabellings: int | None = N
         spread = MAD_TO_SD * np.nanmedian(np.abs(
             runs - np.nanmedian(runs, axis=2)[..., None]).reshape(c, -1), axis=1)
     cap = np.where(spread > 0, (PRETEST_CAP * spread) ** 2, np.inf)
-    tie = 1e-12 * n * np.max(np.where(in_pool, np.abs(pool), 0.0).reshape(c, -1), axis=1,
-                             initial=0.0) ** 2
+    tie = 1e-12 * n * np.max(np.abs(pool), axis=(1, 2), initial=0.0) ** 2   # 0 off the pool
     uniform = np.random.default_rng(PRETEST_SEED).random((count, n))
     # seeds on the first axis: the statistic's sums over seeds are then sums of whole
     # arrays, where sums along a short last axis would cost more than all the rest

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.audit.tail_luck import MAD_TO_SD, TAIL_MADS, tail_luck
+from evalkit.audit.tail_luck import TAIL_MADS, tail_luck
+from evalkit.stats.floored import MAD_TO_SD
 
 
 def _draws(n_seeds: int, burst_at=()):
