@@ -121,6 +121,7 @@ class ClaimResult:
             if sf is not None else None,
             "exchangeability": _exchangeability_dict(self.ctx),
             "tail_luck": _tail_luck_dict(self.ctx),
+            "level_trend": _level_trend_dict(self.ctx),
             "tier": self.tier, "tier_status": self.tier_status,
             "stop_reason": self.stop_reason, "verdict": self.verdict,
             "claim_status": self.claim_status, "ladder": [r.to_dict() for r in self.ladder],
@@ -165,6 +166,11 @@ def _floor_dict(ctx) -> dict | None:
 
 def _tail_luck_dict(ctx) -> dict | None:
     res = _diagnostic(lambda: ctx.tail_luck)
+    return None if res is None else dict(res.to_dict(), blocking=False)
+
+
+def _level_trend_dict(ctx) -> dict | None:
+    res = _diagnostic(lambda: ctx.level_trend)
     return None if res is None else dict(res.to_dict(), blocking=False)
 
 
@@ -275,6 +281,9 @@ def evaluate_claims(runset: RunSet, claims: list[ClaimData], protocol: Protocol,
         luck = _diagnostic(lambda: ctx.tail_luck)
         if luck is not None and luck.sentence():
             notes.append(luck.sentence())
+        trend = _diagnostic(lambda: ctx.level_trend)
+        if trend is not None and trend.sentence():
+            notes.append(trend.sentence())
         if ctx.claim.generic_draws:
             notes.append("matched-random rows without matched_to serve every policy of the "
                          "regime: the input vouches that their K matches this policy's K")

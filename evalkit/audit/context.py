@@ -25,6 +25,7 @@ from evalkit.stats._result import DEFAULT_RTOL
 from evalkit.stats.randomisation import (MAX_EXACT_N, exact_enumerable, min_attainable_p,
                                          seeds_needed, sign_flip_test,
                                          within_seed_permutation_test)
+from evalkit.audit.level_trend import LevelTrend, level_trend
 from evalkit.audit.tail_luck import TailLuck, tail_luck
 
 __all__ = ["ClaimContext"]
@@ -200,6 +201,16 @@ class ClaimContext:
         return tail_luck([p.v_policy for p in self.units],
                          [p.draws.violation_rate.to_numpy(float) for p in self.units],
                          alpha=self.alpha)
+
+    @cached_property
+    def level_trend(self) -> LevelTrend | None:
+        """Diagnostic: does the policy's V relative to its draws' rise with the seed's level
+        (:func:`evalkit.audit.level_trend.level_trend`)?  None without paired seeds."""
+        if self.effective_n < 2:
+            return None
+        return level_trend([p.v_policy for p in self.units],
+                           [p.draws.violation_rate.to_numpy(float) for p in self.units],
+                           alpha=self.alpha)
 
     def _meta(self, run_id: str) -> dict:
         cache = self.runset._cache

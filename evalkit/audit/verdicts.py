@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from evalkit.document.words import beats, gain_text, num, prediction_text, significance_text
 
-__all__ = ["SMALL_N", "Power", "assumption_text", "explained_result", "power", "tier_sentence",
-           "underpowered_verdict"]
+__all__ = ["COCHRAN_FACTOR", "SMALL_N", "Power", "assumption_text", "explained_result", "power",
+           "tier_sentence", "underpowered_verdict"]
 
 
 @dataclass(frozen=True)
@@ -137,12 +137,21 @@ def _stands_below_explained(tier, ctx) -> bool:
 # Below this many seeds the study measured false passes of mean tests above nominal for a
 # policy much worse in a few seeds (tools/INFERENCE_STUDY.md, "Small n, skewed policy")
 SMALL_N = 20
+# Cochran's rule for a mean's normal approximation: n > 25 g1^2 (Sugden, Smith & Jones 2000).
+# At or above SMALL_N seeds a left-skewed d (a few seeds where the policy is much worse) that
+# breaks it is stated: equal means, a policy at 0.5x its draws in 90% of seeds and 5.5x in
+# 10%, 40 seeds: the gate passed 0.082, and 0.011 without the rule or another stated
+# assumption (tools/LEVEL_TREND_STUDY.md)
+COCHRAN_FACTOR = 25.0
 
 
 def assumption_text(ctx) -> str:
     """What a gain rests on beyond the test's p, in words from the numbers: the tail_luck
-    diagnostic when the policy's runs missed the draws' tail by what may be luck, and at
-    small n the shape of d (its sample skewness) the mean test assumes."""
+    diagnostic when the policy's runs missed the draws' tail by what may be luck, the
+    level_trend diagnostic when the policy's V relative to its draws rises with the seed's
+    level, at small n the shape of d (its sample skewness) the mean test assumes, and from
+    :data:`SMALL_N` seeds on a left skew of d that Cochran's rule says these seeds are too few
+    for."""
     out = []
     try:
         luck = ctx.tail_luck
@@ -154,10 +163,29 @@ def assumption_text(ctx) -> str:
         paired = ctx.paired if ctx.effective_n < SMALL_N else None
     except Exception:  # noqa: BLE001
         paired = None
+    try:
+        trend = ctx.level_trend
+    except Exception:  # noqa: BLE001 - no diagnostic without paired seeds
+        trend = None
+    if trend is not None and trend.flagged:
+        out.append(trend.sentence())
+    if paired is None:
+        try:
+            skew = ctx.paired.skewness
+            n = ctx.paired.n
+        except Exception:  # noqa: BLE001
+            skew = n = None
+        if skew is not None and skew < 0 and n < COCHRAN_FACTOR * skew ** 2:
+            out.append(f"d is left-skewed (sample skewness g1 = {num(skew, 3)}: a few seeds "
+                       f"where the policy is much worse): the mean test's normal "
+                       f"approximation wants more than {COCHRAN_FACTOR:g} g1^2 = "
+                       f"{num(COCHRAN_FACTOR * skew ** 2, 3)} seeds (Cochran's rule), these are "
+                       f"{n}")
     if paired is not None:
         out.append(f"with {paired.n} seeds the mean test assumes a policy run is at least as "
                    f"variable as one more draw of its seed unless its runs show otherwise "
-                   f"({paired.floor_state}) and d has no long tail of seeds where the policy is much worse "
+                   f"({paired.floor_state}) and d has no long tail of seeds where the policy "
+                   "is much worse "
                    f"(sample skewness g1 = {num(paired.skewness, 3)}); {SMALL_N} or more seeds "
                    "make both matter less")
     return "".join(f"; {x}" for x in out)

@@ -201,7 +201,7 @@ def _stub_result(excluded=(), effective_n=2, checks=(), d=(0.125, -0.25)):
     ctx = SimpleNamespace(effective_n=effective_n, sign_flip=sf, d=np.array(d),
                           paired=SimpleNamespace(skewness=0.0, floor_dict=lambda: {}),
                           exchangeability=None,
-                          tail_luck=None, units=[],
+                          tail_luck=None, level_trend=None, units=[],
                           pseudo_replicates=[(2, 0)], test_name="t",
                           draws_per_seed=np.array([2, 1]), design_min_p=0.5, p_adjusted=0.75,
                           seeds_needed=6,
@@ -279,7 +279,7 @@ def _vctx(stat=0.0625, lo=0.03125, hi=0.125, needed=7, explained=None, n=4, p_ad
         protocol=load_protocol(), informative_n=n, effective_n=n, design_min_p=design_min_p,
         alpha=0.05, alternative="two-sided", p_adjusted=p_adj,
         sign_flip=SimpleNamespace(statistic=stat, ci_low=lo, ci_high=hi, min_p=min_p),
-        paired=None, tail_luck=None)
+        paired=None, tail_luck=None, level_trend=None)
 
 
 def _explained(g_pred=0.05, lo=0.02, hi=0.08, explained=True):
@@ -468,13 +468,16 @@ def test_notes_of_a_claim(tmp_path):
                                         "verified: " + ", ".join(vouched))
     assert res.notes[1] == ("effective n = 4 of 6 paired seeds: seeds that replay another "
                             "seed's requests count once (seed 2 = seed 0, seed 4 = seed 0)")
-    assert res.notes[2].startswith("matched-random rows without matched_to serve every policy")
-    assert res.notes[3].startswith("not pre-registered: no campaign plan")
-    assert len(res.notes) == 4
-    # no vouching, no duplicates: only the design notes
+    assert res.notes[2] == res.ctx.level_trend.sentence()       # the diagnostic, unflagged
+    assert res.notes[2].startswith("level_trend: the policy's log ratio to its draws moves")
+    assert res.notes[3].startswith("matched-random rows without matched_to serve every policy")
+    assert res.notes[4].startswith("not pre-registered: no campaign plan")
+    assert len(res.notes) == 5
+    # no vouching, no duplicates: the diagnostic and the design notes
     plain = _table(tmp_path / "p.csv", _regimes({"ra": d}))
     _, (res,) = _evaluate(plain)
-    assert res.notes[0].startswith("matched-random rows without") and len(res.notes) == 2
+    assert res.notes[0].startswith("level_trend: ")
+    assert res.notes[1].startswith("matched-random rows without") and len(res.notes) == 3
 
 
 def test_default_seed_is_zero_for_monte_carlo_p(tmp_path):

@@ -1,0 +1,153 @@
+"""The level_trend diagnostic (evalkit/audit/level_trend.py) against scipy's least squares, its
+rate without a trend, and the assumptions the verdict states for a gain that rests on rare
+seeds: a policy worse in heavy seeds, and a left-skewed d that Cochran's rule finds too few
+seeds for."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+import evalkit
+from evalkit.audit.level_trend import MIN_SEEDS, level_trend
+from evalkit.audit.verdicts import COCHRAN_FACTOR
+from evalkit.stats.floored import LOG_OFFSET
+from tests.audit.test_claims_seed_level_test import (_summary_table, audit_campaign_dict,
+                                                     bursty_campaign)
+
+
+def _lognormal(rng, sigma, size=None):
+    return np.exp(rng.normal(-sigma ** 2 / 2, sigma, size))
+
+
+def trend_campaign(seed: int, n: int = 40, seed_sd: float = 1.0) -> tuple:
+    """Per seed a level (lognormal seed_sd, clipped at 2.2 sd so that V stays a share), 3
+    draws of lognormal 0.35 run noise at it, and a policy run growing as the level^1.5 (the
+    same mean over seeds up to the clip): better in light seeds, much worse in heavy ones."""
+    rng = np.random.default_rng(seed)
+    units = []
+    for _ in range(n):
+        z = float(np.clip(rng.normal(0.0, seed_sd), -2.2 * seed_sd, 2.2 * seed_sd))
+        level = 0.04 * math.exp(z - seed_sd ** 2 / 2)
+        draws = np.round(level * _lognormal(rng, 0.35, 3), 6)
+        policy = round(0.04 * math.exp(1.5 * z - (1.5 * seed_sd) ** 2 / 2)
+                       * float(_lognormal(rng, 0.35)), 6)
+        units.append((policy, draws))
+    return _summary_table(units), units
+
+
+def rare_worse_campaign(seed: int, n: int = 40) -> tuple:
+    """Equal means: the policy at 0.5x its draws' level in 90% of seeds and 5.5x in 10%."""
+    rng = np.random.default_rng(seed)
+    units = []
+    for _ in range(n):
+        level = 0.0654 * math.exp(rng.normal(0.0, 0.2))
+        draws = np.round(level * _lognormal(rng, 0.35, 3), 6)
+        policy = round(level * (5.5 if rng.random() < 0.1 else 0.5)
+                       * math.exp(rng.normal(0.0, 0.05)), 6)
+        units.append((policy, draws))
+    return _summary_table(units), units
+
+
+def _split(units):
+    return [p for p, _ in units], [d for _, d in units]
+
+
+def test_slope_its_error_and_p_are_scipys_least_squares():
+    rng = np.random.default_rng(3)
+    for n in (4, 9, 30):
+        for _ in range(5):
+            draws = [rng.gamma(2.0, 0.02, 3) for _ in range(n)]
+            policy = rng.gamma(2.0, 0.02, n)
+            res = level_trend(policy, draws, 0.05)
+            offset = LOG_OFFSET * float(np.mean(np.concatenate(draws)))
+            x = np.log(np.array([d.mean() for d in draws]) + offset)
+            ref = sps.linregress(x, np.log(policy + offset) - x)
+            assert res.slope == pytest.approx(ref.slope, rel=1e-9, abs=1e-12)
+            assert res.se == pytest.approx(ref.stderr, rel=1e-9)
+            one_sided = ref.pvalue / 2 if ref.slope > 0 else 1 - ref.pvalue / 2
+            assert res.p_value == pytest.approx(one_sided, rel=1e-7, abs=1e-12)
+            assert res.flagged == (ref.slope > 0 and one_sided <= 0.05)
+
+
+def test_the_quarters_gains_are_shares_of_their_draws_v():
+    # 8 seeds: levels 1..8 (one draw each at the level), policy 0.5 x level in the light
+    # seeds and 1.5 x level in the heavy ones; a quarter is 2 seeds
+    levels = np.arange(1.0, 9.0)
+    policy = np.where(levels <= 4, 0.5, 1.5) * levels
+    res = level_trend(policy, [np.array([v]) for v in levels], 0.05)
+    assert res.quarter == 2
+    assert res.light_gain == pytest.approx(((1 + 2) - 0.5 * 3) / 3)
+    assert res.heavy_gain == pytest.approx(((7 + 8) - 1.5 * 15) / 15)
+    assert res.slope > 0 and res.flagged
+    text = res.sentence()
+    assert "rises with the seed's level" in text
+    assert "-50% of the draws' V over the 2 heaviest seeds and 50% over the 2 lightest" in text
+
+
+def test_too_few_seeds_or_one_level_or_no_violations_state_nothing():
+    few = level_trend([1.0] * (MIN_SEEDS - 1), [np.array([1.0, 2.0])] * (MIN_SEEDS - 1), 0.05)
+    assert few.slope is None and not few.flagged and few.sentence() == ""
+    flat = level_trend([0.5, 1.0, 1.5, 2.0], [np.array([1.0, 3.0])] * 4, 0.05)
+    assert flat.slope is None and flat.sentence() == ""
+    zero = level_trend([0.0] * 5, [np.zeros(3)] * 5, 0.05)
+    assert zero.slope is None and zero.heavy_gain is None and not zero.flagged
+
+
+def test_without_a_trend_the_flag_errs_towards_silence():
+    """One more draw or a fixed schedule at widely spread seed levels: the flag fires in at
+    most alpha of campaigns (each seed's draw noise pulls the slope negative)."""
+    rng = np.random.default_rng(8)
+    for policy_sd in (0.8, 0.05):
+        flags = 0
+        for _ in range(400):
+            level = 0.05 * _lognormal(rng, 0.6, 10)
+            draws = [lv * _lognormal(rng, 0.8, 3) for lv in level]
+            policy = level * _lognormal(rng, policy_sd, 10)
+            flags += level_trend(policy, draws, 0.05).flagged
+        assert flags / 400 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)
+
+
+def test_a_policy_growing_faster_than_its_seed_level_is_flagged():
+    flags = sum(level_trend(*_split(trend_campaign(s, n=40, seed_sd=0.6)[1]), 0.05).flagged
+                for s in range(100))
+    assert flags >= 70
+
+
+def test_the_verdict_states_the_trend_when_the_gate_passes_on_it():
+    table, units = trend_campaign(7)
+    result = evalkit.gate(table, "wa", accept_vouched=True)
+    assert result.passed                  # the mean test cannot tell it from a real gain
+    head = result.lines[1]
+    trend = level_trend(*_split(units), 0.05)
+    assert trend.flagged and trend.sentence() in head
+    claim = audit_campaign_dict(table)["claims"][0]
+    assert claim["level_trend"]["flagged"] is True
+    assert claim["level_trend"]["blocking"] is False
+    assert claim["level_trend"]["slope"] == pytest.approx(trend.slope)
+    assert trend.sentence() in claim["notes"]
+
+
+def test_a_left_skew_cochrans_rule_finds_too_few_seeds_for_is_stated_at_any_n():
+    table, units = rare_worse_campaign(23)
+    result = evalkit.gate(table, "wa", accept_vouched=True)
+    assert result.passed
+    d = np.array([d.mean() - p for p, d in units])
+    g1 = float(sps.skew(d))
+    assert g1 < 0 and len(d) < COCHRAN_FACTOR * g1 ** 2 and len(d) >= 20
+    head = result.lines[1]
+    assert f"these are {len(d)}" in head and "(Cochran's rule)" in head
+    assert f"{COCHRAN_FACTOR * g1 ** 2:.0f} seeds" in head
+
+
+def test_a_right_skewed_gain_without_a_trend_states_neither():
+    table, units = bursty_campaign(0, n=20, m=5, effect=0.22)
+    result = evalkit.gate(table, "wa", accept_vouched=True)
+    assert result.passed
+    head = result.lines[1]
+    assert "Cochran" not in head and "rises with the seed's level" not in head
+    claim = audit_campaign_dict(table)["claims"][0]
+    assert claim["level_trend"]["flagged"] is False
