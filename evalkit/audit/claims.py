@@ -122,6 +122,7 @@ class ClaimResult:
             "exchangeability": _exchangeability_dict(self.ctx),
             "tail_luck": _tail_luck_dict(self.ctx),
             "level_trend": _level_trend_dict(self.ctx),
+            "assumptions": verdicts.assumption_sentences(self.ctx) if sf is not None else [],
             "tier": self.tier, "tier_status": self.tier_status,
             "stop_reason": self.stop_reason, "verdict": self.verdict,
             "claim_status": self.claim_status, "ladder": [r.to_dict() for r in self.ladder],

@@ -9,7 +9,7 @@ looks like a gain. Equal means, a policy whose V grows as the seed level to the 
 seeds of 3 draws: the gate passed 0.080 of campaigns at a seed log-spread of 0.6 and 0.241 at
 1.0 (the t-test 0.110 and 0.282; ``tools/LEVEL_TREND_STUDY.md``). No test of the mean can
 tell this from a real gain at such n, so the verdict states it when the seeds show the trend:
-flagged in 0.868 and 1.000 of those campaigns, and in at most 0.004 of the study's designs
+flagged in 0.881 and 1.000 of those campaigns, and in at most 0.005 of the study's designs
 without a trend.
 
 The diagnostic regresses ``y_s = log(P_s + c) - x_s`` (the policy's log ratio to its seed's

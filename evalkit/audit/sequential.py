@@ -54,8 +54,8 @@ from evalkit.stats.floored import padded_draws
 from evalkit.stats.group_sequential import check_spending, decide, design, spending_words
 from evalkit.stats.power import look_floors_batch, sequential_looks
 
-__all__ = ["SequentialVerdict", "planned_looks", "protocol_min_effect", "seed_differences",
-           "sequential_verdicts", "verdict_for"]
+__all__ = ["SequentialVerdict", "pass_assumptions", "planned_looks", "protocol_min_effect",
+           "seed_differences", "sequential_verdicts", "verdict_for"]
 
 # the fixed-n checks the group-sequential test replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
@@ -81,6 +81,7 @@ class SequentialVerdict:
     d: list = field(default_factory=list)          # d_s of the seeds in plan order
     spending: str = "obrien-fleming"  # the plan's alpha-spending function ...
     gamma: float = -4.0               # ... and its Hwang-Shih-DeCani parameter
+    assumptions: list = field(default_factory=list)  # what a pass rests on, in words
 
     @property
     def decided(self) -> bool:
@@ -157,6 +158,7 @@ class SequentialVerdict:
                        f"planned claim(s) ({spending_words(self.spending, self.gamma)})")
         for c in self.blocking:
             out.append(f"  [FAIL] {c.tier}/{c.name}: {c.found}")
+        out += [f"  assumption: {text}" for text in self.assumptions]
         return out
 
 
@@ -202,6 +204,18 @@ def seed_differences(units: list[dict]) -> dict[int, float]:
     """``d_s = mean(draws_s) - policy_s`` (positive = better) per seed of a claim's units."""
     return {int(u["seed"]): float(np.mean(u["v_draws"])) - float(u["v_policy"])
             for u in units}
+
+
+def pass_assumptions(claim: dict, seeds_used: int) -> list[str]:
+    """What a pass rests on beyond the test: the assumptions the audit states for the claim
+    (its ``assumptions``: the tail_luck and level_trend diagnostics, the shape of d), on the
+    document's seeds; when the decision used fewer, each says so."""
+    recorded = [str(x) for x in claim.get("assumptions") or []]
+    n = len(claim["units"])
+    if seeds_used >= n:
+        return recorded
+    return [f"over the document's {n} seeds (the decision used the first {seeds_used}): {x}"
+            for x in recorded]
 
 
 def look_floors(units: list[dict], seeds: list[int], looks) -> np.ndarray:
@@ -283,7 +297,8 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
         return SequentialVerdict(decision="pass", reason=(
             f"at {at} t = {look.statistic:.4g} reached the boundary {look.boundary:.4g}: the "
             f"mean gain {pp(look.mean)} pp is above the smallest effect of interest "
-            f"{pp(min_effect, signed=False)} pp; the policy beats matched random"), **base)
+            f"{pp(min_effect, signed=False)} pp; the policy beats matched random"),
+            assumptions=pass_assumptions(claim, look.seeds), **base)
     if res.decision != "continue" and look.seeds == looks[-1]:
         return SequentialVerdict(decision="exhausted", reason=(
             f"all {looks[-1]} planned seeds ran and t = {look.statistic:.4g} stayed below the "

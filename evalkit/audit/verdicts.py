@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from evalkit.document.words import beats, gain_text, num, prediction_text, significance_text
 
-__all__ = ["COCHRAN_FACTOR", "SMALL_N", "Power", "assumption_text", "explained_result", "power",
-           "tier_sentence", "underpowered_verdict"]
+__all__ = ["COCHRAN_FACTOR", "SMALL_N", "Power", "assumption_sentences", "assumption_text",
+           "cochran_text", "explained_result", "power", "tier_sentence", "underpowered_verdict"]
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,23 @@ SMALL_N = 20
 COCHRAN_FACTOR = 25.0
 
 
+def cochran_text(skew, n) -> str:
+    """The words for a left-skewed d that Cochran's rule finds too few seeds for (g1 < 0 and
+    n < :data:`COCHRAN_FACTOR` g1^2); "" otherwise or where g1 is undefined."""
+    if skew is None or n is None or not skew < 0 or not n < COCHRAN_FACTOR * skew ** 2:
+        return ""
+    return (f"d is left-skewed (sample skewness g1 = {num(skew, 3)}: a few seeds where the "
+            f"policy is much worse): the mean test's normal approximation wants more than "
+            f"{COCHRAN_FACTOR:g} g1^2 = {num(COCHRAN_FACTOR * skew ** 2, 3)} seeds (Cochran's "
+            f"rule), these are {n}")
+
+
 def assumption_text(ctx) -> str:
+    """:func:`assumption_sentences` as the verdict appends them."""
+    return "".join(f"; {x}" for x in assumption_sentences(ctx))
+
+
+def assumption_sentences(ctx) -> list[str]:
     """What a gain rests on beyond the test's p, in words from the numbers: the tail_luck
     diagnostic when the policy's runs missed the draws' tail by what may be luck, the
     level_trend diagnostic when the policy's V relative to its draws rises with the seed's
@@ -175,12 +191,8 @@ def assumption_text(ctx) -> str:
             n = ctx.paired.n
         except Exception:  # noqa: BLE001
             skew = n = None
-        if skew is not None and skew < 0 and n < COCHRAN_FACTOR * skew ** 2:
-            out.append(f"d is left-skewed (sample skewness g1 = {num(skew, 3)}: a few seeds "
-                       f"where the policy is much worse): the mean test's normal "
-                       f"approximation wants more than {COCHRAN_FACTOR:g} g1^2 = "
-                       f"{num(COCHRAN_FACTOR * skew ** 2, 3)} seeds (Cochran's rule), these are "
-                       f"{n}")
+        if cochran_text(skew, n):
+            out.append(cochran_text(skew, n))
     if paired is not None:
         out.append(f"with {paired.n} seeds the mean test assumes a policy run is at least as "
                    f"variable as one more draw of its seed unless its runs show otherwise "
@@ -188,4 +200,4 @@ def assumption_text(ctx) -> str:
                    "is much worse "
                    f"(sample skewness g1 = {num(paired.skewness, 3)}); {SMALL_N} or more seeds "
                    "make both matter less")
-    return "".join(f"; {x}" for x in out)
+    return out

@@ -199,7 +199,8 @@ def _stub_result(excluded=(), effective_n=2, checks=(), d=(0.125, -0.25)):
     sf = SimpleNamespace(null_size=4, method="m", ci_low=-1.0, ci_high=2.0, ci_method="cm",
                          p_greater=0.25, p_two_sided=0.5, exact=True, min_p=0.5)
     ctx = SimpleNamespace(effective_n=effective_n, sign_flip=sf, d=np.array(d),
-                          paired=SimpleNamespace(skewness=0.0, floor_dict=lambda: {}),
+                          paired=SimpleNamespace(skewness=0.0, n=effective_n, floor_state="f",
+                                                 floor_dict=lambda: {}),
                           exchangeability=None,
                           tail_luck=None, level_trend=None, units=[],
                           pseudo_replicates=[(2, 0)], test_name="t",
@@ -233,6 +234,8 @@ def test_to_dict_fields_from_the_context():
     assert out["pseudo_replicates"] == [{"seed": 2, "same_requests_as_seed": 0}]
     assert out["n_seeds"] == 2 and out["seeds"] == [0, 1, 2]
     assert out["draws_per_seed"] == [2, 1] and out["test"] == "t"
+    (small_n,) = out["assumptions"]          # below 20 seeds: what the mean test assumes
+    assert small_n.startswith("with 2 seeds the mean test assumes") and "(f)" in small_n
     # exactly 2 effective seeds: the test is shown; a zero d is not a win
     out = _stub_result(d=(0.0, 0.5)).to_dict()
     assert out["wins"] == 1 and out["null_size"] == 4

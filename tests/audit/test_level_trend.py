@@ -13,10 +13,12 @@ from scipy import stats as sps
 
 import evalkit
 from evalkit.audit.level_trend import MIN_SEEDS, level_trend
+from evalkit.audit.sequential import verdict_for
 from evalkit.audit.verdicts import COCHRAN_FACTOR
 from evalkit.stats.floored import LOG_OFFSET
 from tests.audit.test_claims_seed_level_test import (_summary_table, audit_campaign_dict,
                                                      bursty_campaign)
+from tests.audit.test_sequential_gate import PROTO, _d, _verdict
 
 
 def _lognormal(rng, sigma, size=None):
@@ -167,3 +169,38 @@ def test_a_right_skewed_gain_without_a_trend_states_neither():
     assert "Cochran" not in head and "rises with the seed's level" not in head
     claim = audit_campaign_dict(table)["claims"][0]
     assert claim["level_trend"]["flagged"] is False
+
+
+SEQUENTIAL = {"kind": "sequential", "alpha": 0.05, "max_seeds": 40, "batch": 10,
+              "planned_claims": [["bursty", "wa"]]}
+
+
+def _sequential(table):
+    claim = audit_campaign_dict(table)["claims"][0]
+    return claim, verdict_for(claim, PROTO, "matched_budget", SEQUENTIAL, list(range(40)), 1,
+                              0.005)
+
+
+def test_a_sequential_pass_states_the_assumptions_the_document_records():
+    table, units = trend_campaign(22)
+    claim, verdict = _sequential(table)
+    assert verdict.decision == "pass" and verdict.seeds_used == 40
+    trend = level_trend(*_split(units), 0.05)
+    assert trend.flagged and trend.sentence() in claim["assumptions"]
+    assert verdict.assumptions == claim["assumptions"]
+    assert f"  assumption: {trend.sentence()}" in verdict.lines()
+
+
+def test_a_sequential_pass_on_fewer_seeds_says_the_assumptions_cover_the_document():
+    table, _ = trend_campaign(20)
+    claim, verdict = _sequential(table)
+    assert verdict.decision == "pass" and verdict.seeds_used == 30
+    assert claim["assumptions"] and verdict.assumptions == [
+        f"over the document's 40 seeds (the decision used the first 30): {x}"
+        for x in claim["assumptions"]]
+
+
+def test_a_clean_sequential_pass_states_nothing():
+    verdict = _verdict(_d(12, 0.03))       # a claim recording no assumptions
+    assert verdict.decision == "pass" and verdict.assumptions == []
+    assert not any("assumption:" in line for line in verdict.lines())
