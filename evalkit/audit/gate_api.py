@@ -33,8 +33,10 @@ class GateResult:
     ``direction`` ("better" / "worse" / "not shown": "worse" only where the decision's false
     "worse" rate is measured <= 1.5 x nominal, so never from today's test), the claim's
     Holm-adjusted ``p_value``, ``effect`` (mean d, a share of requests), its ``ci``, the
-    ``exit_code`` and, for a sequential decision, ``seeds_used``; ``lines``: what the CLI
-    prints."""
+    ``exit_code``, for a sequential decision ``seeds_used``, and ``assumptions``: what a gain
+    rests on beyond the test, as the verdict states it (the audit's ``tail_luck`` and
+    ``level_trend`` diagnostics when flagged, the shape of d: below 20 seeds always, from
+    there on by Cochran's rule); ``lines``: what the CLI prints."""
 
     passed: bool
     tier_reached: str | None
@@ -45,6 +47,7 @@ class GateResult:
     exit_code: int
     seeds_used: int | None = None
     lines: list = field(default_factory=list)
+    assumptions: tuple = ()
 
 
 def gate_document(input_path, policy: str, regime: str | None = None,
@@ -131,7 +134,8 @@ def gate(source, policy: str, tier: str | None = None, accept_vouched: bool = Fa
         direction=_direction(claim, float(doc.get("alpha", proto.alpha))),
         p_value=_number(claim.get("p_adjusted")), effect=_number(claim.get("mean_diff")),
         ci=None if ci is None else tuple(_number(x) for x in ci),
-        exit_code=decision.exit_code, seeds_used=seeds_used, lines=list(decision.lines))
+        exit_code=decision.exit_code, seeds_used=seeds_used, lines=list(decision.lines),
+        assumptions=tuple(str(x) for x in claim.get("assumptions") or ()))
 
 
 def _is_dataframe(source) -> bool:

@@ -142,6 +142,7 @@ def test_the_verdict_states_the_trend_when_the_gate_passes_on_it():
     head = result.lines[1]
     trend = level_trend(*_split(units), 0.05)
     assert trend.flagged and trend.sentence() in head
+    assert trend.sentence() in result.assumptions
     claim = audit_campaign_dict(table)["claims"][0]
     assert claim["level_trend"]["flagged"] is True
     assert claim["level_trend"]["blocking"] is False
@@ -159,6 +160,7 @@ def test_a_left_skew_cochrans_rule_finds_too_few_seeds_for_is_stated_at_any_n():
     head = result.lines[1]
     assert f"these are {len(d)}" in head and "(Cochran's rule)" in head
     assert f"{COCHRAN_FACTOR * g1 ** 2:.0f} seeds" in head
+    assert any("(Cochran's rule)" in x for x in result.assumptions)
 
 
 def test_a_right_skewed_gain_without_a_trend_states_neither():
@@ -167,6 +169,8 @@ def test_a_right_skewed_gain_without_a_trend_states_neither():
     assert result.passed
     head = result.lines[1]
     assert "Cochran" not in head and "rises with the seed's level" not in head
+    (luck,) = result.assumptions             # the policy never bursts: tail_luck alone
+    assert "caught none of the draws' tail" in luck and luck in head
     claim = audit_campaign_dict(table)["claims"][0]
     assert claim["level_trend"]["flagged"] is False
 
