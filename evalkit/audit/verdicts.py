@@ -161,6 +161,15 @@ def assumption_text(ctx) -> str:
     return "".join(f"; {x}" for x in assumption_sentences(ctx))
 
 
+def _flagged(get) -> list[str]:
+    """A diagnostic's sentence when it is flagged; none where it cannot run."""
+    try:
+        diag = get()
+    except Exception:  # noqa: BLE001 - no diagnostic without paired seeds
+        return []
+    return [diag.sentence()] if diag is not None and diag.flagged else []
+
+
 def assumption_sentences(ctx) -> list[str]:
     """What a gain rests on beyond the test's p, in words from the numbers: the tail_luck
     diagnostic when the policy's runs missed the draws' tail by what may be luck, the
@@ -168,23 +177,11 @@ def assumption_sentences(ctx) -> list[str]:
     level, at small n the shape of d (its sample skewness) the mean test assumes, and from
     :data:`SMALL_N` seeds on a left skew of d that Cochran's rule says these seeds are too few
     for."""
-    out = []
-    try:
-        luck = ctx.tail_luck
-    except Exception:  # noqa: BLE001 - no diagnostic without paired seeds
-        luck = None
-    if luck is not None and luck.flagged:
-        out.append(luck.sentence())
+    out = _flagged(lambda: ctx.tail_luck) + _flagged(lambda: ctx.level_trend)
     try:
         paired = ctx.paired if ctx.effective_n < SMALL_N else None
     except Exception:  # noqa: BLE001
         paired = None
-    try:
-        trend = ctx.level_trend
-    except Exception:  # noqa: BLE001 - no diagnostic without paired seeds
-        trend = None
-    if trend is not None and trend.flagged:
-        out.append(trend.sentence())
     if paired is None:
         try:
             skew = ctx.paired.skewness
