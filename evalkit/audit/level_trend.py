@@ -18,8 +18,12 @@ squares, ``c`` the floored test's :data:`~evalkit.stats.floored.LOG_OFFSET` x th
 V (a V of 0 stays finite). The level is a mean of single runs' logs, so the policy's one run
 is compared with runs like it: a light seed's policy run at 0 meets draws at 0 as often,
 where the log of the draws' mean V rarely is (on that scale exchangeable binomial V, 100
-requests a run, 5 draws, seed log-spread 1, was flagged in 0.11-0.16 of campaigns; on this
-one 0.03-0.04). ``flagged`` when the slope is positive with one-sided p <= alpha (t with
+requests a run, 5 draws, seed log-spread 1, 10 or 20 seeds, was flagged in 0.11-0.12 of
+campaigns, 0.16 at 8 draws; on this one 0.03-0.04). A run's log noise that widens or
+narrows with the level moves the mean log of the draws against a fixed schedule's run (log
+sd 0.3 to 0.9 across a seed log-spread of 1, 40 seeds: a fixed schedule flagged in 0.049
+of campaigns where the noise widens with the level, 0.000 where it narrows; one more draw
+0.006 and 0.005). ``flagged`` when the slope is positive with one-sided p <= alpha (t with
 n - 2 degrees of freedom). ``x`` carries each seed's draw noise, which enters ``y`` with the
 opposite sign, so under no trend the slope leans negative: the flag errs towards silence.
 Beside the slope it reports the gain relative to the draws' V (``sum(Dbar - P) / sum(Dbar)``)
