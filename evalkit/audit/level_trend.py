@@ -76,10 +76,12 @@ class LevelTrend:
                  f"{self.quarter} lightest")
         if not self.flagged:
             return (f"level_trend: the policy's log ratio to its draws moves by "
-                    f"{num(self.slope, 3)} per log unit of the seed's level (one-sided p = "
+                    f"{num(self.slope, 3)} per unit of the seed's level (its draws' mean log V; "
+                    f"one-sided p = "
                     f"{p_value(self.p_value)} > alpha = {self.alpha:g}); {gains}")
         return (f"the policy's V relative to its draws rises with the seed's level (slope "
-                f"{num(self.slope, 3)} in log ratio per log unit of the draws' mean V, "
+                f"{num(self.slope, 3)} in log ratio per unit of the seed's level, its draws' "
+                "mean log V, "
                 f"one-sided p = {p_value(self.p_value)}); {gains} -- the mean gain rests on "
                 f"these {self.n} seeds holding heavy seeds as often as the campaign's loads "
                 "do (a policy much worse in a few heavy seeds can win most seeds at equal "
