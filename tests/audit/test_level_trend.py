@@ -95,6 +95,14 @@ def test_too_few_seeds_or_one_level_or_no_violations_state_nothing():
     assert few.slope is None and not few.flagged and few.sentence() == ""
     flat = level_trend([0.5, 1.0, 1.5, 2.0], [np.array([1.0, 3.0])] * 4, 0.05)
     assert flat.slope is None and flat.sentence() == ""
+    # levels a millionth apart (float noise in a replayed trace's V) are one level too
+    rounded = level_trend([0.05, 0.06, 0.04, 0.05, 0.07, 0.05],
+                          [np.full(3, 0.05 * (1 + 1e-6 * k)) for k in range(6)], 0.05)
+    assert rounded.slope is None and not rounded.flagged
+    # a policy run equal to its seed's one draw everywhere: a flat line, no residual, p = 1
+    same = level_trend([0.01, 0.02, 0.04, 0.08], [np.array([v]) for v in (0.01, 0.02, 0.04,
+                                                                            0.08)], 0.05)
+    assert same.slope == 0.0 and same.se == 0.0 and same.p_value == 1.0 and not same.flagged
     zero = level_trend([0.0] * 5, [np.zeros(3)] * 5, 0.05)
     assert zero.slope is None and zero.heavy_gain is None and not zero.flagged
 
