@@ -15,7 +15,7 @@ bursty run noise, the policy one more draw or a fixed schedule, equal means and 
 22% gain). Per cell: the fixed gate's pass rate (two-sided 0.05, gain >= min_effect; the
 t-test on d beside it), how often each stated assumption fires (the ``level_trend``
 diagnostic, :func:`evalkit.audit.level_trend.level_trend`; Cochran's rule on d's left skew,
-``n < 25 g1^2`` with g1 < 0 (:data:`evalkit.audit.verdicts.COCHRAN_FACTOR`); the small-n text
+``n < 25 g1^2`` with g1 < 0 (:func:`evalkit.audit.verdicts.cochran_text`); the small-n text
 below :data:`evalkit.audit.verdicts.SMALL_N` seeds), and the share of campaigns that pass
 with none of them stated: what the verdict would print as a clean gain.
 """
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import inference_study as study  # noqa: E402  (the gate's batch test and the campaigns)
 from evalkit.audit.level_trend import level_trend  # noqa: E402
-from evalkit.audit.verdicts import COCHRAN_FACTOR, SMALL_N  # noqa: E402
+from evalkit.audit.verdicts import SMALL_N, cochran_text  # noqa: E402
 from evalkit.stats.paired import sample_skewness  # noqa: E402
 
 SEEDS = (10, 20, 40, 80)
@@ -66,8 +66,7 @@ def row(name, policy, draws):
         d.mean(axis=1) >= study.MIN_EFFECT)
     trend = np.array([level_trend(policy[i], list(draws[i]), study.ALPHA).flagged
                       for i in range(c)])
-    g1 = np.array([sample_skewness(x) for x in d])
-    cochran = (g1 < 0) & (n < COCHRAN_FACTOR * g1 ** 2)
+    cochran = np.array([bool(cochran_text(sample_skewness(x), n)) for x in d])
     stated = trend | cochran | (n < SMALL_N)
     return (f"| {name} | {n} | {passed.mean():.3f} | {t_pass.mean():.3f} | {trend.mean():.3f} "
             f"| {cochran.mean():.3f} | {'yes' if n < SMALL_N else 'no'} "

@@ -179,22 +179,17 @@ def assumption_sentences(ctx) -> list[str]:
     for."""
     out = _flagged(lambda: ctx.tail_luck) + _flagged(lambda: ctx.level_trend)
     try:
-        paired = ctx.paired if ctx.effective_n < SMALL_N else None
-    except Exception:  # noqa: BLE001
-        paired = None
+        paired = ctx.paired
+        small = ctx.effective_n < SMALL_N
+    except Exception:  # noqa: BLE001 - no test without paired seeds
+        return out
     if paired is None:
-        try:
-            skew = ctx.paired.skewness
-            n = ctx.paired.n
-        except Exception:  # noqa: BLE001
-            skew = n = None
-        if cochran_text(skew, n):
-            out.append(cochran_text(skew, n))
-    if paired is not None:
-        out.append(f"with {paired.n} seeds the mean test assumes a policy run is at least as "
-                   f"variable as one more draw of its seed unless its runs show otherwise "
-                   f"({paired.floor_state}) and d has no long tail of seeds where the policy "
-                   "is much worse "
-                   f"(sample skewness g1 = {num(paired.skewness, 3)}); {SMALL_N} or more seeds "
-                   "make both matter less")
-    return out
+        return out
+    if not small:
+        cochran = cochran_text(paired.skewness, paired.n)
+        return out + ([cochran] if cochran else [])
+    return out + [f"with {paired.n} seeds the mean test assumes a policy run is at least as "
+                  f"variable as one more draw of its seed unless its runs show otherwise "
+                  f"({paired.floor_state}) and d has no long tail of seeds where the policy "
+                  f"is much worse (sample skewness g1 = {num(paired.skewness, 3)}); "
+                  f"{SMALL_N} or more seeds make both matter less"]
