@@ -14,7 +14,7 @@ from scipy import stats as sps
 import evalkit
 from evalkit.audit.level_trend import MIN_SEEDS, level_trend
 from evalkit.audit.sequential import verdict_for
-from evalkit.audit.verdicts import COCHRAN_FACTOR
+from evalkit.audit.verdicts import COCHRAN_FACTOR, SMALL_N, assumption_sentences, cochran_text
 from evalkit.stats.floored import LOG_OFFSET
 from tests.audit.test_claims_seed_level_test import (_summary_table, audit_campaign_dict,
                                                      bursty_campaign)
@@ -73,6 +73,40 @@ def test_slope_its_error_and_p_are_scipys_least_squares():
             one_sided = ref.pvalue / 2 if ref.slope > 0 else 1 - ref.pvalue / 2
             assert res.p_value == pytest.approx(one_sided, rel=1e-7, abs=1e-12)
             assert res.flagged == (ref.slope > 0 and one_sided <= 0.05)
+
+
+def test_the_flag_is_at_alpha_inclusive():
+    rng = np.random.default_rng(4)
+    level = 0.05 * _lognormal(rng, 0.6, 12)
+    draws = [lv * _lognormal(rng, 0.35, 3) for lv in level]
+    policy = 0.05 * (level / 0.05) ** 1.3 * _lognormal(rng, 0.35, 12)
+    p = level_trend(policy, draws, 0.05).p_value
+    assert 0 < p < 0.5
+    assert level_trend(policy, draws, p).flagged                       # p == alpha
+    assert not level_trend(policy, draws, math.nextafter(p, 0.0)).flagged
+    assert level_trend(policy, draws, math.nextafter(p, 1.0)).flagged
+
+
+def test_cochrans_rule_is_strict_at_25_g1_squared():
+    assert COCHRAN_FACTOR * 2.0 ** 2 == 100
+    assert cochran_text(-2.0, 100) == ""                               # n = 25 g1^2
+    assert "wants more than 25 g1^2 = 100 seeds" in cochran_text(-2.0, 99)
+    assert cochran_text(-2.0, 101) == ""
+    assert cochran_text(2.0, 99) == "" and cochran_text(0.0, 99) == ""
+    assert cochran_text(math.nan, 99) == "" and cochran_text(None, 99) == ""
+
+
+def test_the_small_n_text_gives_way_to_cochrans_rule_at_small_n():
+    from types import SimpleNamespace
+
+    def ctx(n):
+        test = SimpleNamespace(n=n, skewness=-3.0, floor_state="f")
+        return SimpleNamespace(tail_luck=None, level_trend=None, paired=test, effective_n=n)
+    (below,) = assumption_sentences(ctx(SMALL_N - 1))
+    assert below.startswith(f"with {SMALL_N - 1} seeds the mean test assumes")
+    (at,) = assumption_sentences(ctx(SMALL_N))
+    assert at == cochran_text(-3.0, SMALL_N) and "(Cochran's rule)" in at
+    assert assumption_sentences(ctx(250)) == []                       # 250 > 25 x 9
 
 
 def test_the_quarters_gains_are_shares_of_their_draws_v():
