@@ -271,6 +271,9 @@ def check_fresh(doc: dict, path, protocol, seed: int, sequential: bool = False) 
         if sequential and "units" not in claim:
             raise InputError("the claim records no per-seed units for the sequential test",
                              file=where, column=f"claims[{i}].units", fix=redo)
+        if sequential and "assumptions" not in claim:
+            raise InputError("the claim records no assumptions for a sequential pass to state",
+                             file=where, column=f"claims[{i}].assumptions", fix=redo)
     if sequential and "design" not in doc:
         raise InputError("the document records no planned design", file=where,
                          column="design", fix=redo)

@@ -210,7 +210,7 @@ def pass_assumptions(claim: dict, seeds_used: int) -> list[str]:
     """What a pass rests on beyond the test: the assumptions the audit states for the claim
     (its ``assumptions``: the tail_luck and level_trend diagnostics, the shape of d), on the
     document's seeds; when the decision used fewer, each says so."""
-    recorded = [str(x) for x in claim.get("assumptions") or []]
+    recorded = [str(x) for x in claim["assumptions"]]
     n = len(claim["units"])
     if seeds_used >= n:
         return recorded

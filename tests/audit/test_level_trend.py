@@ -250,3 +250,16 @@ def test_a_clean_sequential_pass_states_nothing():
     verdict = _verdict(_d(12, 0.03))       # a claim recording no assumptions
     assert verdict.decision == "pass" and verdict.assumptions == []
     assert not any("assumption:" in line for line in verdict.lines())
+
+
+def test_a_document_without_its_assumptions_is_refused_by_the_sequential_gate():
+    from evalkit.audit.gate import check_fresh
+    from evalkit.errors import InputError
+
+    table, _ = trend_campaign(22)
+    doc = audit_campaign_dict(table)
+    proto = evalkit.load_protocol(None).with_accept_vouched(True)
+    del doc["claims"][0]["assumptions"]
+    with pytest.raises(InputError) as err:
+        check_fresh(doc, "audit.json", proto, 0, sequential=True)
+    assert err.value.column == "claims[0].assumptions"

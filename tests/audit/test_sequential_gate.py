@@ -71,7 +71,8 @@ def _claim(v_pol, draws, checks=(), policy="pol", seeds=None):
     seeds = range(len(v_pol)) if seeds is None else seeds
     units = [{"seed": int(s), "v_policy": float(v), "v_draws": [float(x) for x in d]}
              for s, v, d in zip(seeds, v_pol, draws)]
-    return {"regime": "r", "policy": policy, "checks": list(checks), "units": units}
+    return {"regime": "r", "policy": policy, "checks": list(checks), "units": units,
+            "assumptions": []}
 
 
 def _check(name, tier, found):
