@@ -571,7 +571,8 @@ def gate_runs(pol, draws, max_seeds, batch, checked=50, spending="obrien-fleming
     min_effect = GATE_PROTOCOL.checks["gain_significant"].params["min_effect"]
     passed, used, decision = [], [], []
     for p, dr in zip(pol[:, :max_seeds], draws[:, :max_seeds]):
-        claim = {"regime": "r", "policy": "pol", "checks": [], "assumptions": [],
+        claim = {"regime": "r", "policy": "pol", "checks": [],
+                 "tail_luck": None, "level_trend": None,
                  "units": [{"seed": s, "v_policy": float(v), "v_draws": [float(x) for x in row]}
                            for s, (v, row) in enumerate(zip(p, dr))]}
         v = verdict_for(claim, GATE_PROTOCOL, "matched_budget", spec, order, 1, min_effect)

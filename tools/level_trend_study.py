@@ -15,8 +15,8 @@ bursty run noise, the policy one more draw or a fixed schedule, equal means and 
 22% gain). Per cell: the fixed gate's pass rate (two-sided 0.05, gain >= min_effect; the
 t-test on d beside it), how often each stated assumption fires (the ``level_trend``
 diagnostic, :func:`evalkit.audit.level_trend.level_trend`; Cochran's rule on d's left skew,
-``n < 25 g1^2`` with g1 < 0 (:func:`evalkit.audit.verdicts.cochran_text`); the small-n text
-below :data:`evalkit.audit.verdicts.SMALL_N` seeds), and the share of campaigns that pass
+``n < 25 g1^2`` with g1 < 0 (:func:`evalkit.document.words.cochran_text`); the small-n text
+below :data:`evalkit.document.words.SMALL_N` seeds), and the share of campaigns that pass
 with none of them stated: what the verdict would print as a clean gain.
 """
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import inference_study as study  # noqa: E402  (the gate's batch test and the campaigns)
 from evalkit.audit.level_trend import level_trend  # noqa: E402
-from evalkit.audit.verdicts import SMALL_N, cochran_text  # noqa: E402
+from evalkit.document.words import SMALL_N, cochran_text  # noqa: E402
 from evalkit.stats.paired import sample_skewness  # noqa: E402
 
 SEEDS = (10, 20, 40, 80)

@@ -36,7 +36,8 @@ class GateResult:
     ``exit_code``, for a sequential decision ``seeds_used``, and ``assumptions``: what a gain
     rests on beyond the test, as the verdict states it (the audit's ``tail_luck`` and
     ``level_trend`` diagnostics when flagged, the shape of d: below 20 seeds always, from
-    there on by Cochran's rule); ``lines``: what the CLI prints."""
+    there on by Cochran's rule; a sequential pass states the shape of d on the seeds it
+    used, with what the floor did at its deciding look); ``lines``: what the CLI prints."""
 
     passed: bool
     tier_reached: str | None
@@ -123,11 +124,13 @@ def gate(source, policy: str, tier: str | None = None, accept_vouched: bool = Fa
     else:
         proto, doc, claim, decision = gate_document(source, policy, **kwargs)
     seeds_used = None
+    assumptions = claim.get("assumptions") or ()
     if sequential:
         verdicts = sequential_verdicts(doc, proto, tier, protocol_min_effect(proto))
         mine = next(v for v in verdicts
                     if (v.regime, v.policy) == (claim["regime"], claim["policy"]))
         seeds_used = int(mine.seeds_used)
+        assumptions = mine.assumptions
     ci = claim.get("ci")
     return GateResult(
         passed=decision.passed, tier_reached=claim.get("tier"),
@@ -135,7 +138,7 @@ def gate(source, policy: str, tier: str | None = None, accept_vouched: bool = Fa
         p_value=_number(claim.get("p_adjusted")), effect=_number(claim.get("mean_diff")),
         ci=None if ci is None else tuple(_number(x) for x in ci),
         exit_code=decision.exit_code, seeds_used=seeds_used, lines=list(decision.lines),
-        assumptions=tuple(str(x) for x in claim.get("assumptions") or ()))
+        assumptions=tuple(str(x) for x in assumptions))
 
 
 def _is_dataframe(source) -> bool:

@@ -47,15 +47,17 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from evalkit.document.words import EFFECT_TOL, pp
+from evalkit.document.words import EFFECT_TOL, pp, shape_text
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.seeds import repeated_seeds
 from evalkit.stats.floored import padded_draws
 from evalkit.stats.group_sequential import check_spending, decide, design, spending_words
+from evalkit.stats.paired import sample_skewness
 from evalkit.stats.power import look_floors_batch, sequential_looks
 
-__all__ = ["SequentialVerdict", "pass_assumptions", "planned_looks", "protocol_min_effect",
-           "seed_differences", "sequential_verdicts", "verdict_for"]
+__all__ = ["DIAGNOSTICS", "SequentialVerdict", "look_floor_state", "pass_assumptions",
+           "planned_looks", "protocol_min_effect", "seed_differences", "sequential_verdicts",
+           "verdict_for"]
 
 # the fixed-n checks the group-sequential test replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
@@ -206,16 +208,33 @@ def seed_differences(units: list[dict]) -> dict[int, float]:
             for u in units}
 
 
-def pass_assumptions(claim: dict, seeds_used: int) -> list[str]:
-    """What a pass rests on beyond the test: the assumptions the audit states for the claim
-    (its ``assumptions``: the tail_luck and level_trend diagnostics, the shape of d), on the
-    document's seeds; when the decision used fewer, each says so."""
-    recorded = [str(x) for x in claim["assumptions"]]
+DIAGNOSTICS = ("tail_luck", "level_trend")   # the audit's non-blocking diagnostics a pass states
+
+
+def look_floor_state(look) -> str:
+    """What the draws' variance floor did at a look, in words."""
+    if look.variance_floor is None:
+        return "no draws' variance floor at this look"
+    if look.floor_binds:
+        return "the draws' variance floor binds at this look"
+    return "the draws' variance floor does not bind at this look"
+
+
+def pass_assumptions(claim: dict, d, look) -> list[str]:
+    """What a pass at ``look`` rests on beyond the test: the audit's tail_luck and
+    level_trend diagnostics when flagged (computed on the document's seeds: when the decision
+    used fewer, each says so), and the shape of d the decision's t assumes, on the seeds it
+    used and with what the floor did at that look (:func:`evalkit.document.words.shape_text`:
+    below 20 seeds always, from there on when Cochran's rule finds them too few)."""
     n = len(claim["units"])
-    if seeds_used >= n:
-        return recorded
-    return [f"over the document's {n} seeds (the decision used the first {seeds_used}): {x}"
-            for x in recorded]
+    stated = [str(claim[key]["sentence"]) for key in DIAGNOSTICS
+              if claim[key] is not None and claim[key]["flagged"]]
+    if look.seeds < n:
+        stated = [f"over the document's {n} seeds (the decision used the first {look.seeds}): "
+                  f"{x}" for x in stated]
+    shape = shape_text(look.seeds, look_floor_state(look),
+                       sample_skewness(np.asarray(d[:look.seeds], dtype=float)))
+    return stated + ([shape] if shape else [])
 
 
 def look_floors(units: list[dict], seeds: list[int], looks) -> np.ndarray:
@@ -298,7 +317,7 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
             f"at {at} t = {look.statistic:.4g} reached the boundary {look.boundary:.4g}: the "
             f"mean gain {pp(look.mean)} pp is above the smallest effect of interest "
             f"{pp(min_effect, signed=False)} pp; the policy beats matched random"),
-            assumptions=pass_assumptions(claim, look.seeds), **base)
+            assumptions=pass_assumptions(claim, base["d"], look), **base)
     if res.decision != "continue" and look.seeds == looks[-1]:
         return SequentialVerdict(decision="exhausted", reason=(
             f"all {looks[-1]} planned seeds ran and t = {look.statistic:.4g} stayed below the "

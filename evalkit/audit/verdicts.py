@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evalkit.document.words import beats, gain_text, num, prediction_text, significance_text
+from evalkit.document.words import (beats, gain_text, num, prediction_text, shape_text,
+                                    significance_text)
 
-__all__ = ["COCHRAN_FACTOR", "SMALL_N", "Power", "assumption_sentences", "assumption_text",
-           "cochran_text", "explained_result", "power", "tier_sentence", "underpowered_verdict"]
+__all__ = ["Power", "assumption_sentences", "assumption_text", "explained_result", "power",
+           "tier_sentence", "underpowered_verdict"]
 
 
 @dataclass(frozen=True)
@@ -134,28 +135,6 @@ def _stands_below_explained(tier, ctx) -> bool:
     return names.index(tier.name) >= names.index(holder) - 1
 
 
-# Below this many seeds the study measured false passes of mean tests above nominal for a
-# policy much worse in a few seeds (tools/INFERENCE_STUDY.md, "Small n, skewed policy")
-SMALL_N = 20
-# Cochran's rule for a mean's normal approximation: n > 25 g1^2 (Sugden, Smith & Jones 2000).
-# At or above SMALL_N seeds a left-skewed d (a few seeds where the policy is much worse) that
-# breaks it is stated: equal means, a policy at 0.5x its draws in 90% of seeds and 5.5x in
-# 10%, 40 seeds: the gate passed 0.087, and 0.017 with no assumption stated
-# (tools/LEVEL_TREND_STUDY.md)
-COCHRAN_FACTOR = 25.0
-
-
-def cochran_text(skew, n) -> str:
-    """The words for a left-skewed d that Cochran's rule finds too few seeds for (g1 < 0 and
-    n < :data:`COCHRAN_FACTOR` g1^2); "" otherwise or where g1 is undefined."""
-    if skew is None or n is None or not skew < 0 or not n < COCHRAN_FACTOR * skew ** 2:
-        return ""
-    return (f"d is left-skewed (sample skewness g1 = {num(skew, 3)}: a few seeds where the "
-            f"policy is much worse): the mean test's normal approximation wants more than "
-            f"{COCHRAN_FACTOR:g} g1^2 = {num(COCHRAN_FACTOR * skew ** 2, 3)} seeds (Cochran's "
-            f"rule), these are {n}")
-
-
 def assumption_text(ctx) -> str:
     """:func:`assumption_sentences` as the verdict appends them."""
     return "".join(f"; {x}" for x in assumption_sentences(ctx))
@@ -174,22 +153,15 @@ def assumption_sentences(ctx) -> list[str]:
     """What a gain rests on beyond the test's p, in words from the numbers: the tail_luck
     diagnostic when the policy's runs missed the draws' tail by what may be luck, the
     level_trend diagnostic when the policy's V relative to its draws rises with the seed's
-    level, at small n the shape of d (its sample skewness) the mean test assumes, and from
-    :data:`SMALL_N` seeds on a left skew of d that Cochran's rule says these seeds are too few
-    for."""
+    level, and the shape of d the mean test assumes
+    (:func:`evalkit.document.words.shape_text`: below 20 seeds always, from there on a left
+    skew of d that Cochran's rule says these seeds are too few for)."""
     out = _flagged(lambda: ctx.tail_luck) + _flagged(lambda: ctx.level_trend)
     try:
         paired = ctx.paired
-        small = ctx.effective_n < SMALL_N
     except Exception:  # noqa: BLE001 - no test without paired seeds
         return out
     if paired is None:
         return out
-    if not small:
-        cochran = cochran_text(paired.skewness, paired.n)
-        return out + ([cochran] if cochran else [])
-    return out + [f"with {paired.n} seeds the mean test assumes a policy run is at least as "
-                  f"variable as one more draw of its seed unless its runs show otherwise "
-                  f"({paired.floor_state}) and d has no long tail of seeds where the policy "
-                  f"is much worse (sample skewness g1 = {num(paired.skewness, 3)}); "
-                  f"{SMALL_N} or more seeds make both matter less"]
+    shape = shape_text(paired.n, paired.floor_state, paired.skewness)
+    return out + ([shape] if shape else [])

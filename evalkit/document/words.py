@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "CLAIM_TEST_FALSE_WORSE", "DESIGN_CHECKS",
-           "EFFECT_TOL", "WORSE_SIZE_FACTOR", "TIED", "WORSE",
-           "beats", "ci_side", "ci_words", "drift_share_words", "explained_fix",
+__all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "CLAIM_TEST_FALSE_WORSE", "COCHRAN_FACTOR",
+           "DESIGN_CHECKS", "EFFECT_TOL", "SMALL_N", "TIED", "WORSE", "WORSE_SIZE_FACTOR",
+           "beats", "ci_side", "ci_words", "cochran_text", "drift_share_words", "explained_fix",
            "explained_reason", "failed_design_checks", "gain_state", "gain_text", "gain_words",
            "is_negligible", "not_valid_words", "num", "p_value", "pct", "pp", "prediction_text",
-           "significance_text", "vouched_note", "worse_licensed", "worse_words"]
+           "shape_text", "significance_text", "vouched_note", "worse_licensed", "worse_words"]
 
 EFFECT_TOL = 1e-12           # a gain equal to min_effect up to rounding is not below it
 
@@ -264,3 +264,37 @@ def prediction_text(res) -> str:
     text = (f"psi-predicted gain G_pred = {pp(res.g_pred)} pp [{pp(lo)}, {pp(hi)}]"
             + (f", CI {pos} 0" if pos else ""))
     return text if res.explained else text + ": not shown to be explained by overlap"
+
+
+# Below this many seeds the study measured false passes of mean tests above nominal for a
+# policy much worse in a few seeds (tools/INFERENCE_STUDY.md, "Small n, skewed policy")
+SMALL_N = 20
+# Cochran's rule for a mean's normal approximation: n > 25 g1^2 (Sugden, Smith & Jones 2000).
+# At or above SMALL_N seeds a left-skewed d (a few seeds where the policy is much worse) that
+# breaks it is stated: equal means, a policy at 0.5x its draws in 90% of seeds and 5.5x in
+# 10%, 40 seeds: the gate passed 0.087, and 0.017 with no assumption stated
+# (tools/LEVEL_TREND_STUDY.md)
+COCHRAN_FACTOR = 25.0
+
+
+def cochran_text(skew, n) -> str:
+    """The words for a left-skewed d that Cochran's rule finds too few seeds for (g1 < 0 and
+    n < :data:`COCHRAN_FACTOR` g1^2); "" otherwise or where g1 is undefined."""
+    if skew is None or n is None or not skew < 0 or not n < COCHRAN_FACTOR * skew ** 2:
+        return ""
+    return (f"d is left-skewed (sample skewness g1 = {num(skew, 3)}: a few seeds where the "
+            f"policy is much worse): the mean test's normal approximation wants more than "
+            f"{COCHRAN_FACTOR:g} g1^2 = {num(COCHRAN_FACTOR * skew ** 2, 3)} seeds (Cochran's "
+            f"rule), these are {n}")
+
+
+def shape_text(n: int, floor_state: str, skew) -> str:
+    """What a mean test on n seeds assumes about the shape of d, in words from its numbers:
+    below :data:`SMALL_N` seeds always (what the floor did, in ``floor_state``, and g1), from
+    there on :func:`cochran_text` ("" when Cochran's rule holds)."""
+    if n >= SMALL_N:
+        return cochran_text(skew, n)
+    return (f"with {n} seeds the mean test assumes a policy run is at least as variable as "
+            f"one more draw of its seed unless its runs show otherwise ({floor_state}) and d "
+            f"has no long tail of seeds where the policy is much worse (sample skewness g1 = "
+            f"{num(skew, 3)}); {SMALL_N} or more seeds make both matter less")

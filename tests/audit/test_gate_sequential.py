@@ -44,5 +44,8 @@ def test_the_python_gate_reports_the_seeds_of_the_deciding_look(monkeypatch):
     decision = gate.GateDecision(0, ["decided"])
     monkeypatch.setattr(gate_api, "gate_document",
                         lambda *a, **k: (load_protocol(), doc, claim, decision))
+    claim["assumptions"] = ["the fixed test's words on all 12 seeds"]
     result = gate_api.gate("runs", "pol", sequential=True)
     assert result.seeds_used == 6 < len(claim["units"])
+    (shape,) = result.assumptions          # the sequential pass's own, on its 6 seeds
+    assert shape.startswith("with 6 seeds the mean test assumes") and "at this look" in shape

@@ -5,6 +5,7 @@ seeds for."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -13,9 +14,11 @@ from scipy import stats as sps
 
 import evalkit
 from evalkit.audit.level_trend import MIN_SEEDS, level_trend
-from evalkit.audit.sequential import verdict_for
-from evalkit.audit.verdicts import COCHRAN_FACTOR, SMALL_N, assumption_sentences, cochran_text
+from evalkit.audit.sequential import look_floor_state, verdict_for
+from evalkit.audit.verdicts import assumption_sentences
+from evalkit.document.words import COCHRAN_FACTOR, SMALL_N, cochran_text, shape_text
 from evalkit.stats.floored import LOG_OFFSET
+from evalkit.stats.paired import sample_skewness
 from tests.audit.test_claims_seed_level_test import (_summary_table, audit_campaign_dict,
                                                      bursty_campaign)
 from tests.audit.test_sequential_gate import PROTO, _d, _verdict
@@ -227,39 +230,112 @@ def _sequential(table):
                               0.005)
 
 
-def test_a_sequential_pass_states_the_assumptions_the_document_records():
+def _seq_d(units):
+    return np.array([d.mean() - p for p, d in units])
+
+
+def test_a_sequential_pass_on_all_seeds_states_what_the_audit_states():
     table, units = trend_campaign(22)
     claim, verdict = _sequential(table)
     assert verdict.decision == "pass" and verdict.seeds_used == 40
     trend = level_trend(*_split(units), 0.05)
-    assert trend.flagged and trend.sentence() in claim["assumptions"]
-    assert verdict.assumptions == claim["assumptions"]
+    assert trend.flagged and claim["level_trend"]["sentence"] == trend.sentence()
+    shape = cochran_text(sample_skewness(_seq_d(units)), 40)
+    assert verdict.assumptions == [trend.sentence()] + ([shape] if shape else [])
+    assert verdict.assumptions == claim["assumptions"]    # same seeds: the fixed gate's words
     assert f"  assumption: {trend.sentence()}" in verdict.lines()
 
 
-def test_a_sequential_pass_on_fewer_seeds_says_the_assumptions_cover_the_document():
-    table, _ = trend_campaign(20)
+def test_a_sequential_pass_on_fewer_seeds_states_the_shape_of_the_seeds_it_used():
+    table, units = trend_campaign(20)
     claim, verdict = _sequential(table)
     assert verdict.decision == "pass" and verdict.seeds_used == 30
-    assert claim["assumptions"] and verdict.assumptions == [
-        f"over the document's 40 seeds (the decision used the first 30): {x}"
-        for x in claim["assumptions"]]
+    trend = claim["level_trend"]
+    assert trend["flagged"]
+    head = f"over the document's 40 seeds (the decision used the first 30): {trend['sentence']}"
+    shape = cochran_text(sample_skewness(_seq_d(units)[:30]), 30)
+    assert verdict.assumptions == [head] + ([shape] if shape else [])
 
 
-def test_a_clean_sequential_pass_states_nothing():
-    verdict = _verdict(_d(12, 0.03))       # a claim recording no assumptions
-    assert verdict.decision == "pass" and verdict.assumptions == []
+def test_a_small_sequential_pass_states_the_shape_of_d_with_its_looks_floor():
+    d = _d(12, 0.03)
+    verdict = _verdict(d)
+    look = verdict.result.looks[-1]
+    assert verdict.decision == "pass" and look.seeds < 12
+    (shape,) = verdict.assumptions
+    assert shape == shape_text(look.seeds, look_floor_state(look),
+                               sample_skewness(d[:look.seeds]))
+    assert shape.startswith(f"with {look.seeds} seeds the mean test assumes")
+    assert f"  assumption: {shape}" in verdict.lines()
+
+
+def test_a_sequential_pass_from_20_seeds_on_a_symmetric_d_states_nothing():
+    design = {**SEQUENTIAL, "max_seeds": 24, "batch": 24}
+    d = np.tile([-0.004, 0.004], 12) + 0.03        # g1 = 0: Cochran's rule holds
+    verdict = _verdict(d, design=design)
+    assert verdict.decision == "pass" and verdict.seeds_used == 24
+    assert verdict.assumptions == []
     assert not any("assumption:" in line for line in verdict.lines())
 
 
-def test_a_document_without_its_assumptions_is_refused_by_the_sequential_gate():
+def wide_policy_campaign(seed: int, n: int = 12) -> tuple:
+    """A policy at 0.7x its draws' level with lognormal 0.6 run noise (draws 0.35)."""
+    rng = np.random.default_rng(seed)
+    units = []
+    for _ in range(n):
+        level = 0.06 * math.exp(rng.normal(0.0, 0.3))
+        draws = np.round(level * _lognormal(rng, 0.35, 3), 6)
+        units.append((round(0.7 * level * float(_lognormal(rng, 0.6)), 6), draws))
+    return _summary_table(units), units
+
+
+def test_the_sequential_shape_sentence_names_its_own_looks_floor_not_the_fixed_tests():
+    """The fixed test's floor (its law for this policy) does not bind here while the
+    sequential look's "lognormal" law binds: the sentence a sequential pass prints used to
+    be the document's, naming the fixed test's floor."""
+    table, units = wide_policy_campaign(9)
+    claim = audit_campaign_dict(table)["claims"][0]
+    design = {**SEQUENTIAL, "max_seeds": 12, "batch": 12}
+    verdict = verdict_for(claim, PROTO, "matched_budget", design, list(range(12)), 1, 0.005)
+    look = verdict.result.looks[-1]
+    assert verdict.decision == "pass" and look.floor_binds
+    (fixed,) = claim["assumptions"]
+    assert "(the draws' variance floor does not bind)" in fixed
+    (shape,) = verdict.assumptions
+    assert "(the draws' variance floor binds at this look)" in shape
+    assert f"g1 = {sample_skewness(_seq_d(units)):.3g}" in shape
+
+
+def test_look_floor_state_words():
+    from evalkit.stats.group_sequential import Look
+
+    def look(floor, binds):
+        return Look(seeds=4, mean=0.0, statistic=0.0, boundary=1.0, futility=None,
+                    decision="continue", variance_floor=floor, floor_binds=binds)
+
+    assert look_floor_state(look(None, False)) == "no draws' variance floor at this look"
+    assert look_floor_state(look(1e-4, True)) == "the draws' variance floor binds at this look"
+    assert look_floor_state(look(1e-4, False)) == ("the draws' variance floor does not bind "
+                                                   "at this look")
+
+
+@pytest.mark.parametrize("key", ["tail_luck", "level_trend"])
+@pytest.mark.parametrize("edit", ["drop", "string", "no sentence"])
+def test_a_document_without_its_diagnostics_is_refused_by_the_sequential_gate(key, edit):
     from evalkit.audit.gate import check_fresh
     from evalkit.errors import InputError
 
     table, _ = trend_campaign(22)
     doc = audit_campaign_dict(table)
     proto = evalkit.load_protocol(None).with_accept_vouched(True)
-    del doc["claims"][0]["assumptions"]
+    check_fresh(copy.deepcopy(doc), "audit.json", proto, 0, sequential=True)   # as written
+    claim = doc["claims"][0]
+    if edit == "drop":
+        del claim[key]
+    elif edit == "string":
+        claim[key] = "flagged"
+    else:
+        del claim[key]["sentence"]
     with pytest.raises(InputError) as err:
         check_fresh(doc, "audit.json", proto, 0, sequential=True)
-    assert err.value.column == "claims[0].assumptions"
+    assert err.value.column == f"claims[0].{key}"

@@ -72,7 +72,7 @@ def _claim(v_pol, draws, checks=(), policy="pol", seeds=None):
     units = [{"seed": int(s), "v_policy": float(v), "v_draws": [float(x) for x in d]}
              for s, v, d in zip(seeds, v_pol, draws)]
     return {"regime": "r", "policy": policy, "checks": list(checks), "units": units,
-            "assumptions": []}
+            "tail_luck": None, "level_trend": None}
 
 
 def _check(name, tier, found):

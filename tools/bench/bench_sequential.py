@@ -90,7 +90,8 @@ def bench_size(rng, max_seeds: int, looks: int, repeat: int, min_time: float) ->
     at = plan_looks(max_seeds, looks)
     spec = {"kind": "sequential", "alpha": PROTOCOL.alpha, "max_seeds": max_seeds,
             "batch": at[0], "planned_claims": [["regime", "policy"]]}
-    claim = {"regime": "regime", "policy": "policy", "checks": [], "assumptions": [],
+    claim = {"regime": "regime", "policy": "policy", "checks": [],
+             "tail_luck": None, "level_trend": None,
              "units": [{"seed": s, "v_policy": float(v), "v_draws": [float(x) for x in row]}
                        for s, (v, row) in enumerate(zip(policy, draws))]}
     order = list(range(max_seeds))
