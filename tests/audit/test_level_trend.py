@@ -90,15 +90,6 @@ def test_the_flag_is_at_alpha_inclusive():
     assert level_trend(policy, draws, math.nextafter(p, 1.0)).flagged
 
 
-def test_cochrans_rule_is_strict_at_25_g1_squared():
-    assert COCHRAN_FACTOR * 2.0 ** 2 == 100
-    assert cochran_text(-2.0, 100) == ""                               # n = 25 g1^2
-    assert "wants more than 25 g1^2 = 100 seeds" in cochran_text(-2.0, 99)
-    assert cochran_text(-2.0, 101) == ""
-    assert cochran_text(2.0, 99) == "" and cochran_text(0.0, 99) == ""
-    assert cochran_text(math.nan, 99) == "" and cochran_text(None, 99) == ""
-
-
 def test_the_small_n_text_gives_way_to_cochrans_rule_at_small_n():
     from types import SimpleNamespace
 
