@@ -44,17 +44,22 @@ def trend_campaign(seed: int, n: int = 40, seed_sd: float = 1.0) -> tuple:
     return _summary_table(units), units
 
 
-def rare_worse_campaign(seed: int, n: int = 40) -> tuple:
-    """Equal means: the policy at 0.5x its draws' level in 90% of seeds and 5.5x in 10%."""
+def _campaign(seed: int, n: int, v0: float, seed_sd: float, policy_of) -> tuple:
+    """Per seed a level (lognormal seed_sd around v0), 3 draws of lognormal 0.35 run noise at
+    it and the policy run ``policy_of(rng, level)``."""
     rng = np.random.default_rng(seed)
     units = []
     for _ in range(n):
-        level = 0.0654 * math.exp(rng.normal(0.0, 0.2))
+        level = v0 * math.exp(rng.normal(0.0, seed_sd))
         draws = np.round(level * _lognormal(rng, 0.35, 3), 6)
-        policy = round(level * (5.5 if rng.random() < 0.1 else 0.5)
-                       * math.exp(rng.normal(0.0, 0.05)), 6)
-        units.append((policy, draws))
+        units.append((round(policy_of(rng, level), 6), draws))
     return _summary_table(units), units
+
+
+def rare_worse_campaign(seed: int, n: int = 40) -> tuple:
+    """Equal means: the policy at 0.5x its draws' level in 90% of seeds and 5.5x in 10%."""
+    return _campaign(seed, n, 0.0654, 0.2, lambda rng, level: level * (
+        5.5 if rng.random() < 0.1 else 0.5) * math.exp(rng.normal(0.0, 0.05)))
 
 
 def _split(units):
@@ -271,13 +276,8 @@ def test_a_sequential_pass_from_20_seeds_on_a_symmetric_d_states_nothing():
 
 def wide_policy_campaign(seed: int, n: int = 12) -> tuple:
     """A policy at 0.7x its draws' level with lognormal 0.6 run noise (draws 0.35)."""
-    rng = np.random.default_rng(seed)
-    units = []
-    for _ in range(n):
-        level = 0.06 * math.exp(rng.normal(0.0, 0.3))
-        draws = np.round(level * _lognormal(rng, 0.35, 3), 6)
-        units.append((round(0.7 * level * float(_lognormal(rng, 0.6)), 6), draws))
-    return _summary_table(units), units
+    return _campaign(seed, n, 0.06, 0.3,
+                     lambda rng, level: 0.7 * level * float(_lognormal(rng, 0.6)))
 
 
 def test_the_sequential_shape_sentence_names_its_own_looks_floor_not_the_fixed_tests():
