@@ -48,6 +48,7 @@ EXTRA_TESTS = {
     "evalkit/document/words.py": ["tests/report/test_render_sentences.py"],
     "evalkit/audit/provenance.py": ["tests/report/test_render.py",
                                     "tests/project/test_readme_setup.py"],
+    "evalkit/audit/gate.py": ["tests/cli/test_gate.py"],
 }
 
 # ------------------------------------------------------------------------ the catalogue
