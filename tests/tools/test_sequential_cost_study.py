@@ -20,6 +20,21 @@ def test_looks_every_batch_and_one_at_the_maximum():
     assert cost.looks_for(20, 4) == (4, 8, 12, 16, 20)
     assert cost.looks_for(21, 4) == (4, 8, 12, 16, 20, 21)
     assert cost.looks_for(8, 4) == (4, 8)
+    assert cost.looks_for(20, 3, first=8) == (8, 11, 14, 17, 20)
+    assert cost.looks_for(9, 3, first=8) == (8, 9)
+
+
+def test_fixed_n_of_equal_power_whole_and_interpolated():
+    curve = np.array([0.1, 0.3, 0.5, 0.7, 0.9])          # n = 2 .. 6
+    assert cost.fixed_seeds(curve, 0.5) == 4
+    assert cost.fixed_seeds_interpolated(curve, 0.5) == pytest.approx(4.0)
+    assert cost.fixed_seeds(curve, 0.55) == 5
+    assert cost.fixed_seeds_interpolated(curve, 0.55) == pytest.approx(4.25)
+    assert cost.fixed_seeds_interpolated(curve, 0.05) == 2
+    assert cost.fixed_seeds(curve, 0.95) is None
+    assert cost.fixed_seeds_interpolated(curve, 0.95) is None
+    flat = np.array([0.1, 0.5, 0.5, 0.7])
+    assert cost.fixed_seeds_interpolated(flat, 0.5) == pytest.approx(3.0)
 
 
 def test_one_look_levels_are_the_fixed_n_t_tests():
@@ -90,3 +105,7 @@ def test_report_rows_and_summary_agree(tmp_path):
         values = [v for k, v in gate.items() if k[3] == target]
         line = next(x for x in text.splitlines() if x.startswith(f"- target power {target}:"))
         assert f"ranges {min(values):.2f}-{max(values):.2f}" in line
+    later = text.split("## A later first look")[1].splitlines()
+    designs = [(b, f) for b in cost.BATCHES[:3] for f in (b, *cost.FIRST_LOOKS) if f >= b]
+    body = [x for x in later if x.startswith("| O'Brien") or x.startswith("| Hwang")]
+    assert len(body) == len(cost.SPENDINGS) * len(set(designs))
