@@ -212,9 +212,8 @@ DIAGNOSTICS = ("tail_luck", "level_trend")   # the audit's non-blocking diagnost
 
 
 def look_floor_state(look) -> str:
-    """What the draws' variance floor did at a look, in words."""
-    if look.variance_floor is None:
-        return "no draws' variance floor at this look"
+    """What the draws' variance floor did at a look, in words (a look's floor is given only
+    where it binds: :func:`evalkit.stats.power.look_floors_batch`)."""
     if look.floor_binds:
         return "the draws' variance floor binds at this look"
     return "the draws' variance floor does not bind at this look"

@@ -304,10 +304,10 @@ def test_look_floor_state_words():
         return Look(seeds=4, mean=0.0, statistic=0.0, boundary=1.0, futility=None,
                     decision="continue", variance_floor=floor, floor_binds=binds)
 
-    assert look_floor_state(look(None, False)) == "no draws' variance floor at this look"
+    does_not = "the draws' variance floor does not bind at this look"
+    assert look_floor_state(look(None, False)) == does_not
+    assert look_floor_state(look(1e-4, False)) == does_not
     assert look_floor_state(look(1e-4, True)) == "the draws' variance floor binds at this look"
-    assert look_floor_state(look(1e-4, False)) == ("the draws' variance floor does not bind "
-                                                   "at this look")
 
 
 @pytest.mark.parametrize("key", ["tail_luck", "level_trend"])
