@@ -46,6 +46,7 @@ def test_cochrans_rule_is_strict_at_25_g1_squared():
     assert words.cochran_text(-2.0, 99).endswith("(Cochran's rule), these are 99")
     assert words.cochran_text(-2.0, 101) == ""
     assert words.cochran_text(2.0, 99) == "" and words.cochran_text(0.0, 99) == ""
+    assert words.cochran_text(0.5, 5) == "" and words.cochran_text(-0.5, 5)    # 6.25 seeds
     assert words.cochran_text(math.nan, 99) == "" and words.cochran_text(None, 99) == ""
     assert words.cochran_text(-2.0, None) == ""
 
