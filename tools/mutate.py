@@ -49,6 +49,7 @@ EXTRA_TESTS = {
     "evalkit/audit/provenance.py": ["tests/report/test_render.py",
                                     "tests/project/test_readme_setup.py"],
     "evalkit/audit/gate.py": ["tests/cli/test_gate.py"],
+    "evalkit/audit/sequential.py": ["tests/audit/test_level_trend.py"],
 }
 
 # ------------------------------------------------------------------------ the catalogue
