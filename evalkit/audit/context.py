@@ -142,6 +142,13 @@ class ClaimContext:
     def d(self) -> np.ndarray:
         return np.array([p.d for p in self.units], dtype=float)
 
+    @cached_property
+    def unit_runs(self) -> tuple[list, list]:
+        """(policy V per seed, that seed's draws' V) of the independent seeds, in order: what
+        the claim's test and its diagnostics read."""
+        return ([p.v_policy for p in self.units],
+                [p.draws.violation_rate.to_numpy(float) for p in self.units])
+
     @property
     def _n_resamples(self):
         return None if len(self.d) <= MAX_EXACT_N else self.protocol.n_resamples
@@ -152,9 +159,7 @@ class ClaimContext:
         floored by the draws' (:func:`evalkit.stats.floored.floored_mean_test`: a policy whose
         runs missed the draws' tail is held to the variance that tail gives); its p, mean and
         CI are the claim's numbers (one estimand: the mean gain, whatever the draws per seed)."""
-        return floored_mean_test([p.v_policy for p in self.units],
-                                 [p.draws.violation_rate.to_numpy(float) for p in self.units],
-                                 self.alternative)
+        return floored_mean_test(*self.unit_runs, self.alternative)
 
     @cached_property
     def sign_flip_engine(self):
@@ -185,9 +190,7 @@ class ClaimContext:
         if not self.averaged_draws or self.effective_n < 2:
             return None
         return within_seed_permutation_test(
-            [p.v_policy for p in self.units],
-            [p.draws.violation_rate.to_numpy(float) for p in self.units],
-            alternative="two-sided", rng=self.rng(7), confidence_level=None,
+            *self.unit_runs, alternative="two-sided", rng=self.rng(7), confidence_level=None,
             statistic="mean",
             n_resamples=None if exact_enumerable(self.draws_per_seed, "mean")
             else self.protocol.n_resamples)
@@ -198,9 +201,7 @@ class ClaimContext:
         (:func:`evalkit.audit.tail_luck.tail_luck`)?  None without >= 2 averaged draws."""
         if self.effective_n < 2 or not self.averaged_draws:
             return None
-        return tail_luck([p.v_policy for p in self.units],
-                         [p.draws.violation_rate.to_numpy(float) for p in self.units],
-                         alpha=self.alpha)
+        return tail_luck(*self.unit_runs, alpha=self.alpha)
 
     @cached_property
     def level_trend(self) -> LevelTrend | None:
@@ -208,9 +209,7 @@ class ClaimContext:
         (:func:`evalkit.audit.level_trend.level_trend`)?  None without paired seeds."""
         if self.effective_n < 2:
             return None
-        return level_trend([p.v_policy for p in self.units],
-                           [p.draws.violation_rate.to_numpy(float) for p in self.units],
-                           alpha=self.alpha)
+        return level_trend(*self.unit_runs, alpha=self.alpha)
 
     def _meta(self, run_id: str) -> dict:
         cache = self.runset._cache
