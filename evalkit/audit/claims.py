@@ -8,6 +8,7 @@ checks :mod:`evalkit.audit.checks`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from evalkit.audit.protocol import Protocol
 from evalkit.audit.slo_breakdown import slo_breakdown
 from evalkit.audit.runset import ClaimData, RunSet
 from evalkit.document import tiers as T
+from evalkit.document.schema import DIAGNOSTICS
 from evalkit.document.words import p_value, vouched_note
 from evalkit.errors import InputError
 from evalkit.stats import holm
@@ -120,8 +122,7 @@ class ClaimResult:
             "skewness": _diagnostic(lambda: self.ctx.paired.skewness)
             if sf is not None else None,
             "exchangeability": _exchangeability_dict(self.ctx),
-            "tail_luck": _tail_luck_dict(self.ctx),
-            "level_trend": _level_trend_dict(self.ctx),
+            **{key: _diagnostic_dict(self.ctx, key) for key in DIAGNOSTICS},
             "assumptions": verdicts.assumption_sentences(self.ctx) if sf is not None else [],
             "tier": self.tier, "tier_status": self.tier_status,
             "stop_reason": self.stop_reason, "verdict": self.verdict,
@@ -165,13 +166,9 @@ def _floor_dict(ctx) -> dict | None:
     return None if res is None else res.floor_dict()
 
 
-def _tail_luck_dict(ctx) -> dict | None:
-    res = _diagnostic(lambda: ctx.tail_luck)
-    return None if res is None else dict(res.to_dict(), blocking=False)
-
-
-def _level_trend_dict(ctx) -> dict | None:
-    res = _diagnostic(lambda: ctx.level_trend)
+def _diagnostic_dict(ctx, key: str) -> dict | None:
+    """A non-blocking diagnostic (:data:`evalkit.document.schema.DIAGNOSTICS`) as recorded."""
+    res = _diagnostic(partial(getattr, ctx, key))
     return None if res is None else dict(res.to_dict(), blocking=False)
 
 
@@ -279,12 +276,10 @@ def evaluate_claims(runset: RunSet, claims: list[ClaimData], protocol: Protocol,
                          "relabelling test of 'the policy run looks like one more draw' gives "
                          f"two-sided p = {p_value(exch.p_value)}; the claim is tested on the "
                          "mean of d over seeds")
-        luck = _diagnostic(lambda: ctx.tail_luck)
-        if luck is not None and luck.sentence():
-            notes.append(luck.sentence())
-        trend = _diagnostic(lambda: ctx.level_trend)
-        if trend is not None and trend.sentence():
-            notes.append(trend.sentence())
+        for key in DIAGNOSTICS:
+            diag = _diagnostic(partial(getattr, ctx, key))
+            if diag is not None and diag.sentence():
+                notes.append(diag.sentence())
         if ctx.claim.generic_draws:
             notes.append("matched-random rows without matched_to serve every policy of the "
                          "regime: the input vouches that their K matches this policy's K")

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from evalkit.audit.sequential import DIAGNOSTICS, protocol_min_effect, sequential_verdicts
+from evalkit.audit.sequential import protocol_min_effect, sequential_verdicts
 from evalkit.document.rules import protocol_change
-from evalkit.document.schema import AUDIT_SCHEMA
+from evalkit.document.schema import AUDIT_SCHEMA, DIAGNOSTICS
 from evalkit.document.tiers import (filled_status, reaches, stop_heading, stop_point,
                                     tier_drops, tier_walk)
 from evalkit.document.words import pp, vouched_note
@@ -271,13 +271,11 @@ def check_fresh(doc: dict, path, protocol, seed: int, sequential: bool = False) 
         if sequential and "units" not in claim:
             raise InputError("the claim records no per-seed units for the sequential test",
                              file=where, column=f"claims[{i}].units", fix=redo)
-        for key in DIAGNOSTICS if sequential else ():
-            diag = claim.get(key, "missing")
-            if diag is not None and not (isinstance(diag, dict) and "flagged" in diag
-                                         and "sentence" in diag):
-                raise InputError(f"the claim records no {key} diagnostic (flagged, sentence) "
-                                 "for a sequential pass to state", file=where,
-                                 column=f"claims[{i}].{key}", fix=redo)
+        for key in DIAGNOSTICS if sequential else ():    # their shape: the schema's
+            if key not in claim:
+                raise InputError(f"the claim records no {key} diagnostic for a sequential "
+                                 "pass to state", file=where, column=f"claims[{i}].{key}",
+                                 fix=redo)
     if sequential and "design" not in doc:
         raise InputError("the document records no planned design", file=where,
                          column="design", fix=redo)

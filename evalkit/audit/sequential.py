@@ -47,6 +47,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from evalkit.document.schema import DIAGNOSTICS
 from evalkit.document.words import EFFECT_TOL, pp, shape_text
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.seeds import repeated_seeds
@@ -55,9 +56,8 @@ from evalkit.stats.group_sequential import check_spending, decide, design, spend
 from evalkit.stats.paired import sample_skewness
 from evalkit.stats.power import look_floors_batch, sequential_looks
 
-__all__ = ["DIAGNOSTICS", "SequentialVerdict", "look_floor_state", "pass_assumptions",
-           "planned_looks", "protocol_min_effect", "seed_differences", "sequential_verdicts",
-           "verdict_for"]
+__all__ = ["SequentialVerdict", "look_floor_state", "pass_assumptions", "planned_looks",
+           "protocol_min_effect", "seed_differences", "sequential_verdicts", "verdict_for"]
 
 # the fixed-n checks the group-sequential test replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
@@ -206,9 +206,6 @@ def seed_differences(units: list[dict]) -> dict[int, float]:
     """``d_s = mean(draws_s) - policy_s`` (positive = better) per seed of a claim's units."""
     return {int(u["seed"]): float(np.mean(u["v_draws"])) - float(u["v_policy"])
             for u in units}
-
-
-DIAGNOSTICS = ("tail_luck", "level_trend")   # the audit's non-blocking diagnostics a pass states
 
 
 def look_floor_state(look) -> str:

@@ -17,7 +17,9 @@ them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
+from evalkit.document.schema import DIAGNOSTICS
 from evalkit.document.words import (beats, gain_text, num, prediction_text, shape_text,
                                     significance_text)
 
@@ -156,7 +158,7 @@ def assumption_sentences(ctx) -> list[str]:
     level, and the shape of d the mean test assumes
     (:func:`evalkit.document.words.shape_text`: below 20 seeds always, from there on a left
     skew of d that Cochran's rule says these seeds are too few for)."""
-    out = _flagged(lambda: ctx.tail_luck) + _flagged(lambda: ctx.level_trend)
+    out = [text for key in DIAGNOSTICS for text in _flagged(partial(getattr, ctx, key))]
     try:
         paired = ctx.paired
     except Exception:  # noqa: BLE001 - no test without paired seeds

@@ -20,8 +20,8 @@ from evalkit.errors import InputError
 from evalkit.jsonio import read_json
 from evalkit.limits import MAX_DOCUMENT_BYTES
 
-__all__ = ["AUDIT_SCHEMA", "DOCUMENT", "REWRITE", "check_derived", "check_shape", "load_audit",
-           "read_document", "shape_problem"]
+__all__ = ["AUDIT_SCHEMA", "DIAGNOSTICS", "DOCUMENT", "REWRITE", "check_derived", "check_shape",
+           "load_audit", "read_document", "shape_problem"]
 
 # The layout of the audit document (audit.json): the audit writes only this one, and the
 # report, the diff and the gate read only this one.
@@ -79,6 +79,11 @@ _CHECK = Obj({"name": STR, "tier": STR, "passed": OPT_BOOL, "evaluable": BOOL,
 _LOAD_ROW = Obj({"passed": BOOL, "seed": OPT_INT, "run_id": OPT_STR, "role": OPT_STR,
                  "check": OPT_STR, "status": OPT_STR, "reason": OPT_STR, "expected": NUM,
                  "found": NUM, "tolerance": NUM}, required=("passed",))
+# A claim's non-blocking diagnostics: the audit records each (null where it cannot run) and
+# states its sentence when flagged; a sequential pass states them too.
+DIAGNOSTICS = ("tail_luck", "level_trend")
+_DIAGNOSTIC = Obj({"flagged": BOOL, "sentence": STR, "blocking": BOOL}, nullable=True,
+                  required=("flagged", "sentence"))
 CLAIM = Obj({
     "regime": STR, "policy": STR, "baseline": STR, "n_seeds": INT, "seeds": ListOf(INT),
     "effective_n": OPT_INT, "pseudo_replicates": ListOf(MapOf(SCALAR)), "test": OPT_STR,
@@ -97,6 +102,7 @@ CLAIM = Obj({
                 nullable=True, required=("tier", "state")),
     "oracle": BOOL, "underpowered": BOOL, "pre_registered": BOOL,
     "checks": ListOf(_CHECK), "notes": ListOf(STR),
+    **{key: _DIAGNOSTIC for key in DIAGNOSTICS}, "assumptions": ListOf(STR),
     "per_seed": ListOf(Obj({"seed": INT, "d": NUM, "n_draws": OPT_INT, "policy_run": OPT_STR,
                             **{k: NUM for k in ("exposure_mr", "exposure_policy", "k_policy",
                                                 "v_mr_max", "v_mr_mean", "v_mr_min",

@@ -311,15 +311,22 @@ def test_look_floor_state_words():
 
 
 @pytest.mark.parametrize("key", ["tail_luck", "level_trend"])
-@pytest.mark.parametrize("edit", ["drop", "string", "no sentence"])
-def test_a_document_without_its_diagnostics_is_refused_by_the_sequential_gate(key, edit):
+@pytest.mark.parametrize("edit, column", [("drop", ""), ("string", ""),
+                                          ("no sentence", ".sentence")])
+def test_a_document_without_its_diagnostics_is_refused_by_the_sequential_gate(key, edit,
+                                                                              column):
     from evalkit.audit.gate import check_fresh
+    from evalkit.document.schema import check_shape
     from evalkit.errors import InputError
+
+    def read_as_the_gate(doc):          # load_audit's shape check, then the gate's
+        check_shape(doc, "audit.json")
+        check_fresh(doc, "audit.json", proto, 0, sequential=True)
 
     table, _ = trend_campaign(22)
     doc = audit_campaign_dict(table)
     proto = evalkit.load_protocol(None).with_accept_vouched(True)
-    check_fresh(copy.deepcopy(doc), "audit.json", proto, 0, sequential=True)   # as written
+    read_as_the_gate(copy.deepcopy(doc))                                   # as written
     claim = doc["claims"][0]
     if edit == "drop":
         del claim[key]
@@ -328,5 +335,5 @@ def test_a_document_without_its_diagnostics_is_refused_by_the_sequential_gate(ke
     else:
         del claim[key]["sentence"]
     with pytest.raises(InputError) as err:
-        check_fresh(doc, "audit.json", proto, 0, sequential=True)
-    assert err.value.column == f"claims[0].{key}"
+        read_as_the_gate(doc)
+    assert err.value.column == f"claims[0].{key}{column}"
