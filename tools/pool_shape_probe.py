@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import inference_study as study  # noqa: E402  (the report's ending)
 import power_validation as pv  # noqa: E402  (the truths, pilots and planner settings)
 from evalkit.stats.power import pilot_model, power_plan  # noqa: E402
 
@@ -43,13 +44,7 @@ KEYS = ("fixed n=10", "fixed n=20", f"sequential <= {pv.SEQ_MAX}")
 
 def pilot(rng, truth):
     """Policy V (n,), draws (n, m) and the draws' mean-1 run noise (n, m) of one pilot."""
-    noise, policy_kind = truth
-    level = pv.V0 * np.exp(rng.normal(-0.5 * pv.SEED_SD ** 2, pv.SEED_SD, pv.PILOT_SEEDS))
-    run = pv.run_noise(rng, noise, (pv.PILOT_SEEDS, pv.M))
-    if policy_kind == "one more draw":
-        own = pv.run_noise(rng, noise, pv.PILOT_SEEDS)
-    else:
-        own = np.exp(rng.normal(-0.5 * 0.05 ** 2, 0.05, pv.PILOT_SEEDS))
+    (level,), (run,), (own,) = pv.campaign_parts(rng, truth, 1, pv.PILOT_SEEDS)
     return level * own * (1.0 - pv.EFFECT), level[:, None] * run, run
 
 
@@ -120,14 +115,7 @@ def main(argv=None) -> int:
             lines.append(f"| {truth[0]}, policy {truth[1]} | {key} | {value:.3f} | "
                          + " | ".join(cells) + " |")
         sys.stderr.write(f"{truth} ({time.time() - t0:.0f} s)\n")
-    lines += ["", f"Wall time: {time.time() - t0:.0f} s"]
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
-    return 0
+    return study._finish(lines, t0, args.out)      # wall time, then the file or stdout
 
 
 if __name__ == "__main__":

@@ -54,16 +54,23 @@ def run_noise(rng, noise: str, size) -> np.ndarray:
     return x
 
 
-def campaigns(rng, truth, reps: int, n: int, m: int = M, effect: float = EFFECT):
-    """Policy V (reps, n) and draws (reps, n, m) of campaigns of one truth."""
+def campaign_parts(rng, truth, reps: int, n: int, m: int = M):
+    """Seed levels (reps, n), the draws' mean-1 run noise (reps, n, m) and the policy's
+    (reps, n) of campaigns of one truth, before the effect."""
     noise, policy_kind = truth
     level = V0 * np.exp(rng.normal(-0.5 * SEED_SD ** 2, SEED_SD, (reps, n)))
-    draws = level[..., None] * run_noise(rng, noise, (reps, n, m))
+    run = run_noise(rng, noise, (reps, n, m))
     if policy_kind == "one more draw":
         own = run_noise(rng, noise, (reps, n))
     else:
         own = np.exp(rng.normal(-0.5 * 0.05 ** 2, 0.05, (reps, n)))
-    return level * own * (1.0 - effect), draws
+    return level, run, own
+
+
+def campaigns(rng, truth, reps: int, n: int, m: int = M, effect: float = EFFECT):
+    """Policy V (reps, n) and draws (reps, n, m) of campaigns of one truth."""
+    level, run, own = campaign_parts(rng, truth, reps, n, m)
+    return level * own * (1.0 - effect), level[..., None] * run
 
 
 def true_power(rng, truth, reps: int) -> dict:

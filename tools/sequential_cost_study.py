@@ -102,34 +102,37 @@ def fixed_seeds_interpolated(curve, power):
     return n - 1 + ((power - low) / (high - low) if high > low else 1.0)
 
 
+def first_look_ratios(cell, batch, spending, gamma, first):
+    """(max seeds, mean / whole fixed n, mean / interpolated fixed n) of the smallest plan
+    reaching power 0.8 with its first look at ``first``; None beyond the top."""
+    found = smallest_plan(cell, batch, spending, gamma, "gate", 0.8, first)
+    if found is None:
+        return None
+    top, power, used = found
+    return (top, used.mean() / fixed_seeds(cell["curve"], power),
+            used.mean() / fixed_seeds_interpolated(cell["curve"], power))
+
+
 def first_look_rows(cells, later) -> list[str]:
     """The later-first-look table: each design on ``cells`` and, the same design, on the
     independent ``later`` campaigns."""
     rows = ["| spending | batch | first look | " + " | ".join(
         f"{pol}: mean / fixed (max), interpolated, independent campaigns" for pol in POLICIES)
         + " |", "|---|---|---|" + "---|" * len(POLICIES)]
-    for label, spending, gamma in SPENDINGS:
-        for batch in BATCHES[:3]:
-            for first in (batch,) + tuple(f for f in FIRST_LOOKS if f > batch):
-                parts = []
-                for pol in POLICIES:
-                    got = []
-                    for campaign_set in (cells, later):
-                        found = smallest_plan(campaign_set[pol], batch, spending, gamma, "gate",
-                                              0.8, first)
-                        if found is None:
-                            got.append(None)
-                            continue
-                        top, power, used = found
-                        curve = campaign_set[pol]["curve"]
-                        got.append((top, used.mean() / fixed_seeds(curve, power),
-                                    used.mean() / fixed_seeds_interpolated(curve, power)))
-                    if got[0] is None:
-                        parts.append(f"- (> {TOP})")
-                        continue
-                    again = "-" if got[1] is None else f"{got[1][2]:.2f}"
-                    parts.append(f"{got[0][1]:.2f} ({got[0][0]}), {got[0][2]:.2f}, {again}")
-                rows.append(f"| {label} | {batch} | {first} | " + " | ".join(parts) + " |")
+    designs = [(label, spending, gamma, batch, first)
+               for label, spending, gamma in SPENDINGS for batch in BATCHES[:3]
+               for first in (batch,) + tuple(f for f in FIRST_LOOKS if f > batch)]
+    for label, spending, gamma, batch, first in designs:
+        parts = []
+        for pol in POLICIES:
+            got = first_look_ratios(cells[pol], batch, spending, gamma, first)
+            if got is None:
+                parts.append(f"- (> {TOP})")
+                continue
+            again = first_look_ratios(later[pol], batch, spending, gamma, first)
+            parts.append(f"{got[1]:.2f} ({got[0]}), {got[2]:.2f}, "
+                         + ("-" if again is None else f"{again[2]:.2f}"))
+        rows.append(f"| {label} | {batch} | {first} | " + " | ".join(parts) + " |")
     return rows
 
 
