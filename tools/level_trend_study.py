@@ -14,7 +14,7 @@ beside the inference study's designs (``tools/inference_study.py``: lognormal 0.
 bursty run noise, the policy one more draw or a fixed schedule, equal means and the paper's
 22% gain). Per cell: the fixed gate's pass rate (two-sided 0.05, gain >= min_effect; the
 t-test on d beside it), how often each stated assumption fires (the ``level_trend``
-diagnostic, :func:`evalkit.audit.level_trend.level_trend`; Cochran's rule on d's left skew,
+diagnostic, :func:`evalkit.stats.level_trend.level_trend`; Cochran's rule on d's left skew,
 ``n < 25 g1^2`` with g1 < 0 (:func:`evalkit.document.words.cochran_text`); the small-n text
 below :data:`evalkit.document.words.SMALL_N` seeds), and the share of campaigns that pass
 with none of them stated: what the verdict would print as a clean gain.
@@ -34,7 +34,7 @@ import scipy.stats as sps
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import inference_study as study  # noqa: E402  (the gate's batch test and the campaigns)
-from evalkit.audit.level_trend import level_trend  # noqa: E402
+from evalkit.stats.level_trend import level_trend  # noqa: E402
 from evalkit.document.words import SMALL_N, cochran_text  # noqa: E402
 from evalkit.stats.paired import sample_skewness  # noqa: E402
 

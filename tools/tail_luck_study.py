@@ -6,7 +6,7 @@ Per cell, R campaigns of n seeds with m draws: the policy is a fixed schedule (l
 0.05) 22% better, or one more draw at equal means (exchangeable).  A campaign passes when the
 two-sided seed-level test on d is significant at 0.05 with a positive mean: the fixed gate's
 draw-floored t-test (:func:`evalkit.stats.power.fixed_gate_passes`).  Beside the pass rate: the
-share of passes :func:`evalkit.audit.tail_luck.tail_luck` flags, and the pass rate were a
+share of passes :func:`evalkit.stats.tail_luck.tail_luck` flags, and the pass rate were a
 flag to block.  Targets (issue 32): fixed-schedule power at bursty n 20 >= 0.6, exchangeable
 false pass <= 0.035.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from evalkit.audit.tail_luck import tail_luck
+from evalkit.stats.tail_luck import tail_luck
 from evalkit.stats.power import fixed_gate_passes
 
 from tools.inference_study import BASE_V, lognormal, run_noise

@@ -24,7 +24,7 @@ from evalkit.audit.slo_breakdown import slo_breakdown
 from evalkit.audit.runset import ClaimData, RunSet
 from evalkit.document import tiers as T
 from evalkit.document.schema import DIAGNOSTICS
-from evalkit.document.words import p_value, vouched_note
+from evalkit.document.words import DIAGNOSTIC_TEXT, p_value, vouched_note
 from evalkit.errors import InputError
 from evalkit.stats import holm
 
@@ -169,7 +169,8 @@ def _floor_dict(ctx) -> dict | None:
 def _diagnostic_dict(ctx, key: str) -> dict | None:
     """A non-blocking diagnostic (:data:`evalkit.document.schema.DIAGNOSTICS`) as recorded."""
     res = _diagnostic(partial(getattr, ctx, key))
-    return None if res is None else dict(res.to_dict(), blocking=False)
+    return None if res is None else dict(res.to_dict(), sentence=DIAGNOSTIC_TEXT[key](res),
+                                         blocking=False)
 
 
 def _power_dict(ctx) -> dict | None:
@@ -278,8 +279,9 @@ def evaluate_claims(runset: RunSet, claims: list[ClaimData], protocol: Protocol,
                          "mean of d over seeds")
         for key in DIAGNOSTICS:
             diag = _diagnostic(partial(getattr, ctx, key))
-            if diag is not None and diag.sentence():
-                notes.append(diag.sentence())
+            text = "" if diag is None else DIAGNOSTIC_TEXT[key](diag)
+            if text:
+                notes.append(text)
         if ctx.claim.generic_draws:
             notes.append("matched-random rows without matched_to serve every policy of the "
                          "regime: the input vouches that their K matches this policy's K")

@@ -21,12 +21,12 @@ from evalkit.stats import load_match
 from evalkit.stats.loadmatch import CHECK_KEYS
 from evalkit.stats.floored import METHOD as PAIRED_METHOD
 from evalkit.stats.floored import floored_mean_test
+from evalkit.stats.level_trend import LevelTrend, level_trend
 from evalkit.stats._result import DEFAULT_RTOL
 from evalkit.stats.randomisation import (MAX_EXACT_N, exact_enumerable, min_attainable_p,
                                          seeds_needed, sign_flip_test,
                                          within_seed_permutation_test)
-from evalkit.audit.level_trend import LevelTrend, level_trend
-from evalkit.audit.tail_luck import TailLuck, tail_luck
+from evalkit.stats.tail_luck import TailLuck, tail_luck
 
 __all__ = ["ClaimContext"]
 
@@ -198,7 +198,7 @@ class ClaimContext:
     @cached_property
     def tail_luck(self) -> TailLuck | None:
         """Diagnostic: did the policy's runs miss the draws' upper tail by design or by luck
-        (:func:`evalkit.audit.tail_luck.tail_luck`)?  None without >= 2 averaged draws."""
+        (:func:`evalkit.stats.tail_luck.tail_luck`)?  None without >= 2 averaged draws."""
         if self.effective_n < 2 or not self.averaged_draws:
             return None
         return tail_luck(*self.unit_runs, alpha=self.alpha)
@@ -206,7 +206,7 @@ class ClaimContext:
     @cached_property
     def level_trend(self) -> LevelTrend | None:
         """Diagnostic: does the policy's V relative to its draws' rise with the seed's level
-        (:func:`evalkit.audit.level_trend.level_trend`)?  None without paired seeds."""
+        (:func:`evalkit.stats.level_trend.level_trend`)?  None without paired seeds."""
         if self.effective_n < 2:
             return None
         return level_trend(*self.unit_runs, alpha=self.alpha)

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 from evalkit.audit.sequential import protocol_min_effect, sequential_verdicts
 from evalkit.document.rules import protocol_change
-from evalkit.document.schema import AUDIT_SCHEMA, DIAGNOSTICS
+from evalkit.document.schema import AUDIT_SCHEMA
 from evalkit.document.tiers import (filled_status, reaches, stop_heading, stop_point,
                                     tier_drops, tier_walk)
 from evalkit.document.words import pp, vouched_note
@@ -271,11 +271,6 @@ def check_fresh(doc: dict, path, protocol, seed: int, sequential: bool = False) 
         if sequential and "units" not in claim:
             raise InputError("the claim records no per-seed units for the sequential test",
                              file=where, column=f"claims[{i}].units", fix=redo)
-        for key in DIAGNOSTICS if sequential else ():    # their shape: the schema's
-            if key not in claim:
-                raise InputError(f"the claim records no {key} diagnostic for a sequential "
-                                 "pass to state", file=where, column=f"claims[{i}].{key}",
-                                 fix=redo)
     if sequential and "design" not in doc:
         raise InputError("the document records no planned design", file=where,
                          column="design", fix=redo)

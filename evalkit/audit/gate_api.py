@@ -36,8 +36,9 @@ class GateResult:
     ``exit_code``, for a sequential decision ``seeds_used``, and ``assumptions``: what a gain
     rests on beyond the test, as the verdict states it (the audit's ``tail_luck`` and
     ``level_trend`` diagnostics when flagged, the shape of d: below 20 seeds always, from
-    there on by Cochran's rule; a sequential pass states the shape of d on the seeds it
-    used, with what the floor did at its deciding look); ``lines``: what the CLI prints."""
+    there on by Cochran's rule; a sequential pass computes both diagnostics and the shape of d
+    on the seeds it used, with what the floor did at its deciding look); ``lines``: what the
+    CLI prints."""
 
     passed: bool
     tier_reached: str | None

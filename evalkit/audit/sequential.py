@@ -48,16 +48,19 @@ from types import SimpleNamespace
 import numpy as np
 
 from evalkit.document.schema import DIAGNOSTICS
-from evalkit.document.words import EFFECT_TOL, pp, shape_text
+from evalkit.document.words import DIAGNOSTIC_TEXT, EFFECT_TOL, pp, shape_text
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.seeds import repeated_seeds
 from evalkit.stats.floored import padded_draws
 from evalkit.stats.group_sequential import check_spending, decide, design, spending_words
+from evalkit.stats.level_trend import level_trend
 from evalkit.stats.paired import sample_skewness
 from evalkit.stats.power import look_floors_batch, sequential_looks
+from evalkit.stats.tail_luck import tail_luck
 
 __all__ = ["SequentialVerdict", "look_floor_state", "pass_assumptions", "planned_looks",
-           "protocol_min_effect", "seed_differences", "sequential_verdicts", "verdict_for"]
+           "protocol_min_effect", "seed_diagnostics", "seed_differences", "sequential_verdicts",
+           "verdict_for"]
 
 # the fixed-n checks the group-sequential test replaces
 REPLACED_CHECKS = ("gain_significant", "enough_seeds")
@@ -216,20 +219,34 @@ def look_floor_state(look) -> str:
     return "the draws' variance floor does not bind at this look"
 
 
-def pass_assumptions(claim: dict, d, look) -> list[str]:
-    """What a pass at ``look`` rests on beyond the test: the audit's tail_luck and
-    level_trend diagnostics when flagged (computed on the document's seeds: when the decision
-    used fewer, each says so), and the shape of d the decision's t assumes, on the seeds it
-    used and with what the floor did at that look (:func:`evalkit.document.words.shape_text`:
-    below 20 seeds always, from there on when Cochran's rule finds them too few)."""
-    n = len(claim["units"])
-    stated = [str(claim[key]["sentence"]) for key in DIAGNOSTICS
-              if claim[key] is not None and claim[key]["flagged"]]
-    if look.seeds < n:
-        stated = [f"over the document's {n} seeds (the decision used the first {look.seeds}): "
-                  f"{x}" for x in stated]
+def seed_diagnostics(units: list[dict], seeds: list[int], alpha: float) -> dict:
+    """The claim's non-blocking diagnostics (:data:`evalkit.document.schema.DIAGNOSTICS`) on
+    ``seeds`` of its units, computed as the audit computes them on all of a claim's seeds
+    (None where one cannot run: fewer than 2 seeds, or tail_luck without 2 draws a seed)."""
+    by_seed = {int(u["seed"]): u for u in units}
+    policy = [float(by_seed[s]["v_policy"]) for s in seeds]
+    draws = [np.asarray(by_seed[s]["v_draws"], dtype=float) for s in seeds]
+    paired = len(seeds) >= 2
+    averaged = paired and max(d.size for d in draws) >= 2
+    found = {"tail_luck": tail_luck(policy, draws, alpha) if averaged else None,
+             "level_trend": level_trend(policy, draws, alpha) if paired else None}
+    return {key: found[key] for key in DIAGNOSTICS}
+
+
+def pass_assumptions(units: list[dict], seeds: list[int], look, alpha: float) -> list[str]:
+    """What a pass at ``look`` rests on beyond the test, on the seeds it used (the plan's
+    first ``look.seeds``): the tail_luck and level_trend diagnostics when flagged
+    (:func:`seed_diagnostics`: the gate computes them from the units, as it computes d), and
+    the shape of d the decision's t assumes with what the floor did at that look
+    (:func:`evalkit.document.words.shape_text`: below 20 seeds always, from there on when
+    Cochran's rule finds them too few)."""
+    used = list(seeds[:look.seeds])
+    stated = [DIAGNOSTIC_TEXT[key](diag)
+              for key, diag in seed_diagnostics(units, used, alpha).items()
+              if diag is not None and diag.flagged]
+    d = seed_differences(units)
     shape = shape_text(look.seeds, look_floor_state(look),
-                       sample_skewness(np.asarray(d[:look.seeds], dtype=float)))
+                       sample_skewness(np.array([d[s] for s in used], dtype=float)))
     return stated + ([shape] if shape else [])
 
 
@@ -313,7 +330,7 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
             f"at {at} t = {look.statistic:.4g} reached the boundary {look.boundary:.4g}: the "
             f"mean gain {pp(look.mean)} pp is above the smallest effect of interest "
             f"{pp(min_effect, signed=False)} pp; the policy beats matched random"),
-            assumptions=pass_assumptions(claim, base["d"], look), **base)
+            assumptions=pass_assumptions(claim["units"], seeds, look, protocol.alpha), **base)
     if res.decision != "continue" and look.seeds == looks[-1]:
         return SequentialVerdict(decision="exhausted", reason=(
             f"all {looks[-1]} planned seeds ran and t = {look.statistic:.4g} stayed below the "

@@ -17,11 +17,10 @@ them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 from evalkit.document.schema import DIAGNOSTICS
-from evalkit.document.words import (beats, gain_text, num, prediction_text, shape_text,
-                                    significance_text)
+from evalkit.document.words import (DIAGNOSTIC_TEXT, beats, gain_text, num, prediction_text,
+                                    shape_text, significance_text)
 
 __all__ = ["Power", "assumption_sentences", "assumption_text", "explained_result", "power",
            "tier_sentence", "underpowered_verdict"]
@@ -142,13 +141,13 @@ def assumption_text(ctx) -> str:
     return "".join(f"; {x}" for x in assumption_sentences(ctx))
 
 
-def _flagged(get) -> list[str]:
+def _flagged(ctx, key: str) -> list[str]:
     """A diagnostic's sentence when it is flagged; none where it cannot run."""
     try:
-        diag = get()
+        diag = getattr(ctx, key)
     except Exception:  # noqa: BLE001 - no diagnostic without paired seeds
         return []
-    return [diag.sentence()] if diag is not None and diag.flagged else []
+    return [DIAGNOSTIC_TEXT[key](diag)] if diag is not None and diag.flagged else []
 
 
 def assumption_sentences(ctx) -> list[str]:
@@ -158,7 +157,7 @@ def assumption_sentences(ctx) -> list[str]:
     level, and the shape of d the mean test assumes
     (:func:`evalkit.document.words.shape_text`: below 20 seeds always, from there on a left
     skew of d that Cochran's rule says these seeds are too few for)."""
-    out = [text for key in DIAGNOSTICS for text in _flagged(partial(getattr, ctx, key))]
+    out = [text for key in DIAGNOSTICS for text in _flagged(ctx, key)]
     try:
         paired = ctx.paired
     except Exception:  # noqa: BLE001 - no test without paired seeds

@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 
 __all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "CLAIM_TEST_FALSE_WORSE", "COCHRAN_FACTOR",
-           "DESIGN_CHECKS", "EFFECT_TOL", "SMALL_N", "TIED", "WORSE", "WORSE_SIZE_FACTOR",
-           "beats", "ci_side", "ci_words", "cochran_text", "drift_share_words", "explained_fix",
+           "DESIGN_CHECKS", "DIAGNOSTIC_TEXT", "EFFECT_TOL", "SMALL_N", "TIED", "WORSE",
+           "WORSE_SIZE_FACTOR", "beats", "ci_side", "ci_words", "cochran_text", "drift_share_words", "explained_fix",
            "explained_reason", "failed_design_checks", "gain_state", "gain_text", "gain_words",
-           "is_negligible", "not_valid_words", "num", "p_value", "pct", "pp", "prediction_text",
-           "shape_text", "significance_text", "vouched_note", "worse_licensed", "worse_words"]
+           "is_negligible", "level_trend_text", "not_valid_words", "num", "p_value", "pct", "pp",
+           "prediction_text", "shape_text", "significance_text", "tail_luck_text",
+           "vouched_note", "worse_licensed", "worse_words"]
 
 EFFECT_TOL = 1e-12           # a gain equal to min_effect up to rounding is not below it
 
@@ -298,3 +299,47 @@ def shape_text(n: int, floor_state: str, skew) -> str:
             f"one more draw of its seed unless its runs show otherwise ({floor_state}) and d "
             f"has no long tail of seeds where the policy is much worse (sample skewness g1 = "
             f"{num(skew, 3)}); {SMALL_N} or more seeds make both matter less")
+
+
+def tail_luck_text(diag) -> str:
+    """The tail_luck diagnostic (:mod:`evalkit.stats.tail_luck`) in words from its numbers;
+    "" when the draws have no tail to speak of."""
+    if diag.q is None:
+        return ""
+    if not diag.flagged:
+        if diag.policy_in_tail:
+            return (f"tail_luck: {diag.policy_in_tail} of the policy's {diag.n} runs lie in the "
+                    f"draws' tail (q = {num(diag.q, 3)}): no luck to state")
+        return (f"tail_luck: the policy's {diag.n} runs caught none of the draws' tail (q = "
+                f"{num(diag.q, 3)}); random placement does that with chance "
+                f"{num(diag.chance, 3)} <= alpha = {diag.alpha:g}")
+    return (f"the policy's {diag.n} runs caught none of the draws' tail (q = {num(diag.q, 3)}); "
+            f"random placement does that with chance {num(diag.chance, 3)} -- the gain rests "
+            f"on the policy avoiding the tail by design; about {diag.more_seeds} more seeds "
+            f"make luck < alpha = {diag.alpha:g}")
+
+
+def _share(x) -> str:
+    return "undefined (no violations)" if x is None else f"{num(100 * x, 3)}%"
+
+
+def level_trend_text(diag) -> str:
+    """The level_trend diagnostic (:mod:`evalkit.stats.level_trend`) in words from its numbers;
+    "" when it could not run."""
+    if diag.slope is None:
+        return ""
+    gains = (f"its gain is {_share(diag.heavy_gain)} of the draws' V over the {diag.quarter} "
+             f"heaviest seeds and {_share(diag.light_gain)} over the {diag.quarter} lightest")
+    if not diag.flagged:
+        return (f"level_trend: the policy's log ratio to its draws moves by "
+                f"{num(diag.slope, 3)} per unit of the seed's level (its draws' mean log V; "
+                f"one-sided p = {p_value(diag.p_value)} > alpha = {diag.alpha:g}); {gains}")
+    return (f"the policy's V relative to its draws rises with the seed's level (slope "
+            f"{num(diag.slope, 3)} in log ratio per unit of the seed's level, its draws' mean "
+            f"log V, one-sided p = {p_value(diag.p_value)}); {gains} -- the mean gain rests on "
+            f"these {diag.n} seeds holding heavy seeds as often as the campaign's loads do (a "
+            "policy much worse in a few heavy seeds can win most seeds at equal means); more "
+            "seeds at the heavy loads test it")
+
+
+DIAGNOSTIC_TEXT = {"tail_luck": tail_luck_text, "level_trend": level_trend_text}

@@ -10,14 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 import evalkit
-from evalkit.audit import tail_luck as TL
 from evalkit.audit.result import audit_campaign
 from evalkit.cli.main import cli
 from evalkit.document import words
-from evalkit.document.words import p_value, pp
+from evalkit.document.words import p_value, pp, tail_luck_text
 from evalkit.stats.floored import floored_mean_test
 from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.randomisation import within_seed_permutation_test
+from evalkit.stats.tail_luck import tail_luck
 
 BASE_V = 0.0654                 # the paper's no-sync-relative violation rate
 BURST, BURST_SHARE = 4.0, 0.1   # x4 on 10% of runs (the inference study's bursty V)
@@ -168,15 +168,15 @@ def test_api_refuses_an_unknown_policy_like_the_cli(better):
 def test_tail_luck_flags_a_policy_that_missed_the_tail_by_what_may_be_luck():
     draws = [np.array([1.0, 1.1, 0.9, 5.0]), np.array([1.0, 1.05, 0.95, 1.02]),
              np.array([1.0, 0.9, 1.1, 1.0])]
-    res = TL.tail_luck([0.8, 0.8, 0.8], draws, alpha=0.05)
+    res = tail_luck([0.8, 0.8, 0.8], draws, alpha=0.05)
     assert res.draws_in_tail == 1 and res.q == pytest.approx(1 / 12)
     assert res.chance == pytest.approx((11 / 12) ** 3) and res.flagged
     assert res.more_seeds == int(np.ceil(np.log(0.05) / np.log(11 / 12))) - 3
-    assert f"about {res.more_seeds} more seeds" in res.sentence()
-    caught = TL.tail_luck([5.0, 0.8, 0.8], draws, alpha=0.05)
+    assert f"about {res.more_seeds} more seeds" in tail_luck_text(res)
+    caught = tail_luck([5.0, 0.8, 0.8], draws, alpha=0.05)
     assert caught.policy_in_tail == 1 and not caught.flagged
-    calm = TL.tail_luck([0.8, 0.8], draws[1:], alpha=0.05)
-    assert calm.q is None and not calm.flagged and calm.sentence() == ""
+    calm = tail_luck([0.8, 0.8], draws[1:], alpha=0.05)
+    assert calm.q is None and not calm.flagged and tail_luck_text(calm) == ""
 
 
 def test_a_gain_on_few_seeds_states_what_the_mean_test_assumes():

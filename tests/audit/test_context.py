@@ -26,6 +26,7 @@ from evalkit.audit.evidence import RegimeEvidence
 from evalkit.audit.protocol import load_protocol
 from evalkit.audit.runset import assemble_claims, ClaimData, load_runset, SeedPair
 from evalkit.document.tiers import tier_walk
+from evalkit.document.words import level_trend_text
 from evalkit.stats.paired import sample_skewness
 from scipy import stats as sps
 from tests.support.decision_stubs import claim, pair
@@ -471,7 +472,7 @@ def test_notes_of_a_claim(tmp_path):
                                         "verified: " + ", ".join(vouched))
     assert res.notes[1] == ("effective n = 4 of 6 paired seeds: seeds that replay another "
                             "seed's requests count once (seed 2 = seed 0, seed 4 = seed 0)")
-    assert res.notes[2] == res.ctx.level_trend.sentence()       # the diagnostic, unflagged
+    assert res.notes[2] == level_trend_text(res.ctx.level_trend)    # the diagnostic, unflagged
     assert res.notes[2].startswith("level_trend: the policy's log ratio to its draws moves")
     assert res.notes[3].startswith("matched-random rows without matched_to serve every policy")
     assert res.notes[4].startswith("not pre-registered: no campaign plan")

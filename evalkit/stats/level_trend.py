@@ -27,7 +27,9 @@ of campaigns where the noise widens with the level, 0.000 where it narrows; one 
 n - 2 degrees of freedom). ``x`` carries each seed's draw noise, which enters ``y`` with the
 opposite sign, so under no trend the slope leans negative: the flag errs towards silence.
 Beside the slope it reports the gain relative to the draws' V (``sum(Dbar - P) / sum(Dbar)``)
-over the heaviest and the lightest quarter of seeds (at least 2 each) by ``Dbar``.
+over the heaviest and the lightest quarter of seeds (at least 2 each) by ``Dbar``.  Its words:
+:func:`evalkit.document.words.level_trend_text`.  The audit computes it on a claim's seeds, the
+sequential gate on the seeds its decision used.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from evalkit.document.words import num, p_value
 from evalkit.stats.floored import LOG_OFFSET
 
 __all__ = ["LevelTrend", "level_trend"]
@@ -65,31 +66,7 @@ class LevelTrend:
         return {"name": "level_trend", "n": self.n, "slope": self.slope, "se": self.se,
                 "p_value": self.p_value, "quarter": self.quarter,
                 "heavy_gain": self.heavy_gain, "light_gain": self.light_gain, "alpha": self.alpha,
-                "flagged": self.flagged, "sentence": self.sentence()}
-
-    def sentence(self) -> str:
-        """What the numbers say, in words; "" when the diagnostic could not run."""
-        if self.slope is None:
-            return ""
-        gains = (f"its gain is {_share(self.heavy_gain)} of the draws' V over the "
-                 f"{self.quarter} heaviest seeds and {_share(self.light_gain)} over the "
-                 f"{self.quarter} lightest")
-        if not self.flagged:
-            return (f"level_trend: the policy's log ratio to its draws moves by "
-                    f"{num(self.slope, 3)} per unit of the seed's level (its draws' mean log V; "
-                    f"one-sided p = "
-                    f"{p_value(self.p_value)} > alpha = {self.alpha:g}); {gains}")
-        return (f"the policy's V relative to its draws rises with the seed's level (slope "
-                f"{num(self.slope, 3)} in log ratio per unit of the seed's level, its draws' "
-                "mean log V, "
-                f"one-sided p = {p_value(self.p_value)}); {gains} -- the mean gain rests on "
-                f"these {self.n} seeds holding heavy seeds as often as the campaign's loads "
-                "do (a policy much worse in a few heavy seeds can win most seeds at equal "
-                "means); more seeds at the heavy loads test it")
-
-
-def _share(x) -> str:
-    return "undefined (no violations)" if x is None else f"{num(100 * x, 3)}%"
+                "flagged": self.flagged}
 
 
 def _relative_gain(dbar, pol) -> float | None:

@@ -14,7 +14,9 @@ diagnostic reads the draws only:
   runs hold none of it; ``more_seeds``: how many more seeds make that chance <= alpha.
 
 ``flagged`` when the draws have a tail, the policy's runs hold none and ``chance > alpha``:
-the verdict then states the assumption a gain rests on (non-blocking, :func:`sentence`).
+the verdict then states the assumption a gain rests on (non-blocking; its words:
+:func:`evalkit.document.words.tail_luck_text`).  The audit computes it on a claim's seeds, the
+sequential gate on the seeds its decision used.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalkit.document.words import num
 from evalkit.stats.floored import MAD_TO_SD    # MAD of a normal sample -> its SD
 
 __all__ = ["TAIL_MADS", "TailLuck", "tail_luck"]
@@ -52,24 +53,7 @@ class TailLuck:
                 "draws_in_tail": self.draws_in_tail, "policy_in_tail": self.policy_in_tail,
                 "threshold": self.threshold, "tail_mads": TAIL_MADS, "q": self.q,
                 "chance": self.chance, "more_seeds": self.more_seeds, "alpha": self.alpha,
-                "flagged": self.flagged, "sentence": self.sentence()}
-
-    def sentence(self) -> str:
-        """What the numbers say, in words; "" when the diagnostic has nothing to state."""
-        if self.q is None:
-            return ""
-        if not self.flagged:
-            if self.policy_in_tail:
-                return (f"tail_luck: {self.policy_in_tail} of the policy's {self.n} runs lie "
-                        f"in the draws' tail (q = {num(self.q, 3)}): no luck to state")
-            return (f"tail_luck: the policy's {self.n} runs caught none of the draws' tail "
-                    f"(q = {num(self.q, 3)}); random placement does that with chance "
-                    f"{num(self.chance, 3)} <= alpha = {self.alpha:g}")
-        return (f"the policy's {self.n} runs caught none of the draws' tail (q = "
-                f"{num(self.q, 3)}); random placement does that with chance "
-                f"{num(self.chance, 3)} -- the gain rests on the policy avoiding the tail by "
-                f"design; about {self.more_seeds} more seeds make luck < alpha = "
-                f"{self.alpha:g}")
+                "flagged": self.flagged}
 
 
 def _more_seeds(q: float, n: int, alpha: float) -> int:

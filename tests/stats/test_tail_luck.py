@@ -1,4 +1,4 @@
-"""The tail_luck diagnostic (evalkit/audit/tail_luck.py) on hand-made seeds: the tail, the
+"""The tail_luck diagnostic (evalkit/stats/tail_luck.py) on hand-made seeds: the tail, the
 chance that exchangeable runs miss it, and when the verdict states it."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.audit.tail_luck import TAIL_MADS, tail_luck
+from evalkit.document.words import tail_luck_text
 from evalkit.stats.floored import MAD_TO_SD
+from evalkit.stats.tail_luck import TAIL_MADS, tail_luck
 
 
 def _draws(n_seeds: int, burst_at=()):
@@ -39,19 +40,20 @@ def test_chance_is_that_n_exchangeable_runs_miss_the_tail_and_more_seeds_bring_i
     assert res.flagged and res.policy_in_tail == 0
     assert res.more_seeds == math.ceil(math.log(0.05) / math.log(1 - q)) - 10
     assert (1 - q) ** (10 + res.more_seeds) <= 0.05 < (1 - q) ** (9 + res.more_seeds)
-    assert f"about {res.more_seeds} more seeds" in res.sentence()
+    assert f"about {res.more_seeds} more seeds" in tail_luck_text(res)
 
 
 def test_a_policy_run_in_the_tail_or_a_chance_below_alpha_is_not_flagged():
     caught = tail_luck([2.0] * 9 + [30.0], _draws(10, {0: 20.0, 1: 20.0}), 0.05)
     assert caught.policy_in_tail == 1 and not caught.flagged
-    assert "1 of the policy's 10 runs lie in the draws' tail" in caught.sentence()
+    assert "1 of the policy's 10 runs lie in the draws' tail" in tail_luck_text(caught)
     many = tail_luck([2.0] * 20, _draws(20, {s: 20.0 for s in range(20)}), 0.05)
     assert many.chance == pytest.approx((1 - 20 / 100) ** 20) and many.chance <= 0.05
-    assert many.more_seeds == 0 and not many.flagged and "<= alpha = 0.05" in many.sentence()
+    assert many.more_seeds == 0 and not many.flagged
+    assert "<= alpha = 0.05" in tail_luck_text(many)
 
 
 def test_no_tail_or_no_spread_states_nothing():
-    assert tail_luck([2.0] * 5, _draws(5), 0.05).sentence() == ""
+    assert tail_luck_text(tail_luck([2.0] * 5, _draws(5), 0.05)) == ""
     flat = tail_luck([1.0] * 5, [np.ones(3)] * 5, 0.05)
-    assert flat.threshold is None and not flat.flagged and flat.sentence() == ""
+    assert flat.threshold is None and not flat.flagged and tail_luck_text(flat) == ""

@@ -1,7 +1,7 @@
-"""The level_trend diagnostic (evalkit/audit/level_trend.py) against scipy's least squares, its
-rate without a trend, and the assumptions the verdict states for a gain that rests on rare
-seeds: a policy worse in heavy seeds, and a left-skewed d that Cochran's rule finds too few
-seeds for."""
+"""The assumptions a verdict states for a gain that rests on rare seeds: a policy worse in heavy
+seeds (the level_trend diagnostic, evalkit/stats/level_trend.py, in the audit and in a
+sequential pass, computed on the seeds the decision used), and a left-skewed d that Cochran's
+rule finds too few seeds for."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ import pytest
 from scipy import stats as sps
 
 import evalkit
-from evalkit.audit.level_trend import MIN_SEEDS, level_trend
 from evalkit.audit.sequential import look_floor_state, verdict_for
 from evalkit.audit.verdicts import assumption_sentences
-from evalkit.document.words import COCHRAN_FACTOR, SMALL_N, cochran_text, shape_text
-from evalkit.stats.floored import LOG_OFFSET
+from evalkit.document.words import (COCHRAN_FACTOR, SMALL_N, cochran_text, level_trend_text,
+                                    shape_text, tail_luck_text)
+from evalkit.stats.level_trend import level_trend
 from evalkit.stats.paired import sample_skewness
+from evalkit.stats.tail_luck import tail_luck
 from tests.audit.test_claims_seed_level_test import (_summary_table, audit_campaign_dict,
                                                      bursty_campaign)
 from tests.audit.test_sequential_gate import PROTO, _d, _verdict
@@ -66,35 +67,6 @@ def _split(units):
     return [p for p, _ in units], [d for _, d in units]
 
 
-def test_slope_its_error_and_p_are_scipys_least_squares():
-    rng = np.random.default_rng(3)
-    for n in (4, 9, 30):
-        for _ in range(5):
-            draws = [rng.gamma(2.0, 0.02, 3) for _ in range(n)]
-            policy = rng.gamma(2.0, 0.02, n)
-            res = level_trend(policy, draws, 0.05)
-            offset = LOG_OFFSET * float(np.mean(np.concatenate(draws)))
-            x = np.array([np.log(d + offset).mean() for d in draws])
-            ref = sps.linregress(x, np.log(policy + offset) - x)
-            assert res.slope == pytest.approx(ref.slope, rel=1e-9, abs=1e-12)
-            assert res.se == pytest.approx(ref.stderr, rel=1e-9)
-            one_sided = ref.pvalue / 2 if ref.slope > 0 else 1 - ref.pvalue / 2
-            assert res.p_value == pytest.approx(one_sided, rel=1e-7, abs=1e-12)
-            assert res.flagged == (ref.slope > 0 and one_sided <= 0.05)
-
-
-def test_the_flag_is_at_alpha_inclusive():
-    rng = np.random.default_rng(4)
-    level = 0.05 * _lognormal(rng, 0.6, 12)
-    draws = [lv * _lognormal(rng, 0.35, 3) for lv in level]
-    policy = 0.05 * (level / 0.05) ** 1.3 * _lognormal(rng, 0.35, 12)
-    p = level_trend(policy, draws, 0.05).p_value
-    assert 0 < p < 0.5
-    assert level_trend(policy, draws, p).flagged                       # p == alpha
-    assert not level_trend(policy, draws, math.nextafter(p, 0.0)).flagged
-    assert level_trend(policy, draws, math.nextafter(p, 1.0)).flagged
-
-
 def test_the_small_n_text_gives_way_to_cochrans_rule_at_small_n():
     from types import SimpleNamespace
 
@@ -106,68 +78,6 @@ def test_the_small_n_text_gives_way_to_cochrans_rule_at_small_n():
     (at,) = assumption_sentences(ctx(SMALL_N))
     assert at == cochran_text(-3.0, SMALL_N) and "(Cochran's rule)" in at
     assert assumption_sentences(ctx(250)) == []                       # 250 > 25 x 9
-
-
-def test_the_quarters_gains_are_shares_of_their_draws_v():
-    # 8 seeds: levels 1..8 (one draw each at the level), policy 0.5 x level in the light
-    # seeds and 1.5 x level in the heavy ones; a quarter is 2 seeds
-    levels = np.arange(1.0, 9.0)
-    policy = np.where(levels <= 4, 0.5, 1.5) * levels
-    res = level_trend(policy, [np.array([v]) for v in levels], 0.05)
-    assert res.quarter == 2
-    assert res.light_gain == pytest.approx(((1 + 2) - 0.5 * 3) / 3)
-    assert res.heavy_gain == pytest.approx(((7 + 8) - 1.5 * 15) / 15)
-    assert res.slope > 0 and res.flagged
-    text = res.sentence()
-    assert "rises with the seed's level" in text
-    assert "-50% of the draws' V over the 2 heaviest seeds and 50% over the 2 lightest" in text
-
-
-def test_too_few_seeds_or_one_level_or_no_violations_state_nothing():
-    few = level_trend([1.0] * (MIN_SEEDS - 1), [np.array([1.0, 2.0])] * (MIN_SEEDS - 1), 0.05)
-    assert few.slope is None and not few.flagged and few.sentence() == ""
-    flat = level_trend([0.5, 1.0, 1.5, 2.0], [np.array([1.0, 3.0])] * 4, 0.05)
-    assert flat.slope is None and flat.sentence() == ""
-    # levels a millionth apart (float noise in a replayed trace's V) are one level too
-    rounded = level_trend([0.05, 0.06, 0.04, 0.05, 0.07, 0.05],
-                          [np.full(3, 0.05 * (1 + 1e-6 * k)) for k in range(6)], 0.05)
-    assert rounded.slope is None and not rounded.flagged
-    # a policy run equal to its seed's one draw everywhere: a flat line, no residual, p = 1
-    same = level_trend([0.01, 0.02, 0.04, 0.08], [np.array([v]) for v in (0.01, 0.02, 0.04,
-                                                                            0.08)], 0.05)
-    assert same.slope == 0.0 and same.se == 0.0 and same.p_value == 1.0 and not same.flagged
-    zero = level_trend([0.0] * 5, [np.zeros(3)] * 5, 0.05)
-    assert zero.slope is None and zero.heavy_gain is None and not zero.flagged
-
-
-def test_without_a_trend_the_flag_errs_towards_silence():
-    """One more draw or a fixed schedule at widely spread seed levels: the flag fires in at
-    most alpha of campaigns (each seed's draw noise pulls the slope negative)."""
-    rng = np.random.default_rng(8)
-    for policy_sd in (0.8, 0.05):
-        flags = 0
-        for _ in range(400):
-            level = 0.05 * _lognormal(rng, 0.6, 10)
-            draws = [lv * _lognormal(rng, 0.8, 3) for lv in level]
-            policy = level * _lognormal(rng, policy_sd, 10)
-            flags += level_trend(policy, draws, 0.05).flagged
-        assert flags / 400 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)
-
-
-def test_runs_at_zero_in_light_seeds_do_not_make_a_trend():
-    """Exchangeable binomial V (100 requests a run, 5 draws, seed log-spread 1, 20 seeds):
-    light seeds' single runs hit 0 far more often than their draws' mean does; read against
-    the mean, the flag fired in 0.12 of campaigns, against single draws it stays within
-    alpha."""
-    rng = np.random.default_rng(12)
-    flags = 0
-    for _ in range(400):
-        level = np.minimum(0.0654 * _lognormal(rng, 1.0, 20), 1.0)
-        draws = [rng.binomial(100, np.minimum(1.0, lv * _lognormal(rng, 0.35, 5))) / 100
-                 for lv in level]
-        policy = rng.binomial(100, np.minimum(1.0, level * _lognormal(rng, 0.35, 20))) / 100
-        flags += level_trend(policy, draws, 0.05).flagged
-    assert flags / 400 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)
 
 
 def test_a_policy_growing_faster_than_its_seed_level_is_flagged():
@@ -182,13 +92,13 @@ def test_the_verdict_states_the_trend_when_the_gate_passes_on_it():
     assert result.passed                  # the mean test cannot tell it from a real gain
     head = result.lines[1]
     trend = level_trend(*_split(units), 0.05)
-    assert trend.flagged and trend.sentence() in head
-    assert trend.sentence() in result.assumptions
+    assert trend.flagged and level_trend_text(trend) in head
+    assert level_trend_text(trend) in result.assumptions
     claim = audit_campaign_dict(table)["claims"][0]
     assert claim["level_trend"]["flagged"] is True
     assert claim["level_trend"]["blocking"] is False
     assert claim["level_trend"]["slope"] == pytest.approx(trend.slope)
-    assert trend.sentence() in claim["notes"]
+    assert level_trend_text(trend) in claim["notes"]
 
 
 def test_a_left_skew_cochrans_rule_finds_too_few_seeds_for_is_stated_at_any_n():
@@ -235,22 +145,46 @@ def test_a_sequential_pass_on_all_seeds_states_what_the_audit_states():
     claim, verdict = _sequential(table)
     assert verdict.decision == "pass" and verdict.seeds_used == 40
     trend = level_trend(*_split(units), 0.05)
-    assert trend.flagged and claim["level_trend"]["sentence"] == trend.sentence()
+    assert trend.flagged and claim["level_trend"]["sentence"] == level_trend_text(trend)
     shape = cochran_text(sample_skewness(_seq_d(units)), 40)
-    assert verdict.assumptions == [trend.sentence()] + ([shape] if shape else [])
+    assert verdict.assumptions == [level_trend_text(trend)] + ([shape] if shape else [])
     assert verdict.assumptions == claim["assumptions"]    # same seeds: the fixed gate's words
-    assert f"  assumption: {trend.sentence()}" in verdict.lines()
+    assert f"  assumption: {level_trend_text(trend)}" in verdict.lines()
 
 
-def test_a_sequential_pass_on_fewer_seeds_states_the_shape_of_the_seeds_it_used():
+def test_a_sequential_pass_on_fewer_seeds_states_the_diagnostics_of_the_seeds_it_used():
     table, units = trend_campaign(20)
     claim, verdict = _sequential(table)
     assert verdict.decision == "pass" and verdict.seeds_used == 30
-    trend = claim["level_trend"]
-    assert trend["flagged"]
-    head = f"over the document's 40 seeds (the decision used the first 30): {trend['sentence']}"
+    trend = level_trend(*_split(units[:30]), 0.05)
+    assert trend.flagged and trend.n == 30 and claim["level_trend"]["n"] == 40
+    assert trend.p_value != claim["level_trend"]["p_value"]
     shape = cochran_text(sample_skewness(_seq_d(units)[:30]), 30)
-    assert verdict.assumptions == [head] + ([shape] if shape else [])
+    assert verdict.assumptions == [level_trend_text(trend)] + ([shape] if shape else [])
+
+
+def _bursty_sequential(seed: int):
+    """A policy 30% better that never bursts, on bursty V (30 seeds of 5 draws), planned as
+    looks every 5 seeds up to 30."""
+    table, units = bursty_campaign(seed, n=30, m=5, effect=0.3)
+    claim = audit_campaign_dict(table)["claims"][0]
+    design = {**SEQUENTIAL, "max_seeds": 30, "batch": 5,
+              "planned_claims": [[claim["regime"], claim["policy"]]]}
+    return units, claim, verdict_for(claim, PROTO, "matched_budget", design,
+                                     list(range(30)), 1, 0.005)
+
+
+def test_a_sequential_pass_states_the_luck_its_own_seeds_rest_on():
+    """Red team: over the document's 30 seeds random placement misses the draws' tail with
+    chance <= alpha (nothing to state), over the 20 the decision used it does not: read from
+    the document, the pass stated no assumption."""
+    units, claim, verdict = _bursty_sequential(0)
+    assert verdict.decision == "pass" and verdict.seeds_used == 20
+    assert not claim["tail_luck"]["flagged"] and claim["tail_luck"]["chance"] <= 0.05
+    luck = tail_luck(*_split(units[:20]), 0.05)
+    assert luck.flagged and luck.n == 20 and luck.chance > 0.05
+    assert verdict.assumptions[0] == tail_luck_text(luck)
+    assert verdict.assumptions[0].startswith("the policy's 20 runs caught none of the draws' tail")
 
 
 def test_a_small_sequential_pass_states_the_shape_of_d_with_its_looks_floor():
@@ -311,29 +245,59 @@ def test_look_floor_state_words():
 
 
 @pytest.mark.parametrize("key", ["tail_luck", "level_trend"])
-@pytest.mark.parametrize("edit, column", [("drop", ""), ("string", ""),
-                                          ("no sentence", ".sentence")])
-def test_a_document_without_its_diagnostics_is_refused_by_the_sequential_gate(key, edit,
-                                                                              column):
+@pytest.mark.parametrize("edit", ["drop", "null", "unflagged"])
+def test_an_edited_diagnostic_does_not_change_what_a_sequential_pass_states(key, edit):
+    """Red team: an audit.json whose flagged diagnostic is removed, set to null or marked
+    unflagged (a shape the schema accepts) still gets the sentence: the gate computes the
+    diagnostics from the units, as it computes d."""
     from evalkit.audit.gate import check_fresh
+    from evalkit.document.schema import check_shape
+
+    if key == "level_trend":
+        table, _ = trend_campaign(22)
+        claim = audit_campaign_dict(table)["claims"][0]
+
+        def decide(c):
+            return verdict_for(c, PROTO, "matched_budget", SEQUENTIAL, list(range(40)), 1,
+                               0.005)
+    else:
+        _, claim, _ = _bursty_sequential(7)
+
+        def decide(c):
+            design = {**SEQUENTIAL, "max_seeds": 30, "batch": 5,
+                      "planned_claims": [[c["regime"], c["policy"]]]}
+            return verdict_for(c, PROTO, "matched_budget", design, list(range(30)), 1, 0.005)
+    assert claim[key]["flagged"]
+    honest = decide(copy.deepcopy(claim))
+    assert honest.decision == "pass" and claim[key]["sentence"] in honest.assumptions
+    if edit == "drop":
+        del claim[key]
+    elif edit == "null":
+        claim[key] = None
+    else:
+        claim[key] = dict(claim[key], flagged=False)
+    assert decide(claim).assumptions == honest.assumptions
+    table, _ = trend_campaign(22)
+    doc = audit_campaign_dict(table)                     # the gate reads such a document
+    doc["claims"][0]["level_trend"] = None if edit != "unflagged" else dict(
+        doc["claims"][0]["level_trend"], flagged=False)
+    check_shape(doc, "audit.json")
+    check_fresh(doc, "audit.json", evalkit.load_protocol(None).with_accept_vouched(True), 0,
+                sequential=True)
+
+
+@pytest.mark.parametrize("edit", ["string", "no sentence"])
+def test_a_diagnostic_of_another_shape_is_refused_by_the_documents_schema(edit):
     from evalkit.document.schema import check_shape
     from evalkit.errors import InputError
 
-    def read_as_the_gate(doc):          # load_audit's shape check, then the gate's
-        check_shape(doc, "audit.json")
-        check_fresh(doc, "audit.json", proto, 0, sequential=True)
-
     table, _ = trend_campaign(22)
     doc = audit_campaign_dict(table)
-    proto = evalkit.load_protocol(None).with_accept_vouched(True)
-    read_as_the_gate(copy.deepcopy(doc))                                   # as written
-    claim = doc["claims"][0]
-    if edit == "drop":
-        del claim[key]
-    elif edit == "string":
-        claim[key] = "flagged"
+    check_shape(copy.deepcopy(doc), "audit.json")                          # as written
+    if edit == "string":
+        doc["claims"][0]["level_trend"] = "flagged"
     else:
-        del claim[key]["sentence"]
+        del doc["claims"][0]["level_trend"]["sentence"]
     with pytest.raises(InputError) as err:
-        read_as_the_gate(doc)
-    assert err.value.column == f"claims[0].{key}{column}"
+        check_shape(doc, "audit.json")
+    assert err.value.column.startswith("claims[0].level_trend")
