@@ -223,11 +223,28 @@ def check_shape(doc, file: str) -> None:
                          fix=f"pass an unmodified audit.json ({REWRITE})")
 
 
+def _is_share(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0.0 <= x <= 1.0
+
+
+def _check_unit_shares(units: list, column: str, file: str, fix: str) -> None:
+    """Each unit's V (its policy run's and its draws') is a share of requests in [0, 1], as
+    every input table's V: the sequential gate computes d and the diagnostics from them."""
+    for j, unit in enumerate(units):
+        values = [("v_policy", unit.get("v_policy"))] + [
+            (f"v_draws[{k}]", v) for k, v in enumerate(unit.get("v_draws") or [])]
+        bad = next(((key, v) for key, v in values if not _is_share(v)), None)
+        if bad is not None:
+            raise InputError(f"{bad[1]!r} is not a violation rate in [0, 1]", file=file,
+                             column=f"{column}[{j}].{bad[0]}", fix=fix)
+
+
 def check_derived(doc: dict, file: str) -> None:
     """Raise an InputError naming the first recorded value of ``doc`` that does not follow
     from the rest of it: the protocol's ``content_sha256`` (recomputed from its rules), a
     claim's ``tier`` and ``tier_status`` (the tier walk of its checks under the document's
-    own tiers).  A document is verified on read, never taken on its word."""
+    own tiers), its units' V (shares in [0, 1]) and draws per seed.  A document is verified on
+    read, never taken on its word."""
     edited = f"pass the audit.json evalkit audit wrote, unedited ({REWRITE})"
     protocol = doc.get("protocol") or {}
     recorded = protocol.get("content_sha256")
@@ -239,6 +256,7 @@ def check_derived(doc: dict, file: str) -> None:
     tiers = protocol.get("tiers")
     for i, claim in enumerate(doc.get("claims") or []):
         units, counts = claim.get("units"), claim.get("draws_per_seed")
+        _check_unit_shares(units or [], f"claims[{i}].units", file, edited)
         if units is not None and counts is not None and \
                 [len(u.get("v_draws") or []) for u in units] != list(counts):
             # the sequential gate's draws' floor reads the units: dropping draws would drop it

@@ -9,6 +9,7 @@ unknown status); the special-file and nesting cases used to hang or raise Recurs
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -224,3 +225,30 @@ def test_units_that_lost_draws_are_refused(tmp_path):
     path.write_text(json.dumps(doc))
     code, out, err_text = _invoke(["gate", path, "--policy", claim["policy"], "--sequential"])
     assert code == 2 and f"claims[{i}].units" in out + err_text
+
+
+@pytest.mark.parametrize("key, value", [
+    ("v_policy", None), ("v_policy", -0.5), ("v_policy", math.nextafter(1.0, 2.0)),
+    ("v_policy", 1e308), ("v_draws", None), ("v_draws", -1e-9)])
+def test_a_unit_whose_v_is_no_violation_rate_is_refused(tmp_path, key, value):
+    # the sequential gate computes d and the diagnostics from the units: a null V was an
+    # internal error there, a negative or huge one a verdict on numbers no run can give
+    src = Path(__file__).resolve().parents[1] / "report_documents" / "sim_bursty.audit.json"
+    doc = json.loads(src.read_text())
+    i, claim = next((i, c) for i, c in enumerate(doc["claims"]) if max(c["draws_per_seed"]) >= 2)
+    unit = claim["units"][3]
+    assert all(0.0 <= v <= 1.0 for v in [unit["v_policy"], *unit["v_draws"]])
+    for edge in (0.0, 1.0):                                     # the ends are rates
+        unit["v_policy"], unit["v_draws"][1] = edge, edge
+        check_derived(doc, "audit.json")
+    if key == "v_policy":
+        unit["v_policy"], column = value, f"claims[{i}].units[3].v_policy"
+    else:
+        unit["v_draws"][1], column = value, f"claims[{i}].units[3].v_draws[1]"
+    with pytest.raises(InputError) as err:
+        check_derived(doc, "audit.json")
+    assert err.value.column == column and "is not a violation rate in [0, 1]" in err.value.message
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps(doc))
+    code, out, err_text = _invoke(["gate", path, "--policy", claim["policy"], "--sequential"])
+    assert code == 2 and column in out + err_text and "Traceback" not in out + err_text
