@@ -355,6 +355,31 @@ def _refuse_repeats(seeds, column: str) -> None:
                              "whose seeds are distinct")
 
 
+_FROZEN = "re-run 'evalkit audit RUNS --out DIR' on runs swept under a plan frozen by evalkit"
+
+
+def _check_spec(spec: dict) -> None:
+    """Refuse (InputError naming the field) a recorded sequential design no frozen plan
+    gives: another kind, an alpha outside (0, 1), fewer than 1 seed a look or in all, a
+    planned claim that is not a (regime, policy) pair."""
+    if spec.get("kind", "sequential") != "sequential":
+        raise InputError(f"the document's sequential design is of kind {spec['kind']!r}",
+                         column="design.sequential.kind", fix=_FROZEN)
+    alpha = spec.get("alpha")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise InputError(f"the plan's alpha is {alpha!r}: a level in (0, 1) is needed",
+                         column="design.sequential.alpha", fix=_FROZEN)
+    for key in ("max_seeds", "batch"):
+        if spec.get(key) is not None and int(spec[key]) < 1:
+            raise InputError(f"the plan's {key} is {spec[key]}: a design needs at least 1",
+                             column=f"design.sequential.{key}", fix=_FROZEN)
+    for i, pair in enumerate(spec.get("planned_claims") or []):
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(x, str) for x in pair)):
+            raise InputError(f"planned claim {pair!r} is not a [regime, policy] pair",
+                             column=f"design.sequential.planned_claims[{i}]", fix=_FROZEN)
+
+
 def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float | None = None
                         ) -> list[SequentialVerdict]:
     """A verdict for every claim of an audit document (the dictionary audit.json holds).
@@ -378,18 +403,11 @@ def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float | None
         return [SequentialVerdict(regime=c["regime"], policy=c["policy"], decision="refused",
                                   reason=f"no sequential verdict: {design_doc['why_not']}")
                 for c in doc["claims"]]
-    for key in ("max_seeds", "batch"):
-        if spec.get(key) is not None and int(spec[key]) < 1:
-            raise InputError(f"the plan's {key} is {spec[key]}: a design needs at least 1",
-                             column=f"design.sequential.{key}",
-                             fix="re-run 'evalkit audit RUNS --out DIR' on runs swept under a "
-                                 "plan frozen by evalkit")
+    _check_spec(spec)
     try:
         plan_spending(spec)
     except InputError as err:
-        raise InputError(err.message, column=err.column,
-                         fix="re-run 'evalkit audit RUNS --out DIR' on runs swept under a "
-                             "plan frozen by evalkit") from None
+        raise InputError(err.message, column=err.column, fix=_FROZEN) from None
     order = [int(s) for s in design_doc["seed_order"]]
     _refuse_repeats(order, "design.seed_order")
     for i, c in enumerate(doc["claims"]):

@@ -228,9 +228,14 @@ def _is_share(x) -> bool:
 
 
 def _check_unit_shares(units: list, column: str, file: str, fix: str) -> None:
-    """Each unit's V (its policy run's and its draws') is a share of requests in [0, 1], as
-    every input table's V: the sequential gate computes d and the diagnostics from them."""
+    """Each unit holds draws, and its V (its policy run's and its draws') is a share of
+    requests in [0, 1], as every input table's V: the sequential gate computes d and the
+    diagnostics from them."""
     for j, unit in enumerate(units):
+        if not unit.get("v_draws"):
+            raise InputError("the seed's unit holds no draw (a seed is paired with its "
+                             "matched-random draws)", file=file,
+                             column=f"{column}[{j}].v_draws", fix=fix)
         values = [("v_policy", unit.get("v_policy"))] + [
             (f"v_draws[{k}]", v) for k, v in enumerate(unit.get("v_draws") or [])]
         bad = next(((key, v) for key, v in values if not _is_share(v)), None)

@@ -60,7 +60,12 @@ def spent_alpha(t, alpha: float, spending: str = "obrien-fleming",
     if spending == "hwang-shih-decani":
         if abs(gamma) < 1e-12:
             return alpha * t
-        return alpha * (1.0 - np.exp(-gamma * t)) / (1.0 - math.exp(-gamma))
+        if gamma > 0:
+            return alpha * np.expm1(-gamma * t) / math.expm1(-gamma)
+        # (e^{gt} - 1) / (e^g - 1) for g = -gamma, as e^{g(t-1)} (1 - e^{-gt}) / (1 - e^{-g}):
+        # no overflow however steep the plan's gamma
+        g = -gamma
+        return alpha * np.exp(g * (t - 1.0)) * np.expm1(-g * t) / math.expm1(-g)
     raise InputError(f"unknown spending function {spending!r}", column="spending",
                      fix=f"use one of {', '.join(SPENDING)}")
 

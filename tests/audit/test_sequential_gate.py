@@ -238,6 +238,27 @@ def test_a_documents_unknown_or_incomplete_spending_is_bad_input(spending, gamma
     assert err.value.column == column
 
 
+@pytest.mark.parametrize("edit, column", [
+    ({"kind": "fixed"}, "design.sequential.kind"),
+    ({"alpha": None}, "design.sequential.alpha"),
+    ({"alpha": 0.0}, "design.sequential.alpha"),
+    ({"alpha": 1}, "design.sequential.alpha"),
+    ({"alpha": True}, "design.sequential.alpha"),
+    ({"planned_claims": [["r"]]}, "design.sequential.planned_claims[0]"),
+    ({"planned_claims": [["r", "pol"], ["r", 3]]}, "design.sequential.planned_claims[1]"),
+    ({"planned_claims": ["r/pol"]}, "design.sequential.planned_claims[0]")])
+def test_a_recorded_design_no_frozen_plan_gives_is_bad_input(edit, column):
+    # an edited audit.json: each was an internal error or a verdict under a fixed plan
+    doc = _doc([_claim(*_from_d(_d(12, 0.03)))], design={**DESIGN, **edit})
+    doc["design"]["sequential"].update(edit)
+    with pytest.raises(InputError) as err:
+        sequential_verdicts(doc, PROTO, "matched_budget")
+    assert err.value.column == column and "plan frozen by evalkit" in err.value.fix
+    (ok,) = sequential_verdicts(_doc([_claim(*_from_d(_d(12, 0.03)))], design=DESIGN), PROTO,
+                                "matched_budget")
+    assert ok.decision == "pass"
+
+
 def test_the_verdict_says_when_the_draws_floor_held_t():
     # 4 seeds of a policy as variable as its draws (log sd 0.6): the draws' floor is above
     # d's sample variance and the verdict says so; a clear gain whose policy runs are far

@@ -188,6 +188,30 @@ def test_hwang_shih_decani_spending_defaults_to_gamma_minus_4():
     assert np.allclose(spent_alpha(t, 0.025, "hwang-shih-decani"), want, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("gamma", [-1000.0, -800.0, -50.0, 50.0, 800.0, 1e300, -1e300])
+def test_steep_hwang_shih_decani_spending_neither_overflows_nor_leaves_its_range(gamma):
+    # a plan may name any finite gamma: e^{-gamma t} overflowed from gamma -710 on (exit 3)
+    from evalkit.stats.group_sequential import spent_alpha
+
+    t = np.linspace(0.0, 1.0, 21)
+    got = spent_alpha(t, 0.025, "hwang-shih-decani", gamma)
+    assert np.all(np.isfinite(got)) and got[0] == 0.0 and got[-1] == pytest.approx(0.025)
+    assert np.all(np.diff(got) >= 0) and np.all(got <= 0.025 * (1 + 1e-12))
+    if abs(gamma) <= 50:                      # the closed form in long double
+        tl = t.astype(np.longdouble)
+        g = np.longdouble(gamma)
+        want = 0.025 * (1 - np.exp(-g * tl)) / (1 - np.exp(-g))
+        assert np.allclose(got, want.astype(float), rtol=1e-9, atol=1e-300)
+    gs = design((5, 10, 15, 20), 0.025, "hwang-shih-decani", gamma)
+    fixed, bounds = stats.norm.isf(0.025), np.asarray(gs.z_bounds)
+    if gamma < 0:        # (next to) nothing spent before the end: the last look is the fixed test
+        assert bounds[-1] == pytest.approx(fixed, abs=1e-3)
+        assert np.all(bounds[:-1] > 4) and (gamma > -800 or np.all(np.isinf(bounds[:-1])))
+    else:                # everything spent at the first look
+        assert bounds[0] == pytest.approx(fixed, abs=1e-3)
+        assert np.all(bounds[1:] > 4) and (gamma < 800 or np.all(np.isinf(bounds[1:])))
+
+
 def test_each_look_records_its_floor_and_whether_it_binds():
     # d with sample variance ~1e-6 at each look; a floor of 1e-4 at the first look binds
     # (t on it is 10x smaller), 1e-8 at the second does not, none at the third
