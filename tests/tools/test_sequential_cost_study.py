@@ -106,6 +106,8 @@ def test_report_rows_and_summary_agree(tmp_path):
         line = next(x for x in text.splitlines() if x.startswith(f"- target power {target}:"))
         assert f"ranges {min(values):.2f}-{max(values):.2f}" in line
     later = text.split("## A later first look")[1].splitlines()
-    designs = [(b, f) for b in cost.BATCHES[:3] for f in (b, *cost.FIRST_LOOKS) if f >= b]
+    # every look interval 1-4 from its own first look (a look needs 2 seeds) and from 4-12
+    designs = [(b, f) for b in (1, 2, 3, 4) for f in (max(b, 2), 4, 6, 8, 10, 12)
+               if f >= max(b, 2)]
     body = [x for x in later if x.startswith("| O'Brien") or x.startswith("| Hwang")]
     assert len(body) == len(cost.SPENDINGS) * len(set(designs))
