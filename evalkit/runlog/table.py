@@ -10,6 +10,8 @@ optional  ``role``, ``draw``, ``regime``, ``n_requests``, ``K`` (or ``k_observed
           (:mod:`evalkit.audit.table_word`): the checks reading them pass only when the
           user vouches for the table (``--accept-vouched``), and fail on what they contradict
 
+* ``regime``: a table without it (or with every cell blank) holds one regime, ``default``;
+  a table that names regimes names every row's (a blank cell is a missing value).
 * ``role`` defaults to ``policy``; rows whose policy is ``matched_random`` / ``no_sync`` take
   those roles.  A ``matched_random`` row whose policy names another policy is a draw matched
   to that policy.
@@ -175,12 +177,17 @@ def read_summary_table(path: str | Path) -> tuple[pd.DataFrame, list[str]]:
     rows = []
     first_row: dict[str, int] = {}
     no_sync_given: dict[tuple[str, int], tuple[float, int]] = {}
+    # a table that names regimes names every row's: a blank one would join "default"
+    regimes_named = "regime" in table.columns and not all(_blank(v) for v in table["regime"])
     for i, rec in enumerate(table.to_dict("records")):
         policy = name(i, "policy", rec["policy"])
         if policy is None:
             bad(i, "policy", "value is missing", "name the policy of every row")
         seed = number(i, "seed", rec["seed"], integer=True)
-        regime = name(i, "regime", rec.get("regime"), "default")
+        regime = name(i, "regime", rec.get("regime"), None if regimes_named else "default")
+        if regime is None:
+            bad(i, "regime", "value is missing while other rows name their regime",
+                "name the regime of every row (or leave the column out: one regime)")
         role = text(rec.get("role"))
         matched_to = name(i, "matched_to", rec.get("matched_to"))
         if policy in ("matched_random", "no_sync"):

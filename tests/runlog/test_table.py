@@ -96,6 +96,19 @@ def test_summary_table_blank_required_and_non_finite_rates(tmp_path):
     assert err.column == "policy"
 
 
+def test_a_blank_regime_in_a_table_that_names_regimes_is_missing_not_default(tmp_path):
+    # it joined a "default" regime, and the claim then failed on draws it lacked
+    rows = "wa,0,a,0.1\nmatched_random,0,{},0.2\nwa,1,a,0.1\nmatched_random,1,a,0.2\n"
+    err = table_error(tmp_path, "policy,seed,regime,violation_rate\n" + rows.format(" "),
+                      "row 3: value is missing while other rows name their regime")
+    assert err.column == "regime"
+    named, _ = read_csv(tmp_path, "policy,seed,regime,violation_rate\n" + rows.format("a"))
+    assert set(named["regime"]) == {"a"}
+    for blank in ("policy,seed,regime,violation_rate\nwa,0,,0.1\nmatched_random,0,,0.2\n",
+                  "policy,seed,violation_rate\nwa,0,0.1\nmatched_random,0,0.2\n"):
+        assert set(read_csv(tmp_path, blank)[0]["regime"]) == {"default"}  # one regime
+
+
 @pytest.mark.parametrize("col, value, ok", [
     ("violation_rate", "0", True), ("violation_rate", "1", True),
     ("violation_rate", "-0.01", False), ("violation_rate", "1.01", False),
@@ -132,20 +145,20 @@ def test_summary_table_k_column_choice(tmp_path):
 
 def test_summary_table_roles_policies_and_draws(tmp_path):
     runs, _ = read_csv(tmp_path, "policy,seed,violation_rate,role,matched_to,draw,regime\n"
-                       "wa,0,0.1,,,,\n"
-                       "wa,0,0.2,matched_random,,3,\n"
+                       "wa,0,0.1,,,,r1\n"
+                       "wa,0,0.2,matched_random,,3,r1\n"
                        "ewma,0,0.3,matched_random,ewma,,r2\n"
-                       "matched_random,0,0.4,matched_random,wa,,\n"
-                       "matched_random,0,0.5,,,,\n"
-                       "idle,0,0.05,no_sync,,,\n"
-                       "no_sync,1,0.06,,,,\n")
-    assert values(runs, "role", "policy", "matched_to", "regime") == [["policy", "wa", None, "default"],
-                   ["matched_random", "matched_random", "wa", "default"],
+                       "matched_random,0,0.4,matched_random,wa,,r1\n"
+                       "matched_random,0,0.5,,,,r1\n"
+                       "idle,0,0.05,no_sync,,,r1\n"
+                       "no_sync,1,0.06,,,,r1\n")
+    assert values(runs, "role", "policy", "matched_to", "regime") == [["policy", "wa", None, "r1"],
+                   ["matched_random", "matched_random", "wa", "r1"],
                    ["matched_random", "matched_random", "ewma", "r2"],
-                   ["matched_random", "matched_random", "wa", "default"],
-                   ["matched_random", "matched_random", None, "default"],
-                   ["no_sync", "no_sync", None, "default"],
-                   ["no_sync", "no_sync", None, "default"]]
+                   ["matched_random", "matched_random", "wa", "r1"],
+                   ["matched_random", "matched_random", None, "r1"],
+                   ["no_sync", "no_sync", None, "r1"],
+                   ["no_sync", "no_sync", None, "r1"]]
     assert runs.draw.iloc[1] == 3 and np.isnan(runs.draw.iloc[0])
 
 
