@@ -1,12 +1,12 @@
 """Sequential verdicts: decide a claim by a group-sequential test of the mean gain, look by look.
 
 A campaign planned as sequential (``[design] kind = "sequential"``, ``max_seeds``, ``batch``,
-optionally ``spending`` and ``gamma``, in the campaign TOML, recorded in the runs directory's
-``plan.json`` before the first run)
+optionally ``first_look``, ``spending`` and ``gamma``, in the campaign TOML, recorded in the
+runs directory's ``plan.json`` before the first run)
 tests the estimand of the fixed gate: the mean over independent seeds of ``d_s =
 mean(draws_s) - policy_s`` (positive = better, as :mod:`evalkit.stats.paired`), with the
 group-sequential design of :mod:`evalkit.stats.group_sequential`: a look after each block of
-``batch`` seeds in the plan's seed order (the order the commitment gives), the plan's alpha
+``batch`` seeds (from ``first_look`` seeds on, when the plan sets it) in the plan's seed order (the order the commitment gives), the plan's alpha
 spending (O'Brien-Fleming unless it names Hwang-Shih-DeCani with a gamma), t-type
 boundaries, non-binding futility, and ``null_shift = min_effect`` (a pass needs the mean
 gain above the smallest effect of interest, as the fixed gate), the
@@ -181,11 +181,13 @@ def protocol_min_effect(protocol) -> float:
 
 def planned_looks(design_spec: dict, order: list[int]) -> tuple:
     """Cumulative seeds at each look: after each ``batch`` seeds up to ``max_seeds`` (the
-    plan's seed count when it sets none); a look needs 2 seeds, so batch 1 looks first at 2."""
+    plan's seed count when it sets none), from ``first_look`` seeds on when the plan sets
+    it; a look needs 2 seeds, so batch 1 without a first look looks first at 2."""
     top = design_spec.get("max_seeds")
     top = len(order) if top is None else int(top)
     batch = int(design_spec.get("batch") or 1)
-    return tuple(n for n in sequential_looks(top, batch) if n >= 2) if top >= 2 else ()
+    first = design_spec.get("first_look")
+    return tuple(n for n in sequential_looks(top, batch, first) if n >= 2) if top >= 2 else ()
 
 
 @functools.lru_cache(maxsize=64)
@@ -369,10 +371,10 @@ def _check_spec(spec: dict) -> None:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise InputError(f"the plan's alpha is {alpha!r}: a level in (0, 1) is needed",
                          column="design.sequential.alpha", fix=_FROZEN)
-    for key in ("max_seeds", "batch"):
-        if spec.get(key) is not None and int(spec[key]) < 1:
-            raise InputError(f"the plan's {key} is {spec[key]}: a design needs at least 1",
-                             column=f"design.sequential.{key}", fix=_FROZEN)
+    for key, least in (("max_seeds", 1), ("batch", 1), ("first_look", 2)):
+        if spec.get(key) is not None and int(spec[key]) < least:
+            raise InputError(f"the plan's {key} is {spec[key]}: a design needs at least "
+                             f"{least}", column=f"design.sequential.{key}", fix=_FROZEN)
     for i, pair in enumerate(spec.get("planned_claims") or []):
         if not (isinstance(pair, list) and len(pair) == 2
                 and all(isinstance(x, str) for x in pair)):

@@ -167,6 +167,9 @@ def plot_plan(plan, path: Path) -> None:
               "gain_significant.min_effect (give yours when you gate with --protocol)")
 @click.option("--block", type=int, default=5, show_default=True,
               help="the sequential design looks after every BLOCK seeds")
+@click.option("--first-look", type=int, default=None,
+              help="the sequential design's first look, at this many seeds (then one every "
+              "BLOCK seeds; a campaign's [design] first_look); default: after the first BLOCK")
 @click.option("--spending", type=click.Choice(["obrien-fleming", "hwang-shih-decani"]),
               default="obrien-fleming", show_default=True,
               help="the sequential design's alpha-spending function (a campaign's [design] "
@@ -183,8 +186,8 @@ def plot_plan(plan, path: Path) -> None:
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None,
               help="write the plan as JSON")
 def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text, max_seeds,
-              reps, resamples, policy_sd_ratio, effect, model_kind, min_effect, block, spending,
-              gamma, refits, seed, plot, json_out):
+              reps, resamples, policy_sd_ratio, effect, model_kind, min_effect, block,
+              first_look, spending, gamma, refits, seed, plot, json_out):
     """Seeds and draws per seed that reach the target power for GAIN, for the fixed-n
     seed-level test and for the group-sequential design (distribution of seeds to a
     decision), simulated from a model fitted to the pilot, each with an interval from the
@@ -227,11 +230,12 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
         plan = power_plan(model, gain, effect=effect, alpha=alpha, alternative=alternative,
                           null_shift=min_effect, target=target, draws=draws,
                           max_seeds=max_seeds, reps=reps, n_resamples=resamples, block=block,
-                          spending=spending, gamma=gamma, refits=refits, rng=seed)
+                          spending=spending, gamma=gamma, refits=refits,
+                          first_look=first_look, rng=seed)
     except InputError as err:
         # power_plan names its parameters; here each one is the option of the same name
         if err.column in {"gain", "alpha", "target", "max_seeds", "reps", "block", "refits",
-                          "spending", "gamma"}:
+                          "spending", "gamma", "first_look"}:
             raise InputError(err.message, column="--" + err.column.replace("_", "-"),
                              fix=err.fix) from err
         if err.file is None:             # the pilot's runs cannot be modelled: name them

@@ -24,6 +24,7 @@ from evalkit.replay.campaign import Campaign, load_campaign, plan_campaign
 from evalkit.replay.plan import directory_plan, follow_plan
 from evalkit.replay.sweep import run_campaign
 from evalkit.runlog.plan import PLAN_FILE
+from evalkit.stats.power import sequential_looks
 
 __all__ = ["sweep_until_decided"]
 
@@ -133,8 +134,10 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
     order = list(camp.seeds)[:limit]
     jobs = plan_campaign(camp)
     summary = UntilDecidedSummary(runs_dir=Path(runs_dir), max_seeds=limit, batch=step)
-    for start in range(0, limit, step):
-        now = set(order[start:start + step])
+    first = (camp.design or {}).get("first_look") if batch is None else None
+    stops = sequential_looks(limit, step, first if first is None else min(first, limit))
+    for start, stop in zip((0,) + stops[:-1], stops):
+        now = set(order[start:stop])
         done = run_campaign(camp, runs_dir, jobs=[j for j in jobs if j.seed in now],
                             protocol=proto, **sweep_kw)
         # one plan note: the first batch's ("written"); later batches only follow that plan
@@ -147,7 +150,7 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
         doc = audit_campaign(runs_dir, protocol=proto, seed=seed,
                              max_tier=tier).decision_dict()
         verdicts = sequential_verdicts(doc, proto, tier, min_effect)
-        summary.batches.append(BatchRecord(order[:start + step], verdicts, done.count("ran"),
+        summary.batches.append(BatchRecord(order[:stop], verdicts, done.count("ran"),
                                            done.count("skipped"),
                                            max((v.n_seeds for v in verdicts), default=0)))
         if any(v.decision == "refused" for v in verdicts) or all(v.decided for v in verdicts):

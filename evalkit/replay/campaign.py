@@ -51,7 +51,7 @@ from evalkit.stats.group_sequential import check_spending
 TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
             "slo", "trace", "backend", "policies", "design"}
-DESIGN_KEYS = {"kind", "max_seeds", "batch", "spending", "gamma"}
+DESIGN_KEYS = {"kind", "max_seeds", "batch", "first_look", "spending", "gamma"}
 DESIGN_KINDS = ("fixed", "sequential")
 SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
 TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort",
@@ -283,7 +283,8 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
 
 def _parse_design(top: ConfigTable, table, n_seeds: int) -> dict:
     """``[design]``: kind = "fixed" (default: every planned seed is run, then tested once) or
-    "sequential" (seeds in batches until decided, at most max_seeds)."""
+    "sequential" (seeds in batches until decided, at most max_seeds; looks after every
+    ``batch`` seeds, or from ``first_look`` seeds on and then every ``batch``)."""
     if table is None:
         return {"kind": "fixed", "max_seeds": None, "batch": None}
     if not isinstance(table, dict):
@@ -295,7 +296,7 @@ def _parse_design(top: ConfigTable, table, n_seeds: int) -> dict:
         raise dt.error("kind", f"design kind must be 'fixed' or 'sequential', got "
                        f"{_short(kind)}", 'write kind = "fixed" or kind = "sequential"')
     if kind == "fixed":
-        extra = sorted(set(table) & {"max_seeds", "batch", "spending", "gamma"})
+        extra = sorted(set(table) & (DESIGN_KEYS - {"kind"}))
         if extra:
             raise dt.error(extra[0], f"{extra[0]} applies to sequential designs only",
                            f'remove {extra[0]} or write kind = "sequential"')
@@ -304,13 +305,18 @@ def _parse_design(top: ConfigTable, table, n_seeds: int) -> dict:
     dt.bounded("max_seeds", max_seeds, 2, n_seeds)
     batch = dt.number("batch", kind=int, default=1)
     dt.bounded("batch", batch, 1, max_seeds)
+    first_look = None
+    if "first_look" in table:
+        first_look = dt.number("first_look", kind=int)
+        dt.bounded("first_look", first_look, 2, max_seeds)
     spending = table.get("spending", "obrien-fleming")
     try:
         spending, gamma = check_spending(spending, table.get("gamma"))
     except InputError as err:
         raise dt.error(err.column, err.message, err.fix) from None
-    return {"kind": "sequential", "max_seeds": max_seeds, "batch": batch,
-            "spending": spending, "gamma": gamma if spending != "obrien-fleming" else None}
+    design = {"kind": "sequential", "max_seeds": max_seeds, "batch": batch,
+              "spending": spending, "gamma": gamma if spending != "obrien-fleming" else None}
+    return design if first_look is None else {**design, "first_look": first_look}
 
 
 def _twin_config(bt: ConfigTable, path, backend_name: str, config: dict) -> dict:

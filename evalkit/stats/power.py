@@ -306,9 +306,11 @@ def group_sequential_batch(d: np.ndarray, gs: GroupSequentialDesign,
     return decision, used
 
 
-def sequential_looks(max_seeds: int, block: int) -> tuple:
-    """Looks after each block of seeds, the last at ``max_seeds``."""
-    return tuple(range(block, max_seeds, block)) + (max_seeds,)
+def sequential_looks(max_seeds: int, block: int, first: int | None = None) -> tuple:
+    """Looks after each block of seeds (from ``first`` seeds on when given), the last at
+    ``max_seeds``."""
+    start = block if first is None else min(int(first), max_seeds)
+    return tuple(range(start, max_seeds, block)) + (max_seeds,)
 
 
 @dataclass(frozen=True)
@@ -354,6 +356,7 @@ class PowerPlan(ResultMixin):
     model: str
     components: dict
     method: str
+    first_look: int | None = None     # the design's first look (None: after the first block)
 
     def best(self, kind: str) -> PowerRow | None:
         """The draws-per-seed setting that reaches the target with the fewest runs
@@ -450,12 +453,13 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                draws=(1, 2, 3, 5), max_seeds: int = 40, seeds_grid=None, reps: int = 400,
                n_resamples: int = 400, block: int = 5, spending: str = "obrien-fleming",
                gamma: float | None = None, refits: int = 30, interval: float = 0.8,
-               rng=None) -> PowerPlan:
+               first_look: int | None = None, rng=None) -> PowerPlan:
     """Power of the fixed-n seed-level test and of the group-sequential design for ``gain``,
     each with its interval from the pilot's size (module docstring).  ``null_shift``: the
     sequential design's null (the gate's ``min_effect``); the fixed-n test keeps the zero null,
     as the fixed gate's.  ``spending``, ``gamma``: the design's alpha spending, as a
-    campaign's ``[design]`` names it (gamma only with "hwang-shih-decani")."""
+    campaign's ``[design]`` names it (gamma only with "hwang-shih-decani"); ``first_look``:
+    its first look (then one every ``block`` seeds), as ``[design] first_look``."""
     check_alternative(alternative)
     spending, gamma_used = check_spending(spending, gamma)
     for name, value in (("alpha", alpha), ("target", target), ("interval", interval)):
@@ -483,9 +487,14 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                          fix="e.g. max_seeds = 40")
     if int(reps) < 10:
         raise InputError(f"reps must be >= 10, got {reps}", column="reps", fix="e.g. reps = 400")
-    if int(block) < 2:
-        raise InputError(f"block must be >= 2 seeds, got {block}", column="block",
-                         fix="look after every block of e.g. 5 seeds")
+    if first_look is not None and not 2 <= int(first_look) <= int(max_seeds):
+        raise InputError(f"first_look must lie in 2..max_seeds ({max_seeds}), got "
+                         f"{first_look}", column="first_look",
+                         fix="a look needs 2 seeds: e.g. first_look = 4")
+    if int(block) < (2 if first_look is None else 1):
+        raise InputError(f"block must be >= {2 if first_look is None else 1} seeds, got "
+                         f"{block}", column="block",
+                         fix="look after every block of e.g. 5 seeds (1 with a first look)")
     if int(refits) < 0:
         raise InputError(f"refits must be >= 0, got {refits}", column="refits",
                          fix="e.g. 40 (0: no interval)")
@@ -495,7 +504,7 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
     settings = {"relative": relative, "effect": effect, "alternative": alternative,
                 "alpha": float(alpha), "null_shift": float(null_shift),
                 "n_resamples": int(n_resamples),
-                "design": design(sequential_looks(top, int(block)),
+                "design": design(sequential_looks(top, int(block), first_look),
                                  alpha / 2 if alternative == "two-sided" else alpha,
                                  spending, gamma_used)}
     refit_reps = max(10, int(reps) // 2)
@@ -548,7 +557,8 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
         alternative=alternative, null_shift=float(null_shift), target=float(target),
         policy_sd_ratio=model.policy_sd_ratio, reps=int(reps),
         n_resamples=int(n_resamples), refits=int(refits), interval=float(interval),
-        block=int(block), rows=tuple(rows), sd_within=model.sd_within,
+        block=int(block), first_look=None if first_look is None else int(first_look),
+        rows=tuple(rows), sd_within=model.sd_within,
         model=(("lognormal" if model.kind == "lognormal" else "smoothed bootstrap of the log "
                 "residuals, lognormal seed levels")
                + f": variance components of {model.n_pilot_seeds} pilot seeds; policy spread "
@@ -562,7 +572,10 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                 f"({spending_words(spending, gamma_used)}, one-sided alpha "
                 f"{settings['design'].alpha:g}, non-binding futility at t < "
                 f"{settings['design'].futility:g}, null shift {100 * null_shift:.2f} pp: a pass "
-                f"needs the mean gain above it), a look after every {block} seeds up to "
+                f"needs the mean gain above it), "
+                + ("" if first_look is None else f"a first look at {first_look} seeds, then ")
+                + ("a look after every seed" if int(block) == 1
+                   else f"a look after every {block} seeds") + f" up to "
                 f"{top}; interval: {refits} redraws of the "
                 f"model's variance components from their sampling distributions"
                 f"{'' if model.kind == 'lognormal' else ' and of its residual pool'}, "

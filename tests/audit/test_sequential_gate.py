@@ -457,3 +457,36 @@ def test_the_documents_design_names_every_planned_claim_with_runs_or_not(monkeyp
     got = audit_design.planned_design(SimpleNamespace(has_logs=True, runs_dir="runs"))
     assert got["seed_order"] == [3, 1, 2]
     assert got["sequential"]["planned_claims"] == [["r", "lost1"], ["r", "lost2"], ["r", "pol"]]
+
+
+# --------------------------------------------------------------------------- first look
+
+def test_a_first_look_moves_the_first_look_and_keeps_the_batch_after_it():
+    from evalkit.audit.sequential import planned_looks
+
+    order = list(range(20))
+    assert planned_looks({"max_seeds": 20, "batch": 1}, order)[:3] == (2, 3, 4)
+    assert planned_looks({"max_seeds": 20, "batch": 1, "first_look": 4}, order) == tuple(
+        range(4, 21))
+    assert planned_looks({"max_seeds": 20, "batch": 5, "first_look": 8}, order) == (8, 13, 18,
+                                                                                    20)
+    assert planned_looks({"max_seeds": 12, "batch": 4, "first_look": None}, order) == (4, 8, 12)
+    assert planned_looks({"max_seeds": 12, "batch": 4, "first_look": 12}, order) == (12,)
+
+
+def test_a_plan_with_a_first_look_continues_until_it_and_decides_on_its_looks():
+    design = {**DESIGN, "batch": 1, "first_look": 5}
+    d = _d(12, 0.03)
+    early = verdict_for(_claim(*_from_d(d[:4])), PROTO, "matched_budget", design,
+                        list(range(12)), 1, MIN_EFFECT)
+    assert early.decision == "continue" and "the first look is at 5" in early.reason
+    v = _verdict(d, design=design)
+    assert v.looks == tuple(range(5, 13)) and v.decision == "pass"
+    assert v.seeds_used in v.looks and v.seeds_used >= 5
+
+
+def test_a_recorded_first_look_below_2_is_bad_input():
+    doc = _doc([_claim(*_from_d(_d(12, 0.03)))], design={**DESIGN, "first_look": 1})
+    with pytest.raises(InputError) as err:
+        sequential_verdicts(doc, PROTO, "matched_budget")
+    assert err.value.column == "design.sequential.first_look"

@@ -29,3 +29,24 @@ def test_a_campaign_file_at_the_size_limit_loads_and_one_byte_over_is_refused(tm
         with pytest.raises(InputError, match=f"campaign file holds more than "
                                              f"{MAX_CONFIG_BYTES:,} bytes"):
             load_campaign(path)
+
+
+def test_a_sequential_first_look_is_read_and_frozen_into_the_plan_only_when_set(tmp_path):
+    from evalkit.audit.protocol import load_protocol
+    from evalkit.replay.plan import plan_from_campaign
+    from tests.audit.test_sequential_gate import CAMPAIGN
+
+    proto = load_protocol(None)
+    (tmp_path / "a.toml").write_text(CAMPAIGN)
+    plain = load_campaign(tmp_path / "a.toml")
+    assert "first_look" not in plain.design          # a plan frozen before it keeps its bytes
+    assert "first_look" not in plan_from_campaign(plain, proto)["design"]
+    (tmp_path / "b.toml").write_text(CAMPAIGN.replace("batch = 2", "batch = 1\nfirst_look = 4"))
+    looked = load_campaign(tmp_path / "b.toml")
+    assert looked.design["first_look"] == 4
+    assert plan_from_campaign(looked, proto)["design"]["first_look"] == 4
+    for bad in ("first_look = 1", "first_look = 13", "first_look = 4.5"):
+        (tmp_path / "c.toml").write_text(CAMPAIGN.replace("batch = 2", f"batch = 2\n{bad}"))
+        with pytest.raises(InputError) as err:
+            load_campaign(tmp_path / "c.toml")
+        assert "first_look" in str(err.value.column)

@@ -191,7 +191,7 @@ def maximal_campaign() -> dict:
                         "sim_params": str(REPO / "examples" / "cpu_real" / "twin.toml")},
             "policies": [{"name": "wa", "label": "wa-1", "params": {"tau": 0.1}, "draws": 1},
                          {"name": "calibrated_offline", "params": {"k_from": "wa-1"}}],
-            "design": {"kind": "sequential", "max_seeds": 3, "batch": 2,
+            "design": {"kind": "sequential", "max_seeds": 3, "batch": 2, "first_look": 2,
                        "spending": "hwang-shih-decani", "gamma": -2.0}}
 
 
@@ -255,6 +255,9 @@ INVALID = {
     "policy draws over the limit": lambda d: d["policies"][0].update(draws=1001),
     "unknown design kind": lambda d: d["design"].update(kind="adaptive"),
     "batch in a fixed design": lambda d: d.update(design={"kind": "fixed", "batch": 2}),
+    "first look in a fixed design": lambda d: d.update(design={"kind": "fixed",
+                                                               "first_look": 4}),
+    "first look at 1 seed": lambda d: d["design"].update(first_look=1),
 }
 
 

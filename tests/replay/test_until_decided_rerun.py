@@ -82,3 +82,14 @@ def test_the_batches_freeze_their_plan_under_the_protocol_they_are_audited_under
     until_decided.sweep_until_decided(camp, tmp_path / "runs", protocol=own, progress=False)
     assert given["sweep"] is given["audit"]
     assert given["sweep"].sha256 == load_protocol(own).sha256 != BUNDLED.sha256
+
+
+def test_a_plan_with_a_first_look_runs_to_it_then_a_batch_at_a_time(tmp_path, monkeypatch):
+    camp = tmp_path / "seq.toml"
+    camp.write_text(CAMPAIGN.replace("batch = 2", "batch = 3\nfirst_look = 5"))
+    _fake_store(monkeypatch, seeds_in_store=2, decision="continue")
+    summary = until_decided.sweep_until_decided(camp, tmp_path / "runs", progress=False)
+    assert [len(b.seeds) for b in summary.batches] == [5, 8, 11, 12]   # the plan's looks
+    again = until_decided.sweep_until_decided(camp, tmp_path / "runs2", batch=4,
+                                              progress=False)
+    assert [len(b.seeds) for b in again.batches] == [4, 8, 12]        # --batch: its own

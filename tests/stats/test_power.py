@@ -318,6 +318,27 @@ def test_block_refits_and_effect_are_checked(key, value, match):
         power_plan(model, 0.01, max_seeds=4, reps=10, rng=0, **{key: value})
 
 
+def test_sequential_looks_from_a_first_look():
+    assert sequential_looks(20, 5) == (5, 10, 15, 20)
+    assert sequential_looks(20, 5, 8) == (8, 13, 18, 20)
+    assert sequential_looks(8, 1, 4) == (4, 5, 6, 7, 8)
+    assert sequential_looks(8, 3, 8) == (8,)
+
+
+def test_plan_power_simulates_the_design_with_its_first_look():
+    # the first look at 4 seeds, then every seed: the plan's design and its words say so, and
+    # a design that looks from seed 4 on decides no campaign before 4 seeds
+    model = pilot_model([0.05, 0.09, 0.07, 0.06], [[0.05, 0.07, 0.06], [0.10, 0.12],
+                                                   [0.08, 0.07], [0.07, 0.06]])
+    plan = power_plan(model, 0.03, draws=(3,), max_seeds=12, reps=40, n_resamples=10,
+                      refits=0, rng=0, block=1, first_look=4)
+    assert plan.first_look == 4 and plan.to_dict()["first_look"] == 4
+    assert "a first look at 4 seeds, then a look after every seed up to 12" in plan.method
+    assert plan.rows[0].median_seeds_to_decision >= 4
+    assert power_plan(model, 0.03, draws=(3,), max_seeds=12, reps=10, n_resamples=10,
+                      refits=0, rng=0).first_look is None
+
+
 def test_plan_power_searches_up_to_40_seeds_by_default():
     model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08, 0.07]])
     plan = power_plan(model, 0.02, draws=(1,), reps=10, n_resamples=10, refits=0, rng=0)
@@ -405,6 +426,12 @@ def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
      "error: option --gamma: Hwang-Shih-DeCani spending needs a finite gamma"),
     (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--gamma", "-2"],
      "error: option --gamma: gamma -2.0 is a Hwang-Shih-DeCani parameter"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--first-look", "1"],
+     "error: option --first-look: first_look must lie in 2..max_seeds (40), got 1"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--first-look", "41"],
+     "error: option --first-look: first_look must lie in 2..max_seeds (40), got 41"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--first-look", "4", "--block",
+      "0"], "error: option --block: block must be >= 1 seeds, got 0"),
 ])
 def test_plan_power_bad_input_exits_2(args, match, fixtures_dir):
     args = [str(fixtures_dir / "campaigns" / "sim_bursty") if a == "P" else a for a in args]
