@@ -21,6 +21,7 @@ from evalkit.audit.sequential import protocol_min_effect, sequential_verdicts
 from evalkit.document.schema import load_audit
 from evalkit.document.words import BETTER, WORSE, gain_state, worse_licensed
 from evalkit.errors import InputError
+from evalkit.runlog.plan import PLAN_FILE
 
 __all__ = ["GateResult", "gate", "gate_document"]
 
@@ -87,11 +88,32 @@ def gate_document(input_path, policy: str, regime: str | None = None,
                 if notes is not None:
                     notes(note)
     claim = find_claim(doc["claims"], policy, regime, options=True)
-    decision: GateDecision = decide(doc, claim, proto, tier, base,
-                                    accept_protocol_change=accept_protocol_change,
-                                    sequential=sequential, min_effect=min_effect,
-                                    verbose=verbose)
+    try:
+        decision: GateDecision = decide(doc, claim, proto, tier, base,
+                                        accept_protocol_change=accept_protocol_change,
+                                        sequential=sequential, min_effect=min_effect,
+                                        verbose=verbose)
+    except InputError as err:
+        raise _design_error_at_its_file(err, input_path) from None
     return proto, doc, claim, decision
+
+
+def _design_error_at_its_file(err: InputError, input_path) -> InputError:
+    """A planned design the sequential gate refuses, named where it is written: the
+    audit.json's field, or for a runs directory its plan.json's (whose ``design`` the
+    document's ``design.sequential`` copies, and whose campaign seeds its seed order)."""
+    column = err.column or ""
+    if err.file is not None or not column.startswith("design"):
+        return err
+    if is_audit_document(input_path):
+        return InputError(err.message, file=str(input_path), column=column, fix=err.fix)
+    if column.startswith("design.sequential"):
+        column = "design" + column[len("design.sequential"):]
+    elif column == "design.seed_order":
+        column = "campaign.settings.seeds"
+    return InputError(err.message, file=str(Path(str(input_path)) / PLAN_FILE), column=column,
+                      fix="sweep the campaign again under a plan frozen by evalkit ('evalkit "
+                          "plan freeze'), or restore the plan.json its runs carry the sha256 of")
 
 
 def _direction(claim: dict, alpha: float) -> str:

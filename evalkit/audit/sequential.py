@@ -314,9 +314,13 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
     if len(seeds) > looks[-1]:
         return SequentialVerdict(decision="refused", reason=(
             f"{len(seeds)} seeds but the plan allows at most {looks[-1]}"), **base)
-    if len(seeds) < looks[0]:
+    if len(seeds) < looks[0] and not blocking:
         return SequentialVerdict(decision="continue", reason=(
             f"{len(seeds)} seed(s): the first look is at {looks[0]}; run more seeds"), **base)
+    if len(seeds) < looks[0]:                   # more seeds cannot mend a blocking check
+        return SequentialVerdict(decision="fail", reason=(
+            f"{len(blocking)} check(s) up to {tier} block: "
+            + ", ".join(c.name for c in blocking)), **base)
     gs = _design(looks, base["level"], spending, gamma)
     res = decide(base["d"], gs, null_shift=float(min_effect),
                  variance_floor=look_floors(claim["units"], seeds, looks))
@@ -372,8 +376,12 @@ def _check_spec(spec: dict) -> None:
         raise InputError(f"the plan's alpha is {alpha!r}: a level in (0, 1) is needed",
                          column="design.sequential.alpha", fix=_FROZEN)
     for key, least in (("max_seeds", 1), ("batch", 1), ("first_look", 2)):
-        if spec.get(key) is not None and int(spec[key]) < least:
-            raise InputError(f"the plan's {key} is {spec[key]}: a design needs at least "
+        value = spec.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InputError(f"the plan's {key} is {value!r}: a whole number of seeds is "
+                             "needed", column=f"design.sequential.{key}", fix=_FROZEN)
+        if value is not None and value < least:
+            raise InputError(f"the plan's {key} is {value}: a design needs at least "
                              f"{least}", column=f"design.sequential.{key}", fix=_FROZEN)
     for i, pair in enumerate(spec.get("planned_claims") or []):
         if not (isinstance(pair, list) and len(pair) == 2

@@ -246,7 +246,10 @@ def test_a_documents_unknown_or_incomplete_spending_is_bad_input(spending, gamma
     ({"alpha": True}, "design.sequential.alpha"),
     ({"planned_claims": [["r"]]}, "design.sequential.planned_claims[0]"),
     ({"planned_claims": [["r", "pol"], ["r", 3]]}, "design.sequential.planned_claims[1]"),
-    ({"planned_claims": ["r/pol"]}, "design.sequential.planned_claims[0]")])
+    ({"planned_claims": ["r/pol"]}, "design.sequential.planned_claims[0]"),
+    ({"batch": 2.5}, "design.sequential.batch"),
+    ({"max_seeds": "12"}, "design.sequential.max_seeds"),
+    ({"first_look": True}, "design.sequential.first_look")])
 def test_a_recorded_design_no_frozen_plan_gives_is_bad_input(edit, column):
     # an edited audit.json: each was an internal error or a verdict under a fixed plan
     doc = _doc([_claim(*_from_d(_d(12, 0.03)))], design={**DESIGN, **edit})
@@ -400,6 +403,19 @@ def test_a_plan_edited_to_spend_alpha_earlier_fails_the_gate(tmp_path):
     gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
     assert gate.exit_code == 1 and "[FAIL] matched_budget/plan_rules" in gate.output, gate.output
     assert "sequential PASS" not in gate.output
+    # a first look moved past the seeds run: the failed plan_rules ends it (exit 1), where
+    # "continue" (exit 4) asked a CI loop for seeds that cannot mend it
+    plan["design"]["first_look"] = 12
+    (runs / "plan.json").write_text(json.dumps(plan, indent=2))
+    gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
+    assert gate.exit_code == 1 and "sequential FAIL" in gate.output, gate.output
+    assert "plan_rules" in gate.output.splitlines()[0]
+    # a design value of another type: exit 2 naming the plan.json and its key
+    plan["design"]["first_look"] = "twelve"
+    (runs / "plan.json").write_text(json.dumps(plan, indent=2))
+    gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
+    assert gate.exit_code == 2, gate.output
+    assert str(runs / "plan.json") in gate.output and "design.first_look" in gate.output
 
 
 def test_fixed_campaign_gets_no_sequential_verdict(tmp_path):
