@@ -153,7 +153,8 @@ def _check_no_sync_run(pol, no_sync_run) -> None:
 @click.option("--max-seeds", type=int, default=None,
               help="--until-decided: stop after this many seeds (at most the plan's max_seeds)")
 @click.option("--batch", type=int, default=None,
-              help="--until-decided: seeds per batch (default: the plan's batch)")
+              help="--until-decided: seeds per batch (default: the plan's looks: its "
+              "first_look, then every batch)")
 @click.option("--min-effect", type=float, default=None,
               help="--until-decided: smallest gain of interest (a pass needs the mean gain "
                    "above it; default and lowest allowed: the protocol's "
