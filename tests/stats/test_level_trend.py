@@ -108,3 +108,14 @@ def test_runs_at_zero_in_light_seeds_do_not_make_a_trend():
         policy = rng.binomial(100, np.minimum(1.0, level * _lognormal(rng, 0.35, 20))) / 100
         flags += level_trend(policy, draws, 0.05).flagged
     assert flags / 400 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)
+
+
+def test_a_perfect_fit_with_a_positive_slope_is_flagged_with_p_0():
+    # two levels, each seed's policy run at 1x and 2x its draw: the fit leaves no residual
+    # (se = 0 exactly) and the slope, 0.504, is below 1: a trend as surely as a steeper one
+    draws = [np.array([0.01])] * 2 + [np.array([0.04])] * 2
+    res = level_trend([0.01, 0.01, 0.08, 0.08], draws, 0.05)
+    assert res.se == 0.0 and 0 < res.slope < 1
+    assert res.p_value == 0.0 and res.flagged
+    flat = level_trend([0.01, 0.01, 0.04, 0.04], draws, 0.05)     # no trend, no residual
+    assert flat.se == 0.0 and flat.slope == 0.0 and flat.p_value == 1.0 and not flat.flagged

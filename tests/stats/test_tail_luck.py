@@ -57,3 +57,11 @@ def test_no_tail_or_no_spread_states_nothing():
     assert tail_luck_text(tail_luck([2.0] * 5, _draws(5), 0.05)) == ""
     flat = tail_luck([1.0] * 5, [np.ones(3)] * 5, 0.05)
     assert flat.threshold is None and not flat.flagged and tail_luck_text(flat) == ""
+
+
+def test_more_seeds_is_0_when_the_seeds_there_are_reach_alpha_exactly():
+    # 3 seeds, one burst among 11 draws: (1 - q)^3 is alpha itself, and log(alpha) /
+    # log(1 - q) lands a hair above 3 in floating point; the seeds there are suffice
+    res = tail_luck([2.0] * 3, _draws(3, {0: 20.0}), (1 - 1 / 11) ** 3)
+    assert res.q == pytest.approx(1 / 11) and res.chance == res.alpha
+    assert not res.flagged and res.more_seeds == 0
