@@ -6,14 +6,14 @@ runs directory's ``plan.json`` before the first run)
 tests the estimand of the fixed gate: the mean over independent seeds of ``d_s =
 mean(draws_s) - policy_s`` (positive = better, as :mod:`evalkit.stats.paired`), with the
 group-sequential design of :mod:`evalkit.stats.group_sequential`: a look after each block of
-``batch`` seeds (from ``first_look`` seeds on, when the plan sets it) in the plan's seed order (the order the commitment gives), the plan's alpha
-spending (O'Brien-Fleming unless it names Hwang-Shih-DeCani with a gamma), t-type
-boundaries, non-binding futility, and ``null_shift = min_effect`` (a pass needs the mean
-gain above the smallest effect of interest, as the fixed gate), the
-t's variance floored at each look by the draws' (:func:`look_floors`).  The
-one-sided level per claim is the plan's alpha (halved for a two-sided protocol: the better
-side) over the number of claims **the plan** fixes: a planned claim without runs stays a
-member of the family.  Per claim:
+``batch`` seeds (from ``first_look`` seeds on, when the plan sets it) in the plan's seed
+order (the order the commitment gives), the plan's alpha spending (O'Brien-Fleming unless
+it names Hwang-Shih-DeCani with a gamma), t-type boundaries, non-binding futility, and
+``null_shift = min_effect`` (a pass needs the mean gain above the smallest effect of
+interest, as the fixed gate), the t's variance floored at each look by the draws'
+(:func:`look_floors`).  The one-sided level per claim is the plan's alpha (halved for a
+two-sided protocol: the better side) over the number of claims **the plan** fixes: a
+planned claim without runs stays a member of the family.  Per claim:
 
 - **pass**: the look's t statistic reached its boundary, and every other check of the tier
   (and the tiers below it) passes;
@@ -314,13 +314,13 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
     if len(seeds) > looks[-1]:
         return SequentialVerdict(decision="refused", reason=(
             f"{len(seeds)} seeds but the plan allows at most {looks[-1]}"), **base)
+    blocked = (f"{len(blocking)} check(s) up to {tier} block: "
+               + ", ".join(c.name for c in blocking))
     if len(seeds) < looks[0] and not blocking:
         return SequentialVerdict(decision="continue", reason=(
             f"{len(seeds)} seed(s): the first look is at {looks[0]}; run more seeds"), **base)
     if len(seeds) < looks[0]:                   # more seeds cannot mend a blocking check
-        return SequentialVerdict(decision="fail", reason=(
-            f"{len(blocking)} check(s) up to {tier} block: "
-            + ", ".join(c.name for c in blocking)), **base)
+        return SequentialVerdict(decision="fail", reason=blocked, **base)
     gs = _design(looks, base["level"], spending, gamma)
     res = decide(base["d"], gs, null_shift=float(min_effect),
                  variance_floor=look_floors(claim["units"], seeds, looks))
@@ -328,9 +328,7 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
     look = res.looks[-1]
     at = f"look {len(res.looks)} ({look.seeds} seeds)"
     if blocking:
-        return SequentialVerdict(decision="fail", reason=(
-            f"{len(blocking)} check(s) up to {tier} block: "
-            + ", ".join(c.name for c in blocking)), **base)
+        return SequentialVerdict(decision="fail", reason=blocked, **base)
     if res.decision == "pass":
         return SequentialVerdict(decision="pass", reason=(
             f"at {at} t = {look.statistic:.4g} reached the boundary {look.boundary:.4g}: the "

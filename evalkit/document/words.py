@@ -17,11 +17,11 @@ import math
 
 __all__ = ["ABOVE", "ACROSS", "BELOW", "BETTER", "CLAIM_TEST_FALSE_WORSE", "COCHRAN_FACTOR",
            "DESIGN_CHECKS", "DIAGNOSTIC_TEXT", "EFFECT_TOL", "SMALL_N", "TIED", "WORSE",
-           "WORSE_SIZE_FACTOR", "beats", "ci_side", "ci_words", "cochran_text", "drift_share_words", "explained_fix",
-           "explained_reason", "failed_design_checks", "gain_state", "gain_text", "gain_words",
-           "is_negligible", "level_trend_text", "not_valid_words", "num", "p_value", "pct", "pp",
-           "prediction_text", "shape_text", "significance_text", "tail_luck_text",
-           "vouched_note", "worse_licensed", "worse_words"]
+           "WORSE_SIZE_FACTOR", "beats", "ci_side", "ci_words", "cochran_text",
+           "drift_share_words", "explained_fix", "explained_reason", "failed_design_checks",
+           "gain_state", "gain_text", "gain_words", "is_negligible", "level_trend_text",
+           "not_valid_words", "num", "p_value", "pct", "pp", "prediction_text", "shape_text",
+           "significance_text", "tail_luck_text", "vouched_note", "worse_licensed", "worse_words"]
 
 EFFECT_TOL = 1e-12           # a gain equal to min_effect up to rounding is not below it
 
