@@ -31,6 +31,12 @@ def test_a_draw_exactly_at_the_threshold_is_not_in_the_tail_and_one_above_it_is(
     assert at.threshold == threshold and at.draws_in_tail == 0 and at.q is None
     above = tail_luck([2.0] * 10, _draws(10, {0: math.nextafter(threshold, math.inf)}), 0.05)
     assert above.draws_in_tail == 1
+    # the policy's run by the same rule: at the threshold above its seed's median, not in it
+    at_policy = tail_luck([2.0 + threshold] + [2.0] * 9, _draws(10, {0: 20.0}), 0.05)
+    assert at_policy.threshold == threshold and at_policy.policy_in_tail == 0
+    past = tail_luck([2.0 + math.nextafter(threshold, math.inf)] + [2.0] * 9,
+                     _draws(10, {0: 20.0}), 0.05)
+    assert past.policy_in_tail == 1
 
 
 def test_chance_is_that_n_exchangeable_runs_miss_the_tail_and_more_seeds_bring_it_below_alpha():
@@ -57,6 +63,7 @@ def test_no_tail_or_no_spread_states_nothing():
     assert tail_luck_text(tail_luck([2.0] * 5, _draws(5), 0.05)) == ""
     flat = tail_luck([1.0] * 5, [np.ones(3)] * 5, 0.05)
     assert flat.threshold is None and not flat.flagged and tail_luck_text(flat) == ""
+    assert flat.draws_in_tail == 0 and flat.policy_in_tail == 0 and flat.draws == 15
 
 
 def test_more_seeds_is_0_when_the_seeds_there_are_reach_alpha_exactly():
