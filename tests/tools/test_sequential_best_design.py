@@ -33,7 +33,8 @@ def test_every_design_can_be_planned():
 @pytest.mark.slow
 def test_report_cells_and_reading_agree(tmp_path):
     out = tmp_path / "best.md"
-    assert best.main(["--sets", "2", "--campaigns", "150", "--seed", "3", "--out", str(out)]) == 0
+    assert best.main(["--sets", "2", "--campaigns", "150", "--level-campaigns", "60", "--seed",
+                      "3", "--out", str(out)]) == 0
     text = out.read_text()
     rows = [r for r in text.splitlines() if r.startswith("| ") and " +- " in r
             and not r.startswith("| design")]
@@ -47,3 +48,7 @@ def test_report_cells_and_reading_agree(tmp_path):
         line = next(x for x in text.splitlines()
                     if x.startswith(f"- {cells[0]}, {cells[1]}: "))
         assert f"{cells[3]}, " in line
+    level = [float(r.rsplit("|", 2)[1]) for r in text.split("## Level")[1].splitlines()
+             if r.startswith("| ") and not r.startswith("| max seeds")]
+    assert len(level) == 2 * (9 + 3)              # two maxima: 9 null cells, 3 small gains
+    assert f"is {max(level):.4f} (issue 32: <= 0.03)" in text
