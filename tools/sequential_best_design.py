@@ -61,7 +61,7 @@ def level_table(rng, campaigns: int, first_design, tops) -> list[tuple]:
     _, spending, gamma, batch, first = first_design
     rows = []
     for top in tops:
-        looks = cost.looks_for(top, batch, first)
+        looks = cost.sequential_looks(top, batch, first)
         cells = [(noise, pol, {}) for noise in study.NOISES for pol in study.POLICIES]
         cells += [("lognormal 0.35", pol, {"gain": 0.003})
                   for pol in ("cv 0.35", "cv 0.175", "fixed schedule")]

@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import inference_study as study  # noqa: E402  (the campaigns of the inference study)
 from evalkit.stats.group_sequential import design, plan_seeds  # noqa: E402
-from evalkit.stats.power import PASS, group_sequential_batch, look_floors_batch  # noqa: E402
+from evalkit.stats.power import (PASS, group_sequential_batch, look_floors_batch,  # noqa: E402
+                                 sequential_looks)
 
 ALPHA_ONE_SIDED = study.ALPHA / 2
 TOP = 60
@@ -61,11 +62,6 @@ POLICIES = ("cv 0.175", "fixed schedule")
 
 FIRST_LOOKS = (4, 6, 8, 10, 12)
 FIRST_LOOK_BATCHES = (1, 2, 3, 4)
-
-
-def looks_for(top: int, batch: int, first: int | None = None) -> tuple:
-    first = batch if first is None else first
-    return tuple(range(first, top, batch)) + (top,)
 
 
 def walk(cell, looks, spending, gamma, variant="gate"):
@@ -82,7 +78,7 @@ def smallest_plan(cell, batch, spending, gamma, variant, target, first=None):
     """(max seeds, power, seeds used per campaign) of the smallest plan reaching target."""
     start = 2 * batch if first is None else first + 1
     for top in range(start, TOP + 1):
-        code, used = walk(cell, looks_for(top, batch, first), spending, gamma, variant)
+        code, used = walk(cell, sequential_looks(top, batch, first), spending, gamma, variant)
         power = float(np.mean(code == PASS))
         if power >= target:
             return top, power, used
@@ -212,7 +208,7 @@ def main(argv=None) -> int:
                         top, power, used, fixed = gate
                         detail = (f"{power:.3f}, {used.mean():.1f} / {np.median(used):.0f} / "
                                   f"{np.percentile(used, 90):.0f}, {fixed}")
-                        looks = looks_for(top, batch)
+                        looks = sequential_looks(top, batch)
                         level = (f"{normal_level(null_d, looks, spending, gamma, 'z'):.3f} / "
                                  f"{normal_level(null_d, looks, spending, gamma, 't'):.3f}")
                     lines.append(f"| {pol} | {label} | {batch} | {target:g} | {normal} | "

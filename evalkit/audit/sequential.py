@@ -235,20 +235,19 @@ def seed_diagnostics(units: list[dict], seeds: list[int], alpha: float) -> dict:
     return {key: found[key] for key in DIAGNOSTICS}
 
 
-def pass_assumptions(units: list[dict], seeds: list[int], look, alpha: float) -> list[str]:
+def pass_assumptions(units: list[dict], seeds: list[int], d, look, alpha: float) -> list[str]:
     """What a pass at ``look`` rests on beyond the test, on the seeds it used (the plan's
-    first ``look.seeds``): the tail_luck and level_trend diagnostics when flagged
+    first ``look.seeds`` of ``seeds``, whose differences ``d`` are, in that order): the
+    tail_luck and level_trend diagnostics when flagged
     (:func:`seed_diagnostics`: the gate computes them from the units, as it computes d), and
     the shape of d the decision's t assumes with what the floor did at that look
     (:func:`evalkit.document.words.shape_text`: below 20 seeds always, from there on when
     Cochran's rule finds them too few)."""
-    used = list(seeds[:look.seeds])
     stated = [DIAGNOSTIC_TEXT[key](diag)
-              for key, diag in seed_diagnostics(units, used, alpha).items()
+              for key, diag in seed_diagnostics(units, list(seeds[:look.seeds]), alpha).items()
               if diag is not None and diag.flagged]
-    d = seed_differences(units)
     shape = shape_text(look.seeds, look_floor_state(look),
-                       sample_skewness(np.array([d[s] for s in used], dtype=float)))
+                       sample_skewness(np.asarray(d[:look.seeds], dtype=float)))
     return stated + ([shape] if shape else [])
 
 
@@ -334,7 +333,8 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
             f"at {at} t = {look.statistic:.4g} reached the boundary {look.boundary:.4g}: the "
             f"mean gain {pp(look.mean)} pp is above the smallest effect of interest "
             f"{pp(min_effect, signed=False)} pp; the policy beats matched random"),
-            assumptions=pass_assumptions(claim["units"], seeds, look, protocol.alpha), **base)
+            assumptions=pass_assumptions(claim["units"], seeds, base["d"], look,
+                                         protocol.alpha), **base)
     if res.decision != "continue" and look.seeds == looks[-1]:
         return SequentialVerdict(decision="exhausted", reason=(
             f"all {looks[-1]} planned seeds ran and t = {look.statistic:.4g} stayed below the "

@@ -135,7 +135,7 @@ def sweep_until_decided(campaign, runs_dir, *, max_seeds: int | None = None,
     jobs = plan_campaign(camp)
     summary = UntilDecidedSummary(runs_dir=Path(runs_dir), max_seeds=limit, batch=step)
     first = (camp.design or {}).get("first_look") if batch is None else None
-    stops = sequential_looks(limit, step, first if first is None else min(first, limit))
+    stops = sequential_looks(limit, step, first)
     for start, stop in zip((0,) + stops[:-1], stops):
         now = set(order[start:stop])
         done = run_campaign(camp, runs_dir, jobs=[j for j in jobs if j.seed in now],

@@ -27,7 +27,7 @@ def test_every_design_can_be_planned():
 
     for _, spending, gamma, batch, first in best.DESIGNS:
         spec = {"max_seeds": 30, "batch": batch, "first_look": first}
-        assert planned_looks(spec, list(range(30))) == best.cost.looks_for(30, batch, first)
+        assert planned_looks(spec, list(range(30))) == best.cost.sequential_looks(30, batch, first)
 
 
 @pytest.mark.slow

@@ -17,11 +17,11 @@ cost = load_script(ROOT / "tools" / "sequential_cost_study.py", "sequential_cost
 
 
 def test_looks_every_batch_and_one_at_the_maximum():
-    assert cost.looks_for(20, 4) == (4, 8, 12, 16, 20)
-    assert cost.looks_for(21, 4) == (4, 8, 12, 16, 20, 21)
-    assert cost.looks_for(8, 4) == (4, 8)
-    assert cost.looks_for(20, 3, first=8) == (8, 11, 14, 17, 20)
-    assert cost.looks_for(9, 3, first=8) == (8, 9)
+    assert cost.sequential_looks(20, 4) == (4, 8, 12, 16, 20)
+    assert cost.sequential_looks(21, 4) == (4, 8, 12, 16, 20, 21)
+    assert cost.sequential_looks(8, 4) == (4, 8)
+    assert cost.sequential_looks(20, 3, first=8) == (8, 11, 14, 17, 20)
+    assert cost.sequential_looks(9, 3, first=8) == (8, 9)
 
 
 def test_fixed_n_of_equal_power_whole_and_interpolated():
@@ -50,7 +50,7 @@ def test_one_look_levels_are_the_fixed_n_t_tests():
 
 def test_z_boundaries_lose_the_level_at_early_looks():
     null_d = np.random.default_rng(1).standard_normal((100_000, 21))
-    looks = cost.looks_for(21, 3)
+    looks = cost.sequential_looks(21, 3)
     z = cost.normal_level(null_d, looks, "hwang-shih-decani", -2.0, "z")
     t = cost.normal_level(null_d, looks, "hwang-shih-decani", -2.0, "t")
     assert z > 0.06 and abs(t - 0.025) < 0.004
@@ -68,7 +68,7 @@ def test_smallest_plan_is_the_first_maximum_reaching_the_target(monkeypatch):
     top, power, used = cost.smallest_plan(cell, 4, "obrien-fleming", -4.0, "gate", 0.6)
     powers = {}
     for n in range(8, 31):
-        code, _ = cost.walk(cell, cost.looks_for(n, 4), "obrien-fleming", -4.0, "gate")
+        code, _ = cost.walk(cell, cost.sequential_looks(n, 4), "obrien-fleming", -4.0, "gate")
         powers[n] = float(np.mean(code == cost.PASS))
     assert power == powers[top] >= 0.6
     assert all(powers[n] < 0.6 for n in range(8, top))
@@ -79,7 +79,7 @@ def test_the_floor_only_raises_the_variance():
     # the gate's walk (t + floor) never passes a campaign the walk without the floor fails,
     # and a policy less variable than its draws is held back by the floor in some
     cell = _cell(np.random.default_rng(3), policy="cv 0.175")
-    looks = cost.looks_for(24, 4)
+    looks = cost.sequential_looks(24, 4)
     gate, _ = cost.walk(cell, looks, "obrien-fleming", -4.0, "gate")
     plain, _ = cost.walk(cell, looks, "obrien-fleming", -4.0, "t")
     assert np.all(~(gate == cost.PASS) | (plain == cost.PASS))
