@@ -245,6 +245,33 @@ def _check_unit_shares(units: list, column: str, file: str, fix: str) -> None:
                              column=f"{column}[{j}].{bad[0]}", fix=fix)
 
 
+def _check_units(claim: dict, column: str, file: str, fix: str) -> None:
+    """A claim's units (the independent seeds the sequential gate decides on) as the audit
+    writes them: shares in [0, 1] (:func:`_check_unit_shares`), as many as its
+    ``effective_n``, each a seed of its ``seeds``, with the draws its ``draws_per_seed``
+    says.  A unit dropped or a draw dropped would change the sequential decision."""
+    units = claim.get("units")
+    if units is None:
+        return
+    _check_unit_shares(units, column, file, fix)
+    who = f"claim {claim.get('regime')}/{claim.get('policy')}"
+    effective = claim.get("effective_n")
+    if effective is not None and len(units) != effective:
+        raise InputError(f"{who}: {len(units)} units, its effective_n says {effective}",
+                         file=file, column=column, fix=fix)
+    seeds = claim.get("seeds")
+    stray = [u.get("seed") for u in units if u.get("seed") not in (seeds or [])]
+    if seeds is not None and stray:
+        raise InputError(f"{who}: units of seeds {stray} that its seeds do not list",
+                         file=file, column=column, fix=fix)
+    counts = claim.get("draws_per_seed")
+    held = [len(u.get("v_draws") or []) for u in units]
+    if counts is not None and held != list(counts):
+        # the sequential gate's draws' floor reads the units: dropping draws would drop it
+        raise InputError(f"{who}: its units hold {held} draws per seed, its draws_per_seed "
+                         f"says {list(counts)}", file=file, column=column, fix=fix)
+
+
 def check_derived(doc: dict, file: str) -> None:
     """Raise an InputError naming the first recorded value of ``doc`` that does not follow
     from the rest of it: the protocol's ``content_sha256`` (recomputed from its rules), a
@@ -261,15 +288,7 @@ def check_derived(doc: dict, file: str) -> None:
                          column="protocol.content_sha256", fix=edited)
     tiers = protocol.get("tiers")
     for i, claim in enumerate(doc.get("claims") or []):
-        units, counts = claim.get("units"), claim.get("draws_per_seed")
-        _check_unit_shares(units or [], f"claims[{i}].units", file, edited)
-        if units is not None and counts is not None and \
-                [len(u.get("v_draws") or []) for u in units] != list(counts):
-            # the sequential gate's draws' floor reads the units: dropping draws would drop it
-            raise InputError(f"claim {claim.get('regime')}/{claim.get('policy')}: its units "
-                             f"hold {[len(u.get('v_draws') or []) for u in units]} draws per "
-                             f"seed, its draws_per_seed says {list(counts)}", file=file,
-                             column=f"claims[{i}].units", fix=edited)
+        _check_units(claim, f"claims[{i}].units", file, edited)
         checks = claim.get("checks")
         if checks is None:
             continue

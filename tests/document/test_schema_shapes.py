@@ -252,3 +252,26 @@ def test_a_unit_whose_v_is_no_violation_rate_is_refused(tmp_path, key, value):
     path.write_text(json.dumps(doc))
     code, out, err_text = _invoke(["gate", path, "--policy", claim["policy"], "--sequential"])
     assert code == 2 and column in out + err_text and "Traceback" not in out + err_text
+
+
+@pytest.mark.parametrize("edit, words", [
+    ("drop the last unit", "9 units, its effective_n says 10"),
+    ("a unit of another seed", "units of seeds [99] that its seeds do not list")])
+def test_units_that_are_not_the_claims_independent_seeds_are_refused(tmp_path, edit, words):
+    # the sequential gate decides on the units: a trailing seed dropped with its draws count
+    # (draws_per_seed kept consistent) turned a decided campaign back into "continue"
+    src = Path(__file__).resolve().parents[1] / "report_documents" / "sim_bursty.audit.json"
+    doc = json.loads(src.read_text())
+    i, claim = next((i, c) for i, c in enumerate(doc["claims"]) if c.get("units"))
+    assert len(claim["units"]) == claim["effective_n"] == 10
+    if edit == "drop the last unit":
+        claim["units"], claim["draws_per_seed"] = claim["units"][:-1], claim["draws_per_seed"][:-1]
+    else:
+        claim["units"][-1]["seed"] = 99
+    with pytest.raises(InputError) as err:
+        check_derived(doc, "audit.json")
+    assert err.value.column == f"claims[{i}].units" and words in err.value.message
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps(doc))
+    code, out, err_text = _invoke(["gate", path, "--policy", claim["policy"], "--sequential"])
+    assert code == 2 and f"claims[{i}].units" in out + err_text
