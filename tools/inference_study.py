@@ -666,9 +666,9 @@ SPENDINGS = (("O'Brien-Fleming", "obrien-fleming", -4.0),
              ("Hwang-Shih-DeCani 1 (Pocock-like)", "hwang-shih-decani", 1.0))
 
 
-def floored_walk(pol, draws, looks, spending, gamma, shift):
+def floored_walk(pol, draws, looks, spending, gamma, shift, futility="zero"):
     """The wired gate's walk, vectorised: the "lognormal" floor at each look."""
-    gs = design(looks, ALPHA / 2, spending, gamma)
+    gs = design(looks, ALPHA / 2, spending, gamma, futility)
     top = gs.max_seeds
     floors = look_floors_batch(pol[:, :top], draws[:, :top], gs.looks)
     return group_sequential_batch(draws[:, :top].mean(2) - pol[:, :top], gs, shift,

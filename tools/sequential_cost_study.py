@@ -64,9 +64,9 @@ FIRST_LOOKS = (4, 6, 8, 10, 12)
 FIRST_LOOK_BATCHES = (1, 2, 3, 4)
 
 
-def walk(cell, looks, spending, gamma, variant="gate"):
+def walk(cell, looks, spending, gamma, variant="gate", futility="zero"):
     d, floors = cell["d"], cell["floors"]
-    gs = design(looks, ALPHA_ONE_SIDED, spending, gamma)
+    gs = design(looks, ALPHA_ONE_SIDED, spending, gamma, futility)
     if variant == "z":
         gs = dataclasses.replace(gs, t_bounds=gs.z_bounds)
     floor = floors[:, [n - 2 for n in looks]] if variant == "gate" else None
@@ -74,11 +74,12 @@ def walk(cell, looks, spending, gamma, variant="gate"):
                                   variance_floor=floor)
 
 
-def smallest_plan(cell, batch, spending, gamma, variant, target, first=None):
+def smallest_plan(cell, batch, spending, gamma, variant, target, first=None, futility="zero"):
     """(max seeds, power, seeds used per campaign) of the smallest plan reaching target."""
     start = 2 * batch if first is None else first + 1
     for top in range(start, TOP + 1):
-        code, used = walk(cell, sequential_looks(top, batch, first), spending, gamma, variant)
+        code, used = walk(cell, sequential_looks(top, batch, first), spending, gamma, variant,
+                          futility)
         power = float(np.mean(code == PASS))
         if power >= target:
             return top, power, used

@@ -1,14 +1,16 @@
 """Sequential verdicts: decide a claim by a group-sequential test of the mean gain, look by look.
 
 A campaign planned as sequential (``[design] kind = "sequential"``, ``max_seeds``, ``batch``,
-optionally ``first_look``, ``spending`` and ``gamma``, in the campaign TOML, recorded in the
+optionally ``first_look``, ``spending``, ``gamma`` and ``futility``, in the campaign TOML,
+recorded in the
 runs directory's ``plan.json`` before the first run)
 tests the estimand of the fixed gate: the mean over independent seeds of ``d_s =
 mean(draws_s) - policy_s`` (positive = better, as :mod:`evalkit.stats.paired`), with the
 group-sequential design of :mod:`evalkit.stats.group_sequential`: a look after each block of
 ``batch`` seeds (from ``first_look`` seeds on, when the plan sets it) in the plan's seed
 order (the order the commitment gives), the plan's alpha spending (O'Brien-Fleming unless
-it names Hwang-Shih-DeCani with a gamma), t-type boundaries, non-binding futility, and
+it names Hwang-Shih-DeCani with a gamma), t-type boundaries, the plan's non-binding futility
+rule (``"zero"``, t < 0 at interim looks, unless it names ``"rising"``), and
 ``null_shift = min_effect`` (a pass needs the mean gain above the smallest effect of
 interest, as the fixed gate), the t's variance floored at each look by the draws'
 (:func:`look_floors`).  The one-sided level per claim is the plan's alpha (halved for a
@@ -52,7 +54,8 @@ from evalkit.document.words import DIAGNOSTIC_TEXT, EFFECT_TOL, pp, shape_text
 from evalkit.errors import EXIT_CONTINUE, EXIT_NOT_REACHED, EXIT_OK, InputError
 from evalkit.seeds import repeated_seeds
 from evalkit.stats.floored import padded_draws
-from evalkit.stats.group_sequential import check_spending, decide, design, spending_words
+from evalkit.stats.group_sequential import (FUTILITY, check_spending, decide, design,
+                                             futility_words, spending_words)
 from evalkit.stats.level_trend import level_trend
 from evalkit.stats.paired import sample_skewness
 from evalkit.stats.power import look_floors_batch, sequential_looks
@@ -86,6 +89,7 @@ class SequentialVerdict:
     d: list = field(default_factory=list)          # d_s of the seeds in plan order
     spending: str = "obrien-fleming"  # the plan's alpha-spending function ...
     gamma: float = -4.0               # ... and its Hwang-Shih-DeCani parameter
+    futility: str = "zero"            # the plan's futility rule
     assumptions: list = field(default_factory=list)  # what a pass rests on, in words
 
     @property
@@ -152,7 +156,7 @@ class SequentialVerdict:
                        f"{', '.join(map(str, self.looks))} seeds): {look.seeds} seeds in plan "
                        f"order [{shown}{more}]; t = {look.statistic:.4g}, boundary "
                        f"{look.boundary:.4g}"
-                       + (f", futility {look.futility:g}" if look.futility is not None
+                       + (f", futility {look.futility:.4g}" if look.futility is not None
                           else "")
                        + ("; the draws' variance floor binds (t uses it, not d's sample "
                           "variance)" if look.floor_binds else ""))
@@ -160,7 +164,8 @@ class SequentialVerdict:
                        f"{_bound(hi)}] pp; smallest effect of interest "
                        f"{pp(self.min_effect, signed=False)} pp; one-sided alpha "
                        f"{self.level:.4g} = plan alpha {self.alpha:g} over {self.claims} "
-                       f"planned claim(s) ({spending_words(self.spending, self.gamma)})")
+                       f"planned claim(s) ({spending_words(self.spending, self.gamma)}; "
+                       f"{futility_words(self.futility)})")
         for c in self.blocking:
             out.append(f"  [FAIL] {c.tier}/{c.name}: {c.found}")
         out += [f"  assumption: {text}" for text in self.assumptions]
@@ -191,11 +196,20 @@ def planned_looks(design_spec: dict, order: list[int]) -> tuple:
 
 
 @functools.lru_cache(maxsize=64)
-def _design(looks: tuple, level: float, spending: str, gamma: float):
+def _design(looks: tuple, level: float, spending: str, gamma: float, futility: str):
     """The group-sequential design of a plan's looks at a level under its spending function
-    (computed once per combination: the sweep decides after every batch, the study on
-    thousands of campaigns)."""
-    return design(looks, level, spending, gamma)
+    and futility rule (computed once per combination: the sweep decides after every batch,
+    the study on thousands of campaigns)."""
+    return design(looks, level, spending, gamma, futility)
+
+
+def plan_futility(design_spec: dict) -> str:
+    """The plan's futility rule: ``"zero"`` when it names none."""
+    rule = design_spec.get("futility", "zero")
+    if rule not in FUTILITY:
+        raise InputError(f"the plan's futility rule is {rule!r}", column="design.sequential."
+                         "futility", fix=f"{_FROZEN} (a plan names one of {', '.join(FUTILITY)})")
+    return rule
 
 
 def plan_spending(design_spec: dict) -> tuple[str, float]:
@@ -278,8 +292,9 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
     alpha = float(design_spec["alpha"])
     looks = planned_looks(design_spec, order)
     spending, gamma = plan_spending(design_spec)
+    futility = plan_futility(design_spec)
     base = dict(regime=claim["regime"], policy=claim["policy"], alpha=alpha, claims=n_claims,
-                spending=spending, gamma=gamma,
+                spending=spending, gamma=gamma, futility=futility,
                 max_seeds=looks[-1] if looks else design_spec.get("max_seeds"),
                 min_effect=float(min_effect), looks=looks,
                 level=_one_sided(alpha, protocol.alternative) / n_claims)
@@ -320,7 +335,7 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
             f"{len(seeds)} seed(s): the first look is at {looks[0]}; run more seeds"), **base)
     if len(seeds) < looks[0]:                   # more seeds cannot mend a blocking check
         return SequentialVerdict(decision="fail", reason=blocked, **base)
-    gs = _design(looks, base["level"], spending, gamma)
+    gs = _design(looks, base["level"], spending, gamma, futility)
     res = decide(base["d"], gs, null_shift=float(min_effect),
                  variance_floor=look_floors(claim["units"], seeds, looks))
     base["result"] = res
@@ -343,7 +358,7 @@ def verdict_for(claim, protocol, tier: str, design_spec, order, n_claims: int,
     if res.decision != "continue":
         return SequentialVerdict(decision="stop: not better", reason=(
             f"at {at} t = {look.statistic:.4g} fell below the futility bound "
-            f"{look.futility:g}: the policy is not better than matched random by more than "
+            f"{look.futility:.4g}: the policy is not better than matched random by more than "
             f"{pp(min_effect, signed=False)} pp"), **base)
     return SequentialVerdict(decision="continue", reason=(
         f"at {at} t = {look.statistic:.4g} < boundary {look.boundary:.4g}, after "
@@ -412,6 +427,7 @@ def sequential_verdicts(doc: dict, protocol, tier: str, min_effect: float | None
                                   reason=f"no sequential verdict: {design_doc['why_not']}")
                 for c in doc["claims"]]
     _check_spec(spec)
+    plan_futility(spec)
     try:
         plan_spending(spec)
     except InputError as err:

@@ -177,6 +177,11 @@ def plot_plan(plan, path: Path) -> None:
 @click.option("--gamma", type=float, default=None,
               help="Hwang-Shih-DeCani's gamma (required with it: -4 resembles O'Brien-Fleming, "
               "1 Pocock)")
+@click.option("--futility", type=click.Choice(["zero", "rising"]), default="zero",
+              show_default=True,
+              help="the sequential design's non-binding futility rule (a campaign's [design] "
+              "futility): stop below t = 0 at interim looks, or below a bound rising with the "
+              "share of the plan's seeds")
 @click.option("--refits", type=int, default=30, show_default=True,
               help="redraws of the model's variance components (and the smoothed bootstrap's "
               "residual pool) for each prediction's interval (0: none)")
@@ -187,7 +192,7 @@ def plot_plan(plan, path: Path) -> None:
               help="write the plan as JSON")
 def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text, max_seeds,
               reps, resamples, policy_sd_ratio, effect, model_kind, min_effect, block,
-              first_look, spending, gamma, refits, seed, plot, json_out):
+              first_look, spending, gamma, futility, refits, seed, plot, json_out):
     """Seeds and draws per seed that reach the target power for GAIN, for the fixed-n
     seed-level test and for the group-sequential design (distribution of seeds to a
     decision), simulated from a model fitted to the pilot, each with an interval from the
@@ -231,7 +236,7 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
                           null_shift=min_effect, target=target, draws=draws,
                           max_seeds=max_seeds, reps=reps, n_resamples=resamples, block=block,
                           spending=spending, gamma=gamma, refits=refits,
-                          first_look=first_look, rng=seed)
+                          first_look=first_look, futility=futility, rng=seed)
     except InputError as err:
         # power_plan names its parameters; here each one is the option of the same name
         if err.column in {"gain", "alpha", "target", "max_seeds", "reps", "block", "refits",

@@ -129,6 +129,7 @@ DOCUMENT = Obj({
     "design": Obj({"sequential": Obj({"kind": STR, "alpha": NUM, "max_seeds": OPT_INT,
                                       "batch": OPT_INT, "first_look": OPT_INT,
                                       "spending": OPT_STR, "gamma": NUM,
+                                      "futility": STR,
                                       "planned_claims": ListOf(ListOf(STR))},
                                      nullable=True,
                                      required=("kind", "alpha", "planned_claims")),

@@ -46,12 +46,12 @@ from evalkit.replay.runner import BACKENDS, check_spec
 from evalkit.replay.spec import ReplaySpec
 from evalkit.replay.traces.generate import ARRIVALS, KIND_ALIASES
 from evalkit.runlog.execution_order import dependencies, shard_members
-from evalkit.stats.group_sequential import check_spending
+from evalkit.stats.group_sequential import FUTILITY, check_spending
 
 TOP_KEYS = {"regime", "description", "seeds", "matched_random_draws", "horizon_s",
             "merge_duration_s", "inner_step_s", "h_min", "h_max", "min_gap_s", "max_gap_s",
             "slo", "trace", "backend", "policies", "design"}
-DESIGN_KEYS = {"kind", "max_seeds", "batch", "first_look", "spending", "gamma"}
+DESIGN_KEYS = {"kind", "max_seeds", "batch", "first_look", "spending", "gamma", "futility"}
 DESIGN_KINDS = ("fixed", "sequential")
 SLO_KEYS = {"e2e_s", "ttft_s", "tpot_s"}
 TRACE_FILE_KEYS = {"path", "format", "start_s", "end_s", "time_scale", "name", "sort",
@@ -284,7 +284,8 @@ def parse_campaign(data: dict, *, path: Path | None = None, text: str = "") -> C
 def _parse_design(top: ConfigTable, table, n_seeds: int) -> dict:
     """``[design]``: kind = "fixed" (default: every planned seed is run, then tested once) or
     "sequential" (seeds in batches until decided, at most max_seeds; looks after every
-    ``batch`` seeds, or from ``first_look`` seeds on and then every ``batch``)."""
+    ``batch`` seeds, or from ``first_look`` seeds on and then every ``batch``; ``futility``:
+    "zero", the default, or "rising", :mod:`evalkit.stats.group_sequential`)."""
     if table is None:
         return {"kind": "fixed", "max_seeds": None, "batch": None}
     if not isinstance(table, dict):
@@ -316,6 +317,12 @@ def _parse_design(top: ConfigTable, table, n_seeds: int) -> dict:
         raise dt.error(err.column, err.message, err.fix) from None
     design = {"kind": "sequential", "max_seeds": max_seeds, "batch": batch,
               "spending": spending, "gamma": gamma if spending != "obrien-fleming" else None}
+    if "futility" in table:
+        if table["futility"] not in FUTILITY:
+            raise dt.error("futility", f"unknown futility rule {_short(table['futility'])}",
+                           f"write futility = one of {', '.join(map(repr, FUTILITY))} (or "
+                           "leave it out: \"zero\")")
+        design["futility"] = table["futility"]
     return design if first_look is None else {**design, "first_look": first_look}
 
 

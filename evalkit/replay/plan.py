@@ -84,7 +84,8 @@ def _plan(camp, protocol: dict, alpha, alternative) -> dict:
                      "settings": _campaign_settings(camp)},
         "protocol": protocol, "alpha": alpha, "alternative": alternative,
         "design": {k: design.get(k) for k in ("kind", "alpha", "max_seeds", "batch")
-                   + tuple(k for k in ("first_look", "spending", "gamma") if k in design)},
+                   + tuple(k for k in ("first_look", "spending", "gamma", "futility")
+                          if k in design)},
         "corridor": {"min_gap_s": float(lo), "max_gap_s": float(hi),
                      "merge_duration_s": float(camp.merge_duration_s),
                      "horizon_s": float(camp.horizon_s), "train_start_s": 0.0},

@@ -19,8 +19,15 @@ the decision compares ``T_k`` with the **t-type boundary** ``t_{n_k - 1}`` quant
 same marginal tail, ``F_t^{-1}(Phi(c_k))`` (the study measures the level this gives).
 
 Futility is non-binding: boundaries are computed without it (ignoring it keeps the level);
-stopping "not better" when ``T_k < futility`` from the second look on lowers the seeds spent
-when there is no gain.  A pass needs ``mean(d) > null_shift``; with ``null_shift =
+stopping "not better" at an interim look (from the second look on, never at the last) when
+``T_k`` falls below the futility bound lowers the seeds spent when there is no gain.  Two
+rules a plan can name (:data:`FUTILITY`): ``"zero"``, ``T_k < 0`` at every interim look, and
+``"rising"``, a bound that climbs with the share of the plan's seeds, ``Z_k < -0.75 + 2.5
+t_k`` on the z scale (as a t-type bound at the same marginal tail): lenient at the first
+looks, where a real gain still often shows a negative mean, and strict near the end, where a
+campaign that has not passed rarely will (``tools/SEQUENTIAL_BEST_DESIGN.md`` chose it: it
+ends the 20% of campaigns that do not pass sooner, so a plan of equal power needs fewer seeds
+on average).  A pass needs ``mean(d) > null_shift``; with ``null_shift =
 min_effect`` a true gain below the smallest effect of interest passes at most alpha.
 """
 
@@ -36,11 +43,13 @@ from scipy import stats as sps
 from evalkit.errors import InputError
 from evalkit.stats._result import ResultMixin, as_finite_1d, check_alpha, check_shift
 
-__all__ = ["SPENDING", "GroupSequentialDesign", "GroupSequentialPlan", "Look",
+__all__ = ["FUTILITY", "SPENDING", "GroupSequentialDesign", "GroupSequentialPlan", "Look",
            "SequentialDecision", "check_spending", "crossing_probabilities", "decide",
-           "design", "plan_seeds", "spending_words", "spent_alpha"]
+           "design", "futility_words", "plan_seeds", "spending_words", "spent_alpha"]
 
 SPENDING = ("obrien-fleming", "hwang-shih-decani")
+FUTILITY = ("zero", "rising")
+RISING_FUTILITY = (-0.75, 1.75)    # z bound of the "rising" rule at no seeds and at the last
 _GRID_STEP = 0.02              # z-grid spacing of the recursive integration
 _GRID_HALF_WIDTH = 9.0         # the grid spans drift +- this many SDs
 
@@ -168,8 +177,10 @@ class GroupSequentialDesign(ResultMixin):
 
     ``z_bounds[k]``: efficacy boundary of Z_k (normal theory); ``t_bounds[k]``: the boundary
     the decision uses for the t statistic with ``looks[k] - 1`` degrees of freedom (same
-    marginal tail).  ``futility``: stop "not better" when T_k < it, from the second look on
-    (non-binding; None: no futility stop).
+    marginal tail).  ``futility``: the rule as given (a constant bound on T_k, "rising", or
+    None: no futility stop); ``futility_t[k]`` / ``futility_z[k]``: its bound on T_k / Z_k at
+    look k (None at the first and the last look and without a rule): stop "not better" below
+    it (non-binding).
     """
 
     looks: tuple
@@ -179,7 +190,9 @@ class GroupSequentialDesign(ResultMixin):
     z_bounds: tuple
     t_bounds: tuple
     alpha_spent: tuple
-    futility: float | None
+    futility: float | str | None
+    futility_t: tuple
+    futility_z: tuple
 
     @property
     def max_seeds(self) -> int:
@@ -195,15 +208,61 @@ def _check_looks(looks) -> np.ndarray:
     return arr.astype(int)
 
 
+def _futility_rule(futility):
+    """A futility rule as :func:`design` keeps it: None, a finite constant, or "rising"."""
+    if futility is None or futility == "rising":
+        return futility
+    if futility == "zero":
+        return 0.0
+    if isinstance(futility, bool) or not isinstance(futility, (int, float)) or not math.isfinite(
+            float(futility)):
+        raise InputError(f"unknown futility rule {futility!r}", column="futility",
+                         fix=f"use one of {', '.join(FUTILITY)}, a number (a constant bound "
+                             "on t) or None (no futility stop)")
+    return float(futility)
+
+
+def _futility_bounds(n: np.ndarray, rule) -> tuple[tuple, tuple]:
+    """Per look, the futility bound on T_k and on Z_k (None where the rule stops nothing)."""
+    t_out, z_out = [], []
+    for k, nk in enumerate(n):
+        if rule is None or k == 0 or k == n.size - 1:
+            t_out.append(None)
+            z_out.append(None)
+        elif rule == "rising":
+            low, high = RISING_FUTILITY
+            z = low + (high - low) * float(nk) / float(n[-1])
+            z_out.append(z)
+            t_out.append(float(sps.t.isf(_phi_upper(z), df=int(nk) - 1)))
+        else:
+            t_out.append(rule)
+            z_out.append(rule)
+    return tuple(t_out), tuple(z_out)
+
+
+def futility_words(futility) -> str:
+    """A design's futility rule in words, as plans print it."""
+    rule = _futility_rule(futility)
+    if rule is None:
+        return "no futility stop"
+    if rule == "rising":
+        low, high = RISING_FUTILITY
+        return (f"non-binding futility rising with the share t of the plan's seeds (z < "
+                f"{low:g} + {high - low:g} t, as a t bound)")
+    return f"non-binding futility at t < {rule:g}"
+
+
 def design(looks, alpha: float = 0.025, spending: str = "obrien-fleming",
-           gamma: float = -4.0, futility: float | None = 0.0) -> GroupSequentialDesign:
+           gamma: float = -4.0, futility: float | str | None = 0.0) -> GroupSequentialDesign:
     """Efficacy boundaries of a one-sided group-sequential test at the given looks.
 
     looks: cumulative seeds at each look, e.g. ``(5, 10, 15, 20)``; alpha: one-sided level
-    (0.025 = the better side of a two-sided 0.05 test).
+    (0.025 = the better side of a two-sided 0.05 test); futility: "zero" (= 0.0, stop below
+    t = 0), "rising", a constant bound on T, or None (module docstring).
     """
     alpha = check_alpha(alpha, fix="use e.g. 0.025 (one-sided)")
     n = _check_looks(looks)
+    rule = _futility_rule(futility)
     info = n.astype(float)
     cum = spent_alpha(info / info[-1], alpha, spending, gamma)
     rec = _Recursion(info, 0.0)
@@ -220,10 +279,11 @@ def design(looks, alpha: float = 0.025, spending: str = "obrien-fleming",
             rec.advance(k, -math.inf, c)
     t_bounds = tuple(float(sps.t.isf(_phi_upper(c), df=int(nk) - 1)) if math.isfinite(c)
                      else math.inf for c, nk in zip(bounds, n))
+    futility_t, futility_z = _futility_bounds(n, rule)
     return GroupSequentialDesign(looks=tuple(int(x) for x in n), alpha=alpha, spending=spending,
                                  gamma=float(gamma), z_bounds=tuple(bounds), t_bounds=t_bounds,
-                                 alpha_spent=tuple(float(x) for x in cum),
-                                 futility=None if futility is None else float(futility))
+                                 alpha_spent=tuple(float(x) for x in cum), futility=rule,
+                                 futility_t=futility_t, futility_z=futility_z)
 
 
 def crossing_probabilities(gs: GroupSequentialDesign, theta: float,
@@ -234,7 +294,7 @@ def crossing_probabilities(gs: GroupSequentialDesign, theta: float,
     rec = _Recursion(info, float(theta))
     passes, stops = [], []
     for k, c in enumerate(gs.z_bounds):
-        fut = (gs.futility if with_futility and gs.futility is not None and 0 < k < len(info) - 1
+        fut = (gs.futility_z[k] if with_futility and gs.futility_z[k] is not None
                else -math.inf)
         passes.append(rec.cross_above(k, c))
         stops.append(rec.cross_below(k, fut) if math.isfinite(fut) else 0.0)
@@ -386,7 +446,7 @@ def decide(d, gs: GroupSequentialDesign, null_shift: float = 0.0,
         mean = float(x.mean())
         stat = (math.copysign(math.inf, mean) if mean else 0.0) if sd == 0 else \
             mean / (sd / math.sqrt(nk))
-        fut = gs.futility if gs.futility is not None and 0 < k < last else None
+        fut = gs.futility_t[k]
         if stat >= bound:
             decision = "pass"
         elif k == last or (fut is not None and stat < fut):

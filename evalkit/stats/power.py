@@ -58,8 +58,8 @@ import numpy as np
 from evalkit.errors import InputError
 from evalkit.stats._result import DEFAULT_RTOL, ResultMixin, as_generator, check_alternative
 from evalkit.stats.floored import floored_t_batch, floored_variance_batch
-from evalkit.stats.group_sequential import (GroupSequentialDesign, check_spending, design,
-                                             spending_words)
+from evalkit.stats.group_sequential import (FUTILITY, GroupSequentialDesign, check_spending,
+                                             design, futility_words, spending_words)
 
 __all__ = ["DECISIONS", "EFFECTS", "EXACT_SIGN_VECTORS", "FUTILITY_STOP", "MODEL_KINDS",
            "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow",
@@ -284,8 +284,7 @@ def group_sequential_batch(d: np.ndarray, gs: GroupSequentialDesign,
     decision = np.full(reps, NOT_BETTER_AT_END)
     used = np.full(reps, gs.max_seeds)
     open_ = np.ones(reps, dtype=bool)
-    last = len(gs.looks) - 1
-    for k, (nk, bound) in enumerate(zip(gs.looks, gs.t_bounds)):
+    for k, (nk, bound, fut) in enumerate(zip(gs.looks, gs.t_bounds, gs.futility_t)):
         x = d[:, :nk] - null_shift
         var = x.var(axis=1, ddof=1)
         if variance_floor is not None:
@@ -298,8 +297,8 @@ def group_sequential_batch(d: np.ndarray, gs: GroupSequentialDesign,
         stat = np.where((sd == 0) & (mean == 0), 0.0, stat)
         passed = open_ & (stat >= bound)
         stopped = np.zeros(reps, dtype=bool)
-        if gs.futility is not None and 0 < k < last:
-            stopped = open_ & ~passed & (stat < gs.futility)
+        if fut is not None:
+            stopped = open_ & ~passed & (stat < fut)
         decision[passed], decision[stopped] = PASS, FUTILITY_STOP
         used[passed | stopped] = nk
         open_ &= ~(passed | stopped)
@@ -357,6 +356,7 @@ class PowerPlan(ResultMixin):
     components: dict
     method: str
     first_look: int | None = None     # the design's first look (None: after the first block)
+    futility: str = "zero"            # the design's futility rule
 
     def best(self, kind: str) -> PowerRow | None:
         """The draws-per-seed setting that reaches the target with the fewest runs
@@ -453,14 +453,19 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                draws=(1, 2, 3, 5), max_seeds: int = 40, seeds_grid=None, reps: int = 400,
                n_resamples: int = 400, block: int = 5, spending: str = "obrien-fleming",
                gamma: float | None = None, refits: int = 30, interval: float = 0.8,
-               first_look: int | None = None, rng=None) -> PowerPlan:
+               first_look: int | None = None, futility: str = "zero", rng=None) -> PowerPlan:
     """Power of the fixed-n seed-level test and of the group-sequential design for ``gain``,
     each with its interval from the pilot's size (module docstring).  ``null_shift``: the
     sequential design's null (the gate's ``min_effect``); the fixed-n test keeps the zero null,
     as the fixed gate's.  ``spending``, ``gamma``: the design's alpha spending, as a
     campaign's ``[design]`` names it (gamma only with "hwang-shih-decani"); ``first_look``:
-    its first look (then one every ``block`` seeds), as ``[design] first_look``."""
+    its first look (then one every ``block`` seeds), as ``[design] first_look``;
+    ``futility``: its futility rule (:data:`evalkit.stats.group_sequential.FUTILITY`), as
+    ``[design] futility``."""
     check_alternative(alternative)
+    if futility not in FUTILITY:
+        raise InputError(f"unknown futility rule {futility!r}", column="futility",
+                         fix=f"use one of {', '.join(FUTILITY)}")
     spending, gamma_used = check_spending(spending, gamma)
     for name, value in (("alpha", alpha), ("target", target), ("interval", interval)):
         if not 0.0 < float(value) < 1.0:
@@ -506,7 +511,7 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                 "n_resamples": int(n_resamples),
                 "design": design(sequential_looks(top, int(block), first_look),
                                  alpha / 2 if alternative == "two-sided" else alpha,
-                                 spending, gamma_used)}
+                                 spending, gamma_used, futility)}
     refit_reps = max(10, int(reps) // 2)
     lo_q, hi_q = 50 * (1 - interval), 50 * (1 + interval)
     rows = []
@@ -558,7 +563,7 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
         policy_sd_ratio=model.policy_sd_ratio, reps=int(reps),
         n_resamples=int(n_resamples), refits=int(refits), interval=float(interval),
         block=int(block), first_look=None if first_look is None else int(first_look),
-        rows=tuple(rows), sd_within=model.sd_within,
+        futility=futility, rows=tuple(rows), sd_within=model.sd_within,
         model=(("lognormal" if model.kind == "lognormal" else "smoothed bootstrap of the log "
                 "residuals, lognormal seed levels")
                + f": variance components of {model.n_pilot_seeds} pilot seeds; policy spread "
@@ -570,9 +575,8 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                 f"t-test of the mean of d (and enough seeds for a sign flip on d to reach "
                 f"alpha); sequential: group-sequential design "
                 f"({spending_words(spending, gamma_used)}, one-sided alpha "
-                f"{settings['design'].alpha:g}, non-binding futility at t < "
-                f"{settings['design'].futility:g}, null shift {100 * null_shift:.2f} pp: a pass "
-                f"needs the mean gain above it), "
+                f"{settings['design'].alpha:g}, {futility_words(futility)}, null shift "
+                f"{100 * null_shift:.2f} pp: a pass needs the mean gain above it), "
                 + ("" if first_look is None else f"a first look at {first_look} seeds, then ")
                 + ("a look after every seed" if int(block) == 1
                    else f"a look after every {block} seeds") + f" up to "

@@ -249,7 +249,9 @@ def test_a_documents_unknown_or_incomplete_spending_is_bad_input(spending, gamma
     ({"planned_claims": ["r/pol"]}, "design.sequential.planned_claims[0]"),
     ({"batch": 2.5}, "design.sequential.batch"),
     ({"max_seeds": "12"}, "design.sequential.max_seeds"),
-    ({"first_look": True}, "design.sequential.first_look")])
+    ({"first_look": True}, "design.sequential.first_look"),
+    ({"futility": "falling"}, "design.sequential.futility"),
+    ({"futility": 0.0}, "design.sequential.futility")])
 def test_a_recorded_design_no_frozen_plan_gives_is_bad_input(edit, column):
     # an edited audit.json: each was an internal error or a verdict under a fixed plan
     doc = _doc([_claim(*_from_d(_d(12, 0.03)))], design={**DESIGN, **edit})
@@ -506,3 +508,20 @@ def test_a_recorded_first_look_below_2_is_bad_input():
     with pytest.raises(InputError) as err:
         sequential_verdicts(doc, PROTO, "matched_budget")
     assert err.value.column == "design.sequential.first_look"
+
+
+def test_a_plan_naming_the_rising_futility_rule_stops_where_zero_would_go_on():
+    # 12 seeds, looks at 2, 4, ..., 12: at 4 seeds the rising bound is z = 0.083 (t 0.091), so
+    # a mean gain barely above min_effect (t 0.037) ends the campaign "not better" there; under
+    # the default rule ("zero", t < 0) it runs on
+    d = MIN_EFFECT + 0.004 * np.array([0.9, -0.6, 0.4, -0.5, 0.8, -0.7, 0.5, -0.4, 0.6, -0.5,
+                                       0.7, -0.6])
+    rising = _verdict(d[:6], design={**DESIGN, "futility": "rising"})
+    zero = _verdict(d[:6], design=DESIGN)
+    assert rising.decision == "stop: not better" and rising.seeds_used == 4, rising.reason
+    assert zero.decision == "continue", zero.reason
+    assert rising.futility == "rising" and zero.futility == "zero"
+    bound = rising.result.looks[-1].futility
+    assert f"fell below the futility bound {bound:.4g}" in rising.reason
+    assert any("z < -0.75 + 2.5 t" in line for line in rising.lines())
+    assert any("non-binding futility at t < 0" in line for line in zero.lines())

@@ -50,3 +50,31 @@ def test_a_sequential_first_look_is_read_and_frozen_into_the_plan_only_when_set(
         with pytest.raises(InputError) as err:
             load_campaign(tmp_path / "c.toml")
         assert "first_look" in str(err.value.column)
+
+
+def test_a_sequential_futility_rule_is_read_and_frozen_into_the_plan_only_when_set(tmp_path):
+    from evalkit.audit.protocol import load_protocol
+    from evalkit.replay.plan import plan_from_campaign
+    from tests.audit.test_sequential_gate import CAMPAIGN
+
+    proto = load_protocol(None)
+    (tmp_path / "a.toml").write_text(CAMPAIGN)
+    plain = load_campaign(tmp_path / "a.toml")
+    assert "futility" not in plan_from_campaign(plain, proto)["design"]   # "zero", unwritten
+    for rule in ("zero", "rising"):
+        (tmp_path / "b.toml").write_text(CAMPAIGN.replace("batch = 2",
+                                                          f'batch = 2\nfutility = "{rule}"'))
+        assert plan_from_campaign(load_campaign(tmp_path / "b.toml"), proto)["design"][
+            "futility"] == rule
+    for bad in ('futility = "falling"', "futility = 0", 'futility = ["rising"]'):
+        (tmp_path / "c.toml").write_text(CAMPAIGN.replace("batch = 2", f"batch = 2\n{bad}"))
+        with pytest.raises(InputError, match="unknown futility rule") as err:
+            load_campaign(tmp_path / "c.toml")
+        assert "futility" in str(err.value.column) and "rising" in err.value.fix
+    fixed = CAMPAIGN.replace('kind = "sequential"', 'kind = "fixed"')
+    fixed = "\n".join(line for line in fixed.splitlines()
+                      if not line.startswith(("max_seeds", "batch")))
+    (tmp_path / "d.toml").write_text(fixed.replace('kind = "fixed"',
+                                                   'kind = "fixed"\nfutility = "rising"'))
+    with pytest.raises(InputError, match="futility applies to sequential designs only"):
+        load_campaign(tmp_path / "d.toml")

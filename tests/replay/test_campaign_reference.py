@@ -192,7 +192,7 @@ def maximal_campaign() -> dict:
             "policies": [{"name": "wa", "label": "wa-1", "params": {"tau": 0.1}, "draws": 1},
                          {"name": "calibrated_offline", "params": {"k_from": "wa-1"}}],
             "design": {"kind": "sequential", "max_seeds": 3, "batch": 2, "first_look": 2,
-                       "spending": "hwang-shih-decani", "gamma": -2.0}}
+                       "spending": "hwang-shih-decani", "gamma": -2.0, "futility": "rising"}}
 
 
 def file_trace_campaign() -> dict:

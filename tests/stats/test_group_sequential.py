@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 from evalkit.errors import InputError
-from evalkit.stats.group_sequential import (crossing_probabilities, decide, design, plan_seeds,
-                                            spent_alpha)
+from evalkit.stats.group_sequential import (crossing_probabilities, decide, design,
+                                            futility_words, plan_seeds, spent_alpha)
 
 # Lan-DeMets O'Brien-Fleming-type, one-sided alpha 0.025, equally spaced looks: the z
 # boundaries R's gsDesign prints for sfLDOF (k = 3 and k = 5).
@@ -128,7 +128,64 @@ def test_bad_input_names_the_field(call, column):
     assert info.value.column == column
 
 
-@pytest.mark.parametrize("theta, futility", [(0.0, 0.0), (0.4, 0.0), (0.4, 0.5)])
+def _rising_z(n, top):
+    """The "rising" rule's z bound, written out: -0.75 at no seeds, 1.75 at the maximum."""
+    return -0.75 + 2.5 * n / top
+
+
+def test_the_rising_futility_bound_climbs_with_the_share_of_the_plans_seeds():
+    looks = (4, 5, 6, 8, 12, 20)
+    gs = design(looks, 0.025, "hwang-shih-decani", -2.0, futility="rising")
+    assert gs.futility == "rising"
+    assert gs.futility_z[0] is gs.futility_z[-1] is None          # none at the first and last
+    assert gs.futility_t[0] is gs.futility_t[-1] is None
+    for k in range(1, len(looks) - 1):
+        z = _rising_z(looks[k], 20)
+        assert gs.futility_z[k] == pytest.approx(z, abs=1e-12)
+        # as a t bound at the same marginal tail, scipy's t quantile of Phi(z)
+        ref = stats.t.ppf(stats.norm.cdf(z), df=looks[k] - 1)
+        assert gs.futility_t[k] == pytest.approx(ref, rel=1e-9, abs=1e-12)
+    assert list(gs.futility_z[1:-1]) == sorted(gs.futility_z[1:-1])
+    # "zero" is the constant 0 on both scales; None stops nothing
+    zero = design(looks, 0.025, futility="zero")
+    assert zero.futility == 0.0 and zero.futility_t[1:-1] == (0.0,) * 4
+    assert design(looks, 0.025, futility=None).futility_t == (None,) * 6
+    # non-binding: the efficacy bounds do not depend on the rule
+    assert design(looks, 0.025, futility="rising").t_bounds == zero.t_bounds
+
+
+@pytest.mark.parametrize("rule", ["falling", "", True, math.nan, [0.0]])
+def test_an_unknown_futility_rule_is_named(rule):
+    with pytest.raises(InputError, match="unknown futility rule") as info:
+        design((5, 10), 0.025, futility=rule)
+    assert info.value.column == "futility" and "rising" in info.value.fix
+
+
+def test_futility_words_name_each_rule():
+    assert futility_words(None) == "no futility stop"
+    assert futility_words("zero") == futility_words(0) == "non-binding futility at t < 0"
+    assert futility_words(-0.5) == "non-binding futility at t < -0.5"
+    assert "z < -0.75 + 2.5 t" in futility_words("rising")
+
+
+def test_decide_stops_below_the_rising_bound_where_zero_would_go_on():
+    looks = (4, 8, 12, 16)
+    rising = design(looks, 0.025, futility="rising")
+    zero = design(looks, 0.025, futility="zero")
+    # at 8 seeds of 16 the rising z bound is 0.5: a small positive t (about 0.3) stops there
+    d = np.array([0.9, -0.6, 0.4, -0.5, 0.8, -0.7, 0.5, -0.4])
+    t8 = d.mean() / (d.std(ddof=1) / math.sqrt(8))
+    assert 0 < t8 < rising.futility_t[1]
+    out = decide(d, rising)
+    assert out.decision == "stop: not better" and out.seeds_used == 8
+    assert out.looks[-1].futility == rising.futility_t[1]
+    assert decide(d, zero).decision == "continue"
+    # at the first look neither rule stops
+    assert decide(-np.abs(d[:4]) - 0.1, rising).decision == "continue"
+
+
+@pytest.mark.parametrize("theta, futility", [(0.0, 0.0), (0.4, 0.0), (0.4, 0.5),
+                                             (0.4, "rising"), (0.0, "rising")])
 def test_crossing_probabilities_match_simulated_normal_paths(theta, futility):
     """Pass and futility-stop probabilities per look against 400,000 simulated score paths
     (increments N(theta, 1) a seed, Z_k = S_k / sqrt(n_k))."""
@@ -142,7 +199,8 @@ def test_crossing_probabilities_match_simulated_normal_paths(theta, futility):
     for k, (n, c) in enumerate(zip(gs.looks, gs.z_bounds)):
         z = s[:, n - 1] / np.sqrt(n)
         hit = open_ & (z >= c)
-        stop = open_ & ~hit & (z < futility) if 0 < k < last else np.zeros(paths, dtype=bool)
+        bound = _rising_z(n, 20) if futility == "rising" else futility
+        stop = open_ & ~hit & (z < bound) if 0 < k < last else np.zeros(paths, dtype=bool)
         for p, sim in ((passes[k], hit.mean()), (stops[k], stop.mean())):
             assert abs(p - sim) <= 4 * np.sqrt(max(sim, 1e-4) * (1 - sim) / paths) + 1e-3
         open_ &= ~(hit | stop)

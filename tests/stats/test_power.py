@@ -47,8 +47,9 @@ def test_batch_sign_flip_p_is_the_paired_mean_test(n, b):
                 assert abs(got[r] - ref) <= 4 * math.sqrt(ref * (1 - ref) / b) + 2 / b
 
 
-def test_batch_group_sequential_is_decide():
-    gs = design(sequential_looks(20, 5), 0.05)
+@pytest.mark.parametrize("futility", ["zero", "rising"])
+def test_batch_group_sequential_is_decide(futility):
+    gs = design(sequential_looks(20, 5), 0.05, futility=futility)
     rng = np.random.default_rng(0)
     d = rng.lognormal(0.0, 1.0, (300, 20)) - 1.3
     d[0] = 0.0                               # sd 0 and mean 0 at every look
@@ -337,6 +338,38 @@ def test_plan_power_simulates_the_design_with_its_first_look():
     assert plan.rows[0].median_seeds_to_decision >= 4
     assert power_plan(model, 0.03, draws=(3,), max_seeds=12, reps=10, n_resamples=10,
                       refits=0, rng=0).first_look is None
+
+
+def test_plan_power_simulates_the_futility_rule_it_names():
+    # the same campaigns (same seed) under both rules: the fixed-n column cannot move, the
+    # sequential walk stops "not better" on other campaigns, and the words name the rule
+    model = pilot_model([0.05, 0.09, 0.07, 0.06], [[0.05, 0.07, 0.06], [0.10, 0.12],
+                                                   [0.08, 0.07], [0.07, 0.06]])
+    kw = dict(draws=(3,), max_seeds=16, reps=300, n_resamples=10, refits=0, rng=0, block=1,
+              first_look=4, null_shift=0.005)
+    zero = power_plan(model, 0.008, **kw)
+    rising = power_plan(model, 0.008, futility="rising", **kw)
+    assert zero.futility == "zero" and rising.futility == "rising"
+    assert rising.rows[0].fixed_power == zero.rows[0].fixed_power
+    # from the second look (5 of 16 seeds) the rising bound is above 0: it stops every
+    # campaign "zero" stops, and more, sooner
+    stop = "stop: not better (futility)"
+    assert (rising.rows[0].sequential_decisions[stop]
+            > zero.rows[0].sequential_decisions[stop] + 0.1)
+    assert rising.rows[0].mean_seeds_to_decision < zero.rows[0].mean_seeds_to_decision
+    assert "non-binding futility at t < 0," in zero.method
+    assert "z < -0.75 + 2.5 t" in rising.method
+    with pytest.raises(InputError, match="unknown futility rule") as err:
+        power_plan(model, 0.008, futility="falling", **kw)
+    assert err.value.column == "futility"
+
+
+def test_plan_power_command_passes_its_futility_rule(fixtures_dir, tmp_path):
+    plan, text = _sequential_pass(fixtures_dir, tmp_path, 0.03, "--futility", "rising")
+    assert plan["futility"] == "rising" and "z < -0.75 + 2.5 t" in text
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", "0.03", "--futility", "falling"])
+    assert res.exit_code == 2 and "--futility" in res.output
 
 
 def test_plan_power_searches_up_to_40_seeds_by_default():

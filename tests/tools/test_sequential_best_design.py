@@ -23,11 +23,12 @@ def test_summary_is_the_mean_and_its_standard_error():
 
 def test_every_design_can_be_planned():
     # each design's looks are the ones a campaign's [design] gives the gate
-    from evalkit.audit.sequential import planned_looks
+    from evalkit.audit.sequential import plan_futility, planned_looks
 
-    for _, spending, gamma, batch, first in best.DESIGNS:
-        spec = {"max_seeds": 30, "batch": batch, "first_look": first}
+    for _, spending, gamma, batch, first, futility in best.DESIGNS:
+        spec = {"max_seeds": 30, "batch": batch, "first_look": first, "futility": futility}
         assert planned_looks(spec, list(range(30))) == best.cost.sequential_looks(30, batch, first)
+        assert plan_futility(spec) == futility
 
 
 @pytest.mark.slow
