@@ -25,9 +25,9 @@ rules a plan can name (:data:`FUTILITY`): ``"zero"``, ``T_k < 0`` at every inter
 ``"rising"``, a bound that climbs with the share of the plan's seeds, ``Z_k < -0.75 + 2.5
 t_k`` on the z scale (as a t-type bound at the same marginal tail): lenient at the first
 looks, where a real gain still often shows a negative mean, and strict near the end, where a
-campaign that has not passed rarely will (``tools/SEQUENTIAL_BEST_DESIGN.md`` chose it: it
-ends the 20% of campaigns that do not pass sooner, so a plan of equal power needs fewer seeds
-on average).  A pass needs ``mean(d) > null_shift``; with ``null_shift =
+campaign that has not passed rarely will.  It ends the campaigns that do not pass sooner, so a
+plan of equal power needs fewer seeds on average (``tools/SEQUENTIAL_BEST_DESIGN.md`` measures
+it against "zero"; its docstring says how the constants were chosen).  A pass needs ``mean(d) > null_shift``; with ``null_shift =
 min_effect`` a true gain below the smallest effect of interest passes at most alpha.
 """
 
