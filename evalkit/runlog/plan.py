@@ -7,7 +7,9 @@ writes ``plan.json``::
      "campaign": {"name", "sha256", "fingerprint", "settings": {...}},
      "protocol": {"name", "version", "sha256", "content_sha256"},
      "alpha", "alternative",
-     "design": {"kind": "fixed" | "sequential", "alpha", "max_seeds", "batch"},
+     "design": {"kind": "fixed" | "sequential", "alpha", "max_seeds", "batch",
+                "spending", "gamma",           # sequential
+                "first_look", "futility"},     # only when the campaign sets them
      "corridor": {"min_gap_s", "max_gap_s", "merge_duration_s", "horizon_s", "train_start_s"},
      "runs": [{"run_id", "regime", "policy", "policy_class", "role", "seed", "draw",
                "matched_to", "rng_seed"}, ...],
