@@ -418,6 +418,19 @@ def test_a_plan_edited_to_spend_alpha_earlier_fails_the_gate(tmp_path):
     gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
     assert gate.exit_code == 2, gate.output
     assert str(runs / "plan.json") in gate.output and "design.first_look" in gate.output
+    # the futility rule changed after the runs (a "stop: not better" the judged party dislikes
+    # undone by a laxer rule, or the reverse): the same stamp fails plan_rules
+    del plan["design"]["first_look"]
+    plan["design"].update(spending="obrien-fleming", gamma=None, futility="rising")
+    (runs / "plan.json").write_text(json.dumps(plan, indent=2))
+    gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
+    assert gate.exit_code == 1 and "[FAIL] matched_budget/plan_rules" in gate.output, gate.output
+    # an unknown rule: exit 2 naming the plan.json and its key
+    plan["design"]["futility"] = "lenient"
+    (runs / "plan.json").write_text(json.dumps(plan, indent=2))
+    gate = _invoke(["gate", str(runs), "--policy", "calibrated_offline", "--sequential"])
+    assert gate.exit_code == 2, gate.output
+    assert str(runs / "plan.json") in gate.output and "design.futility" in gate.output
 
 
 def test_fixed_campaign_gets_no_sequential_verdict(tmp_path):
