@@ -21,12 +21,12 @@ from evalkit.stats import load_match
 from evalkit.stats.loadmatch import CHECK_KEYS
 from evalkit.stats.floored import METHOD as PAIRED_METHOD
 from evalkit.stats.floored import floored_mean_test
-from evalkit.stats.level_trend import LevelTrend, level_trend
+from evalkit.stats.level_trend import LevelTrend, level_trend, level_trend_applies
 from evalkit.stats._result import DEFAULT_RTOL
 from evalkit.stats.randomisation import (MAX_EXACT_N, exact_enumerable, min_attainable_p,
                                          seeds_needed, sign_flip_test,
                                          within_seed_permutation_test)
-from evalkit.stats.tail_luck import TailLuck, tail_luck
+from evalkit.stats.tail_luck import TailLuck, tail_luck, tail_luck_applies
 
 __all__ = ["ClaimContext"]
 
@@ -199,17 +199,15 @@ class ClaimContext:
     def tail_luck(self) -> TailLuck | None:
         """Diagnostic: did the policy's runs miss the draws' upper tail by design or by luck
         (:func:`evalkit.stats.tail_luck.tail_luck`)?  None without >= 2 averaged draws."""
-        if self.effective_n < 2 or not self.averaged_draws:
-            return None
-        return tail_luck(*self.unit_runs, alpha=self.alpha)
+        policy, draws = self.unit_runs
+        return tail_luck(policy, draws, self.alpha) if tail_luck_applies(draws) else None
 
     @cached_property
     def level_trend(self) -> LevelTrend | None:
         """Diagnostic: does the policy's V relative to its draws' rise with the seed's level
         (:func:`evalkit.stats.level_trend.level_trend`)?  None without paired seeds."""
-        if self.effective_n < 2:
-            return None
-        return level_trend(*self.unit_runs, alpha=self.alpha)
+        policy, draws = self.unit_runs
+        return level_trend(policy, draws, self.alpha) if level_trend_applies(policy) else None
 
     def _meta(self, run_id: str) -> dict:
         cache = self.runset._cache

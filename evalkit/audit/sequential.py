@@ -56,10 +56,10 @@ from evalkit.seeds import repeated_seeds
 from evalkit.stats.floored import padded_draws
 from evalkit.stats.group_sequential import (FUTILITY, check_spending, decide, design,
                                              futility_words, spending_words)
-from evalkit.stats.level_trend import level_trend
+from evalkit.stats.level_trend import level_trend, level_trend_applies
 from evalkit.stats.paired import sample_skewness
 from evalkit.stats.power import look_floors_batch, sequential_looks
-from evalkit.stats.tail_luck import tail_luck
+from evalkit.stats.tail_luck import tail_luck, tail_luck_applies
 
 __all__ = ["SequentialVerdict", "look_floor_state", "pass_assumptions", "planned_looks",
            "protocol_min_effect", "seed_diagnostics", "seed_differences", "sequential_verdicts",
@@ -242,10 +242,9 @@ def seed_diagnostics(units: list[dict], seeds: list[int], alpha: float) -> dict:
     by_seed = {int(u["seed"]): u for u in units}
     policy = [float(by_seed[s]["v_policy"]) for s in seeds]
     draws = [np.asarray(by_seed[s]["v_draws"], dtype=float) for s in seeds]
-    paired = len(seeds) >= 2
-    averaged = paired and max(d.size for d in draws) >= 2
-    found = {"tail_luck": tail_luck(policy, draws, alpha) if averaged else None,
-             "level_trend": level_trend(policy, draws, alpha) if paired else None}
+    found = {"tail_luck": tail_luck(policy, draws, alpha) if tail_luck_applies(draws) else None,
+             "level_trend": (level_trend(policy, draws, alpha) if level_trend_applies(policy)
+                             else None)}
     return {key: found[key] for key in DIAGNOSTICS}
 
 

@@ -42,7 +42,7 @@ from scipy import stats as sps
 
 from evalkit.stats.floored import LOG_OFFSET
 
-__all__ = ["LevelTrend", "level_trend"]
+__all__ = ["LevelTrend", "level_trend", "level_trend_applies"]
 
 MIN_SEEDS = 4            # a slope and its standard error need n - 2 >= 2 degrees of freedom
 
@@ -72,6 +72,12 @@ class LevelTrend:
 def _relative_gain(dbar, pol) -> float | None:
     total = float(np.sum(dbar))
     return float(np.sum(dbar - pol)) / total if total > 0 else None
+
+
+def level_trend_applies(policy) -> bool:
+    """Whether :func:`level_trend` can run: 2 paired seeds or more.  The audit and the
+    sequential gate both ask here."""
+    return np.size(policy) >= 2
 
 
 def level_trend(policy, draws, alpha: float) -> LevelTrend:

@@ -28,7 +28,7 @@ import numpy as np
 
 from evalkit.stats.floored import MAD_TO_SD    # MAD of a normal sample -> its SD
 
-__all__ = ["TAIL_MADS", "TailLuck", "tail_luck"]
+__all__ = ["TAIL_MADS", "TailLuck", "tail_luck", "tail_luck_applies"]
 
 TAIL_MADS = 3.0          # residual scales above the seed's median draw: the upper tail
 
@@ -61,6 +61,13 @@ def _more_seeds(q: float, n: int, alpha: float) -> int:
         return 0
     needed = math.ceil(math.log(alpha) / math.log1p(-q) - 1e-12)
     return max(0, needed - n)
+
+
+def tail_luck_applies(draws) -> bool:
+    """Whether :func:`tail_luck` can run on these seeds' draws: 2 seeds or more, and a seed
+    with 2 draws or more (a single draw has no tail to miss).  The audit and the sequential
+    gate both ask here."""
+    return len(draws) >= 2 and max(np.size(d) for d in draws) >= 2
 
 
 def tail_luck(policy, draws, alpha: float) -> TailLuck:

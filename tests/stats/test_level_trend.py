@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from evalkit.document.words import level_trend_text
 from evalkit.stats.floored import LOG_OFFSET
-from evalkit.stats.level_trend import MIN_SEEDS, level_trend
+from evalkit.stats.level_trend import MIN_SEEDS, level_trend, level_trend_applies
 
 
 def _lognormal(rng, sigma, size=None):
@@ -119,3 +119,8 @@ def test_a_perfect_fit_with_a_positive_slope_is_flagged_with_p_0():
     assert res.p_value == 0.0 and res.flagged
     flat = level_trend([0.01, 0.01, 0.04, 0.04], draws, 0.05)     # no trend, no residual
     assert flat.se == 0.0 and flat.slope == 0.0 and flat.p_value == 1.0 and not flat.flagged
+
+
+def test_level_trend_applies_from_two_paired_seeds():
+    assert level_trend_applies([0.05, 0.06]) and level_trend_applies(np.array([0.1, 0.2, 0.3]))
+    assert not level_trend_applies([0.05]) and not level_trend_applies([])

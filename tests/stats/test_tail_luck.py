@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.document.words import tail_luck_text
 from evalkit.stats.floored import MAD_TO_SD
-from evalkit.stats.tail_luck import TAIL_MADS, tail_luck
+from evalkit.stats.tail_luck import TAIL_MADS, tail_luck, tail_luck_applies
 
 
 def _draws(n_seeds: int, burst_at=()):
@@ -72,3 +72,11 @@ def test_more_seeds_is_0_when_the_seeds_there_are_reach_alpha_exactly():
     res = tail_luck([2.0] * 3, _draws(3, {0: 20.0}), (1 - 1 / 11) ** 3)
     assert res.q == pytest.approx(1 / 11) and res.chance == res.alpha
     assert not res.flagged and res.more_seeds == 0
+
+
+def test_tail_luck_applies_from_two_seeds_with_a_seed_of_two_draws():
+    assert tail_luck_applies([[0.05, 0.06], [0.07]])
+    assert tail_luck_applies([np.array([0.05, 0.06, 0.07]), np.array([0.04, 0.05])])
+    assert not tail_luck_applies([[0.05, 0.06, 0.07]])            # one seed
+    assert not tail_luck_applies([[0.05], [0.06], [0.07]])         # single draws: no tail
+    assert not tail_luck_applies([])
