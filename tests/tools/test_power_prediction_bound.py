@@ -184,3 +184,41 @@ def test_the_reading_says_which_side_of_the_oracle_the_planner_lands():
     assert "Our planner's share is 0.10 above the oracle's on average" in ahead
     assert "trails" not in ahead
     assert "over the 2 cells the oracle puts 0.55" in ahead.lower()
+
+
+class _ExactGrid:
+    """A power function that returns a fixed value whatever the estimates: each pilot's
+    prediction is that value, so its share within the band is 1 or 0."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def power(self, n, sigma, sigma_policy, sigma_level):
+        return np.full(np.shape(sigma), self.value[n])
+
+
+def test_pilot_size_rows_count_the_predictions_within_the_band():
+    rows = [{"label": f"{t[0]}, policy {t[1]}", "n": n, "truth": 0.5}
+            for t in bound.LOGNORMAL_TRUTHS for n in bound.FIXED_N]
+    near = {n: 0.5 + 0.06 for n in bound.FIXED_N}            # inside +-0.07 for every pilot
+    far = {n: 0.5 + 0.08 for n in bound.FIXED_N}             # outside for every pilot
+    for grid, share in ((_ExactGrid(near), 1.0), (_ExactGrid(far), 0.0)):
+        got = bound.pilot_size_rows(np.random.default_rng(0), grid, rows, 4, (3, 5))
+        assert len(got) == len(rows)
+        assert all(r["within"] == [share, share] for r in got)
+
+
+def test_pilot_size_section_reads_its_own_table():
+    sized = [{"label": "a", "n": 10, "truth": 0.4, "within": [0.5, 0.91, 0.95]},
+             {"label": "a", "n": 20, "truth": 0.7, "within": [0.3, 0.5, 0.8]},
+             {"label": "b", "n": 10, "truth": 0.99, "within": [0.95, 0.97, 1.0]}]
+    text = "\n".join(bound.pilot_size_section(sized, (10, 20, 40), 7))
+    assert "| a | 10 | 0.400 | 0.50 | 0.91 | 0.95 | 20 |" in text
+    assert "| a | 20 | 0.700 | 0.30 | 0.50 | 0.80 | > 40 |" in text
+    assert "| b | 10 | 0.990 | 0.95 | 0.97 | 1.00 | 10 |" in text
+    assert ("with 40 seeds the oracle lands within the band for 0.9 of pilots in 2 of 3 cells "
+            "(at 10 seeds: 1); the largest pilot size any cell needs among those measured is "
+            "beyond 40 seeds in 1 cell(s).") in text
+    sized[1]["within"][-1] = 0.9
+    assert "needs among those measured is 40 seeds." in "\n".join(
+        bound.pilot_size_section(sized, (10, 20, 40), 7))
