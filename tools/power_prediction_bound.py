@@ -354,13 +354,13 @@ def pilot_size_section(sized, sizes, pilots: int) -> list[str]:
              f"the share of its predictions within +-{TOLERANCE} of the truth.", "",
              "| truth | n | truth power | " + " | ".join(f"{s} seeds" for s in sizes)
              + " | fewest seeds for 0.9 |", "|---|---|---|" + "---|" * (len(sizes) + 1)]
-    for r in sized:
-        enough = next((s for s, w in zip(sizes, r["within"]) if w >= 0.9), None)
+    # the fewest seeds at which each cell reaches 0.9 (None: no size measured does)
+    first = [next((s for s, w in zip(sizes, r["within"]) if w >= 0.9), None) for r in sized]
+    for r, enough in zip(sized, first):
         lines.append(f"| {r['label']} | {r['n']} | {r['truth']:.3f} | "
                      + " | ".join(f"{w:.2f}" for w in r["within"]) + " | "
                      + (f"{enough}" if enough is not None else f"> {sizes[-1]}") + " |")
     reached = [r for r in sized if r["within"][-1] >= 0.9]
-    first = [next((s for s, w in zip(sizes, r["within"]) if w >= 0.9), None) for r in sized]
     lines += ["", f"Reading: with {sizes[-1]} seeds the oracle lands within the band for 0.9 of "
               f"pilots in {len(reached)} of {len(sized)} cells (at {sizes[0]} seeds: "
               f"{sum(1 for f in first if f == sizes[0])}); the largest pilot size any cell "

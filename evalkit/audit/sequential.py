@@ -2,20 +2,18 @@
 
 A campaign planned as sequential (``[design] kind = "sequential"``, ``max_seeds``, ``batch``,
 optionally ``first_look``, ``spending``, ``gamma`` and ``futility``, in the campaign TOML,
-recorded in the
-runs directory's ``plan.json`` before the first run)
-tests the estimand of the fixed gate: the mean over independent seeds of ``d_s =
-mean(draws_s) - policy_s`` (positive = better, as :mod:`evalkit.stats.paired`), with the
-group-sequential design of :mod:`evalkit.stats.group_sequential`: a look after each block of
-``batch`` seeds (from ``first_look`` seeds on, when the plan sets it) in the plan's seed
-order (the order the commitment gives), the plan's alpha spending (O'Brien-Fleming unless
-it names Hwang-Shih-DeCani with a gamma), t-type boundaries, the plan's non-binding futility
-rule (``"zero"``, t < 0 at interim looks, unless it names ``"rising"``), and
-``null_shift = min_effect`` (a pass needs the mean gain above the smallest effect of
-interest, as the fixed gate), the t's variance floored at each look by the draws'
-(:func:`look_floors`).  The one-sided level per claim is the plan's alpha (halved for a
-two-sided protocol: the better side) over the number of claims **the plan** fixes: a
-planned claim without runs stays a member of the family.  Per claim:
+recorded in the runs directory's ``plan.json`` before the first run) tests the estimand of the
+fixed gate: the mean over independent seeds of ``d_s = mean(draws_s) - policy_s`` (positive =
+better, as :mod:`evalkit.stats.paired`), with the group-sequential design of
+:mod:`evalkit.stats.group_sequential`: a look after each block of ``batch`` seeds (from
+``first_look`` seeds on, when the plan sets it) in the plan's seed order (the order the
+commitment gives), the plan's alpha spending (O'Brien-Fleming unless it names Hwang-Shih-DeCani
+with a gamma), t-type boundaries, the plan's non-binding futility rule (``"zero"``, t < 0 at
+interim looks, unless it names ``"rising"``), and ``null_shift = min_effect`` (a pass needs the
+mean gain above the smallest effect of interest, as the fixed gate), the t's variance floored
+at each look by the draws' (:func:`look_floors`). The one-sided level per claim is the plan's
+alpha (halved for a two-sided protocol: the better side) over the number of claims **the plan**
+fixes: a planned claim without runs stays a member of the family. Per claim:
 
 - **pass**: the look's t statistic reached its boundary, and every other check of the tier
   (and the tiers below it) passes;

@@ -27,8 +27,9 @@ t_k`` on the z scale (as a t-type bound at the same marginal tail): lenient at t
 looks, where a real gain still often shows a negative mean, and strict near the end, where a
 campaign that has not passed rarely will.  It ends the campaigns that do not pass sooner, so a
 plan of equal power needs fewer seeds on average (``tools/SEQUENTIAL_BEST_DESIGN.md`` measures
-it against "zero"; its docstring says how the constants were chosen).  A pass needs ``mean(d) > null_shift``; with ``null_shift =
-min_effect`` a true gain below the smallest effect of interest passes at most alpha.
+it against "zero"; its docstring says how the constants were chosen).  A pass needs
+``mean(d) > null_shift``; with ``null_shift = min_effect`` a true gain below the smallest
+effect of interest passes at most alpha.
 """
 
 from __future__ import annotations
