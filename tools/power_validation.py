@@ -14,6 +14,9 @@ run noise lognormal with mean 1 (sigma 0.35 or 0.8) or bursty (sigma 0.35, x4 on
 runs); the policy is one more draw or a fixed schedule (lognormal sigma 0.05 around the
 draws' mean), times 0.78 (the effect: 22%).  m = 3 draws per seed, alpha 0.05 one-sided.
 
+``--oracle`` gives the planner the lognormal truths' own parameters instead of a pilot's;
+``--pilot-size`` prints the pilot seeds each plan names for a power within +-0.07.
+
 Run from the repository root: ``python -m tools.power_validation > tools/POWER_VALIDATION.md``.
 """
 
@@ -164,6 +167,34 @@ def oracle_rows(rng, reps: int) -> list[str]:
     return out
 
 
+def pilot_size_rows(rng, pilots: int, reps: int, refits: int,
+                    truth_reps: int = 8000) -> list[str]:
+    """The pilot size each plan names for a power within +-0.07 (``fixed_pilot_seeds``,
+    ``sequential_pilot_seeds``), over ``pilots`` 10-seed pilots of each truth."""
+    out = ["| truth | quantity | truth | pilot seeds named: median | 25th pct | 75th pct |",
+           "|---|---|---|---|---|---|"]
+    for truth in TRUTHS:
+        truth_vals = true_power(rng, truth, truth_reps)
+        named = {f"fixed n={n}": [] for n in FIXED_N}
+        named[f"sequential <= {SEQ_MAX}"] = []
+        for _ in range(pilots):
+            policy, draws = campaigns(rng, truth, 1, PILOT_SEEDS)
+            model = pilot_model(policy[0], list(draws[0]))
+            for n in FIXED_N:
+                plan = power_plan(model, EFFECT, relative=True, alpha=ALPHA, alternative=ALT,
+                                  draws=(M,), max_seeds=n, seeds_grid=(n,), reps=reps,
+                                  block=SEQ_BLOCK, refits=refits, rng=rng)
+                named[f"fixed n={n}"].append(plan.rows[0].fixed_pilot_seeds)
+                if n == SEQ_MAX:
+                    named[f"sequential <= {SEQ_MAX}"].append(
+                        plan.rows[0].sequential_pilot_seeds)
+        for key, got in named.items():
+            q25, q50, q75 = np.percentile(got, [25, 50, 75])
+            out.append(f"| {truth[0]}, policy {truth[1]} | {key} | {truth_vals[key]:.3f} | "
+                       f"{q50:.0f} | {q25:.0f} | {q75:.0f} |")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pilots", type=int, default=60)
@@ -174,7 +205,13 @@ def main(argv=None) -> int:
                     help="the planner's models to validate")
     ap.add_argument("--oracle", action="store_true",
                     help="only the planner at the lognormal truths' own parameters")
+    ap.add_argument("--pilot-size", action="store_true",
+                    help="only the pilot size each plan names for a power within +-0.07")
     args = ap.parse_args(argv)
+    if args.pilot_size:
+        print("\n".join(pilot_size_rows(np.random.default_rng(20261206), args.pilots,
+                                         args.reps, args.refits, args.truth_reps)))
+        return 0
     if args.oracle:
         print("\n".join(oracle_rows(np.random.default_rng(20261205), args.truth_reps)))
         return 0

@@ -98,8 +98,31 @@ def format_plan(plan, label: str) -> str:
         n = best.fixed_seeds_needed if kind == "fixed" else best.sequential_seeds_needed
         lines.append(f"{kind}: fewest runs for {pct} power: {n} seeds x {best.m} draw(s) "
                      f"({n * (best.m + 2)} runs with policy and no-sync runs)")
+    lines.extend(pilot_size_lines(plan))
     lines.append(f"method: {plan.method}")
     return "\n".join(lines)
+
+
+def pilot_size_lines(plan) -> list[str]:
+    """How large a pilot would pin each row's powers at the last count to +-tolerance."""
+    from evalkit.stats.power import TOLERANCE_COVERAGE
+
+    rows = [r for r in plan.rows if r.fixed_pilot_seeds is not None]
+    if not rows:
+        return []
+    top = rows[0].seeds[-1]
+    n0 = plan.n_pilot_seeds
+
+    def words(n):
+        return f"{n} (this pilot's {n0} suffice)" if n <= n0 else str(n)
+
+    head = (f"pilot seeds for a prediction within +-{plan.tolerance:g} of the truth "
+            f"{TOLERANCE_COVERAGE:.0%} of the time (first order: the refits' spread less its "
+            f"Monte Carlo part, shrinking as 1 / pilot seeds; blind to the model's bias on "
+            f"bursty V):")
+    return [head] + [f"  m = {r.m}: fixed-n power at {top} seeds: {words(r.fixed_pilot_seeds)}; "
+                     f"sequential P(pass) by {top}: {words(r.sequential_pilot_seeds)}"
+                     for r in rows]
 
 
 def plot_plan(plan, path: Path) -> None:
@@ -185,6 +208,9 @@ def plot_plan(plan, path: Path) -> None:
 @click.option("--refits", type=int, default=30, show_default=True,
               help="redraws of the model's variance components (and the smoothed bootstrap's "
               "residual pool) for each prediction's interval (0: none)")
+@click.option("--tolerance", type=float, default=0.07, show_default=True,
+              help="the band on a predicted power for the pilot size each row estimates "
+              "(the pilot seeds for a prediction within +-TOLERANCE of the truth)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--plot", "plot", type=click.Path(path_type=Path), default=None,
               help="write the power curves to this PNG")
@@ -192,7 +218,8 @@ def plot_plan(plan, path: Path) -> None:
               help="write the plan as JSON")
 def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text, max_seeds,
               reps, resamples, policy_sd_ratio, effect, model_kind, min_effect, block,
-              first_look, spending, gamma, futility, refits, seed, plot, json_out):
+              first_look, spending, gamma, futility, refits, tolerance, seed, plot,
+              json_out):
     """Seeds and draws per seed that reach the target power for GAIN, for the fixed-n
     seed-level test and for the group-sequential design (distribution of seeds to a
     decision), simulated from a model fitted to the pilot, each with an interval from the
@@ -236,11 +263,12 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
                           null_shift=min_effect, target=target, draws=draws,
                           max_seeds=max_seeds, reps=reps, n_resamples=resamples, block=block,
                           spending=spending, gamma=gamma, refits=refits,
-                          first_look=first_look, futility=futility, rng=seed)
+                          first_look=first_look, futility=futility, tolerance=tolerance,
+                          rng=seed)
     except InputError as err:
         # power_plan names its parameters; here each one is the option of the same name
         if err.column in {"gain", "alpha", "target", "max_seeds", "reps", "block", "refits",
-                          "spending", "gamma", "first_look"}:
+                          "spending", "gamma", "first_look", "tolerance"}:
             raise InputError(err.message, column="--" + err.column.replace("_", "-"),
                              fix=err.fix) from err
         if err.file is None:             # the pilot's runs cannot be modelled: name them

@@ -43,7 +43,9 @@ bootstrap's residual pool resampled with replacement (its shape -- how many burs
 happened to show -- is as uncertain as its scale), and the power simulated again (``refits``
 times, half the campaigns each); the ``interval`` central share of those powers is reported.
 (Seeds resampled with replacement, alone, gave intervals too narrow to cover the truth at 10
-pilot seeds.)
+pilot seeds.)  The same refits say how large a pilot would pin a power down: their variance,
+less its Monte Carlo part, is the pilot's, and it shrinks as one over the pilot's seeds
+(:func:`pilot_seeds_for`; a first-order reading that ignores the model's bias on bursty V).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import statistics
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,8 +66,9 @@ from evalkit.stats.group_sequential import (FUTILITY, GroupSequentialDesign, che
 
 __all__ = ["DECISIONS", "EFFECTS", "EXACT_SIGN_VECTORS", "FUTILITY_STOP", "MODEL_KINDS",
            "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow",
-           "fixed_gate_passes", "group_sequential_batch", "look_floors_batch", "pilot_model",
-           "power_plan", "sequential_looks", "sign_flip_p_batch"]
+           "TOLERANCE_COVERAGE", "fixed_gate_passes", "group_sequential_batch",
+           "look_floors_batch", "pilot_model", "pilot_seeds_for", "power_plan",
+           "sequential_looks", "sign_flip_p_batch"]
 
 EFFECTS = ("multiplicative", "additive")
 
@@ -333,6 +337,9 @@ class PowerRow(ResultMixin):
     median_seeds_to_decision: float
     p90_seeds_to_decision: float
     decided_share: float             # stopped before the design's last look
+    fixed_pilot_seeds: int | None = None       # pilot seeds for the fixed-n power at the
+    sequential_pilot_seeds: int | None = None  # last count (and the sequential P(pass)) to
+                                               # land within the plan's tolerance
 
 
 @dataclass(frozen=True)
@@ -357,6 +364,8 @@ class PowerPlan(ResultMixin):
     method: str
     first_look: int | None = None     # the design's first look (None: after the first block)
     futility: str = "zero"            # the design's futility rule
+    tolerance: float = 0.07           # the pilot-seeds fields' band on a predicted power
+    n_pilot_seeds: int = 0
 
     def best(self, kind: str) -> PowerRow | None:
         """The draws-per-seed setting that reaches the target with the fewest runs
@@ -408,6 +417,24 @@ def _first(grid, power, target):
     return next((n for n, p in zip(grid, power) if p >= target), None)
 
 
+TOLERANCE_COVERAGE = 0.9       # the pilot-seeds estimate: within the band this often
+
+
+def pilot_seeds_for(powers, campaigns: int, n_pilot: int, tolerance: float) -> int | None:
+    """Pilot seeds for a predicted power to land within ``+-tolerance`` of the truth
+    :data:`TOLERANCE_COVERAGE` of the time, to first order: the variance of the refits'
+    powers (each from ``campaigns`` simulated campaigns) less their Monte Carlo part
+    ``p (1 - p) / campaigns`` is the pilot's share, which shrinks as ``1 / seeds`` from
+    ``n_pilot``; an unbiased normal prediction of that SD lands within the band as asked.
+    None with fewer than 2 refits."""
+    p = np.asarray(powers, dtype=float)
+    if p.size < 2:
+        return None
+    pilot_var = max(0.0, float(np.var(p, ddof=1)) - float(np.mean(p * (1 - p))) / campaigns)
+    z = statistics.NormalDist().inv_cdf(0.5 + TOLERANCE_COVERAGE / 2)
+    return max(2, math.ceil(n_pilot * pilot_var / (tolerance / z) ** 2))
+
+
 def _redrawn_model(model: PilotModel, gen) -> PilotModel:
     """The model with its variance components drawn from their sampling distributions given
     the pilot (each sample variance ``v`` of ``f`` degrees of freedom redrawn as
@@ -453,7 +480,8 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                draws=(1, 2, 3, 5), max_seeds: int = 40, seeds_grid=None, reps: int = 400,
                n_resamples: int = 400, block: int = 5, spending: str = "obrien-fleming",
                gamma: float | None = None, refits: int = 30, interval: float = 0.8,
-               first_look: int | None = None, futility: str = "zero", rng=None) -> PowerPlan:
+               first_look: int | None = None, futility: str = "zero", tolerance: float = 0.07,
+               rng=None) -> PowerPlan:
     """Power of the fixed-n seed-level test and of the group-sequential design for ``gain``,
     each with its interval from the pilot's size (module docstring).  ``null_shift``: the
     sequential design's null (the gate's ``min_effect``); the fixed-n test keeps the zero null,
@@ -461,17 +489,19 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
     campaign's ``[design]`` names it (gamma only with "hwang-shih-decani"); ``first_look``:
     its first look (then one every ``block`` seeds), as ``[design] first_look``;
     ``futility``: its futility rule (:data:`evalkit.stats.group_sequential.FUTILITY`), as
-    ``[design] futility``."""
+    ``[design] futility``; ``tolerance``: the band of the pilot seeds each row estimates for a
+    power within it (:func:`pilot_seeds_for`)."""
     check_alternative(alternative)
     if futility not in FUTILITY:
         raise InputError(f"unknown futility rule {futility!r}", column="futility",
                          fix=f"use one of {', '.join(FUTILITY)}")
     spending, gamma_used = check_spending(spending, gamma)
-    for name, value in (("alpha", alpha), ("target", target), ("interval", interval)):
+    for name, value in (("alpha", alpha), ("target", target), ("interval", interval),
+                        ("tolerance", tolerance)):
         if not 0.0 < float(value) < 1.0:
             raise InputError(f"{name} must lie in (0, 1), got {value}", column=name,
                              fix="e.g. 0.05 for alpha, 0.8 for the target power and the "
-                                 "interval")
+                                 "interval, 0.07 for the tolerance")
     if not math.isfinite(gain):
         raise InputError(f"gain must be a finite number, got {gain}", column="gain",
                          fix="the V reduction to detect as a share, e.g. 0.0145 (1.45 pp: "
@@ -556,14 +586,20 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
                                           if means else (math.nan, math.nan)),
             median_seeds_to_decision=float(np.median(used)),
             p90_seeds_to_decision=float(np.percentile(used, 90)),
-            decided_share=float(np.mean(used < top))))
+            decided_share=float(np.mean(used < top)),
+            fixed_pilot_seeds=pilot_seeds_for([b["fixed"][-1] for b in boot], refit_reps,
+                                              model.n_pilot_seeds, tolerance),
+            sequential_pilot_seeds=pilot_seeds_for([b["sequential"][-1] for b in boot],
+                                                   refit_reps, model.n_pilot_seeds,
+                                                   tolerance)))
     return PowerPlan(
         gain=float(gain), relative_gain=float(factor), effect=effect, alpha=float(alpha),
         alternative=alternative, null_shift=float(null_shift), target=float(target),
         policy_sd_ratio=model.policy_sd_ratio, reps=int(reps),
         n_resamples=int(n_resamples), refits=int(refits), interval=float(interval),
         block=int(block), first_look=None if first_look is None else int(first_look),
-        futility=futility, rows=tuple(rows), sd_within=model.sd_within,
+        futility=futility, tolerance=float(tolerance), n_pilot_seeds=model.n_pilot_seeds,
+        rows=tuple(rows), sd_within=model.sd_within,
         model=(("lognormal" if model.kind == "lognormal" else "smoothed bootstrap of the log "
                 "residuals, lognormal seed levels")
                + f": variance components of {model.n_pilot_seeds} pilot seeds; policy spread "

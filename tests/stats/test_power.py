@@ -16,9 +16,10 @@ from evalkit.errors import InputError
 from evalkit.stats.floored import floored_variance_batch
 from evalkit.stats.group_sequential import decide, design
 from evalkit.stats.paired import paired_mean_test
-from evalkit.stats.power import (DECISIONS, EXACT_SIGN_VECTORS, PASS, group_sequential_batch,
-                                 fixed_gate_passes, look_floors_batch, pilot_model, power_plan,
-                                 sequential_looks, sign_flip_p_batch)
+from evalkit.stats.power import (DECISIONS, EXACT_SIGN_VECTORS, PASS, TOLERANCE_COVERAGE,
+                                 group_sequential_batch, fixed_gate_passes, look_floors_batch,
+                                 pilot_model, pilot_seeds_for, power_plan, sequential_looks,
+                                 sign_flip_p_batch)
 
 
 def _lognormal_pilot(rng, seeds, m, sigma=0.35, policy_sigma=None, level_sd=0.3, factor=1.0,
@@ -276,6 +277,78 @@ def test_the_seeds_needed_range_is_the_lower_and_higher_rank_of_the_refits(monke
     assert row.fixed_seeds_needed_range == (2, 8)
 
 
+def test_pilot_seeds_for_is_the_pilots_share_of_the_refit_variance_scaled_to_the_band():
+    from scipy.stats import norm
+
+    powers = [0.2, 0.4, 0.6, 0.8]
+    # refit variance 0.2 ** 2 * 5 / 3 less the Monte Carlo part mean(p (1 - p)) / 100
+    pilot_var = np.var(powers, ddof=1) - 0.002
+    z = norm.ppf(0.5 + TOLERANCE_COVERAGE / 2)
+    expected = math.ceil(10 * pilot_var * (z / 0.07) ** 2)
+    assert expected == 358
+    assert pilot_seeds_for(powers, 100, 10, 0.07) == expected
+    # a wider band, or a pilot already twice as large, scales as the inverse square / as n
+    assert pilot_seeds_for(powers, 100, 10, 0.14) == math.ceil(expected / 4)
+    assert pilot_seeds_for(powers, 100, 20, 0.07) == math.ceil(20 * pilot_var * (z / 0.07) ** 2)
+    # refits that vary no more than their own Monte Carlo noise: any pilot (2 seeds) will do
+    assert pilot_seeds_for([0.5, 0.52, 0.48, 0.5], 100, 10, 0.07) == 2
+    assert pilot_seeds_for([0.5], 100, 10, 0.07) is None
+    two = np.var([0.3, 0.7], ddof=1) - 0.0021
+    assert pilot_seeds_for([0.3, 0.7], 100, 10, 0.07) == math.ceil(10 * two * (z / 0.07) ** 2)
+
+
+def test_a_pilots_seeds_for_the_band_do_not_depend_on_its_own_size():
+    # 10-seed and 40-seed pilots of one truth (lognormal 0.35, policy one more draw, effect
+    # 22%, fixed n = 10) estimate the same pilot size: the refits' variance shrinks as
+    # 1 / pilot seeds.  The oracle of tools/POWER_PREDICTION_BOUND.md measured 0.85 of
+    # pilots within +-0.07 at 40 seeds in this cell and 0.97 at 80 (0.9: about 50 seeds).
+    kw = dict(relative=True, alternative="greater", draws=(3,), max_seeds=10,
+              seeds_grid=[10], reps=200, n_resamples=200, refits=40, rng=5)
+    medians = []
+    for seeds in (10, 40):
+        got = []
+        for seed in range(4):
+            policy, draws = _lognormal_pilot(np.random.default_rng([seeds, seed]), seeds, 3,
+                                             sigma=0.35, factor=0.78)
+            got.append(power_plan(pilot_model(policy, list(draws)), 0.22, **kw)
+                       .rows[0].fixed_pilot_seeds)
+        medians.append(float(np.median(got)))
+    small, large = medians
+    assert 20 <= small <= 150 and 20 <= large <= 150, medians
+    assert max(small, large) / min(small, large) <= 2.5, medians
+
+
+@pytest.mark.parametrize("interval, expected", [(0.5, (5, 9)), (0.75, (4, 10)),
+                                                (0.9, (3, None))])
+def test_the_seeds_needed_range_reads_a_refit_that_never_reaches_the_target_as_beyond(
+        monkeypatch, interval, expected):
+    # nine refits needing 3..10 seeds and one never reaching the target (beyond the 10-seed
+    # grid, ranked last): ranks (n - 1) x 25% and x 75% = 2 and 6 of 0..8 at a 50% interval
+    import evalkit.stats.power as power
+
+    grid = list(range(2, 11))
+    needs = iter([4, 3, 4, 5, 6, 7, 8, 9, 10, None])
+    used = np.array([2, 2, 2, 2, 2, 2, 2, 2, 4, 10])
+
+    def simulate(model, gen, reps, top, m, gain, grid, settings):
+        need = next(needs)
+        fixed = [float(need is not None and n >= need) for n in grid]
+        return {"fixed": fixed, "sequential": [0.0] * len(grid),
+                "decision": np.zeros(reps, dtype=int), "used": used}
+
+    monkeypatch.setattr(power, "_simulate", simulate)
+    monkeypatch.setattr(power, "_redrawn_model", lambda model, gen: model)
+    model = pilot_model(*_lognormal_pilot(np.random.default_rng(3), 10, 2))
+    row = power_plan(model, 0.01, draws=(2,), max_seeds=10, seeds_grid=grid, reps=10,
+                     refits=9, interval=interval, rng=0).rows[0]
+    assert row.fixed_seeds_needed == 4
+    assert row.fixed_seeds_needed_range == expected
+    # the campaigns' seeds to a decision: 9 of 10 stop before the last look (10 seeds)
+    assert row.decided_share == 0.9
+    assert row.median_seeds_to_decision == 2.0
+    assert row.p90_seeds_to_decision == pytest.approx(4.6)      # 4 + 0.1 x (10 - 4)
+
+
 def test_a_multiplicative_gain_must_stay_below_the_draw_v():
     model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08, 0.07]])
     with pytest.raises(InputError, match="must stay below 100%"):
@@ -303,7 +376,8 @@ def test_the_plan_gives_gain_and_sd_in_pp_and_its_json_keeps_shares():
 
 @pytest.mark.parametrize("key, value", [("alpha", 0.0), ("alpha", 1.0), ("alpha", 1.5),
                                         ("target", 1.0), ("target", 1.2), ("target", -0.1),
-                                        ("interval", 1.0)])
+                                        ("interval", 1.0), ("tolerance", 0.0),
+                                        ("tolerance", 1.0)])
 def test_alpha_target_and_interval_outside_zero_one_are_input_errors(key, value):
     model = pilot_model([0.05, 0.06, 0.04, 0.07], [[0.06], [0.065], [0.05], [0.08]])
     with pytest.raises(InputError, match=f"{key} must lie in"):
@@ -405,6 +479,42 @@ def test_plan_power_cli_table_figure_and_json(tmp_path, fixtures_dir):
     assert plan["gain"] == 0.02 and plan["policy_sd_ratio"] is None     # JSON keeps shares
 
 
+def test_plan_power_cli_prints_the_pilot_seeds_each_row_needs(tmp_path, fixtures_dir):
+    import dataclasses
+
+    from evalkit.cli.plan_power import format_plan
+
+    out = tmp_path / "plan.json"
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", "0.02", "--reps", "40", "--max-seeds", "8",
+                   "--draws", "1,3", "--resamples", "100", "--refits", "6", "--tolerance",
+                   "0.1", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(out.read_text())
+    assert plan["tolerance"] == 0.1 and plan["n_pilot_seeds"] == 10
+    assert ("pilot seeds for a prediction within +-0.1 of the truth 90% of the time"
+            in res.output)
+    for row in plan["rows"]:
+        fixed, seq = row["fixed_pilot_seeds"], row["sequential_pilot_seeds"]
+        assert fixed >= 2 and seq >= 2
+
+        def cell(n):
+            return f"{n} (this pilot's 10 suffice)" if n <= 10 else str(n)
+        assert (f"  m = {row['m']}: fixed-n power at 8 seeds: {cell(fixed)}; sequential "
+                f"P(pass) by 8: {cell(seq)}") in res.output
+    model = pilot_model([0.05, 0.09, 0.07], [[0.05, 0.07, 0.06], [0.10, 0.12], [0.08, 0.07]])
+    small = power_plan(model, 0.02, draws=(1,), max_seeds=4, reps=10, n_resamples=10,
+                       refits=3, rng=0)
+    row = dataclasses.replace(small.rows[0], fixed_pilot_seeds=3, sequential_pilot_seeds=4)
+    text = format_plan(dataclasses.replace(small, rows=(row,)), "wa")
+    assert ("m = 1: fixed-n power at 4 seeds: 3 (this pilot's 3 suffice); sequential "
+            "P(pass) by 4: 4") in text
+    # no refits, no estimate, no line
+    none = power_plan(model, 0.02, draws=(1,), max_seeds=4, reps=10, refits=0, rng=0)
+    assert none.rows[0].fixed_pilot_seeds is None
+    assert "pilot seeds for" not in format_plan(none, "wa")
+
+
 def test_plan_power_cli_plans_the_spending_the_campaign_names(fixtures_dir, tmp_path):
     # the same pilot and seed under Hwang-Shih-DeCani gamma -2 and O'Brien-Fleming: the
     # method names the function, and the earlier spending decides no later on average
@@ -451,6 +561,8 @@ def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
      "error: option --block: block must be >= 2 seeds, got 1"),
     (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--refits", "-2"],
      "error: option --refits: refits must be >= 0, got -2"),
+    (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--tolerance", "0"],
+     "error: option --tolerance: tolerance must lie in (0, 1), got 0.0"),
     (["--gain", "0.01", "--pilot", "P", "--policy", "wa", "--policy-sd-ratio", "-1"],
      "error: option --policy-sd-ratio: --policy-sd-ratio must be >= 0"),
     (["--gain", "0.9", "--pilot", "P", "--policy", "wa"],
@@ -543,7 +655,8 @@ def test_the_python_defaults_are_the_command_lines():
     cli = {p.name: p.default for p in power_cmd.params}
     same = {"alpha": "alpha", "alternative": "alternative", "target": "target",
             "max_seeds": "max_seeds", "reps": "reps", "n_resamples": "resamples",
-            "effect": "effect", "block": "block", "refits": "refits"}
+            "effect": "effect", "block": "block", "refits": "refits",
+            "tolerance": "tolerance"}
     assert {k: api[k] for k in same} == {k: cli[v] for k, v in same.items()}
     assert api["draws"] == tuple(int(x) for x in cli["draws_text"].split(","))
 
