@@ -41,6 +41,40 @@ def pilot_from_runs(runs_dir, policy: str | None):
     return policy, v_pol, v_draws
 
 
+DESIGN_OPTIONS = ("max_seeds", "block", "first_look", "spending", "gamma", "futility")
+
+
+def campaign_design(path: Path) -> tuple:
+    """(max_seeds, block, first_look, spending, gamma, futility) of a campaign's sequential
+    ``[design]``, looking where the gate looks (:func:`evalkit.audit.sequential.planned_looks`:
+    batch 1 without a first look looks first at 2 seeds).  Refused beside an option that sets
+    the same thing."""
+    from click.core import ParameterSource
+
+    from evalkit.replay.campaign import load_campaign
+
+    ctx = click.get_current_context()
+    clash = [name for name in DESIGN_OPTIONS
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if clash:
+        option = "--" + clash[0].replace("_", "-")
+        raise InputError(f"{option} and --design both set the sequential design",
+                         column=option,
+                         fix=f"leave {option} out (the campaign's [design] sets it) or drop "
+                             "--design")
+    spec = load_campaign(path).design
+    if spec["kind"] != "sequential":
+        raise InputError("the campaign's [design] is fixed: it has no sequential design to "
+                         "plan", file=str(path), column="design.kind",
+                         fix='write kind = "sequential" under [design], or leave --design out '
+                             'and give --max-seeds')
+    first_look = spec.get("first_look")
+    if spec["batch"] == 1 and first_look is None:
+        first_look = 2
+    return (spec["max_seeds"], spec["batch"], first_look, spec["spending"], spec["gamma"],
+            spec.get("futility", "zero"))
+
+
 def _parse_draws(text: str) -> tuple[int, ...]:
     try:
         out = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
@@ -205,6 +239,11 @@ def plot_plan(plan, path: Path) -> None:
               help="the sequential design's non-binding futility rule (a campaign's [design] "
               "futility): stop below t = 0 at interim looks, or below a bound rising with the "
               "share of the plan's seeds")
+@click.option("--design", "design_from", type=click.Path(dir_okay=False, path_type=Path),
+              default=None,
+              help="plan the sequential design a campaign's [design] names (max_seeds, batch, "
+              "first_look, spending, gamma, futility), with the gate's looks; the options that "
+              "set them are then left out")
 @click.option("--refits", type=int, default=30, show_default=True,
               help="redraws of the model's variance components (and the smoothed bootstrap's "
               "residual pool) for each prediction's interval (0: none)")
@@ -218,8 +257,8 @@ def plot_plan(plan, path: Path) -> None:
               help="write the plan as JSON")
 def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text, max_seeds,
               reps, resamples, policy_sd_ratio, effect, model_kind, min_effect, block,
-              first_look, spending, gamma, futility, refits, tolerance, seed, plot,
-              json_out):
+              first_look, spending, gamma, futility, design_from, refits, tolerance, seed,
+              plot, json_out):
     """Seeds and draws per seed that reach the target power for GAIN, for the fixed-n
     seed-level test and for the group-sequential design (distribution of seeds to a
     decision), simulated from a model fitted to the pilot, each with an interval from the
@@ -236,6 +275,8 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
         raise InputError("--policy-sd-ratio must be >= 0", column="--policy-sd-ratio",
                          fix="e.g. 1 (as variable as a draw) or 0.5, or leave it out to "
                              "measure the policy's spread from the pilot")
+    if design_from is not None:
+        max_seeds, block, first_look, spending, gamma, futility = campaign_design(design_from)
     if min_effect is None:
         min_effect = protocol_min_effect(load_protocol(None))
     elif not (math.isfinite(min_effect) and min_effect >= 0):
@@ -275,6 +316,8 @@ def power_cmd(pilot, twin, policy, gain, alpha, alternative, target, draws_text,
             raise InputError(err.message, file=str(pilot if pilot is not None else twin),
                              column=err.column, fix=err.fix) from err
         raise
+    if design_from is not None:
+        click.echo(f"sequential design: the [design] of {design_from}")
     click.echo(format_plan(plan, f"{label} ({source}, {model.n_pilot_seeds} seeds)"))
     if plot is not None:
         plot_plan(plan, plot)

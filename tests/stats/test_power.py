@@ -535,6 +535,73 @@ def test_plan_power_cli_plans_the_spending_the_campaign_names(fixtures_dir, tmp_
             <= obf["rows"][0]["mean_seeds_to_decision"] + 0.2)
 
 
+def test_plan_power_plans_the_sequential_design_a_campaign_names(fixtures_dir, tmp_path,
+                                                                   repo_root):
+    # examples/sequential.toml: HSD gamma -2, a look after every seed from the 4th, at most
+    # 20 seeds, rising futility; --design plans exactly what those options would
+    pilot = ["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+             "--policy", "wa", "--gain", "0.03", "--reps", "60", "--draws", "3",
+             "--refits", "2"]
+    plans = {}
+    for name, extra in (
+            ("design", ["--design", str(repo_root / "examples" / "sequential.toml")]),
+            ("options", ["--max-seeds", "20", "--block", "1", "--first-look", "4",
+                         "--spending", "hwang-shih-decani", "--gamma", "-2",
+                         "--futility", "rising"])):
+        out = tmp_path / f"{name}.json"
+        res = _invoke(pilot + extra + ["--json", str(out)])
+        assert res.exit_code == 0, res.output
+        plans[name] = json.loads(out.read_text())
+        assert ("sequential design: the [design] of " in res.output) == (name == "design")
+    assert plans["design"] == plans["options"]
+    assert plans["design"]["first_look"] == 4 and plans["design"]["futility"] == "rising"
+    assert plans["design"]["rows"][0]["seeds"][-1] == 20
+
+
+def test_plan_power_design_with_batch_1_looks_first_at_2_seeds_as_the_gate(fixtures_dir,
+                                                                          tmp_path, repo_root):
+    from evalkit.audit.sequential import planned_looks
+
+    text = (repo_root / "examples" / "sequential.toml").read_text()
+    text = text.replace("first_look = 4\n", "").replace("max_seeds = 20", "max_seeds = 6")
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(text)
+    out = tmp_path / "plan.json"
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", "0.03", "--reps", "20", "--draws", "1",
+                   "--refits", "0", "--design", str(campaign), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert f"sequential design: the [design] of {campaign}" in res.output
+    plan = json.loads(out.read_text())
+    assert plan["first_look"] == 2 and plan["block"] == 1
+    looks = planned_looks({"max_seeds": 6, "batch": 1}, list(range(6)))
+    assert looks == (2, 3, 4, 5, 6)
+    assert "a first look at 2 seeds, then a look after every seed up to 6" in plan["method"]
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--block", "3"], "error: option --block: --block and --design both set the sequential "
+                       "design"),
+    (["--max-seeds", "30"], "error: option --max-seeds: --max-seeds and --design both set"),
+    (["--futility", "zero"], "error: option --futility: --futility and --design both set"),
+])
+def test_plan_power_design_refuses_an_option_that_sets_the_same(fixtures_dir, repo_root,
+                                                                 extra, match):
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", "0.03", "--design",
+                   str(repo_root / "examples" / "sequential.toml"), *extra])
+    assert res.exit_code == 2 and match in res.output, res.output
+
+
+def test_plan_power_design_of_a_fixed_campaign_exits_2_naming_it(fixtures_dir, repo_root):
+    campaign = repo_root / "examples" / "bursty.toml"
+    res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
+                   "--policy", "wa", "--gain", "0.03", "--design", str(campaign)])
+    assert res.exit_code == 2, res.output
+    assert (f"error: {campaign}: column/key 'design.kind': the campaign's [design] is fixed"
+            in res.output)
+
+
 def test_plan_power_cli_override_and_additive_effect(fixtures_dir):
     res = _invoke(["plan", "power", "--pilot", str(fixtures_dir / "campaigns" / "sim_bursty"),
                    "--policy", "wa", "--gain", "0.02", "--reps", "20", "--max-seeds", "6",
