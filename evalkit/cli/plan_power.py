@@ -51,6 +51,7 @@ def campaign_design(path: Path) -> tuple:
     the same thing."""
     from click.core import ParameterSource
 
+    from evalkit.audit.sequential import planned_looks
     from evalkit.replay.campaign import load_campaign
 
     ctx = click.get_current_context()
@@ -68,9 +69,12 @@ def campaign_design(path: Path) -> tuple:
                          "plan", file=str(path), column="design.kind",
                          fix='write kind = "sequential" under [design], or leave --design out '
                              'and give --max-seeds')
+    # the gate's own looks: where they start later than the batch says (a look needs
+    # seeds the batch alone does not give), the first look says so
+    looks = planned_looks(spec, list(range(spec["max_seeds"])))
     first_look = spec.get("first_look")
-    if spec["batch"] == 1 and first_look is None:
-        first_look = 2
+    if first_look is None and looks[0] != spec["batch"]:
+        first_look = looks[0]
     return (spec["max_seeds"], spec["batch"], first_look, spec["spending"], spec["gamma"],
             spec.get("futility", "zero"))
 
