@@ -15,7 +15,9 @@ runs); the policy is one more draw or a fixed schedule (lognormal sigma 0.05 aro
 draws' mean), times 0.78 (the effect: 22%).  m = 3 draws per seed, alpha 0.05 one-sided.
 
 ``--oracle`` gives the planner the lognormal truths' own parameters instead of a pilot's;
-``--pilot-size`` prints the pilot seeds each plan names for a power within +-0.07.
+``--pilot-size`` prints the pilot seeds each plan names for a power within +-0.07;
+``--tail-check`` how often each truth's pilots are flagged heavy-tailed, and the
+predictions' error and coverage among flagged and other pilots.
 
 Run from the repository root: ``python -m tools.power_validation > tools/POWER_VALIDATION.md``.
 """
@@ -195,6 +197,47 @@ def pilot_size_rows(rng, pilots: int, reps: int, refits: int,
     return out
 
 
+def tail_check_rows(rng, pilots: int, reps: int, refits: int,
+                    truth_reps: int = 8000) -> list[str]:
+    """How often each plan's tail check flags a heavy right tail, and the predictions' error
+    and interval coverage among the flagged and the other pilots (the smoothed model)."""
+    out = ["| truth | flagged | quantity | truth | flagged: mean err | flagged: covers | "
+           "not flagged: mean err | not flagged: covers |", "|---|---|---|---|---|---|---|---|"]
+    for truth in TRUTHS:
+        truth_vals = true_power(rng, truth, truth_reps)
+        flags, got = [], []
+        for _ in range(pilots):
+            policy, draws = campaigns(rng, truth, 1, PILOT_SEEDS)
+            plan = power_plan(pilot_model(policy[0], list(draws[0])), EFFECT, relative=True,
+                              alpha=ALPHA, alternative=ALT, draws=(M,),
+                              max_seeds=max(max(FIXED_N), SEQ_MAX),
+                              seeds_grid=FIXED_N + (SEQ_MAX,), reps=reps, n_resamples=400,
+                              block=SEQ_BLOCK, refits=refits, rng=rng)
+            row = plan.rows[0]
+            flags.append(plan.tail.heavy_right_tail)
+            one = {f"fixed n={n}": (row.fixed_power[i], row.fixed_power_low[i],
+                                    row.fixed_power_high[i])
+                   for i, n in enumerate(row.seeds) if n in FIXED_N}
+            one[f"sequential <= {SEQ_MAX}"] = (row.sequential_power[-1],
+                                               row.sequential_power_low[-1],
+                                               row.sequential_power_high[-1])
+            got.append(one)
+        flags = np.array(flags)
+        for key in got[0]:
+            cells = []
+            for mask in (flags, ~flags):
+                picked = [g[key] for g, keep in zip(got, mask) if keep]
+                if not picked:
+                    cells += ["-", "-"]
+                    continue
+                err = np.mean([p - truth_vals[key] for p, _, _ in picked])
+                cover = np.mean([lo <= truth_vals[key] <= hi for _, lo, hi in picked])
+                cells += [f"{err:+.3f}", f"{cover:.2f}"]
+            out.append(f"| {truth[0]}, policy {truth[1]} | {flags.sum()}/{flags.size} | {key} | "
+                       f"{truth_vals[key]:.3f} | " + " | ".join(cells) + " |")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pilots", type=int, default=60)
@@ -207,7 +250,13 @@ def main(argv=None) -> int:
                     help="only the planner at the lognormal truths' own parameters")
     ap.add_argument("--pilot-size", action="store_true",
                     help="only the pilot size each plan names for a power within +-0.07")
+    ap.add_argument("--tail-check", action="store_true",
+                    help="only the tail check's flag rate and the predictions by flag")
     args = ap.parse_args(argv)
+    if args.tail_check:
+        print("\n".join(tail_check_rows(np.random.default_rng(20261207), args.pilots,
+                                         args.reps, args.refits, args.truth_reps)))
+        return 0
     if args.pilot_size:
         print("\n".join(pilot_size_rows(np.random.default_rng(20261206), args.pilots,
                                          args.reps, args.refits, args.truth_reps)))

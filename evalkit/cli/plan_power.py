@@ -137,6 +137,7 @@ def format_plan(plan, label: str) -> str:
         lines.append(f"{kind}: fewest runs for {pct} power: {n} seeds x {best.m} draw(s) "
                      f"({n * (best.m + 2)} runs with policy and no-sync runs)")
     lines.extend(pilot_size_lines(plan))
+    lines.append(tail_line(plan))
     lines.append(f"method: {plan.method}")
     return "\n".join(lines)
 
@@ -161,6 +162,26 @@ def pilot_size_lines(plan) -> list[str]:
     return [head] + [f"  m = {r.m}: fixed-n power at {top} seeds: {words(r.fixed_pilot_seeds)}; "
                      f"sequential P(pass) by {top}: {words(r.sequential_pilot_seeds)}"
                      for r in rows]
+
+
+def tail_line(plan) -> str:
+    """The pilot's right-tail check in words (:func:`evalkit.stats.power.tail_check`)."""
+    t = plan.tail
+    if t is None:
+        return ("tail check: none (one draw per pilot seed leaves no within-seed residuals to "
+                "check)")
+    seen = (f"skewness {t.skewness:+.2f} of the pilot's pooled log residuals; p = "
+            f"{t.p_value:.3f} that a lognormal pilot of the same seeds and draws shows as much "
+            f"({t.simulations} simulated)")
+    if t.heavy_right_tail:
+        return (f"tail check: HEAVY RIGHT TAIL: {seen}, at most alpha {t.alpha:g}. A few runs "
+                f"far above the rest (bursts) are more than the lognormal body allows, and a "
+                f"pilot of {plan.n_pilot_seeds} seeds samples them poorly: on such V the "
+                f"predictions above run optimistic and their intervals too narrow "
+                f"(tools/POWER_VALIDATION.md, 'The tail check'); pilot more seeds before "
+                f"planning on them")
+    return (f"tail check: {seen}, above alpha {t.alpha:g}: no sign of a heavier right tail "
+            f"than lognormal (a pilot of {plan.n_pilot_seeds} seeds can miss rare bursts)")
 
 
 def plot_plan(plan, path: Path) -> None:

@@ -46,6 +46,12 @@ times, half the campaigns each); the ``interval`` central share of those powers 
 pilot seeds.)  The same refits say how large a pilot would pin a power down: their variance,
 less its Monte Carlo part, is the pilot's, and it shrinks as one over the pilot's seeds
 (:func:`pilot_seeds_for`; a first-order reading that ignores the model's bias on bursty V).
+
+**The tail check** (:func:`tail_check`) says when that bias is likely: bursts skew the pooled
+log residuals right, and the pilot's skewness is compared with pilots of the same seeds and
+draws simulated from its fitted lognormal components (a Monte Carlo p).  A flagged pilot's
+predictions ran optimistic and its intervals too narrow against the simulated truth; a pilot
+that caught no burst is not flagged, so the check can show a heavy tail, never its absence.
 """
 
 from __future__ import annotations
@@ -66,9 +72,10 @@ from evalkit.stats.group_sequential import (FUTILITY, GroupSequentialDesign, che
 
 __all__ = ["DECISIONS", "EFFECTS", "EXACT_SIGN_VECTORS", "FUTILITY_STOP", "MODEL_KINDS",
            "NOT_BETTER_AT_END", "PASS", "PilotModel", "PowerPlan", "PowerRow",
-           "TOLERANCE_COVERAGE", "fixed_gate_passes", "group_sequential_batch",
+           "TAIL_ALPHA", "TAIL_SIMULATIONS", "TOLERANCE_COVERAGE", "TailCheck",
+           "fixed_gate_passes", "group_sequential_batch",
            "look_floors_batch", "pilot_model", "pilot_seeds_for", "power_plan",
-           "sequential_looks", "sign_flip_p_batch"]
+           "sequential_looks", "sign_flip_p_batch", "tail_check"]
 
 EFFECTS = ("multiplicative", "additive")
 
@@ -200,13 +207,7 @@ def pilot_model(policy, draws, source: str = "pilot", *,
         spread = f"given as x{policy_sd_ratio:g} a draw's"
     tau2 = max(0.0, var_level - sw2 * inv_k)
     mu = float(zbar.mean())
-    # residuals around each seed's shrunken level (its best linear predictor): centring on
-    # the seed's own mean of k draws would pull a burst's residual down by 1/k
-    shrink = tau2 / (tau2 + sw2 * inv_k) if tau2 > 0 else 0.0
-    pool = np.concatenate([z - (mu + shrink * (z.mean() - mu)) for z in logs])
-    pool = pool - pool.mean()
-    if pool.std() > 0:
-        pool = pool * math.sqrt(sw2) / pool.std()
+    pool = _residual_pool(logs, mu, tau2, sw2, inv_k)
     model = PilotModel(mu=mu, tau=math.sqrt(tau2), sigma_within=math.sqrt(sw2),
                        sigma_policy=math.sqrt(sp2), policy_spread=spread, mean_draw=math.nan,
                        sd_within=sd_raw, zeros_floored=int(np.sum(every <= 0)),
@@ -218,6 +219,76 @@ def pilot_model(policy, draws, source: str = "pilot", *,
                        draws=tuple(tuple(float(x) for x in d) for d in runs))
     noise_mean = (math.exp(0.5 * sw2) if kind == "lognormal" else model._mean_factor(1.0))
     return dataclasses.replace(model, mean_draw=math.exp(mu + 0.5 * tau2) * noise_mean)
+
+
+def _residual_pool(logs, mu: float, tau2: float, sw2: float, inv_k: float) -> np.ndarray:
+    """The draws' log residuals around each seed's shrunken level (its best linear predictor:
+    centring on the seed's own mean of k draws would pull a burst's residual down by 1/k),
+    pooled, centred and scaled to sd ``sqrt(sw2)``."""
+    shrink = tau2 / (tau2 + sw2 * inv_k) if tau2 > 0 else 0.0
+    pool = np.concatenate([z - (mu + shrink * (z.mean() - mu)) for z in logs])
+    pool = pool - pool.mean()
+    if pool.std() > 0:
+        pool = pool * math.sqrt(sw2) / pool.std()
+    return pool
+
+
+def _skewness(x: np.ndarray) -> float:
+    """The moment skewness m3 / m2^1.5 (0 for a sample without spread)."""
+    c = np.asarray(x, dtype=float) - np.mean(x)
+    m2 = float(np.mean(c * c))
+    return float(np.mean(c ** 3)) / m2 ** 1.5 if m2 > 0 else 0.0
+
+
+TAIL_SIMULATIONS = 400
+TAIL_ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class TailCheck(ResultMixin):
+    """Is the pilot's within-seed noise heavier-tailed to the right than the lognormal the
+    model's variance components describe?  The skewness of the pooled log residuals (as
+    :func:`pilot_model` pools them) against its distribution in pilots of the same seeds and
+    draws simulated from the fitted lognormal components."""
+
+    skewness: float          # of the pilot's pooled log residuals
+    p_value: float           # (1 + simulated pilots with this skewness or more) / (1 + sims)
+    simulations: int
+    alpha: float
+    heavy_right_tail: bool   # p_value <= alpha
+
+
+def tail_check(model: PilotModel, *, simulations: int = TAIL_SIMULATIONS,
+               alpha: float = TAIL_ALPHA, rng=None) -> TailCheck | None:
+    """The pilot's right-tail check (:class:`TailCheck`); None when no pilot seed has two
+    draws (no within-seed residuals).  Bursts -- a few runs several times the rest -- skew the
+    log residuals right; a lognormal pilot's are symmetric up to the pooling, which the
+    simulation reproduces.  A pilot that happened to catch no burst passes: the check can
+    show a heavy tail, never its absence."""
+    if int(simulations) < 1:
+        raise InputError(f"simulations must be >= 1, got {simulations}", column="simulations",
+                         fix="e.g. 400")
+    if not 0.0 < float(alpha) < 1.0:
+        raise InputError(f"alpha must lie in (0, 1), got {alpha}", column="alpha",
+                         fix="e.g. 0.05")
+    if model.dof_within <= 0 or not model.draws:
+        return None
+    observed = _skewness(np.asarray(model.residuals, dtype=float))
+    gen = as_generator(rng)
+    ks = [len(d) for d in model.draws]
+    dof = sum(k - 1 for k in ks)
+    exceed = 0
+    for _ in range(int(simulations)):
+        level = model.mu + gen.normal(0.0, model.tau, size=len(ks))
+        sim = [lv + gen.normal(0.0, model.sigma_within, size=k) for lv, k in zip(level, ks)]
+        zbar = np.array([z.mean() for z in sim])
+        sw2 = sum(float(np.sum((z - z.mean()) ** 2)) for z in sim) / dof
+        tau2 = max(0.0, float(np.var(zbar, ddof=1)) - sw2 * model.inv_k)
+        exceed += _skewness(_residual_pool(sim, float(zbar.mean()), tau2, sw2,
+                                           model.inv_k)) >= observed
+    p = (1 + exceed) / (1 + int(simulations))
+    return TailCheck(skewness=observed, p_value=p, simulations=int(simulations),
+                     alpha=float(alpha), heavy_right_tail=p <= alpha)
 
 
 EXACT_SIGN_VECTORS = 1 << 10     # enumerate every sign vector up to here, Monte Carlo beyond
@@ -366,6 +437,7 @@ class PowerPlan(ResultMixin):
     futility: str = "zero"            # the design's futility rule
     tolerance: float = 0.07           # the pilot-seeds fields' band on a predicted power
     n_pilot_seeds: int = 0
+    tail: TailCheck | None = None     # the pilot's right-tail check (None: one draw a seed)
 
     def best(self, kind: str) -> PowerRow | None:
         """The draws-per-seed setting that reaches the target with the fewest runs
@@ -599,7 +671,7 @@ def power_plan(model: PilotModel, gain: float, *, relative: bool = False,
         n_resamples=int(n_resamples), refits=int(refits), interval=float(interval),
         block=int(block), first_look=None if first_look is None else int(first_look),
         futility=futility, tolerance=float(tolerance), n_pilot_seeds=model.n_pilot_seeds,
-        rows=tuple(rows), sd_within=model.sd_within,
+        tail=tail_check(model, rng=gen), rows=tuple(rows), sd_within=model.sd_within,
         model=(("lognormal" if model.kind == "lognormal" else "smoothed bootstrap of the log "
                 "residuals, lognormal seed levels")
                + f": variance components of {model.n_pilot_seeds} pilot seeds; policy spread "

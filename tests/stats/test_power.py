@@ -19,7 +19,7 @@ from evalkit.stats.paired import paired_mean_test
 from evalkit.stats.power import (DECISIONS, EXACT_SIGN_VECTORS, PASS, TOLERANCE_COVERAGE,
                                  group_sequential_batch, fixed_gate_passes, look_floors_batch,
                                  pilot_model, pilot_seeds_for, power_plan, sequential_looks,
-                                 sign_flip_p_batch)
+                                 sign_flip_p_batch, tail_check)
 
 
 def _lognormal_pilot(rng, seeds, m, sigma=0.35, policy_sigma=None, level_sd=0.3, factor=1.0,
@@ -857,3 +857,110 @@ def test_the_sequential_gates_level_with_a_policy_twice_as_variable_as_a_draw():
             for name, f in (("lognormal", lognormal), ("draw", draw_law))}
     assert rate["draw"] > 0.045
     assert rate["lognormal"] < 0.035
+
+
+def _bursty_pilot(rng, seeds, m, burst=4.0, share=0.10):
+    """A lognormal pilot whose runs (draws and policy) are x``burst`` with chance ``share``."""
+    policy, draws = _lognormal_pilot(rng, seeds, m)
+    lift = 1.0 + (burst - 1.0) * (rng.random((seeds, m + 1)) < share)
+    return policy * lift[:, 0], draws * lift[:, 1:]
+
+
+def test_the_tail_checks_skewness_is_scipys_on_the_pilots_residual_pool():
+    from scipy.stats import skew
+
+    rng = np.random.default_rng(11)
+    model = pilot_model(*_bursty_pilot(rng, 10, 3))
+    check = tail_check(model, simulations=50, rng=0)
+    assert check.skewness == pytest.approx(skew(np.asarray(model.residuals)), abs=1e-12)
+    assert check.simulations == 50 and check.alpha == 0.05
+    assert check == tail_check(model, simulations=50, rng=0)        # deterministic by seed
+
+
+def test_the_tail_check_holds_its_level_on_lognormal_pilots_and_flags_bursty_ones():
+    # the measured rates: 0.05-0.08 of lognormal 10 x 3 pilots flagged, 0.53-0.63 of bursty
+    # ones (tools/POWER_VALIDATION.md, 'The tail check'); here 150 pilots of each
+    rng = np.random.default_rng(12)
+    lognormal = [tail_check(pilot_model(*_lognormal_pilot(rng, 10, 3)), simulations=100,
+                            rng=i).heavy_right_tail for i in range(150)]
+    bursty = [tail_check(pilot_model(*_bursty_pilot(rng, 10, 3)), simulations=100,
+                         rng=i).heavy_right_tail for i in range(150)]
+    assert np.mean(lognormal) <= 0.12
+    assert np.mean(bursty) >= 0.35
+
+
+def test_the_tail_checks_p_counts_the_simulated_pilots_at_least_as_skewed():
+    # one run 50 x its seed's: no lognormal pilot of the fitted spread is as skewed, so the
+    # p is the least a Monte Carlo p can be, 1 / (1 + simulations); mirrored, the largest
+    levels = np.exp(np.random.default_rng(13).normal(0.0, 0.1, 10))
+    draws = [[lv * 1.05, lv / 1.05, lv] for lv in levels]
+    heavy = [list(d) for d in draws]
+    heavy[4][0] *= 50.0
+    check = tail_check(pilot_model(levels, heavy), simulations=99, rng=1)
+    assert check.p_value == pytest.approx(1 / 100) and check.heavy_right_tail
+    light = [list(d) for d in draws]
+    light[4][0] /= 50.0
+    check = tail_check(pilot_model(levels, light), simulations=99, rng=1)
+    assert check.p_value == pytest.approx(1.0) and not check.heavy_right_tail
+    assert check.skewness < 0
+    # a flag is p <= alpha, at the boundary included
+    edge = tail_check(pilot_model(levels, heavy), simulations=99, alpha=0.01, rng=1)
+    assert edge.p_value == pytest.approx(0.01) and edge.heavy_right_tail
+
+
+def test_a_one_draw_pilot_has_no_tail_check_and_the_plan_says_so():
+    from evalkit.cli.plan_power import format_plan
+
+    rng = np.random.default_rng(14)
+    model = pilot_model(*_lognormal_pilot(rng, 6, 1))
+    assert tail_check(model) is None
+    plan = power_plan(model, 0.01, draws=(1,), max_seeds=4, reps=10, refits=0, rng=0)
+    assert plan.tail is None
+    assert "tail check: none (one draw per pilot seed" in format_plan(plan, "wa")
+
+
+@pytest.mark.parametrize("key, value", [("simulations", 0), ("alpha", 0.0), ("alpha", 1.0)])
+def test_the_tail_checks_settings_are_checked(key, value):
+    model = pilot_model(*_lognormal_pilot(np.random.default_rng(15), 5, 2))
+    with pytest.raises(InputError, match=key) as err:
+        tail_check(model, **{key: value})
+    assert err.value.column == key
+
+
+def test_a_plan_carries_its_pilots_tail_check_and_prints_it():
+    from evalkit.cli.plan_power import format_plan
+
+    rng = np.random.default_rng(16)
+    policy, draws = _lognormal_pilot(rng, 10, 3)
+    draws[3, 1] *= 40.0                                 # one burst far above the rest
+    plan = power_plan(pilot_model(policy, list(draws)), 0.01, draws=(3,), max_seeds=6,
+                      reps=20, refits=0, rng=0)
+    tail = plan.tail
+    assert tail.heavy_right_tail and tail.p_value <= 0.05
+    text = format_plan(plan, "wa")
+    assert (f"tail check: HEAVY RIGHT TAIL: skewness {tail.skewness:+.2f} of the pilot's pooled "
+            f"log residuals; p = {tail.p_value:.3f} that a lognormal pilot of the same seeds "
+            f"and draws shows as much ({tail.simulations} simulated), at most alpha 0.05"
+            in text)
+    assert "a pilot of 10 seeds samples them poorly" in text
+    assert plan.to_dict()["tail"]["heavy_right_tail"] is True
+    calm = power_plan(pilot_model(*_lognormal_pilot(rng, 10, 3)), 0.01, draws=(3,),
+                      max_seeds=6, reps=20, refits=0, rng=0)
+    assert not calm.tail.heavy_right_tail
+    words = format_plan(calm, "wa")
+    assert f"p = {calm.tail.p_value:.3f} that a lognormal pilot" in words
+    assert ("above alpha 0.05: no sign of a heavier right tail than lognormal (a pilot of 10 "
+            "seeds can miss rare bursts)") in words
+
+
+def test_the_tail_check_leaves_the_plans_numbers_as_they_were(monkeypatch):
+    # it draws its simulations after every power: a plan's numbers do not depend on it
+    from evalkit.stats import power
+
+    rng = np.random.default_rng(17)
+    model = pilot_model(*_lognormal_pilot(rng, 8, 3))
+    kwargs = dict(draws=(2,), max_seeds=6, reps=20, refits=3, rng=0)
+    with_check = power_plan(model, 0.01, **kwargs)
+    monkeypatch.setattr(power, "tail_check", lambda model, rng=None: None)
+    without = power_plan(model, 0.01, **kwargs)
+    assert with_check.rows == without.rows and without.tail is None
