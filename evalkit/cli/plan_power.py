@@ -175,13 +175,14 @@ def tail_line(plan) -> str:
             f"({t.simulations} simulated)")
     if t.heavy_right_tail:
         return (f"tail check: HEAVY RIGHT TAIL: {seen}, at most alpha {t.alpha:g}. A few runs "
-                f"far above the rest (bursts) are more than the lognormal body allows, and a "
-                f"pilot of {plan.n_pilot_seeds} seeds samples them poorly: on such V the "
-                f"predictions above run optimistic and their intervals too narrow "
-                f"(tools/POWER_VALIDATION.md, 'The tail check'); pilot more seeds before "
-                f"planning on them")
+                f"far above the rest (bursts) are more than a lognormal body allows, and how "
+                f"often they come is what a pilot of {plan.n_pilot_seeds} seeds pins down "
+                f"worst: read the intervals, not the points, and pilot more seeds "
+                f"(tools/POWER_VALIDATION.md, 'The tail check')")
     return (f"tail check: {seen}, above alpha {t.alpha:g}: no sign of a heavier right tail "
-            f"than lognormal (a pilot of {plan.n_pilot_seeds} seeds can miss rare bursts)")
+            f"than lognormal (a pilot of {plan.n_pilot_seeds} seeds can miss rare bursts, and "
+            f"one that missed them predicts too high: tools/POWER_VALIDATION.md, 'The tail "
+            f"check')")
 
 
 def plot_plan(plan, path: Path) -> None:

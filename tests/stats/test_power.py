@@ -942,7 +942,7 @@ def test_a_plan_carries_its_pilots_tail_check_and_prints_it():
             f"log residuals; p = {tail.p_value:.3f} that a lognormal pilot of the same seeds "
             f"and draws shows as much ({tail.simulations} simulated), at most alpha 0.05"
             in text)
-    assert "a pilot of 10 seeds samples them poorly" in text
+    assert "what a pilot of 10 seeds pins down worst: read the intervals, not the points" in text
     assert plan.to_dict()["tail"]["heavy_right_tail"] is True
     calm = power_plan(pilot_model(*_lognormal_pilot(rng, 10, 3)), 0.01, draws=(3,),
                       max_seeds=6, reps=20, refits=0, rng=0)
@@ -950,7 +950,7 @@ def test_a_plan_carries_its_pilots_tail_check_and_prints_it():
     words = format_plan(calm, "wa")
     assert f"p = {calm.tail.p_value:.3f} that a lognormal pilot" in words
     assert ("above alpha 0.05: no sign of a heavier right tail than lognormal (a pilot of 10 "
-            "seeds can miss rare bursts)") in words
+            "seeds can miss rare bursts, and one that missed them predicts too high") in words
 
 
 def test_the_tail_check_leaves_the_plans_numbers_as_they_were(monkeypatch):
