@@ -875,6 +875,12 @@ def test_the_tail_checks_skewness_is_scipys_on_the_pilots_residual_pool():
     assert check.skewness == pytest.approx(skew(np.asarray(model.residuals)), abs=1e-12)
     assert check.simulations == 50 and check.alpha == 0.05
     assert check == tail_check(model, simulations=50, rng=0)        # deterministic by seed
+    from evalkit.stats.power import _skewness
+
+    shifted = rng.lognormal(0.0, 1.0, 40) + 3.0                     # not centred
+    assert _skewness(shifted) == pytest.approx(skew(shifted), rel=1e-12)
+    assert _skewness(np.full(5, 2.0)) == 0.0
+    assert tail_check(model, simulations=1, rng=0).simulations == 1  # the fewest allowed
 
 
 def test_the_tail_check_holds_its_level_on_lognormal_pilots_and_flags_bursty_ones():
@@ -908,6 +914,30 @@ def test_the_tail_checks_p_counts_the_simulated_pilots_at_least_as_skewed():
     assert edge.p_value == pytest.approx(0.01) and edge.heavy_right_tail
 
 
+def test_the_tail_checks_p_is_the_share_of_lognormal_pilots_fitted_as_skewed():
+    # the reference: V pilots drawn from the fitted lognormal components and fitted by
+    # pilot_model itself (its own pooling, from V), their residuals' skewness counted; seed
+    # levels far apart, so a simulation that pooled without shrinking each level would differ
+    from evalkit.stats.power import _skewness
+
+    rng = np.random.default_rng(21)
+    levels = np.exp(rng.normal(0.0, 1.0, 10))
+    draws = levels[:, None] * np.exp(rng.normal(0.0, 0.3, (10, 3)))
+    draws[2, 0] *= 4.0
+    model = pilot_model(levels * np.exp(rng.normal(0.0, 0.3, 10)), list(draws))
+    check = tail_check(model, simulations=4000, rng=1)
+    gen = np.random.default_rng(2)
+    skews = []
+    for _ in range(4000):
+        level = gen.normal(model.mu, model.tau, 10)
+        v = np.exp(level[:, None] + gen.normal(0.0, model.sigma_within, (10, 3)))
+        refit = pilot_model(np.exp(level), list(v))
+        skews.append(_skewness(np.asarray(refit.residuals)))
+    reference = np.mean(np.array(skews) >= check.skewness)
+    assert 0.08 < reference < 0.2                   # a p where the simulation's spread tells
+    assert check.p_value == pytest.approx(reference, abs=0.04)
+
+
 def test_a_one_draw_pilot_has_no_tail_check_and_the_plan_says_so():
     from evalkit.cli.plan_power import format_plan
 
@@ -937,6 +967,7 @@ def test_a_plan_carries_its_pilots_tail_check_and_prints_it():
                       reps=20, refits=0, rng=0)
     tail = plan.tail
     assert tail.heavy_right_tail and tail.p_value <= 0.05
+    assert (tail.simulations, tail.alpha) == (400, 0.05)          # the defaults a plan uses
     text = format_plan(plan, "wa")
     assert (f"tail check: HEAVY RIGHT TAIL: skewness {tail.skewness:+.2f} of the pilot's pooled "
             f"log residuals; p = {tail.p_value:.3f} that a lognormal pilot of the same seeds "
