@@ -947,6 +947,12 @@ def test_a_one_draw_pilot_has_no_tail_check_and_the_plan_says_so():
     plan = power_plan(model, 0.01, draws=(1,), max_seeds=4, reps=10, refits=0, rng=0)
     assert plan.tail is None
     assert "tail check: none (one draw per pilot seed" in format_plan(plan, "wa")
+    # one seed with a second draw is one within-seed residual degree of freedom: checked
+    policy, draws = _lognormal_pilot(rng, 6, 1)
+    runs = [list(d) for d in draws]
+    runs[0].append(runs[0][0] * 1.2)
+    one_dof = pilot_model(policy, runs)
+    assert one_dof.dof_within == 1 and tail_check(one_dof, simulations=20, rng=0) is not None
 
 
 @pytest.mark.parametrize("key, value", [("simulations", 0), ("alpha", 0.0), ("alpha", 1.0)])
