@@ -49,9 +49,10 @@ less its Monte Carlo part, is the pilot's, and it shrinks as one over the pilot'
 
 **The tail check** (:func:`tail_check`) says when that bias is likely: bursts skew the pooled
 log residuals right, and the pilot's skewness is compared with pilots of the same seeds and
-draws simulated from its fitted lognormal components (a Monte Carlo p).  A flagged pilot's
-predictions ran optimistic and its intervals too narrow against the simulated truth; a pilot
-that caught no burst is not flagged, so the check can show a heavy tail, never its absence.
+draws simulated from its fitted lognormal components (a Monte Carlo p).  Against the
+simulated truth (``tools/POWER_VALIDATION.md``, "The tail check") the bursty pilots it flags
+are those that caught their bursts, whose intervals came near their level; those it cannot
+flag caught few and predict highest, so the check can show a heavy tail, never its absence.
 """
 
 from __future__ import annotations
