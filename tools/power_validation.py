@@ -111,26 +111,32 @@ def old_model_power(rng, policy, draws, reps: int) -> dict:
     return out
 
 
+def validation_plan(model, reps: int, refits: int, rng):
+    """The plan every truth is predicted with: the fixed n's and the sequential design."""
+    return power_plan(model, EFFECT, relative=True, alpha=ALPHA, alternative=ALT, draws=(M,),
+                      max_seeds=max(max(FIXED_N), SEQ_MAX), seeds_grid=FIXED_N + (SEQ_MAX,),
+                      reps=reps, n_resamples=400, block=SEQ_BLOCK, refits=refits, rng=rng)
+
+
+def row_powers(row) -> dict:
+    """key -> (point, low, high) of a plan row's fixed-n and sequential powers."""
+    out = {f"fixed n={n}": (row.fixed_power[i], row.fixed_power_low[i],
+                            row.fixed_power_high[i])
+           for i, n in enumerate(row.seeds) if n in FIXED_N}
+    # the sequential design runs to max_seeds: its power is P(better) by the last count
+    out[f"sequential <= {SEQ_MAX}"] = (row.sequential_power[-1], row.sequential_power_low[-1],
+                                       row.sequential_power_high[-1])
+    return out
+
+
 def predictions(rng, truth, reps: int, refits: int, kinds) -> dict:
     """model -> key -> (point, low, high) of one pilot ('old': point only)."""
     policy, draws = campaigns(rng, truth, 1, PILOT_SEEDS)
     out = {}
     for kind in kinds:
-        model = pilot_model(policy[0], list(draws[0]), kind=kind)
-        plan = power_plan(model, EFFECT, relative=True, alpha=ALPHA, alternative=ALT,
-                          draws=(M,), max_seeds=max(max(FIXED_N), SEQ_MAX),
-                          seeds_grid=FIXED_N + (SEQ_MAX,), reps=reps, n_resamples=400,
-                          block=SEQ_BLOCK, refits=refits, rng=rng)
-        row = plan.rows[0]
-        new = {}
-        for i, n in enumerate(row.seeds):
-            if n in FIXED_N:
-                new[f"fixed n={n}"] = (row.fixed_power[i], row.fixed_power_low[i],
-                                       row.fixed_power_high[i])
-        # the sequential design runs to max_seeds: its power is P(better) by the last count
-        new[f"sequential <= {SEQ_MAX}"] = (row.sequential_power[-1],
-                                           row.sequential_power_low[-1],
-                                           row.sequential_power_high[-1])
+        row = validation_plan(pilot_model(policy[0], list(draws[0]), kind=kind), reps,
+                              refits, rng).rows[0]
+        new = row_powers(row)
         new["mean seeds"] = (row.mean_seeds_to_decision, *row.mean_seeds_to_decision_range)
         out[kind] = new
     old = old_model_power(rng, policy[0], list(draws[0]), reps)
@@ -208,20 +214,9 @@ def tail_check_rows(rng, pilots: int, reps: int, refits: int,
         flags, got = [], []
         for _ in range(pilots):
             policy, draws = campaigns(rng, truth, 1, PILOT_SEEDS)
-            plan = power_plan(pilot_model(policy[0], list(draws[0])), EFFECT, relative=True,
-                              alpha=ALPHA, alternative=ALT, draws=(M,),
-                              max_seeds=max(max(FIXED_N), SEQ_MAX),
-                              seeds_grid=FIXED_N + (SEQ_MAX,), reps=reps, n_resamples=400,
-                              block=SEQ_BLOCK, refits=refits, rng=rng)
-            row = plan.rows[0]
+            plan = validation_plan(pilot_model(policy[0], list(draws[0])), reps, refits, rng)
             flags.append(plan.tail.heavy_right_tail)
-            one = {f"fixed n={n}": (row.fixed_power[i], row.fixed_power_low[i],
-                                    row.fixed_power_high[i])
-                   for i, n in enumerate(row.seeds) if n in FIXED_N}
-            one[f"sequential <= {SEQ_MAX}"] = (row.sequential_power[-1],
-                                               row.sequential_power_low[-1],
-                                               row.sequential_power_high[-1])
-            got.append(one)
+            got.append(row_powers(plan.rows[0]))
         flags = np.array(flags)
         for key in got[0]:
             cells = []

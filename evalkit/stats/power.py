@@ -192,7 +192,7 @@ def pilot_model(policy, draws, source: str = "pilot", *,
     var_r = float(np.var(resid, ddof=1))
     var_level = float(np.var(zbar, ddof=1))
     if dof > 0:
-        sw2 = sum(float(np.sum((z - z.mean()) ** 2)) for z in logs) / dof
+        sw2 = _pooled_within_variance(logs)
         sp2 = max(0.0, var_r - sw2 * inv_k)
         spread = "from the pilot's policy runs"
         raw = [d - d.mean() for d in runs if d.size >= 2]
@@ -206,7 +206,7 @@ def pilot_model(policy, draws, source: str = "pilot", *,
     if policy_sd_ratio is not None:
         sp2 = (float(policy_sd_ratio) ** 2) * sw2
         spread = f"given as x{policy_sd_ratio:g} a draw's"
-    tau2 = max(0.0, var_level - sw2 * inv_k)
+    tau2 = _level_variance(var_level, sw2, inv_k)
     mu = float(zbar.mean())
     pool = _residual_pool(logs, mu, tau2, sw2, inv_k)
     model = PilotModel(mu=mu, tau=math.sqrt(tau2), sigma_within=math.sqrt(sw2),
@@ -220,6 +220,19 @@ def pilot_model(policy, draws, source: str = "pilot", *,
                        draws=tuple(tuple(float(x) for x in d) for d in runs))
     noise_mean = (math.exp(0.5 * sw2) if kind == "lognormal" else model._mean_factor(1.0))
     return dataclasses.replace(model, mean_draw=math.exp(mu + 0.5 * tau2) * noise_mean)
+
+
+def _pooled_within_variance(logs) -> float:
+    """The draws' log variance within seeds, pooled over the seeds' sum(k - 1) (> 0) degrees
+    of freedom."""
+    return (sum(float(np.sum((z - z.mean()) ** 2)) for z in logs)
+            / sum(z.size - 1 for z in logs))
+
+
+def _level_variance(var_level: float, sw2: float, inv_k: float) -> float:
+    """The seed level's variance: the variance of the seeds' mean log draw less its
+    within-seed part, at least 0."""
+    return max(0.0, var_level - sw2 * inv_k)
 
 
 def _residual_pool(logs, mu: float, tau2: float, sw2: float, inv_k: float) -> np.ndarray:
@@ -277,14 +290,13 @@ def tail_check(model: PilotModel, *, simulations: int = TAIL_SIMULATIONS,
     observed = _skewness(np.asarray(model.residuals, dtype=float))
     gen = as_generator(rng)
     ks = [len(d) for d in model.draws]
-    dof = sum(k - 1 for k in ks)
     exceed = 0
     for _ in range(int(simulations)):
         level = model.mu + gen.normal(0.0, model.tau, size=len(ks))
         sim = [lv + gen.normal(0.0, model.sigma_within, size=k) for lv, k in zip(level, ks)]
         zbar = np.array([z.mean() for z in sim])
-        sw2 = sum(float(np.sum((z - z.mean()) ** 2)) for z in sim) / dof
-        tau2 = max(0.0, float(np.var(zbar, ddof=1)) - sw2 * model.inv_k)
+        sw2 = _pooled_within_variance(sim)
+        tau2 = _level_variance(float(np.var(zbar, ddof=1)), sw2, model.inv_k)
         exceed += _skewness(_residual_pool(sim, float(zbar.mean()), tau2, sw2,
                                            model.inv_k)) >= observed
     p = (1 + exceed) / (1 + int(simulations))
@@ -528,7 +540,7 @@ def _redrawn_model(model: PilotModel, gen) -> PilotModel:
         sp2 = sw2
     if model.policy_sd_ratio is not None:
         sp2 = model.policy_sd_ratio ** 2 * sw2
-    tau2 = max(0.0, var_level - sw2 * model.inv_k)
+    tau2 = _level_variance(var_level, sw2, model.inv_k)
     mu = model.mu + gen.normal(0.0, math.sqrt(var_level / n))
     pool = np.asarray(model.residuals, dtype=float)
     if pool.size:
