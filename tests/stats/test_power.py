@@ -912,6 +912,8 @@ def test_the_tail_checks_p_counts_the_simulated_pilots_at_least_as_skewed():
     # a flag is p <= alpha, at the boundary included
     edge = tail_check(pilot_model(levels, heavy), simulations=99, alpha=0.01, rng=1)
     assert edge.p_value == pytest.approx(0.01) and edge.heavy_right_tail
+    stricter = tail_check(pilot_model(levels, heavy), simulations=99, alpha=0.009, rng=1)
+    assert stricter.p_value == pytest.approx(0.01) and not stricter.heavy_right_tail
 
 
 def test_the_tail_checks_p_is_the_share_of_lognormal_pilots_fitted_as_skewed():
